@@ -1,0 +1,22 @@
+//! # owl-core
+//!
+//! The pure heart of owl, a toolkit for passive one-way latency measurement between two
+//! observation points: a sender point S (where packets pass first) and a receiver point R.
+//!
+//! This crate holds everything that is a function of packet records and nothing else: the
+//! [`PacketRecord`](record::PacketRecord) every capture is reduced to, the seeded
+//! [`HashFamily`](hash::HashFamily) every synopsis derives its hashes from, clock-delimited
+//! [`Intervals`](interval::Intervals), exact statistics, the exact per-packet matcher that is
+//! every method's ground truth ([`exact`]), and the method interface of [`method`].
+//!
+//! It never reads a clock, a file or a socket: every time is a capture timestamp carried by a
+//! record, so every result is a pure, reproducible function of its inputs and its seeds.
+
+pub mod exact;
+pub mod hash;
+pub mod interval;
+pub mod method;
+pub mod record;
+pub mod stats;
+
+pub use record::{FlowKey, PacketRecord};

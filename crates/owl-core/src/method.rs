@@ -1,0 +1,179 @@
+//! The interface every aggregate latency method offers to `owl compare`.
+//!
+//! A method is a factory of per-point synopses (one per observation point and measurement
+//! interval) plus a pair estimator. Each method module keeps its own typed API (`Config`,
+//! synopsis, `estimate`); this object-safe layer only lets the command line run any set of them
+//! side by side on the same records: every record is dissected and hashed once, then fed to every
+//! synopsis ("hash once, feed many sketches").
+
+use std::any::Any;
+
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::record::PacketRecord;
+
+/// Which observation point a synopsis belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Sender,
+    Receiver,
+}
+
+/// What an aggregate method estimates for one interval, and what the estimate rests on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Estimate {
+    /// Estimated mean one-way delay, ns.
+    pub mean_ns: Option<f64>,
+    /// Estimated standard deviation of the delay, ns (population), `None` where the method has
+    /// none.
+    pub std_ns: Option<f64>,
+    /// Number of packets the mean rests on (the effective sample size for LDA, decoded-and-kept
+    /// packets for RDA, matched probes for probing).
+    pub samples: u64,
+    /// Bytes that would cross the network between the points for this interval.
+    pub bytes: u64,
+    /// Estimated number of lost packets, where the method gives one.
+    pub lost: Option<u64>,
+    /// Confidence interval of the mean where the paper gives a bound (98 %, ns).
+    pub mean_ci98_ns: Option<[f64; 2]>,
+    /// Human-readable remarks (decoding failures, unusable rows, …).
+    pub notes: Vec<String>,
+}
+
+impl Estimate {
+    /// Combine per-interval estimates into one over all intervals: the mean is weighted by
+    /// samples, the variance pooled as `E[w²] − μ²` over the parts that have one, bytes and
+    /// samples summed. Confidence intervals are not combined.
+    pub fn combine(parts: &[Estimate]) -> Estimate {
+        let mut out = Estimate::default();
+        let mut n = 0.0;
+        let mut s1 = 0.0;
+        let (mut n2, mut s2, mut s2m) = (0.0, 0.0, 0.0);
+        let mut lost = Some(0u64);
+        for p in parts {
+            out.samples += p.samples;
+            out.bytes += p.bytes;
+            lost = match (lost, p.lost) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
+            if let Some(m) = p.mean_ns {
+                let w = p.samples as f64;
+                n += w;
+                s1 += w * m;
+                if let Some(sd) = p.std_ns {
+                    n2 += w;
+                    s2 += w * (sd * sd + m * m);
+                    s2m += w * m;
+                }
+            }
+        }
+        if n > 0.0 {
+            out.mean_ns = Some(s1 / n);
+        }
+        if n2 > 0.0 {
+            let mu = s2m / n2;
+            out.std_ns = Some((s2 / n2 - mu * mu).max(0.0).sqrt());
+        }
+        out.lost = if parts.is_empty() { None } else { lost };
+        out
+    }
+}
+
+/// Errors a pair estimator can report.
+#[derive(Debug, Error, PartialEq)]
+pub enum MethodError {
+    /// The two synopses were built with different configurations; names the first field that
+    /// differs.
+    #[error("configuration mismatch between sender and receiver: {field} is {sender} at the sender but {receiver} at the receiver")]
+    ConfigMismatch {
+        field: &'static str,
+        sender: String,
+        receiver: String,
+    },
+    /// The synopses handed to the estimator are not of this method.
+    #[error("synopsis of the wrong method handed to {method}")]
+    WrongSynopsis { method: &'static str },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// One point's synopsis for one interval, as `owl compare` sees it.
+pub trait PointSynopsis: Send {
+    /// Record one packet.
+    fn record(&mut self, rec: &PacketRecord);
+    /// Record a batch of packets (methods override this to keep the loop monomorphic).
+    fn record_batch(&mut self, recs: &[PacketRecord]) {
+        for r in recs {
+            self.record(r);
+        }
+    }
+    /// Downcast support for the pair estimator.
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+}
+
+/// An aggregate latency method, object-safe.
+pub trait Method: Send + Sync {
+    /// Short name used on the command line and in reports (`lda`, `rda`, …).
+    fn name(&self) -> &str;
+    /// A fresh synopsis for one point and one interval.
+    fn new_point(&self, role: Role) -> Box<dyn PointSynopsis>;
+    /// Turn the sender's and the receiver's synopses of one interval into an estimate.
+    fn estimate(
+        &self,
+        sender: Box<dyn PointSynopsis>,
+        receiver: Box<dyn PointSynopsis>,
+    ) -> Result<Estimate, MethodError>;
+}
+
+/// Downcast a boxed synopsis to the method's concrete type.
+pub fn downcast<T: 'static>(
+    s: Box<dyn PointSynopsis>,
+    method: &'static str,
+) -> Result<Box<T>, MethodError> {
+    s.into_any()
+        .downcast::<T>()
+        .map_err(|_| MethodError::WrongSynopsis { method })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn combine_pools_mean_and_variance() {
+        // Two groups: {0, 2} (mean 1, sd 1) and {10, 10, 10, 10} (mean 10, sd 0).
+        let a = Estimate {
+            mean_ns: Some(1.0),
+            std_ns: Some(1.0),
+            samples: 2,
+            bytes: 5,
+            lost: Some(1),
+            ..Default::default()
+        };
+        let b = Estimate {
+            mean_ns: Some(10.0),
+            std_ns: Some(0.0),
+            samples: 4,
+            bytes: 7,
+            lost: Some(2),
+            ..Default::default()
+        };
+        let c = Estimate::combine(&[a, b]);
+        let all = [0.0f64, 2.0, 10.0, 10.0, 10.0, 10.0];
+        let m = all.iter().sum::<f64>() / 6.0;
+        let sd = (all.iter().map(|x| (x - m).powi(2)).sum::<f64>() / 6.0).sqrt();
+        assert!((c.mean_ns.unwrap() - m).abs() < 1e-12);
+        assert!((c.std_ns.unwrap() - sd).abs() < 1e-12);
+        assert_eq!((c.samples, c.bytes, c.lost), (6, 12, Some(3)));
+    }
+
+    #[test]
+    fn combine_of_nothing() {
+        let c = Estimate::combine(&[]);
+        assert_eq!(c.mean_ns, None);
+        assert_eq!(c.lost, None);
+    }
+}

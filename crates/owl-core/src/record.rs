@@ -1,0 +1,153 @@
+//! The packet record: what one observation point knows of one packet.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use std::net::{IpAddr, Ipv4Addr};
+
+/// A 5-tuple flow key.
+///
+/// For TCP and UDP the ports are the transport ports. For ICMP and ICMPv6 echo-like messages
+/// `sport` carries the identifier and `dport` carries `type << 8 | code`, so that a ping session
+/// is one flow per direction; other ICMP messages have `sport = 0`. For any other protocol, and
+/// for non-first IP fragments, both ports are 0.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Serialize, Deserialize)]
+pub struct FlowKey {
+    /// IP protocol number (IPv6: the upper-layer protocol after extension headers).
+    pub proto: u8,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub sport: u16,
+    pub dport: u16,
+}
+
+impl Default for FlowKey {
+    fn default() -> Self {
+        FlowKey {
+            proto: 0,
+            src: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            dst: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            sport: 0,
+            dport: 0,
+        }
+    }
+}
+
+impl FlowKey {
+    /// A canonical 37-byte encoding (protocol, addresses as 16 bytes each with IPv4 mapped into
+    /// IPv6, ports big-endian), the input of every flow hash so that S and R agree.
+    pub fn canonical_bytes(&self) -> [u8; 37] {
+        let mut b = [0u8; 37];
+        b[0] = self.proto;
+        b[1..17].copy_from_slice(&v6_octets(self.src));
+        b[17..33].copy_from_slice(&v6_octets(self.dst));
+        b[33..35].copy_from_slice(&self.sport.to_be_bytes());
+        b[35..37].copy_from_slice(&self.dport.to_be_bytes());
+        b
+    }
+
+    /// Seeded 64-bit flow hash (xxh3 of [`canonical_bytes`](Self::canonical_bytes)).
+    pub fn hash(&self, seed: u64) -> u64 {
+        xxhash_rust::xxh3::xxh3_64_with_seed(&self.canonical_bytes(), seed)
+    }
+
+    /// Short protocol name for tables.
+    pub fn proto_name(&self) -> String {
+        match self.proto {
+            1 => "icmp".into(),
+            6 => "tcp".into(),
+            17 => "udp".into(),
+            58 => "icmp6".into(),
+            p => format!("ip{p}"),
+        }
+    }
+}
+
+fn v6_octets(a: IpAddr) -> [u8; 16] {
+    match a {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V6(v6) => v6.octets(),
+    }
+}
+
+impl fmt::Display for FlowKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (s, d) = (self.src, self.dst);
+        match (s, d) {
+            (IpAddr::V6(_), _) | (_, IpAddr::V6(_)) => write!(
+                f,
+                "{} [{}]:{} > [{}]:{}",
+                self.proto_name(),
+                s,
+                self.sport,
+                d,
+                self.dport
+            ),
+            _ => write!(
+                f,
+                "{} {}:{} > {}:{}",
+                self.proto_name(),
+                s,
+                self.sport,
+                d,
+                self.dport
+            ),
+        }
+    }
+}
+
+/// One packet as seen at one observation point.
+///
+/// `id` is the packet identity: a seeded 64-bit hash of the bytes routers do not change (see
+/// `owl_trace::identity`), equal at S and R for the same packet. Every per-method hash (row,
+/// bank, sampling, sign, digest) is derived from it through [`crate::hash::HashFamily`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct PacketRecord {
+    /// Capture timestamp in nanoseconds since the Unix epoch, by this point's clock.
+    pub ts_ns: u64,
+    /// Packet identity.
+    pub id: u64,
+    /// 5-tuple flow key.
+    pub flow: FlowKey,
+    /// IP length of the packet on the wire (header included), from the IP header.
+    pub len: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv6Addr;
+
+    #[test]
+    fn canonical_bytes_distinguish_v4_and_v6_and_direction() {
+        let a = FlowKey {
+            proto: 6,
+            src: "10.0.0.1".parse().unwrap(),
+            dst: "10.0.0.2".parse().unwrap(),
+            sport: 1000,
+            dport: 443,
+        };
+        let mut b = a;
+        std::mem::swap(&mut b.src, &mut b.dst);
+        assert_ne!(a.canonical_bytes(), b.canonical_bytes());
+        let c = FlowKey {
+            src: IpAddr::V6(Ipv6Addr::LOCALHOST),
+            ..a
+        };
+        assert_ne!(a.hash(1), c.hash(1));
+        assert_eq!(a.hash(7), a.hash(7));
+        assert_ne!(a.hash(7), a.hash(8));
+    }
+
+    #[test]
+    fn display_uses_rfc5952_for_v6() {
+        let k = FlowKey {
+            proto: 17,
+            src: "2001:db8:0:0:0:0:0:1".parse().unwrap(),
+            dst: "2001:db8::2".parse().unwrap(),
+            sport: 53,
+            dport: 5353,
+        };
+        assert_eq!(k.to_string(), "udp [2001:db8::1]:53 > [2001:db8::2]:5353");
+    }
+}
