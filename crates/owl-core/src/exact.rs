@@ -58,7 +58,9 @@ impl Default for TruthOptions {
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum MatchError {
-    #[error("the sender capture holds more than {max} distinct packets, the most exact matching can index")]
+    #[error(
+        "the sender capture holds more than {max} distinct packets, the most exact matching can index"
+    )]
     TooManyPackets { max: u64 },
 }
 
@@ -501,8 +503,14 @@ mod tests {
         let t = m.finish();
         assert_eq!(t.intervals.len(), 2);
         let (a, b) = (&t.intervals[0], &t.intervals[1]);
-        assert_eq!((a.sent, a.received, a.matched, a.left, a.unexpected), (2, 1, 1, 1, 0));
-        assert_eq!((b.sent, b.received, b.matched, b.left, b.unexpected), (1, 2, 1, 0, 1));
+        assert_eq!(
+            (a.sent, a.received, a.matched, a.left, a.unexpected),
+            (2, 1, 1, 1, 0)
+        );
+        assert_eq!(
+            (b.sent, b.received, b.matched, b.left, b.unexpected),
+            (1, 2, 1, 0, 1)
+        );
         assert_eq!(a.delay.unwrap().mean_ns, 20.0);
         assert_eq!(b.delay.unwrap().mean_ns, 30.0);
         assert_eq!(t.in_interval.unwrap().count, 2);

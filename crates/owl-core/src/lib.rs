@@ -18,5 +18,6 @@ pub mod interval;
 pub mod method;
 pub mod record;
 pub mod stats;
+pub mod units;
 
 pub use record::{FlowKey, PacketRecord};

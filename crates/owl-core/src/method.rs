@@ -87,7 +87,9 @@ impl Estimate {
 pub enum MethodError {
     /// The two synopses were built with different configurations; names the first field that
     /// differs.
-    #[error("configuration mismatch between sender and receiver: {field} is {sender} at the sender but {receiver} at the receiver")]
+    #[error(
+        "configuration mismatch between sender and receiver: {field} is {sender} at the sender but {receiver} at the receiver"
+    )]
     ConfigMismatch {
         field: &'static str,
         sender: String,

@@ -103,7 +103,10 @@ mod tests {
         // population variance of 1..=n is (n²−1)/12
         assert!((s.std_ns - ((1000.0f64 * 1000.0 - 1.0) / 12.0).sqrt()).abs() < 1e-9);
         assert_eq!((s.min_ns, s.max_ns), (1, 1000));
-        assert_eq!((s.p50_ns, s.p90_ns, s.p99_ns, s.p999_ns), (500, 900, 990, 999));
+        assert_eq!(
+            (s.p50_ns, s.p90_ns, s.p99_ns, s.p999_ns),
+            (500, 900, 990, 999)
+        );
     }
 
     #[test]

@@ -1,0 +1,160 @@
+//! Durations and byte sizes as people type and read them.
+//!
+//! Durations: a number followed by `ns`, `us` (or `µs`), `ms`, `s`, `m` or `h`: `200ns`,
+//! `1.5us`, `3ms`, `1s`. A bare `0` is accepted. Byte sizes: a number optionally followed by
+//! `B`, `KB`/`MB`/`GB` (powers of 1000) or `KiB`/`MiB`/`GiB` (powers of 1024).
+
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum UnitError {
+    #[error("'{0}' is not a duration: write a number and a unit, e.g. 200ns, 1.5us, 3ms, 1s")]
+    Duration(String),
+    #[error("'{0}' is not a byte size: write e.g. 4096, 64KiB, 1MB")]
+    Bytes(String),
+    #[error("'{0}' is out of range")]
+    Range(String),
+}
+
+fn split_number(s: &str) -> (&str, &str) {
+    let end = s
+        .char_indices()
+        .find(|&(_, c)| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
+        .map(|(i, _)| i)
+        .unwrap_or(s.len());
+    (&s[..end], s[end..].trim())
+}
+
+/// Parse a signed duration into nanoseconds (as `f64`, so `0.5ns` is representable for
+/// models; callers round where they need integers).
+pub fn parse_duration_ns(s: &str) -> Result<f64, UnitError> {
+    let t = s.trim();
+    let (num, unit) = split_number(t);
+    let v: f64 = num.parse().map_err(|_| UnitError::Duration(s.into()))?;
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "m" | "min" => 60e9,
+        "h" => 3600e9,
+        "" if v == 0.0 => 1.0,
+        _ => return Err(UnitError::Duration(s.into())),
+    };
+    let ns = v * scale;
+    if !ns.is_finite() || ns.abs() > 9.2e18 {
+        return Err(UnitError::Range(s.into()));
+    }
+    Ok(ns)
+}
+
+/// Parse a non-negative duration into whole nanoseconds.
+pub fn parse_duration_u64(s: &str) -> Result<u64, UnitError> {
+    let ns = parse_duration_ns(s)?;
+    if ns < 0.0 {
+        return Err(UnitError::Range(s.into()));
+    }
+    Ok(ns.round() as u64)
+}
+
+/// Parse a byte size.
+pub fn parse_bytes(s: &str) -> Result<u64, UnitError> {
+    let t = s.trim();
+    let (num, unit) = split_number(t);
+    let v: f64 = num.parse().map_err(|_| UnitError::Bytes(s.into()))?;
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "m" | "mb" => 1e6,
+        "g" | "gb" => 1e9,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(UnitError::Bytes(s.into())),
+    };
+    let b = v * scale;
+    if !b.is_finite() || !(0.0..1.8e19).contains(&b) {
+        return Err(UnitError::Range(s.into()));
+    }
+    Ok(b.round() as u64)
+}
+
+/// Format nanoseconds with a unit that keeps 3–4 significant digits: `187.3ns`, `12.41us`,
+/// `3.002ms`, `1.500s`.
+pub fn format_ns(ns: f64) -> String {
+    if !ns.is_finite() {
+        return format!("{ns}");
+    }
+    let a = ns.abs();
+    let (v, u) = if a < 1e3 {
+        (ns, "ns")
+    } else if a < 1e6 {
+        (ns / 1e3, "us")
+    } else if a < 1e9 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e9, "s")
+    };
+    let av = v.abs();
+    if av >= 100.0 {
+        format!("{v:.1}{u}")
+    } else if av >= 10.0 {
+        format!("{v:.2}{u}")
+    } else {
+        format!("{v:.3}{u}")
+    }
+}
+
+/// Format a byte count: `512B`, `16.0KiB`, `1.50MiB`.
+pub fn format_bytes(b: u64) -> String {
+    let f = b as f64;
+    if b < 1024 {
+        format!("{b}B")
+    } else if f < 1024.0 * 1024.0 {
+        format!("{:.1}KiB", f / 1024.0)
+    } else if f < 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2}MiB", f / 1024.0 / 1024.0)
+    } else {
+        format!("{:.2}GiB", f / 1024.0 / 1024.0 / 1024.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_ns("200ns"), Ok(200.0));
+        assert_eq!(parse_duration_ns("1.5us"), Ok(1500.0));
+        assert_eq!(parse_duration_ns("1.5µs"), Ok(1500.0));
+        assert_eq!(parse_duration_ns("3ms"), Ok(3e6));
+        assert_eq!(parse_duration_ns("-5us"), Ok(-5000.0));
+        assert_eq!(parse_duration_ns("0"), Ok(0.0));
+        assert_eq!(parse_duration_u64("1s"), Ok(1_000_000_000));
+        assert!(parse_duration_ns("5").is_err());
+        assert!(parse_duration_ns("fast").is_err());
+        assert!(parse_duration_ns("1e30s").is_err());
+        assert!(parse_duration_u64("-1s").is_err());
+    }
+
+    #[test]
+    fn bytes() {
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("64KiB"), Ok(65536));
+        assert_eq!(parse_bytes("1MB"), Ok(1_000_000));
+        assert_eq!(parse_bytes("1.5 kib"), Ok(1536));
+        assert!(parse_bytes("-3").is_err());
+        assert!(parse_bytes("lots").is_err());
+    }
+
+    #[test]
+    fn formatting() {
+        assert_eq!(format_ns(187.25), "187.2ns");
+        assert_eq!(format_ns(12_410.0), "12.41us");
+        assert_eq!(format_ns(3_002_000.0), "3.002ms");
+        assert_eq!(format_ns(-1.5e9), "-1.500s");
+        assert_eq!(format_bytes(512), "512B");
+        assert_eq!(format_bytes(16 * 1024), "16.0KiB");
+    }
+}

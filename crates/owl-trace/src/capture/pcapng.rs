@@ -1,0 +1,295 @@
+//! pcapng files (draft-ietf-opsawg-pcapng): sections, interfaces, EPB, PB and SPB.
+
+use std::io::Read;
+
+use super::bytes::ByteSource;
+use super::{CaptureError, Endian, MAX_BLOCK, RawPacket, ReaderStats};
+
+pub(crate) const SHB_TYPE: u32 = 0x0a0d_0d0a;
+const BYTE_ORDER_MAGIC: u32 = 0x1a2b_3c4d;
+const IDB_TYPE: u32 = 1;
+const PB_TYPE: u32 = 2;
+const SPB_TYPE: u32 = 3;
+const EPB_TYPE: u32 = 6;
+
+const OPT_END: u16 = 0;
+const OPT_IF_TSRESOL: u16 = 9;
+const OPT_IF_TSOFFSET: u16 = 14;
+
+#[derive(Clone, Copy, Debug)]
+struct Interface {
+    linktype: u32,
+    snaplen: u32,
+    /// Timestamp resolution: `(binary, exponent)`: units of 10^-e or 2^-e seconds.
+    resol: (bool, u8),
+    offset_s: i64,
+}
+
+pub(crate) struct PcapngState {
+    endian: Endian,
+    interfaces: Vec<Interface>,
+}
+
+impl PcapngState {
+    pub fn start<R: Read>(src: &mut ByteSource<R>) -> Result<PcapngState, CaptureError> {
+        let mut st = PcapngState {
+            endian: Endian { big: false },
+            interfaces: Vec::new(),
+        };
+        st.section_header(src)?;
+        Ok(st)
+    }
+
+    /// Read a Section Header Block at the current offset.
+    fn section_header<R: Read>(&mut self, src: &mut ByteSource<R>) -> Result<(), CaptureError> {
+        let offset = src.offset();
+        let have = src.ensure(12)?;
+        if have < 12 {
+            return Err(CaptureError::Truncated {
+                offset,
+                what: "pcapng section header",
+                needed: 12,
+                available: have as u64,
+            });
+        }
+        let p = src.peek();
+        let bom = u32::from_le_bytes(p[8..12].try_into().unwrap());
+        let big = match bom {
+            BYTE_ORDER_MAGIC => false,
+            m if m.swap_bytes() == BYTE_ORDER_MAGIC => true,
+            _ => {
+                return Err(CaptureError::corrupt(
+                    offset + 8,
+                    format!("pcapng section header has no byte-order magic (0x{bom:08x})"),
+                ));
+            }
+        };
+        self.endian = Endian { big };
+        self.interfaces.clear();
+        let body = self.block(src, "pcapng section header")?;
+        if body.len() < 16 {
+            return Err(CaptureError::corrupt(
+                offset,
+                "pcapng section header too short",
+            ));
+        }
+        let major = self.endian.u16(&body[4..]);
+        if major != 1 {
+            return Err(CaptureError::corrupt(
+                offset + 12,
+                format!("pcapng major version {major}, owl reads version 1"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Read one whole block at the current offset; returns its body (after type and length,
+    /// before the trailing length).
+    fn block<'a, R: Read>(
+        &self,
+        src: &'a mut ByteSource<R>,
+        what: &'static str,
+    ) -> Result<&'a [u8], CaptureError> {
+        let offset = src.offset();
+        let have = src.ensure(8)?;
+        if have < 8 {
+            return Err(CaptureError::Truncated {
+                offset,
+                what,
+                needed: 8,
+                available: have as u64,
+            });
+        }
+        let len = self.endian.u32(&src.peek()[4..]) as usize;
+        if len < 12 || len % 4 != 0 || len > MAX_BLOCK {
+            return Err(CaptureError::corrupt(
+                offset + 4,
+                format!(
+                    "pcapng block length {len} is invalid (must be a multiple of 4 between 12 and {MAX_BLOCK})"
+                ),
+            ));
+        }
+        let have = src.ensure(len)?;
+        if have < len {
+            return Err(CaptureError::Truncated {
+                offset,
+                what,
+                needed: len as u64,
+                available: have as u64,
+            });
+        }
+        let e = self.endian;
+        let b = src.take(len);
+        let trailer = e.u32(&b[len - 4..]) as usize;
+        if trailer != len {
+            return Err(CaptureError::corrupt(
+                offset + len as u64 - 4,
+                format!(
+                    "pcapng block trailer length {trailer} differs from its header length {len}"
+                ),
+            ));
+        }
+        Ok(&b[8..len - 4])
+    }
+
+    pub fn next<'a, R: Read>(
+        &mut self,
+        src: &'a mut ByteSource<R>,
+        stats: &mut ReaderStats,
+    ) -> Result<Option<RawPacket<'a>>, CaptureError> {
+        loop {
+            let offset = src.offset();
+            let have = src.ensure(8)?;
+            if have == 0 {
+                return Ok(None);
+            }
+            if have < 8 {
+                return Err(CaptureError::Truncated {
+                    offset,
+                    what: "pcapng block header",
+                    needed: 8,
+                    available: have as u64,
+                });
+            }
+            let btype = self.endian.u32(src.peek());
+            if btype == SHB_TYPE {
+                self.section_header(src)?;
+                continue;
+            }
+            match btype {
+                IDB_TYPE => {
+                    let e = self.endian;
+                    let body = self.block(src, "pcapng interface description")?;
+                    let iface = parse_idb(e, body, offset)?;
+                    self.interfaces.push(iface);
+                }
+                EPB_TYPE | PB_TYPE => {
+                    let e = self.endian;
+                    let ifaces = &self.interfaces;
+                    let body = self.block(src, "pcapng packet block")?;
+                    if body.len() < 20 {
+                        return Err(CaptureError::corrupt(
+                            offset,
+                            "pcapng packet block too short",
+                        ));
+                    }
+                    let iface_id = if btype == EPB_TYPE {
+                        e.u32(body)
+                    } else {
+                        e.u16(body) as u32
+                    };
+                    let Some(iface) = ifaces.get(iface_id as usize) else {
+                        return Err(CaptureError::corrupt(
+                            offset + 8,
+                            format!(
+                                "pcapng packet refers to interface {iface_id}, but the section describes {}",
+                                ifaces.len()
+                            ),
+                        ));
+                    };
+                    let ts = ((e.u32(&body[4..]) as u64) << 32) | e.u32(&body[8..]) as u64;
+                    let caplen = e.u32(&body[12..]) as usize;
+                    let orig_len = e.u32(&body[16..]);
+                    if caplen > body.len() - 20 {
+                        return Err(CaptureError::corrupt(
+                            offset + 20,
+                            format!(
+                                "pcapng packet claims {caplen} captured bytes but its block holds {}",
+                                body.len() - 20
+                            ),
+                        ));
+                    }
+                    let ts_ns = to_ns(ts, iface).ok_or_else(|| {
+                        CaptureError::corrupt(offset + 12, "pcapng timestamp out of range")
+                    })?;
+                    return Ok(Some(RawPacket {
+                        ts_ns,
+                        linktype: iface.linktype,
+                        data: &body[20..20 + caplen],
+                        orig_len,
+                        offset,
+                    }));
+                }
+                SPB_TYPE => {
+                    let _ = self.block(src, "pcapng simple packet block")?;
+                    if self.interfaces.is_empty() {
+                        return Err(CaptureError::corrupt(
+                            offset,
+                            "pcapng simple packet block before any interface description",
+                        ));
+                    }
+                    stats.no_timestamp += 1;
+                }
+                _ => {
+                    let _ = self.block(src, "pcapng block")?;
+                    stats.other_blocks += 1;
+                }
+            }
+        }
+    }
+}
+
+fn parse_idb(e: Endian, body: &[u8], offset: u64) -> Result<Interface, CaptureError> {
+    if body.len() < 8 {
+        return Err(CaptureError::corrupt(
+            offset,
+            "pcapng interface description too short",
+        ));
+    }
+    let mut iface = Interface {
+        linktype: e.u16(body) as u32,
+        snaplen: e.u32(&body[4..]),
+        resol: (false, 6),
+        offset_s: 0,
+    };
+    let _ = iface.snaplen;
+    let mut p = 8;
+    while p + 4 <= body.len() {
+        let code = e.u16(&body[p..]);
+        let len = e.u16(&body[p + 2..]) as usize;
+        let v = p + 4;
+        if code == OPT_END {
+            break;
+        }
+        if v + len > body.len() {
+            return Err(CaptureError::corrupt(
+                offset + 8 + p as u64,
+                format!("pcapng option {code} runs past the end of its block"),
+            ));
+        }
+        match code {
+            OPT_IF_TSRESOL if len >= 1 => {
+                let r = body[v];
+                iface.resol = (r & 0x80 != 0, r & 0x7f);
+            }
+            OPT_IF_TSOFFSET if len >= 8 => iface.offset_s = e.u64(&body[v..]) as i64,
+            _ => {}
+        }
+        p = v + len.div_ceil(4) * 4;
+    }
+    let (binary, exp) = iface.resol;
+    if (binary && exp > 63) || (!binary && exp > 19) {
+        return Err(CaptureError::corrupt(
+            offset,
+            format!(
+                "pcapng if_tsresol of {}^-{exp} is not representable",
+                if binary { 2 } else { 10 }
+            ),
+        ));
+    }
+    Ok(iface)
+}
+
+/// Convert interface timestamp units to ns since the epoch.
+fn to_ns(ts: u64, iface: &Interface) -> Option<u64> {
+    let (binary, exp) = iface.resol;
+    let ns: u64 = if binary {
+        u64::try_from(((ts as u128) * 1_000_000_000) >> exp).ok()?
+    } else if exp <= 9 {
+        ts.checked_mul(10u64.pow(9 - exp as u32))?
+    } else {
+        ts / 10u64.pow(exp as u32 - 9)
+    };
+    let off = (iface.offset_s as i128) * 1_000_000_000;
+    u64::try_from(ns as i128 + off).ok()
+}

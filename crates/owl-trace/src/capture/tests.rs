@@ -1,0 +1,352 @@
+use super::*;
+use proptest::prelude::*;
+
+fn pcap_bytes(big: bool, nano: bool, linktype: u32, recs: &[(u32, u32, &[u8])]) -> Vec<u8> {
+    let w32 = |v: u32| {
+        if big {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    };
+    let w16 = |v: u16| {
+        if big {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    };
+    let mut b = Vec::new();
+    b.extend_from_slice(&w32(if nano { 0xa1b2_3c4d } else { 0xa1b2_c3d4 }));
+    b.extend_from_slice(&w16(2));
+    b.extend_from_slice(&w16(4));
+    b.extend_from_slice(&[0; 8]);
+    b.extend_from_slice(&w32(65535));
+    b.extend_from_slice(&w32(linktype));
+    for (sec, frac, data) in recs {
+        b.extend_from_slice(&w32(*sec));
+        b.extend_from_slice(&w32(*frac));
+        b.extend_from_slice(&w32(data.len() as u32));
+        b.extend_from_slice(&w32(data.len() as u32 + 10));
+        b.extend_from_slice(data);
+    }
+    b
+}
+
+fn read_all(b: &[u8]) -> Result<Vec<(u64, u32, Vec<u8>, u32)>, CaptureError> {
+    let mut r = CaptureReader::new(b)?;
+    let mut v = Vec::new();
+    while let Some(p) = r.next_packet()? {
+        v.push((p.ts_ns, p.linktype, p.data.to_vec(), p.orig_len));
+    }
+    Ok(v)
+}
+
+#[test]
+fn pcap_all_four_magics() {
+    for big in [false, true] {
+        for nano in [false, true] {
+            let b = pcap_bytes(big, nano, 1, &[(10, 5, b"abc"), (11, 999, b"")]);
+            let v = read_all(&b).unwrap();
+            let unit = if nano { 1 } else { 1000 };
+            assert_eq!(v.len(), 2);
+            assert_eq!(v[0], (10_000_000_000 + 5 * unit, 1, b"abc".to_vec(), 13));
+            assert_eq!(v[1].0, 11_000_000_000 + 999 * unit);
+            let r = CaptureReader::new(&b[..]).unwrap();
+            assert_eq!(
+                r.container(),
+                Container::Pcap {
+                    nanosecond: nano,
+                    big_endian: big
+                }
+            );
+        }
+    }
+}
+
+#[test]
+fn pcap_linktype_fcs_bits_are_masked() {
+    let b = pcap_bytes(false, false, 1 | (0x5 << 28), &[(1, 1, b"x")]);
+    assert_eq!(read_all(&b).unwrap()[0].1, 1);
+}
+
+#[test]
+fn empty_and_foreign_files() {
+    assert!(matches!(read_all(&[]), Err(CaptureError::Empty)));
+    let e = read_all(b"GIF89a....").unwrap_err();
+    assert!(matches!(e, CaptureError::NotACapture(_)), "{e}");
+    assert!(e.to_string().contains("0x474946"), "{e}");
+    assert!(matches!(read_all(b"ab"), Err(CaptureError::NotACapture(_))));
+}
+
+#[test]
+fn pcap_truncations_name_the_offset() {
+    let b = pcap_bytes(false, true, 1, &[(1, 1, b"hello"), (2, 2, b"world!")]);
+    // cut inside the second record's data: record 2 starts at 24 + 16 + 5 = 45
+    let e = read_all(&b[..b.len() - 2]).unwrap_err();
+    assert!(e.is_truncation());
+    assert_eq!(e.offset(), Some(45));
+    // cut inside the second record header
+    let e = read_all(&b[..50]).unwrap_err();
+    assert_eq!(e.offset(), Some(45));
+    // cut inside the file header
+    let e = read_all(&b[..10]).unwrap_err();
+    assert!(e.is_truncation(), "{e}");
+}
+
+#[test]
+fn pcap_absurd_caplen_is_corrupt_not_an_allocation() {
+    let mut b = pcap_bytes(false, true, 1, &[(1, 1, b"hello")]);
+    b[24 + 8..24 + 12].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
+    let e = read_all(&b).unwrap_err();
+    assert!(matches!(e, CaptureError::Corrupt { offset: 24, .. }), "{e}");
+}
+
+struct Ng {
+    big: bool,
+    b: Vec<u8>,
+}
+
+impl Ng {
+    fn w32(&self, v: u32) -> [u8; 4] {
+        if self.big {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    }
+    fn w16(&self, v: u16) -> [u8; 2] {
+        if self.big {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    }
+    fn block(&mut self, t: u32, body: &[u8]) {
+        let mut body = body.to_vec();
+        while body.len() % 4 != 0 {
+            body.push(0);
+        }
+        let len = 12 + body.len() as u32;
+        let (a, l) = (self.w32(t), self.w32(len));
+        self.b.extend_from_slice(&a);
+        self.b.extend_from_slice(&l);
+        self.b.extend_from_slice(&body);
+        self.b.extend_from_slice(&l);
+    }
+    fn shb(&mut self) {
+        let mut body = Vec::new();
+        body.extend_from_slice(&self.w32(0x1a2b_3c4d));
+        body.extend_from_slice(&self.w16(1));
+        body.extend_from_slice(&self.w16(0));
+        body.extend_from_slice(&[0xff; 8]);
+        self.block(0x0a0d_0d0a, &body);
+    }
+    fn idb(&mut self, linktype: u16, tsresol: Option<u8>, tsoffset: Option<i64>) {
+        let mut body = Vec::new();
+        body.extend_from_slice(&self.w16(linktype));
+        body.extend_from_slice(&[0, 0]);
+        body.extend_from_slice(&self.w32(65535));
+        if let Some(r) = tsresol {
+            body.extend_from_slice(&self.w16(9));
+            body.extend_from_slice(&self.w16(1));
+            body.extend_from_slice(&[r, 0, 0, 0]);
+        }
+        if let Some(o) = tsoffset {
+            body.extend_from_slice(&self.w16(14));
+            body.extend_from_slice(&self.w16(8));
+            let ob = if self.big {
+                o.to_be_bytes()
+            } else {
+                o.to_le_bytes()
+            };
+            body.extend_from_slice(&ob);
+        }
+        body.extend_from_slice(&[0; 4]);
+        self.block(1, &body);
+    }
+    fn epb(&mut self, iface: u32, ts: u64, data: &[u8]) {
+        let mut body = Vec::new();
+        body.extend_from_slice(&self.w32(iface));
+        body.extend_from_slice(&self.w32((ts >> 32) as u32));
+        body.extend_from_slice(&self.w32(ts as u32));
+        body.extend_from_slice(&self.w32(data.len() as u32));
+        body.extend_from_slice(&self.w32(data.len() as u32));
+        body.extend_from_slice(data);
+        self.block(6, &body);
+    }
+    fn pb(&mut self, iface: u16, ts: u64, data: &[u8]) {
+        let mut body = Vec::new();
+        body.extend_from_slice(&self.w16(iface));
+        body.extend_from_slice(&self.w16(0));
+        body.extend_from_slice(&self.w32((ts >> 32) as u32));
+        body.extend_from_slice(&self.w32(ts as u32));
+        body.extend_from_slice(&self.w32(data.len() as u32));
+        body.extend_from_slice(&self.w32(data.len() as u32));
+        body.extend_from_slice(data);
+        self.block(2, &body);
+    }
+    fn spb(&mut self, data: &[u8]) {
+        let mut body = Vec::new();
+        body.extend_from_slice(&self.w32(data.len() as u32));
+        body.extend_from_slice(data);
+        self.block(3, &body);
+    }
+}
+
+#[test]
+fn pcapng_interfaces_resolutions_sections_and_block_kinds() {
+    let mut ng = Ng {
+        big: false,
+        b: Vec::new(),
+    };
+    ng.shb();
+    ng.idb(1, None, None); // default µs
+    ng.idb(101, Some(9), Some(100)); // ns, +100 s
+    ng.idb(113, Some(0x80 | 10), None); // 2^-10 s
+    ng.epb(0, 1_500_000, b"eth");
+    ng.epb(1, 7, b"raw");
+    ng.spb(b"no time");
+    ng.block(5, &[0; 8]); // interface statistics: skipped
+    ng.epb(2, 1024 * 3, b"sll");
+    ng.pb(0, 2, b"old");
+    // a second, big-endian section with its own interfaces
+    let mut be = Ng {
+        big: true,
+        b: Vec::new(),
+    };
+    be.shb();
+    be.idb(276, Some(3), None); // ms
+    be.epb(0, 42, b"sll2");
+    ng.b.extend_from_slice(&be.b);
+
+    let mut r = CaptureReader::new(&ng.b[..]).unwrap();
+    assert_eq!(r.container(), Container::Pcapng);
+    let mut got = Vec::new();
+    while let Some(p) = r.next_packet().unwrap() {
+        got.push((p.ts_ns, p.linktype, p.data.to_vec()));
+    }
+    assert_eq!(
+        got,
+        vec![
+            (1_500_000_000, 1, b"eth".to_vec()),
+            (100_000_000_007, 101, b"raw".to_vec()),
+            (3_000_000_000, 113, b"sll".to_vec()),
+            (2_000, 1, b"old".to_vec()),
+            (42_000_000, 276, b"sll2".to_vec()),
+        ]
+    );
+    let st = r.stats();
+    assert_eq!((st.packets, st.no_timestamp, st.other_blocks), (5, 1, 1));
+}
+
+#[test]
+fn pcapng_errors() {
+    let mut ng = Ng {
+        big: false,
+        b: Vec::new(),
+    };
+    ng.shb();
+    ng.idb(1, None, None);
+    let good_len = ng.b.len();
+    ng.epb(3, 1, b"x"); // no interface 3
+    let e = read_all(&ng.b).unwrap_err();
+    assert_eq!(e.offset(), Some(good_len as u64 + 8), "{e}");
+
+    // truncated block
+    let mut ng2 = Ng {
+        big: false,
+        b: Vec::new(),
+    };
+    ng2.shb();
+    ng2.idb(1, None, None);
+    ng2.epb(0, 1, b"abcdef");
+    let e = read_all(&ng2.b[..ng2.b.len() - 3]).unwrap_err();
+    assert!(e.is_truncation());
+    assert_eq!(e.offset(), Some(good_len as u64));
+
+    // block length not a multiple of 4 / trailer mismatch
+    let mut bad = ng2.b.clone();
+    bad[good_len + 4] = 0x21;
+    assert!(matches!(read_all(&bad), Err(CaptureError::Corrupt { .. })));
+    let mut bad = ng2.b.clone();
+    let n = bad.len();
+    bad[n - 4] ^= 0x04;
+    let e = read_all(&bad).unwrap_err();
+    assert!(e.to_string().contains("trailer"), "{e}");
+
+    // huge block length
+    let mut bad = ng2.b.clone();
+    bad[good_len + 4..good_len + 8].copy_from_slice(&0x7fff_fffcu32.to_le_bytes());
+    assert!(matches!(read_all(&bad), Err(CaptureError::Corrupt { .. })));
+
+    // captured length larger than the block
+    let mut bad = ng2.b.clone();
+    bad[good_len + 20..good_len + 24].copy_from_slice(&1000u32.to_le_bytes());
+    assert!(matches!(read_all(&bad), Err(CaptureError::Corrupt { .. })));
+}
+
+#[test]
+fn writer_roundtrip_both_formats() {
+    for fmt in [CaptureFormat::Pcap, CaptureFormat::Pcapng] {
+        let mut w = CaptureWriter::new(Vec::new(), fmt, 1, 8).unwrap();
+        w.write_packet(1_700_000_000_123_456_789, b"0123456789", 1500)
+            .unwrap();
+        w.write_packet(1_700_000_001_000_000_001, b"abc", 3)
+            .unwrap();
+        let b = w.finish().unwrap();
+        let v = read_all(&b).unwrap();
+        assert_eq!(
+            v,
+            vec![
+                (1_700_000_000_123_456_789, 1, b"01234567".to_vec(), 1500),
+                (1_700_000_001_000_000_001, 1, b"abc".to_vec(), 3),
+            ],
+            "{fmt:?}"
+        );
+    }
+}
+
+#[test]
+fn large_capture_streams_through_a_small_buffer() {
+    // 50 000 records of 100 bytes: 5 MB through the 1 MiB window.
+    let mut w = CaptureWriter::new(Vec::new(), CaptureFormat::Pcap, 1, 0).unwrap();
+    for i in 0..50_000u64 {
+        let d = [(i % 251) as u8; 100];
+        w.write_packet(i, &d, 100).unwrap();
+    }
+    let b = w.finish().unwrap();
+    let mut r = CaptureReader::new(&b[..]).unwrap();
+    let mut n = 0u64;
+    while let Some(p) = r.next_packet().unwrap() {
+        assert_eq!(p.ts_ns, n);
+        assert_eq!(p.data[99], (n % 251) as u8);
+        n += 1;
+    }
+    assert_eq!(n, 50_000);
+    assert_eq!(r.bytes_read(), b.len() as u64);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+    /// Hostile bytes never panic: every outcome is a packet, the end, or an error.
+    #[test]
+    fn arbitrary_bytes_never_panic(tail in proptest::collection::vec(any::<u8>(), 0..600),
+                                   head in 0usize..4) {
+        let mut b = match head {
+            0 => pcap_bytes(false, true, 1, &[]),
+            1 => pcap_bytes(true, false, 1, &[]),
+            2 => { let mut ng = Ng { big: false, b: Vec::new() }; ng.shb(); ng.idb(1, Some(0x85), None); ng.b }
+            _ => Vec::new(),
+        };
+        b.extend_from_slice(&tail);
+        if let Ok(mut r) = CaptureReader::new(&b[..]) {
+            for _ in 0..1000 {
+                match r.next_packet() {
+                    Ok(Some(p)) => { let _ = p.data.len(); }
+                    _ => break,
+                }
+            }
+        }
+    }
+}

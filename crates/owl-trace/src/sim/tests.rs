@@ -1,0 +1,251 @@
+use super::*;
+use crate::identity::DEFAULT_IDENTITY_SEED;
+use owl_core::exact::{Matcher, TruthOptions};
+
+fn cfg(packets: u64) -> SimConfig {
+    SimConfig {
+        seed: 11,
+        traffic: TrafficSource::Synthetic(TrafficConfig {
+            packets,
+            rate_pps: 1e6,
+            flows: 50,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn truth_of(sim: &Simulation) -> owl_core::exact::Truth {
+    let (s, r) = sim.records(DEFAULT_IDENTITY_SEED);
+    let mut m = Matcher::new(TruthOptions::default());
+    for x in &s {
+        m.add_sender(x).unwrap();
+    }
+    for x in &r {
+        m.add_receiver(x);
+    }
+    m.finish()
+}
+
+#[test]
+fn reproducible_from_the_seed() {
+    let c = cfg(5_000);
+    let a = Simulation::run(&c).unwrap();
+    let b = Simulation::run(&c).unwrap();
+    assert_eq!(a.report(), b.report());
+    assert_eq!(a.records(1), b.records(1));
+    let mut c2 = c.clone();
+    c2.seed = 12;
+    assert_ne!(Simulation::run(&c2).unwrap().records(1), a.records(1));
+}
+
+/// The exact truth computed from the two captures agrees with the simulator's own books:
+/// lost, duplicated, reordered, mean delay and clock offset are known by construction.
+#[test]
+fn truth_agrees_with_the_books() {
+    let mut c = cfg(40_000);
+    c.path = PathConfig {
+        delay: "exp:20us".parse().unwrap(),
+        loss: "uniform:0.02".parse().unwrap(),
+        reorder: Some(Reorder {
+            fraction: 0.01,
+            max_displacement: 5,
+        }),
+        duplicate: 0.005,
+        rewrite: "ttl,mac,ecn=0.1".parse().unwrap(),
+        clock_offset_ns: 7_000,
+        ..Default::default()
+    };
+    let sim = Simulation::run(&c).unwrap();
+    let b = sim.report().clone();
+    assert!(b.lost > 0 && b.duplicated > 0 && b.reordered > 0 && b.ecn_marked > 0);
+    let t = truth_of(&sim);
+    assert_eq!(t.sent, b.sent);
+    assert_eq!(t.sender_duplicates, 0);
+    assert_eq!(t.lost, b.lost);
+    assert_eq!(t.received, b.delivered);
+    assert_eq!(t.duplicated, b.duplicated);
+    assert_eq!(t.reordered, b.reordered);
+    assert_eq!(t.unexpected, 0);
+    let d = t.delay.unwrap();
+    assert!(
+        (d.mean_ns - b.observed_delay_mean_ns).abs() < 1e-6,
+        "{} vs {}",
+        d.mean_ns,
+        b.observed_delay_mean_ns
+    );
+    assert!((d.mean_ns - b.path_delay_mean_ns - 7_000.0).abs() < 1e-6);
+    assert!((d.std_ns - b.path_delay_std_ns).abs() < 1e-6);
+}
+
+#[test]
+fn fifo_never_overtakes() {
+    let mut c = cfg(20_000);
+    c.path.delay = "weibull-mean:5us:0.6".parse().unwrap();
+    c.path.fifo = true;
+    let t = truth_of(&Simulation::run(&c).unwrap());
+    assert_eq!(t.reordered, 0);
+    c.path.fifo = false;
+    assert!(truth_of(&Simulation::run(&c).unwrap()).reordered > 0);
+}
+
+#[test]
+fn two_queues_give_each_class_its_delay() {
+    let mut c = cfg(50_000);
+    c.path.delay = "const:10us".parse().unwrap();
+    c.path.class = Some(("const:1ms".parse().unwrap(), 0.5));
+    let sim = Simulation::run(&c).unwrap();
+    let (s, r) = sim.records(1);
+    let mut m = Matcher::new(TruthOptions {
+        per_flow: true,
+        ..Default::default()
+    });
+    s.iter().for_each(|x| m.add_sender(x).unwrap());
+    r.iter().for_each(|x| m.add_receiver(x));
+    let t = m.finish();
+    let (mut slow, mut fast) = (0, 0);
+    for f in &t.flows {
+        let d = f.delay.unwrap();
+        assert_eq!(d.min_ns, d.max_ns, "one class per flow");
+        match d.mean_ns as i64 {
+            10_000 => fast += 1,
+            1_000_000 => slow += 1,
+            other => panic!("unexpected delay {other}"),
+        }
+    }
+    assert!(slow > 5 && fast > 5, "{slow} {fast}");
+}
+
+#[test]
+fn episodes_lose_in_bursts() {
+    let mut c = cfg(200_000);
+    c.path.loss = "episodes:0.02:100".parse().unwrap();
+    let sim = Simulation::run(&c).unwrap();
+    let rate = sim.report().lost as f64 / 200_000.0;
+    // 40 episodes on average: the rate is known to ~±50 %
+    assert!((0.005..0.05).contains(&rate), "{rate}");
+}
+
+#[test]
+fn files_roundtrip_and_from_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cfg(3_000);
+    let sim = Simulation::run(&c).unwrap();
+    for fmt in [CaptureFormat::Pcap, CaptureFormat::Pcapng] {
+        let (sp, rp) = sim.write(dir.path(), fmt, &mut |_, _| {}).unwrap();
+        let read = |p: &Path| {
+            let mut rr = crate::records::RecordReader::open(p, DEFAULT_IDENTITY_SEED).unwrap();
+            let mut all = Vec::new();
+            let mut b = Vec::new();
+            while rr.next_batch(&mut b, 1000).unwrap() > 0 {
+                all.extend_from_slice(&b);
+            }
+            all
+        };
+        let (s, r) = sim.records(DEFAULT_IDENTITY_SEED);
+        assert_eq!(read(&sp), s);
+        assert_eq!(read(&rp), r);
+    }
+    // the sender capture as the traffic of a new simulation
+    let mut c2 = SimConfig {
+        traffic: TrafficSource::Capture(dir.path().join("sender.pcap")),
+        ..Default::default()
+    };
+    c2.path.loss = LossModel::Uniform(0.1);
+    let sim2 = Simulation::run(&c2).unwrap();
+    assert_eq!(sim2.report().sent, 3_000);
+    let t = truth_of(&sim2);
+    assert_eq!(t.sent, 3_000);
+    assert_eq!(t.lost, sim2.report().lost);
+}
+
+#[test]
+fn absurd_parameters_are_refused() {
+    let base = cfg(1_000);
+    let with = |f: &dyn Fn(&mut SimConfig)| {
+        let mut c = base.clone();
+        f(&mut c);
+        Simulation::run(&c).err().map(|e| e.to_string())
+    };
+    let tr = |f: fn(&mut TrafficConfig)| {
+        move |c: &mut SimConfig| {
+            if let TrafficSource::Synthetic(t) = &mut c.traffic {
+                f(t)
+            }
+        }
+    };
+    for (case, want) in [
+        (with(&tr(|t| t.packets = 0)), "packet count"),
+        (with(&tr(|t| t.rate_pps = -1.0)), "rate"),
+        (with(&tr(|t| t.rate_pps = f64::NAN)), "rate"),
+        (with(&tr(|t| t.rate_pps = 1e-9)), "2106"),
+        (with(&tr(|t| t.flows = 0)), "flow count"),
+        (with(&tr(|t| t.flows = 5_000)), "flow count"),
+        (with(&tr(|t| t.ipv6_fraction = 2.0)), "IPv6 fraction"),
+        (with(&|c| c.snaplen = 20), "snaplen"),
+        (with(&|c| c.path.duplicate = 1.0), "duplicate"),
+        (
+            with(&|c| c.path.clock_offset_ns = -10i64.pow(15)),
+            "clock offset",
+        ),
+        (
+            with(&|c| c.path.loss = LossModel::Uniform(1.2)),
+            "loss model",
+        ),
+        (
+            with(&|c| {
+                c.path.reorder = Some(Reorder {
+                    fraction: 0.1,
+                    max_displacement: 0,
+                })
+            }),
+            "displacement",
+        ),
+        (
+            with(&|c| c.path.delay = DelayModel::Exponential(-3.0)),
+            "exponential",
+        ),
+    ] {
+        let msg = case.unwrap_or_else(|| panic!("accepted: {want}"));
+        assert!(msg.contains(want), "{msg}");
+    }
+    // a clock offset that would make timestamps negative
+    let mut c = base.clone();
+    if let TrafficSource::Synthetic(t) = &mut c.traffic {
+        t.start_ns = 1_000;
+    }
+    c.path.clock_offset_ns = -1_000_000_000;
+    let e = Simulation::run(&c)
+        .err()
+        .expect("negative receiver timestamps accepted");
+    assert!(e.to_string().contains("1970"), "{e}");
+}
+
+#[test]
+fn parse_helpers() {
+    assert_eq!(parse_sizes("imix").unwrap(), imix());
+    assert_eq!(parse_sizes("100").unwrap(), vec![(100, 1.0)]);
+    assert_eq!(
+        parse_sizes("64:3,1500:1").unwrap(),
+        vec![(64, 3.0), (1500, 1.0)]
+    );
+    assert!(parse_sizes("64:0").is_err());
+    assert!(parse_sizes("70000").is_err());
+    assert_eq!(
+        "none".parse::<Rewrite>().unwrap(),
+        Rewrite {
+            ttl: false,
+            mac: false,
+            ecn_ce: 0.0
+        }
+    );
+    assert_eq!(
+        "ttl,ecn=0.5".parse::<Rewrite>().unwrap(),
+        Rewrite {
+            ttl: true,
+            mac: false,
+            ecn_ce: 0.5
+        }
+    );
+    assert!("nat".parse::<Rewrite>().is_err());
+}

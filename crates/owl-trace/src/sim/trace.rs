@@ -1,0 +1,114 @@
+//! `--from`: the sender's traffic taken from a real single-point capture.
+
+use std::path::Path;
+
+use crate::capture::{CaptureError, CaptureReader};
+use crate::dissect::{Skip, dissect, linktype_name};
+use crate::records::InputStats;
+
+use super::SimError;
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TracePacket {
+    pub ts_ns: u64,
+    pub start: usize,
+    pub caplen: u32,
+    pub orig_len: u32,
+    pub ip_offset: u16,
+    pub flow_hash: u64,
+}
+
+/// A capture held in memory (one arena of frame bytes).
+pub(crate) struct TraceSource {
+    pub arena: Vec<u8>,
+    pub packets: Vec<TracePacket>,
+    pub linktype: u32,
+    pub stats: InputStats,
+}
+
+impl TraceSource {
+    pub fn load(path: &Path) -> Result<TraceSource, SimError> {
+        let wrap = |e: CaptureError| SimError::Capture {
+            path: path.display().to_string(),
+            source: e,
+        };
+        let mut r = CaptureReader::open(path).map_err(wrap)?;
+        let mut t = TraceSource {
+            arena: Vec::new(),
+            packets: Vec::new(),
+            linktype: u32::MAX,
+            stats: InputStats::default(),
+        };
+        while let Some(p) = r.next_packet().map_err(wrap)? {
+            t.stats.frames += 1;
+            let d = match dissect(p.linktype, p.data) {
+                Ok(d) => d,
+                Err(Skip::NotIp) => {
+                    t.stats.non_ip += 1;
+                    continue;
+                }
+                Err(Skip::Malformed(_)) => {
+                    t.stats.malformed += 1;
+                    continue;
+                }
+                Err(Skip::UnsupportedLinkType) => {
+                    return Err(wrap(CaptureError::UnsupportedLinkType {
+                        offset: p.offset,
+                        linktype: p.linktype,
+                        name: linktype_name(p.linktype),
+                    }));
+                }
+            };
+            if t.linktype == u32::MAX {
+                t.linktype = p.linktype;
+            } else if t.linktype != p.linktype {
+                return Err(SimError::Invalid(format!(
+                    "{}: offset {}: --from needs a capture with one link type, found {} after {}",
+                    path.display(),
+                    p.offset,
+                    linktype_name(p.linktype),
+                    linktype_name(t.linktype)
+                )));
+            }
+            if t.packets.len() >= u32::MAX as usize - 1 {
+                return Err(SimError::Invalid(format!(
+                    "{}: more packets than the simulator can hold",
+                    path.display()
+                )));
+            }
+            t.stats.ip_packets += 1;
+            t.stats.first_ns.get_or_insert(p.ts_ns);
+            t.stats.last_ns = Some(p.ts_ns);
+            t.packets.push(TracePacket {
+                ts_ns: p.ts_ns,
+                start: t.arena.len(),
+                caplen: p.data.len() as u32,
+                orig_len: p.orig_len,
+                ip_offset: d.ip_offset as u16,
+                flow_hash: d.flow.hash(0x666c_6f77),
+            });
+            t.arena.extend_from_slice(p.data);
+        }
+        t.stats.no_timestamp = r.stats().no_timestamp;
+        if t.packets.is_empty() {
+            return Err(SimError::Invalid(format!(
+                "{}: no IP packets with timestamps to take traffic from ({} frames, {} not IP)",
+                path.display(),
+                t.stats.frames,
+                t.stats.non_ip
+            )));
+        }
+        Ok(t)
+    }
+
+    pub fn frame(&self, i: usize, snaplen: u32, buf: &mut Vec<u8>) -> (usize, u32) {
+        let p = &self.packets[i];
+        let mut end = p.start + p.caplen as usize;
+        if snaplen != 0 {
+            end = end.min(p.start + snaplen as usize);
+        }
+        buf.clear();
+        buf.extend_from_slice(&self.arena[p.start..end]);
+        (p.ip_offset as usize, p.orig_len)
+    }
+}
