@@ -96,7 +96,9 @@ pub fn format_ns(ns: f64) -> String {
         (ns / 1e9, "s")
     };
     let av = v.abs();
-    if av >= 100.0 {
+    if u == "ns" && v.fract() == 0.0 {
+        format!("{v}{u}")
+    } else if av >= 100.0 {
         format!("{v:.1}{u}")
     } else if av >= 10.0 {
         format!("{v:.2}{u}")
@@ -154,6 +156,8 @@ mod tests {
         assert_eq!(format_ns(12_410.0), "12.41us");
         assert_eq!(format_ns(3_002_000.0), "3.002ms");
         assert_eq!(format_ns(-1.5e9), "-1.500s");
+        assert_eq!(format_ns(0.0), "0ns");
+        assert_eq!(format_ns(12.0), "12ns");
         assert_eq!(format_bytes(512), "512B");
         assert_eq!(format_bytes(16 * 1024), "16.0KiB");
     }

@@ -103,3 +103,69 @@ impl<R: Read> RecordReader<R> {
         Ok(out.len())
     }
 }
+
+/// What [`extract`] wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Extracted {
+    pub written: u64,
+    /// Matching frames left out because their link type differs from the first one written
+    /// (a pcap file holds one link type).
+    pub other_linktype: u64,
+}
+
+/// Copy the frames of capture `src` whose identity is in `ids` to a new pcap file `dst`,
+/// unchanged (same link layer, same timestamps). Used to hand a user the packets only one point
+/// saw.
+pub fn extract(
+    src: &Path,
+    dst: &Path,
+    identity_seed: u64,
+    ids: &hashbrown::HashSet<u64>,
+) -> Result<Extracted, CaptureError> {
+    use crate::capture::{CaptureFormat, CaptureWriter};
+    let mut r = CaptureReader::open(src)?;
+    let mut w: Option<CaptureWriter<std::io::BufWriter<File>>> = None;
+    let mut linktype = 0;
+    let mut out = Extracted::default();
+    let mut pending_header = true;
+    loop {
+        let p = match r.next_packet() {
+            Ok(Some(p)) => p,
+            Ok(None) => break,
+            Err(e) if e.is_truncation() => break,
+            Err(e) => return Err(e),
+        };
+        let Ok(d) = dissect(p.linktype, p.data) else {
+            continue;
+        };
+        if !ids.contains(&frame_identity(p.data, &d, identity_seed)) {
+            continue;
+        }
+        if pending_header {
+            linktype = p.linktype;
+            let f = std::io::BufWriter::new(File::create(dst)?);
+            w = Some(CaptureWriter::new(f, CaptureFormat::Pcap, linktype, 0)?);
+            pending_header = false;
+        }
+        if p.linktype != linktype {
+            out.other_linktype += 1;
+            continue;
+        }
+        if let Some(w) = w.as_mut() {
+            w.write_packet(p.ts_ns, p.data, p.orig_len)?;
+            out.written += 1;
+        }
+    }
+    match w {
+        Some(w) => {
+            w.finish()?;
+        }
+        None => {
+            // an empty but valid capture, so scripts always find the file
+            let f = std::io::BufWriter::new(File::create(dst)?);
+            CaptureWriter::new(f, CaptureFormat::Pcap, crate::dissect::LINKTYPE_ETHERNET, 0)?
+                .finish()?;
+        }
+    }
+    Ok(out)
+}

@@ -106,7 +106,8 @@ impl Synthetic {
                         IpAddr::V4(Ipv4Addr::from(0xac10_0000 | (b & 0x000f_ffff))),
                     )
                 };
-                const SERVICES: [u16; 6] = [443, 80, 53, 22, 8080, 4789];
+                // ports no common dissector decodes, so tcpdump does not parse random payloads as protocols
+                const SERVICES: [u16; 6] = [443, 5201, 8443, 9000, 4433, 10443];
                 let sport = rng.random_range(1024..=65535u16);
                 let dport = SERVICES[(i as usize) % SERVICES.len()];
                 SynthFlow {

@@ -1,0 +1,110 @@
+//! `owl demo`: the first thing a new user types.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+
+use super::compare::{self, CompareArgs};
+use super::simulate::{self, SimulateArgs};
+
+#[derive(Args, Clone, Debug)]
+#[command(
+    after_help = "The demo simulates 200 000 packets (1 000 flows, IPv4/IPv6, TCP/UDP) \
+over a router with Weibull queueing delays (mean 100us), 1% random loss, 0.1% reordering, \
+0.05% duplication and TTL/MAC rewrites, writes the two captures, and runs `owl compare` on \
+them with every method. Use --keep DIR to keep the captures and explore them with \
+`owl compare` or tcpdump."
+)]
+pub struct DemoArgs {
+    /// Keep the simulated captures in DIR instead of a temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub keep: Option<PathBuf>,
+    /// Seed of the simulation and of the methods.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print the comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(a: DemoArgs) -> Result<()> {
+    let tmp;
+    let dir = match &a.keep {
+        Some(d) => d.clone(),
+        None => {
+            tmp = tempfile::Builder::new().prefix("owl-demo-").tempdir()?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let sim = SimulateArgs {
+        out: dir.clone(),
+        seed: a.seed,
+        packets: 200_000,
+        rate: 200_000.0,
+        arrivals: simulate::ArrivalArg::Poisson,
+        start_ns: 1_767_225_600_000_000_000,
+        flows: 1_000,
+        flow_shape: 1.2,
+        sizes: "imix".into(),
+        ipv6: 0.2,
+        udp: 0.3,
+        from: None,
+        delay: "weibull-mean:100us:0.7".into(),
+        class_delay: None,
+        class_fraction: 0.5,
+        fifo: false,
+        loss: "uniform:0.01".into(),
+        reorder: Some("0.001:8".into()),
+        duplicate: 0.0005,
+        rewrite: "ttl,mac".into(),
+        clock_offset: "0".into(),
+        snaplen: 128,
+        format: simulate::Format::Pcap,
+        json: false,
+    };
+    if !a.json {
+        println!(
+            "owl demo: simulating 200 000 packets through a router into {}",
+            dir.display()
+        );
+        println!(
+            "  (= owl simulate --out {} --packets 200k --rate 200k --loss uniform:0.01 --reorder 0.001:8 --duplicate 0.0005)",
+            dir.display()
+        );
+    }
+    let cfg = simulate::config(&sim)?;
+    let s = owl_trace::sim::Simulation::run(&cfg)?;
+    let (sp, rp) = s.write(
+        &dir,
+        owl_trace::capture::CaptureFormat::Pcap,
+        &mut |_, _| {},
+    )?;
+    if !a.json {
+        println!("  = owl compare {} {}", sp.display(), rp.display());
+        println!();
+    }
+    let args = CompareArgs {
+        sender: sp,
+        receiver: rp,
+        methods: "all".into(),
+        interval: 0,
+        origin_ns: None,
+        memory: None,
+        seed: a.seed,
+        identity_seed: owl_trace::identity::DEFAULT_IDENTITY_SEED,
+        json: a.json,
+        per_flow: false,
+        top: None,
+        unmatched: None,
+        delays: None,
+        allow_truncated: false,
+        allow_negative_delay: false,
+    };
+    compare::run(args)?;
+    if a.keep.is_some() && !a.json {
+        println!();
+        println!("captures kept in {}", dir.display());
+    }
+    Ok(())
+}

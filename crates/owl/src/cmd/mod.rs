@@ -1,0 +1,3 @@
+pub mod compare;
+pub mod demo;
+pub mod simulate;
