@@ -11,7 +11,7 @@ use super::simulate::{self, SimulateArgs};
 #[derive(Args, Clone, Debug)]
 #[command(
     after_help = "The demo simulates 200 000 packets (1 000 flows, IPv4/IPv6, TCP/UDP) \
-over a router with Weibull queueing delays (mean 100us), 1% random loss, 0.1% reordering, \
+over a router with a FIFO queue and Weibull queueing delays (mean 100us), 1% random loss, 0.1% reordering, \
 0.05% duplication and TTL/MAC rewrites, writes the two captures, and runs `owl compare` on \
 them with every method. Use --keep DIR to keep the captures and explore them with \
 `owl compare` or tcpdump."
@@ -44,7 +44,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         rate: 200_000.0,
         arrivals: simulate::ArrivalArg::Poisson,
         start_ns: 1_767_225_600_000_000_000,
-        flows: 1_000,
+        flows: Some(1_000),
         flow_shape: 1.2,
         sizes: "imix".into(),
         ipv6: 0.2,
@@ -53,7 +53,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         delay: "weibull-mean:100us:0.7".into(),
         class_delay: None,
         class_fraction: 0.5,
-        fifo: false,
+        fifo: true,
         loss: "uniform:0.01".into(),
         reorder: Some("0.001:8".into()),
         duplicate: 0.0005,
@@ -69,7 +69,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
             dir.display()
         );
         println!(
-            "  (= owl simulate --out {} --packets 200k --rate 200k --loss uniform:0.01 --reorder 0.001:8 --duplicate 0.0005)",
+            "  (= owl simulate --out {} --packets 200k --rate 200k --fifo --loss uniform:0.01 --reorder 0.001:8 --duplicate 0.0005)",
             dir.display()
         );
     }

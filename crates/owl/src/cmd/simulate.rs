@@ -71,9 +71,10 @@ pub struct SimulateArgs {
     /// Time of the first packet, ns since the epoch (default 2026-01-01T00:00:00Z).
     #[arg(long, default_value_t = 1_767_225_600_000_000_000)]
     pub start_ns: u64,
-    /// Number of flows; their sizes are Pareto distributed.
-    #[arg(long, default_value = "1000", value_parser = parse_count)]
-    pub flows: u64,
+    /// Number of flows, their sizes Pareto distributed [default: 1000, or the packet count if
+    /// smaller].
+    #[arg(long, value_parser = parse_count)]
+    pub flows: Option<u64>,
     /// Pareto shape of flow sizes (smaller = heavier tail).
     #[arg(long, default_value_t = 1.2)]
     pub flow_shape: f64,
@@ -170,8 +171,10 @@ pub fn config(a: &SimulateArgs) -> Result<SimConfig> {
                 ArrivalArg::Constant => Arrivals::Constant,
             },
             start_ns: a.start_ns,
-            flows: u32::try_from(a.flows)
-                .map_err(|_| anyhow!("flow count {} is too large", a.flows))?,
+            flows: {
+                let f = a.flows.unwrap_or(a.packets.clamp(1, 1000));
+                u32::try_from(f).map_err(|_| anyhow!("flow count {f} is too large"))?
+            },
             flow_shape: a.flow_shape,
             sizes: parse_sizes(&a.sizes)?,
             ipv6_fraction: a.ipv6,

@@ -1,0 +1,294 @@
+//! End-to-end tests of the `owl` command: the happy paths a user takes first, and every kind of
+//! bad input, which must give one clear error line and exit status 1, never a panic.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn owl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_owl"))
+        .args(args)
+        .output()
+        .expect("run owl")
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = owl(args);
+    assert!(
+        o.status.success(),
+        "owl {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// Run a command that must fail: exit status 1, exactly one line on stderr, naming `want`.
+fn fails(args: &[&str], want: &str) -> String {
+    let o = owl(args);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(1), "owl {args:?}: {err}");
+    assert!(!err.contains("panicked"), "panic: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line expected: {err}");
+    assert!(err.starts_with("owl: error: "), "{err}");
+    assert!(err.contains(want), "owl {args:?}: '{want}' not in: {err}");
+    err
+}
+
+fn simulate(dir: &Path, extra: &[&str]) -> (PathBuf, PathBuf, Value) {
+    let d = dir.to_str().unwrap();
+    let mut args = vec!["simulate", "--out", d, "--packets", "20k", "--rate", "100k"];
+    args.extend_from_slice(extra);
+    ok(&args);
+    let books: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("sim.json")).unwrap()).unwrap();
+    (dir.join("sender.pcap"), dir.join("receiver.pcap"), books)
+}
+
+fn compare_json(s: &Path, r: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["compare", s.to_str().unwrap(), r.to_str().unwrap(), "--json"];
+    args.extend_from_slice(extra);
+    serde_json::from_str(&ok(&args)).expect("one JSON document")
+}
+
+#[test]
+fn demo_runs() {
+    let out = ok(&["demo"]);
+    assert!(out.contains("truth"), "{out}");
+    assert!(out.contains("exact"), "{out}");
+    let j: Value = serde_json::from_str(&ok(&["demo", "--json"])).unwrap();
+    assert_eq!(j["truth"]["sent"], 200_000);
+}
+
+/// The truth computed from the files agrees with the simulator's books, which know loss,
+/// duplicates, reordering, the mean delay and the clock offset by construction.
+#[test]
+fn compare_truth_matches_simulator_books() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, books) = simulate(
+        dir.path(),
+        &[
+            "--loss", "uniform:0.02", "--reorder", "0.01:5", "--duplicate", "0.002",
+            "--rewrite", "ttl,mac,ecn=0.1", "--clock-offset", "-3us", "--delay", "exp:40us",
+        ],
+    );
+    let b = &books["report"];
+    let j = compare_json(&s, &r, &[]);
+    let t = &j["truth"];
+    assert_eq!(t["sent"], b["sent"]);
+    assert_eq!(t["lost"], b["lost"]);
+    assert_eq!(t["received"], b["delivered"]);
+    assert_eq!(t["duplicated"], b["duplicated"]);
+    assert_eq!(t["reordered"], b["reordered"]);
+    assert_eq!(t["unexpected"], 0);
+    let mean = t["mean_ns"].as_f64().unwrap();
+    let path_mean = b["path_delay_mean_ns"].as_f64().unwrap();
+    assert!((mean - b["observed_delay_mean_ns"].as_f64().unwrap()).abs() < 1e-6);
+    assert!((mean - (path_mean - 3_000.0)).abs() < 1e-6, "clock offset shifts the mean");
+    for key in ["std_ns", "p99_ns", "received"] {
+        assert!(!t[key].is_null(), "{key}");
+    }
+    let exact = &j["methods"][0];
+    assert_eq!(exact["name"], "exact");
+    assert_eq!(exact["mean_ns"], t["mean_ns"]);
+    assert_eq!(exact["bytes"], 16 * t["sent"].as_u64().unwrap());
+    assert!(j.get("intervals").is_none(), "no breakdown for one interval");
+}
+
+#[test]
+fn intervals_split_and_account_for_every_packet() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = simulate(dir.path(), &["--loss", "uniform:0.01"]);
+    // 20 000 packets at 100 k/s span 200 ms: 20 ms intervals give ~10 of them
+    let j = compare_json(&s, &r, &["--interval", "20ms"]);
+    let ivs = j["intervals"].as_array().unwrap();
+    assert!((10..=12).contains(&ivs.len()), "{}", ivs.len());
+    let sum = |k: &str| ivs.iter().map(|i| i["truth"][k].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum("sent"), j["truth"]["sent"].as_u64().unwrap());
+    assert_eq!(sum("lost"), j["truth"]["lost"].as_u64().unwrap());
+    // every received packet is matched in its interval or crossed a boundary
+    assert_eq!(sum("matched") + sum("left"), j["truth"]["received"].as_u64().unwrap());
+    assert!(sum("left") > 0, "100us delays cross 20ms boundaries sometimes");
+    assert_eq!(j["interval_ns"], 20_000_000);
+}
+
+#[test]
+fn per_flow_unmatched_and_delays_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, books) = simulate(dir.path(), &["--loss", "uniform:0.05", "--ipv6", "0.5"]);
+    let um = dir.path().join("um");
+    let csv = dir.path().join("d.csv");
+    let j = compare_json(
+        &s,
+        &r,
+        &["--per-flow", "--top", "5", "--unmatched", um.to_str().unwrap(), "--delays", csv.to_str().unwrap()],
+    );
+    let flows = j["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 5);
+    assert!(flows[0]["truth"]["sent"].as_u64() >= flows[4]["truth"]["sent"].as_u64());
+    for f in flows {
+        let src = f["src"].as_str().unwrap();
+        let parsed: std::net::IpAddr = src.parse().unwrap();
+        assert_eq!(parsed.to_string(), src, "standard text form");
+        assert!(f["proto"] == 6 || f["proto"] == 17);
+    }
+    // the lost packets, as a capture the owl reader (and tcpdump) can open
+    let lost = books["report"]["lost"].as_u64().unwrap();
+    let j2 = compare_json(&um.join("sender-only.pcap"), &s, &[]);
+    assert_eq!(j2["truth"]["sent"].as_u64().unwrap(), lost);
+    assert_eq!(j2["truth"]["lost"], 0);
+    let lines = std::fs::read_to_string(&csv).unwrap().lines().count() as u64;
+    assert_eq!(lines, 1 + j["truth"]["received"].as_u64().unwrap());
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+fn pcap_header(linktype: u32) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(&[0; 8]);
+    b.extend_from_slice(&65535u32.to_le_bytes());
+    b.extend_from_slice(&linktype.to_le_bytes());
+    b
+}
+
+fn pcap_record(b: &mut Vec<u8>, data: &[u8]) {
+    b.extend_from_slice(&1u32.to_le_bytes());
+    b.extend_from_slice(&0u32.to_le_bytes());
+    b.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    b.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    b.extend_from_slice(data);
+}
+
+#[test]
+fn bad_inputs_give_one_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = simulate(dir.path(), &[]);
+    let (s, r) = (s.to_str().unwrap(), r.to_str().unwrap());
+    let d = dir.path();
+
+    // missing file
+    let missing = d.join("nope.pcap");
+    fails(&["compare", missing.to_str().unwrap(), r], "nope.pcap: cannot read");
+    // a directory
+    fails(&["compare", d.to_str().unwrap(), r], "directory");
+    // empty file
+    let empty = write(d, "empty.pcap", b"");
+    fails(&["compare", empty.to_str().unwrap(), r], "empty.pcap: empty file");
+    // not a capture
+    let foreign = write(d, "foreign.pcap", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n");
+    fails(&["compare", s, foreign.to_str().unwrap()], "not a pcap or pcapng capture");
+    // truncated record in the middle of a record: the error names the offset
+    let full = std::fs::read(r).unwrap();
+    let cut = write(d, "cut.pcap", &full[..full.len() / 2]);
+    let e = fails(&["compare", s, cut.to_str().unwrap()], "cut.pcap: offset ");
+    assert!(e.contains("truncated pcap record"), "{e}");
+    // … and --allow-truncated measures what is complete, with a warning
+    let o = owl(&["compare", s, cut.to_str().unwrap(), "--allow-truncated", "--json"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("warning"));
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(j["receiver"]["truncated"].is_string());
+    // a corrupt record length
+    let mut bad = full.clone();
+    bad[24 + 8..24 + 12].copy_from_slice(&u32::MAX.to_le_bytes());
+    let badlen = write(d, "badlen.pcap", &bad);
+    fails(&["compare", s, badlen.to_str().unwrap()], "offset 24");
+    // unsupported link type
+    let mut b = pcap_header(147);
+    pcap_record(&mut b, &[0x45; 40]);
+    let user0 = write(d, "user0.pcap", &b);
+    fails(&["compare", user0.to_str().unwrap(), r], "unsupported link type 147");
+    // a capture with no IP packet (only ARP)
+    let mut b = pcap_header(1);
+    let mut arp = vec![0xff; 12];
+    arp.extend_from_slice(&[0x08, 0x06]);
+    arp.extend_from_slice(&[0; 28]);
+    for _ in 0..3 {
+        pcap_record(&mut b, &arp);
+    }
+    let arp_only = write(d, "arp.pcap", &b);
+    fails(&["compare", s, arp_only.to_str().unwrap()], "no IP packets to measure (3 frames: 3 not IP");
+    // S and R swapped
+    fails(&["compare", r, s], "swapped");
+    // captures of unrelated traffic
+    let other = d.join("other");
+    let (s2, _, _) = simulate(&other, &["--seed", "99"]);
+    fails(&["compare", s2.to_str().unwrap(), r], "not captures of the same traffic");
+    // unknown method, bad interval
+    fails(&["compare", s, r, "--methods", "magic"], "unknown method 'magic'");
+    let o = owl(&["compare", s, r, "--interval", "fast"]);
+    assert_eq!(o.status.code(), Some(2), "clap rejects malformed arguments");
+}
+
+#[test]
+fn absurd_simulator_parameters_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    for (args, want) in [
+        (vec!["--packets", "0"], "packet count"),
+        (vec!["--rate", "0"], "rate"),
+        (vec!["--flows", "0"], "flow count"),
+        (vec!["--loss", "uniform:1.5"], "loss model"),
+        (vec!["--loss", "sometimes"], "loss model 'sometimes'"),
+        (vec!["--delay", "weibull:1ms:0"], "shape"),
+        (vec!["--delay", "exp:5"], "not a duration"),
+        (vec!["--reorder", "0.1"], "FRACTION:D"),
+        (vec!["--snaplen", "10"], "snaplen"),
+        (vec!["--duplicate", "3"], "duplicate"),
+        (vec!["--sizes", "64:-1"], "size mix"),
+        (vec!["--clock-offset", "1000h"], "clock offset"),
+        (vec!["--from", "/nonexistent/x.pcap"], "x.pcap"),
+    ] {
+        let mut a = vec!["simulate", "--out", d, "--packets", "100"];
+        if args[0] == "--packets" {
+            a.truncate(3);
+        }
+        a.extend_from_slice(&args);
+        fails(&a, want);
+    }
+}
+
+/// Captures written by the simulator are read by tcpdump without complaint. tcpdump is a
+/// system tool: the test is skipped without it unless OWL_REQUIRE_TCPDUMP is set (CI sets it).
+#[test]
+fn tcpdump_reads_simulated_captures() {
+    if Command::new("tcpdump").arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("OWL_REQUIRE_TCPDUMP").is_none(),
+            "tcpdump is required (OWL_REQUIRE_TCPDUMP is set) but not installed"
+        );
+        eprintln!("skipping: tcpdump not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (fmt, snaplen) in [("pcap", "128"), ("pcapng", "0")] {
+        let out = dir.path().join(fmt);
+        let o = out.to_str().unwrap();
+        ok(&[
+            "simulate", "--out", o, "--packets", "3000", "--format", fmt, "--snaplen", snaplen,
+            "--rewrite", "ttl,mac,ecn=0.3", "--duplicate", "0.01", "--reorder", "0.01:4",
+        ]);
+        for side in ["sender", "receiver"] {
+            let f = out.join(format!("{side}.{fmt}"));
+            let t = Command::new("tcpdump").args(["-vvnr"]).arg(&f).output().unwrap();
+            assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+            let err = String::from_utf8_lossy(&t.stderr);
+            assert_eq!(err.lines().count(), 1, "tcpdump complained: {err}");
+            assert!(err.starts_with("reading from file"), "{err}");
+            let text = String::from_utf8_lossy(&t.stdout);
+            for bad in ["incorrect", "bad cksum", "invalid", "[|"] {
+                assert!(!text.contains(bad), "tcpdump reports '{bad}' in {}", f.display());
+            }
+            let brief = Command::new("tcpdump").args(["-nr"]).arg(&f).output().unwrap();
+            let n = String::from_utf8_lossy(&brief.stdout).lines().count();
+            assert!(n >= 2900, "{n} packets printed");
+        }
+    }
+}
