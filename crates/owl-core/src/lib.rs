@@ -19,5 +19,6 @@ pub mod method;
 pub mod record;
 pub mod stats;
 pub mod units;
+pub mod wire;
 
 pub use record::{FlowKey, PacketRecord};

@@ -11,7 +11,7 @@ use std::any::Any;
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::record::PacketRecord;
+use crate::record::{FlowKey, PacketRecord};
 
 /// Which observation point a synopsis belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -91,7 +91,7 @@ pub enum MethodError {
         "configuration mismatch between sender and receiver: {field} is {sender} at the sender but {receiver} at the receiver"
     )]
     ConfigMismatch {
-        field: &'static str,
+        field: String,
         sender: String,
         receiver: String,
     },
@@ -112,22 +112,60 @@ pub trait PointSynopsis: Send {
             self.record(r);
         }
     }
+    /// Bytes of this synopsis on the wire (what `encode` writes).
+    fn encoded_len(&self) -> usize;
+    /// Append the method payload of this synopsis (see [`crate::wire`]).
+    fn encode(&self, out: &mut Vec<u8>);
     /// Downcast support for the pair estimator.
     fn into_any(self: Box<Self>) -> Box<dyn Any>;
+    /// Downcast support for estimators that only read.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A per-flow estimate, from methods that give one.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FlowEstimate {
+    /// Estimated mean delay of the flow, ns.
+    pub mean_ns: Option<f64>,
+    /// Estimated (rough) standard deviation of the flow's delay, ns.
+    pub std_ns: Option<f64>,
+    /// Estimated packets of the flow (at the sender).
+    pub packets: Option<f64>,
+    /// Estimated packets of the flow lost.
+    pub lost: Option<f64>,
 }
 
 /// An aggregate latency method, object-safe.
 pub trait Method: Send + Sync {
     /// Short name used on the command line and in reports (`lda`, `rda`, …).
     fn name(&self) -> &str;
+    /// Everything both points must agree on, by field name (written into synopsis files and
+    /// compared field by field).
+    fn config(&self) -> Vec<(&'static str, String)>;
     /// A fresh synopsis for one point and one interval.
     fn new_point(&self, role: Role) -> Box<dyn PointSynopsis>;
+    /// Decode a payload written by [`PointSynopsis::encode`] of this method and configuration.
+    fn decode_point(
+        &self,
+        role: Role,
+        bytes: &[u8],
+    ) -> Result<Box<dyn PointSynopsis>, crate::wire::DecodeError>;
     /// Turn the sender's and the receiver's synopses of one interval into an estimate.
     fn estimate(
         &self,
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError>;
+    /// Per-flow estimates for `flows`, one per key in order, for methods that keep per-flow
+    /// information; `None` for aggregate-only methods.
+    fn estimate_flows(
+        &self,
+        _sender: &dyn PointSynopsis,
+        _receiver: &dyn PointSynopsis,
+        _flows: &[FlowKey],
+    ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
+        None
+    }
 }
 
 /// Downcast a boxed synopsis to the method's concrete type.

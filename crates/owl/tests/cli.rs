@@ -29,7 +29,11 @@ fn fails(args: &[&str], want: &str) -> String {
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert_eq!(o.status.code(), Some(1), "owl {args:?}: {err}");
     assert!(!err.contains("panicked"), "panic: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "one line expected: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "one line expected: {err}"
+    );
     assert!(err.starts_with("owl: error: "), "{err}");
     assert!(err.contains(want), "owl {args:?}: '{want}' not in: {err}");
     err
@@ -46,7 +50,12 @@ fn simulate(dir: &Path, extra: &[&str]) -> (PathBuf, PathBuf, Value) {
 }
 
 fn compare_json(s: &Path, r: &Path, extra: &[&str]) -> Value {
-    let mut args = vec!["compare", s.to_str().unwrap(), r.to_str().unwrap(), "--json"];
+    let mut args = vec![
+        "compare",
+        s.to_str().unwrap(),
+        r.to_str().unwrap(),
+        "--json",
+    ];
     args.extend_from_slice(extra);
     serde_json::from_str(&ok(&args)).expect("one JSON document")
 }
@@ -68,8 +77,18 @@ fn compare_truth_matches_simulator_books() {
     let (s, r, books) = simulate(
         dir.path(),
         &[
-            "--loss", "uniform:0.02", "--reorder", "0.01:5", "--duplicate", "0.002",
-            "--rewrite", "ttl,mac,ecn=0.1", "--clock-offset", "-3us", "--delay", "exp:40us",
+            "--loss",
+            "uniform:0.02",
+            "--reorder",
+            "0.01:5",
+            "--duplicate",
+            "0.002",
+            "--rewrite",
+            "ttl,mac,ecn=0.1",
+            "--clock-offset",
+            "-3us",
+            "--delay",
+            "exp:40us",
         ],
     );
     let b = &books["report"];
@@ -84,7 +103,10 @@ fn compare_truth_matches_simulator_books() {
     let mean = t["mean_ns"].as_f64().unwrap();
     let path_mean = b["path_delay_mean_ns"].as_f64().unwrap();
     assert!((mean - b["observed_delay_mean_ns"].as_f64().unwrap()).abs() < 1e-6);
-    assert!((mean - (path_mean - 3_000.0)).abs() < 1e-6, "clock offset shifts the mean");
+    assert!(
+        (mean - (path_mean - 3_000.0)).abs() < 1e-6,
+        "clock offset shifts the mean"
+    );
     for key in ["std_ns", "p99_ns", "received"] {
         assert!(!t[key].is_null(), "{key}");
     }
@@ -92,7 +114,10 @@ fn compare_truth_matches_simulator_books() {
     assert_eq!(exact["name"], "exact");
     assert_eq!(exact["mean_ns"], t["mean_ns"]);
     assert_eq!(exact["bytes"], 16 * t["sent"].as_u64().unwrap());
-    assert!(j.get("intervals").is_none(), "no breakdown for one interval");
+    assert!(
+        j.get("intervals").is_none(),
+        "no breakdown for one interval"
+    );
 }
 
 #[test]
@@ -103,12 +128,22 @@ fn intervals_split_and_account_for_every_packet() {
     let j = compare_json(&s, &r, &["--interval", "20ms"]);
     let ivs = j["intervals"].as_array().unwrap();
     assert!((10..=12).contains(&ivs.len()), "{}", ivs.len());
-    let sum = |k: &str| ivs.iter().map(|i| i["truth"][k].as_u64().unwrap()).sum::<u64>();
+    let sum = |k: &str| {
+        ivs.iter()
+            .map(|i| i["truth"][k].as_u64().unwrap())
+            .sum::<u64>()
+    };
     assert_eq!(sum("sent"), j["truth"]["sent"].as_u64().unwrap());
     assert_eq!(sum("lost"), j["truth"]["lost"].as_u64().unwrap());
     // every received packet is matched in its interval or crossed a boundary
-    assert_eq!(sum("matched") + sum("left"), j["truth"]["received"].as_u64().unwrap());
-    assert!(sum("left") > 0, "100us delays cross 20ms boundaries sometimes");
+    assert_eq!(
+        sum("matched") + sum("left"),
+        j["truth"]["received"].as_u64().unwrap()
+    );
+    assert!(
+        sum("left") > 0,
+        "100us delays cross 20ms boundaries sometimes"
+    );
     assert_eq!(j["interval_ns"], 20_000_000);
 }
 
@@ -121,7 +156,15 @@ fn per_flow_unmatched_and_delays_outputs() {
     let j = compare_json(
         &s,
         &r,
-        &["--per-flow", "--top", "5", "--unmatched", um.to_str().unwrap(), "--delays", csv.to_str().unwrap()],
+        &[
+            "--per-flow",
+            "--top",
+            "5",
+            "--unmatched",
+            um.to_str().unwrap(),
+            "--delays",
+            csv.to_str().unwrap(),
+        ],
     );
     let flows = j["flows"].as_array().unwrap();
     assert_eq!(flows.len(), 5);
@@ -175,22 +218,37 @@ fn bad_inputs_give_one_clear_error() {
 
     // missing file
     let missing = d.join("nope.pcap");
-    fails(&["compare", missing.to_str().unwrap(), r], "nope.pcap: cannot read");
+    fails(
+        &["compare", missing.to_str().unwrap(), r],
+        "nope.pcap: cannot read",
+    );
     // a directory
     fails(&["compare", d.to_str().unwrap(), r], "directory");
     // empty file
     let empty = write(d, "empty.pcap", b"");
-    fails(&["compare", empty.to_str().unwrap(), r], "empty.pcap: empty file");
+    fails(
+        &["compare", empty.to_str().unwrap(), r],
+        "empty.pcap: empty file",
+    );
     // not a capture
     let foreign = write(d, "foreign.pcap", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n");
-    fails(&["compare", s, foreign.to_str().unwrap()], "not a pcap or pcapng capture");
+    fails(
+        &["compare", s, foreign.to_str().unwrap()],
+        "not a pcap or pcapng capture",
+    );
     // truncated record in the middle of a record: the error names the offset
     let full = std::fs::read(r).unwrap();
     let cut = write(d, "cut.pcap", &full[..full.len() / 2]);
     let e = fails(&["compare", s, cut.to_str().unwrap()], "cut.pcap: offset ");
     assert!(e.contains("truncated pcap record"), "{e}");
     // … and --allow-truncated measures what is complete, with a warning
-    let o = owl(&["compare", s, cut.to_str().unwrap(), "--allow-truncated", "--json"]);
+    let o = owl(&[
+        "compare",
+        s,
+        cut.to_str().unwrap(),
+        "--allow-truncated",
+        "--json",
+    ]);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("warning"));
     let j: Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -204,7 +262,10 @@ fn bad_inputs_give_one_clear_error() {
     let mut b = pcap_header(147);
     pcap_record(&mut b, &[0x45; 40]);
     let user0 = write(d, "user0.pcap", &b);
-    fails(&["compare", user0.to_str().unwrap(), r], "unsupported link type 147");
+    fails(
+        &["compare", user0.to_str().unwrap(), r],
+        "unsupported link type 147",
+    );
     // a capture with no IP packet (only ARP)
     let mut b = pcap_header(1);
     let mut arp = vec![0xff; 12];
@@ -214,15 +275,24 @@ fn bad_inputs_give_one_clear_error() {
         pcap_record(&mut b, &arp);
     }
     let arp_only = write(d, "arp.pcap", &b);
-    fails(&["compare", s, arp_only.to_str().unwrap()], "no IP packets to measure (3 frames: 3 not IP");
+    fails(
+        &["compare", s, arp_only.to_str().unwrap()],
+        "no IP packets to measure (3 frames: 3 not IP",
+    );
     // S and R swapped
     fails(&["compare", r, s], "swapped");
     // captures of unrelated traffic
     let other = d.join("other");
     let (s2, _, _) = simulate(&other, &["--seed", "99"]);
-    fails(&["compare", s2.to_str().unwrap(), r], "not captures of the same traffic");
+    fails(
+        &["compare", s2.to_str().unwrap(), r],
+        "not captures of the same traffic",
+    );
     // unknown method, bad interval
-    fails(&["compare", s, r, "--methods", "magic"], "unknown method 'magic'");
+    fails(
+        &["compare", s, r, "--methods", "magic"],
+        "unknown method 'magic'",
+    );
     let o = owl(&["compare", s, r, "--interval", "fast"]);
     assert_eq!(o.status.code(), Some(2), "clap rejects malformed arguments");
 }
@@ -272,21 +342,46 @@ fn tcpdump_reads_simulated_captures() {
         let out = dir.path().join(fmt);
         let o = out.to_str().unwrap();
         ok(&[
-            "simulate", "--out", o, "--packets", "3000", "--format", fmt, "--snaplen", snaplen,
-            "--rewrite", "ttl,mac,ecn=0.3", "--duplicate", "0.01", "--reorder", "0.01:4",
+            "simulate",
+            "--out",
+            o,
+            "--packets",
+            "3000",
+            "--format",
+            fmt,
+            "--snaplen",
+            snaplen,
+            "--rewrite",
+            "ttl,mac,ecn=0.3",
+            "--duplicate",
+            "0.01",
+            "--reorder",
+            "0.01:4",
         ]);
         for side in ["sender", "receiver"] {
             let f = out.join(format!("{side}.{fmt}"));
-            let t = Command::new("tcpdump").args(["-vvnr"]).arg(&f).output().unwrap();
+            let t = Command::new("tcpdump")
+                .args(["-vvnr"])
+                .arg(&f)
+                .output()
+                .unwrap();
             assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
             let err = String::from_utf8_lossy(&t.stderr);
             assert_eq!(err.lines().count(), 1, "tcpdump complained: {err}");
             assert!(err.starts_with("reading from file"), "{err}");
             let text = String::from_utf8_lossy(&t.stdout);
             for bad in ["incorrect", "bad cksum", "invalid", "[|"] {
-                assert!(!text.contains(bad), "tcpdump reports '{bad}' in {}", f.display());
+                assert!(
+                    !text.contains(bad),
+                    "tcpdump reports '{bad}' in {}",
+                    f.display()
+                );
             }
-            let brief = Command::new("tcpdump").args(["-nr"]).arg(&f).output().unwrap();
+            let brief = Command::new("tcpdump")
+                .args(["-nr"])
+                .arg(&f)
+                .output()
+                .unwrap();
             let n = String::from_utf8_lossy(&brief.stdout).lines().count();
             assert!(n >= 2900, "{n} packets printed");
         }
