@@ -1,6 +1,7 @@
 //! `owl`: passive one-way latency measurement between two observation points.
 
 mod cmd;
+mod experiment;
 mod input;
 mod methods;
 mod progress;
@@ -41,6 +42,8 @@ enum Command {
     Simulate(cmd::simulate::SimulateArgs),
     /// Measure one-way latency between two captures: exact truth and every method, side by side.
     Compare(cmd::compare::CompareArgs),
+    /// Regenerate a paper's evaluation on simulated traces (CSV + PNG).
+    Experiment(experiment::ExperimentArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Compare(a) => cmd::compare::run(a),
+        Command::Experiment(a) => experiment::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,189 @@
+//! `owl experiment NAME`: the papers' evaluations, regenerated on simulated traces.
+//!
+//! Every experiment writes a CSV (one row per point and run, so anyone can re-plot it) and a
+//! PNG (log axes where the paper uses them) into `--out` (default `out/experiments/NAME`),
+//! prints where they are, and shows progress on a terminal. `--quick` shrinks the traces and
+//! the run count so the whole experiment takes seconds (CI uses it); the full size is the
+//! paper's setup.
+
+pub mod plot;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use indicatif::ProgressBar;
+
+pub use plot::{Panel, Series, plot_png};
+
+/// Everything an experiment needs from the command line.
+pub struct Ctx {
+    /// Directory the experiment writes into (created).
+    pub out_dir: PathBuf,
+    /// Small, fast version for CI and a first look.
+    pub quick: bool,
+    /// Runs (seeds) per point; `None` means the experiment's own default (the paper's).
+    pub runs: Option<usize>,
+    /// Base seed: run `i` of a point uses seeds derived from `seed + i`.
+    pub seed: u64,
+    /// Progress bar (hidden off a terminal); experiments set its length and advance it.
+    pub progress: ProgressBar,
+}
+
+impl Ctx {
+    /// Path of an output file in the experiment's directory.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.out_dir.join(name)
+    }
+    /// The run count: `--runs`, else `quick` in quick mode, else `full`.
+    pub fn runs_or(&self, full: usize, quick: usize) -> usize {
+        self.runs.unwrap_or(if self.quick { quick } else { full })
+    }
+}
+
+/// An experiment: a name, what it regenerates, and how.
+pub struct Experiment {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub run: fn(&Ctx) -> Result<Vec<PathBuf>>,
+}
+
+/// Every experiment owl knows, in the order `owl experiment --list` prints them.
+pub const EXPERIMENTS: &[Experiment] = &[];
+
+#[derive(Args, Clone, Debug)]
+#[command(
+    after_help = "Each experiment writes NAME.csv (every point and run) and NAME.png \
+(the paper's figure) into --out, default out/experiments/NAME. --quick is a small version for \
+CI and a first look; without it the experiment uses the paper's setup and can take minutes."
+)]
+pub struct ExperimentArgs {
+    /// Experiment to run (`--list` shows them all).
+    #[arg(required_unless_present = "list")]
+    pub name: Option<String>,
+    /// List the experiments.
+    #[arg(long)]
+    pub list: bool,
+    /// Small traces and few runs: seconds instead of minutes.
+    #[arg(long)]
+    pub quick: bool,
+    /// Runs per point (default: the paper's, or 3 with --quick).
+    #[arg(long)]
+    pub runs: Option<usize>,
+    /// Base seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Output directory (default out/experiments/NAME).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+pub fn run(a: ExperimentArgs) -> Result<()> {
+    if a.list || a.name.is_none() {
+        for e in EXPERIMENTS {
+            println!("{:<22} {}", e.name, e.summary);
+        }
+        return Ok(());
+    }
+    let name = a.name.unwrap();
+    let Some(e) = EXPERIMENTS.iter().find(|e| e.name == name) else {
+        bail!(
+            "unknown experiment '{name}'; available: {}",
+            EXPERIMENTS
+                .iter()
+                .map(|e| e.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    };
+    if a.runs == Some(0) {
+        bail!("--runs must be at least 1");
+    }
+    let out_dir = a
+        .out
+        .unwrap_or_else(|| Path::new("out").join("experiments").join(e.name));
+    std::fs::create_dir_all(&out_dir)
+        .with_context(|| format!("{}: cannot create", out_dir.display()))?;
+    let ctx = Ctx {
+        out_dir,
+        quick: a.quick,
+        runs: a.runs,
+        seed: a.seed,
+        progress: crate::progress::bar(0, e.name, false),
+    };
+    let files = (e.run)(&ctx)?;
+    ctx.progress.finish_and_clear();
+    for f in files {
+        println!("wrote {}", f.display());
+    }
+    Ok(())
+}
+
+/// Write a CSV with a header row.
+pub fn write_csv(path: &Path, header: &[&str], rows: &[Vec<String>]) -> Result<()> {
+    let mut w = csv::Writer::from_path(path).with_context(|| format!("{}", path.display()))?;
+    w.write_record(header)?;
+    for r in rows {
+        w.write_record(r)?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// Mean and the half-width of a 95 % confidence interval (Student t) of a sample.
+pub fn mean_ci95(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len();
+    if n == 0 {
+        return (f64::NAN, f64::NAN);
+    }
+    let m = xs.iter().sum::<f64>() / n as f64;
+    if n == 1 {
+        return (m, 0.0);
+    }
+    let var = xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1) as f64;
+    // two-sided 97.5 % quantiles of Student's t for 1..30 degrees of freedom, then normal
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    let t = if n - 1 <= 30 { T[n - 2] } else { 1.96 };
+    (m, t * (var / n as f64).sqrt())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ci_of_known_sample() {
+        let (m, h) = mean_ci95(&[1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(m, 3.0);
+        // sd = 1.5811, se = 0.7071, t(4) = 2.776
+        assert!((h - 2.776 * 0.707_106_8).abs() < 1e-4);
+        assert_eq!(mean_ci95(&[7.0]), (7.0, 0.0));
+    }
+
+    #[test]
+    fn plot_and_csv_are_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.png");
+        let panel = Panel {
+            title: "test".into(),
+            x_label: "loss rate".into(),
+            y_label: "relative error".into(),
+            log_x: true,
+            log_y: true,
+            series: vec![Series {
+                name: "a".into(),
+                points: vec![(0.001, 0.01), (0.01, 0.02), (0.1, 0.5)],
+                err: Some(vec![(0.005, 0.02), (0.01, 0.03), (0.3, 0.7)]),
+            }],
+        };
+        plot_png(&p, &[panel.clone(), panel]).unwrap();
+        assert!(std::fs::metadata(&p).unwrap().len() > 1000);
+        let c = dir.path().join("x.csv");
+        write_csv(&c, &["a", "b"], &[vec!["1".into(), "2".into()]]).unwrap();
+        assert_eq!(std::fs::read_to_string(&c).unwrap(), "a,b\n1,2\n");
+    }
+}

@@ -1,0 +1,174 @@
+//! Line plots with optional error bars and log axes, to PNG, without system libraries (the
+//! font is embedded: DejaVu Sans, see assets/DejaVuSans-LICENSE.txt).
+
+use std::path::Path;
+use std::sync::Once;
+
+use anyhow::{Result, anyhow};
+use plotters::prelude::*;
+
+/// One curve.
+#[derive(Clone, Debug)]
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+    /// Optional `(low, high)` error bar per point.
+    pub err: Option<Vec<(f64, f64)>>,
+}
+
+/// One chart: several panels make one PNG, side by side (like the papers' (a), (b), (c)).
+#[derive(Clone, Debug)]
+pub struct Panel {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub log_x: bool,
+    pub log_y: bool,
+    pub series: Vec<Series>,
+}
+
+static FONT: Once = Once::new();
+
+fn register_font() {
+    FONT.call_once(|| {
+        let bytes: &'static [u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+        // the embedded font is valid; if registration ever failed, text would be missing,
+        // not the plot
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, bytes);
+    });
+}
+
+const COLORS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+fn range(vals: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in vals.filter(|v| v.is_finite() && (!log || *v > 0.0)) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if !lo.is_finite() {
+        return if log { (0.1, 10.0) } else { (0.0, 1.0) };
+    }
+    if log {
+        if hi / lo < 10.0 {
+            (lo / 3.0, hi * 3.0)
+        } else {
+            (lo / 1.5, hi * 1.5)
+        }
+    } else {
+        let pad = ((hi - lo) * 0.05).max(hi.abs() * 1e-3).max(1e-12);
+        (lo - pad, hi + pad)
+    }
+}
+
+/// Draw `panels` side by side into one PNG.
+pub fn plot_png(path: &Path, panels: &[Panel]) -> Result<()> {
+    register_font();
+    let w = 640 * panels.len().max(1) as u32;
+    let root = BitMapBackend::new(path, (w, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+    let areas = root.split_evenly((1, panels.len().max(1)));
+    for (panel, area) in panels.iter().zip(areas) {
+        draw_panel(panel, &area).map_err(|e| anyhow!("plotting {}: {e}", panel.title))?;
+    }
+    root.present()
+        .map_err(|e| anyhow!("{}: {e:?}", path.display()))?;
+    Ok(())
+}
+
+type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
+
+fn draw_panel(p: &Panel, area: &Area) -> Result<(), String> {
+    let xs = p.series.iter().flat_map(|s| s.points.iter().map(|q| q.0));
+    let ys = p.series.iter().flat_map(|s| {
+        s.points
+            .iter()
+            .map(|q| q.1)
+            .chain(s.err.iter().flatten().flat_map(|e| [e.0, e.1]))
+    });
+    let (x0, x1) = range(xs, p.log_x);
+    let (y0, y1) = range(ys, p.log_y);
+    let mut b = ChartBuilder::on(area);
+    b.caption(&p.title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(64);
+    macro_rules! draw {
+        ($chart:expr) => {{
+            let mut chart = $chart.map_err(|e| e.to_string())?;
+            chart
+                .configure_mesh()
+                .x_desc(p.x_label.as_str())
+                .y_desc(p.y_label.as_str())
+                .label_style(("sans-serif", 13))
+                .draw()
+                .map_err(|e| e.to_string())?;
+            for (i, s) in p.series.iter().enumerate() {
+                let c = COLORS[i % COLORS.len()];
+                let pts: Vec<(f64, f64)> = s
+                    .points
+                    .iter()
+                    .copied()
+                    .filter(|&(x, y)| {
+                        x.is_finite()
+                            && y.is_finite()
+                            && (!p.log_x || x > 0.0)
+                            && (!p.log_y || y > 0.0)
+                    })
+                    .collect();
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                    .map_err(|e| e.to_string())?
+                    .label(s.name.as_str())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                    });
+                chart
+                    .draw_series(pts.iter().map(|&q| Circle::new(q, 3, c.filled())))
+                    .map_err(|e| e.to_string())?;
+                if let Some(err) = &s.err {
+                    let bars: Vec<_> = s
+                        .points
+                        .iter()
+                        .zip(err)
+                        .filter(|((x, _), (lo, hi))| {
+                            x.is_finite()
+                                && lo.is_finite()
+                                && hi.is_finite()
+                                && (!p.log_x || *x > 0.0)
+                                && (!p.log_y || (*lo > 0.0 && *hi > 0.0))
+                        })
+                        .map(|(&(x, y), &(lo, hi))| {
+                            ErrorBar::new_vertical(x, lo, y.clamp(lo, hi), hi, c.stroke_width(1), 6)
+                        })
+                        .collect();
+                    chart.draw_series(bars).map_err(|e| e.to_string())?;
+                }
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .label_font(("sans-serif", 13))
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()
+                .map_err(|e| e.to_string())?;
+        }};
+    }
+    match (p.log_x, p.log_y) {
+        (false, false) => draw!(b.build_cartesian_2d(x0..x1, y0..y1)),
+        (true, false) => draw!(b.build_cartesian_2d((x0..x1).log_scale(), y0..y1)),
+        (false, true) => draw!(b.build_cartesian_2d(x0..x1, (y0..y1).log_scale())),
+        (true, true) => draw!(b.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())),
+    }
+    Ok(())
+}
