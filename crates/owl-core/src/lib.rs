@@ -15,6 +15,7 @@
 pub mod exact;
 pub mod hash;
 pub mod interval;
+pub mod lds;
 pub mod method;
 pub mod record;
 pub mod stats;

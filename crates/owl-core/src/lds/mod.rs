@@ -1,0 +1,128 @@
+//! LDS — the Lossy Difference Sketch (Sanjuàs-Cuxart, Duffield, Barlet-Ros, Kompella, IMC'11):
+//! per-flow mean delay between two points without per-flow state and without relying on
+//! packets close in time having similar delays.
+//!
+//! Both points keep the same `R × C` matrix of cells `⟨s, n, d⟩` (timestamp sum, packet count,
+//! digest) and update it identically (§2.3.4, Fig. 5): a packet `x` of flow `f` hits, in every
+//! row `r`, the cell `(h_r(f) + h'_r(x)) mod C` — the flow hash picks a base column, the packet
+//! hash an offset in `[0, k)`, so a flow's packets spread over a *virtual LDA* of `k`
+//! consecutive cells (Fig. 4) — and adds its timestamp to `s`, 1 to `n`, and XORs its digest
+//! into `d`. The sender ships its matrix; the receiver subtracts (§2.3.1). A cell whose `n` or
+//! `d` differ between the points lost or swapped packets and is unusable (§2.3.2); among a
+//! flow's usable cells, the one with the fewest packets has the least interference from
+//! colliding flows, and every cell with at most `(1 + α)` times as many joins the estimate
+//! (Fig. 6).
+//!
+//! Modules: [`config`] (what both points agree on), [`weights`] (operator flow weights, §4.1),
+//! [`sketch`] (the per-point matrix and its update), [`estimate`] (Fig. 6 and the aggregate),
+//! [`mining`] (counts, loss, heavy hitters, rough variance, §4.3), [`sizing`] (§3).
+//!
+//! Variants: [`Config::single_bank`] is §5.1's evaluation setup (`k = 1`, every packet, the
+//! SDS layout with timestamp sums); [`Config::multi_bank`] is §5.2's (`k = 5`, one sampling
+//! rate per row, §4.2). Weight rules (§4.1) combine with either.
+
+pub mod config;
+pub mod estimate;
+pub mod mining;
+pub mod sizing;
+pub mod sketch;
+pub mod weights;
+
+use std::sync::Arc;
+
+pub use config::Config;
+pub use estimate::{FlowDelay, FlowQuery, aggregate};
+pub use mining::heavy_hitters;
+pub use sketch::{Cell, Layout, Lds};
+pub use weights::Weights;
+
+use crate::method::{Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, downcast};
+use crate::record::FlowKey;
+use crate::wire::DecodeError;
+
+/// The LDS as an [`owl_core::method::Method`](crate::method::Method).
+#[derive(Debug)]
+pub struct LdsMethod {
+    name: String,
+    layout: Arc<Layout>,
+}
+
+impl LdsMethod {
+    /// An LDS method named `name` (`lds`, `lds-mb`, …) with a validated configuration.
+    pub fn new(name: &str, cfg: Config) -> Result<LdsMethod, MethodError> {
+        cfg.validate()?;
+        Ok(LdsMethod {
+            name: name.to_string(),
+            layout: Layout::new(cfg),
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.layout.cfg
+    }
+
+    pub fn layout(&self) -> &Arc<Layout> {
+        &self.layout
+    }
+
+    /// A fresh sketch of this configuration.
+    pub fn sketch(&self) -> Lds {
+        Lds::new(self.layout.clone())
+    }
+}
+
+fn as_lds<'a>(p: &'a dyn PointSynopsis, name: &'static str) -> Result<&'a Lds, MethodError> {
+    p.as_any()
+        .downcast_ref::<Lds>()
+        .ok_or(MethodError::WrongSynopsis { method: name })
+}
+
+impl Method for LdsMethod {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn config(&self) -> Vec<(&'static str, String)> {
+        self.layout.cfg.pairs()
+    }
+
+    fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
+        Box::new(self.sketch())
+    }
+
+    fn decode_point(
+        &self,
+        _role: Role,
+        bytes: &[u8],
+    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
+        Ok(Box::new(Lds::decode(self.layout.clone(), bytes)?))
+    }
+
+    fn estimate(
+        &self,
+        sender: Box<dyn PointSynopsis>,
+        receiver: Box<dyn PointSynopsis>,
+    ) -> Result<Estimate, MethodError> {
+        let s = downcast::<Lds>(sender, "lds")?;
+        let r = downcast::<Lds>(receiver, "lds")?;
+        aggregate(&s, &r)
+    }
+
+    fn estimate_flows(
+        &self,
+        sender: &dyn PointSynopsis,
+        receiver: &dyn PointSynopsis,
+        flows: &[FlowKey],
+    ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
+        let run = || -> Result<Vec<FlowEstimate>, MethodError> {
+            let s = as_lds(sender, "lds")?;
+            let r = as_lds(receiver, "lds")?;
+            let mut q = FlowQuery::new(s, r)?;
+            Ok(flows.iter().map(|f| q.flow(f)).collect())
+        };
+        Some(run())
+    }
+}
+
+#[cfg(test)]
+mod tests;
