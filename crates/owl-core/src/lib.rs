@@ -12,12 +12,16 @@
 //! It never reads a clock, a file or a socket: every time is a capture timestamp carried by a
 //! record, so every result is a pure, reproducible function of its inputs and its seeds.
 
+pub mod countmin;
 pub mod exact;
 pub mod hash;
 pub mod interval;
 pub mod lds;
 pub mod method;
+pub mod mpe;
 pub mod record;
+pub mod rli;
+pub mod sds;
 pub mod stats;
 pub mod units;
 pub mod wire;

@@ -46,6 +46,25 @@ impl FlowKey {
         b
     }
 
+    /// The key [`canonical_bytes`](Self::canonical_bytes) encoded. An IPv4-mapped IPv6
+    /// address (`::ffff:a.b.c.d`) reads back as IPv4, like every IPv4 address written.
+    pub fn from_canonical_bytes(b: &[u8; 37]) -> FlowKey {
+        let addr = |o: &[u8]| -> IpAddr {
+            let v6 = std::net::Ipv6Addr::from(<[u8; 16]>::try_from(o).unwrap());
+            match v6.to_ipv4_mapped() {
+                Some(v4) => IpAddr::V4(v4),
+                None => IpAddr::V6(v6),
+            }
+        };
+        FlowKey {
+            proto: b[0],
+            src: addr(&b[1..17]),
+            dst: addr(&b[17..33]),
+            sport: u16::from_be_bytes([b[33], b[34]]),
+            dport: u16::from_be_bytes([b[35], b[36]]),
+        }
+    }
+
     /// Seeded 64-bit flow hash (xxh3 of [`canonical_bytes`](Self::canonical_bytes)).
     pub fn hash(&self, seed: u64) -> u64 {
         xxhash_rust::xxh3::xxh3_64_with_seed(&self.canonical_bytes(), seed)
@@ -137,6 +156,9 @@ mod tests {
         assert_ne!(a.hash(1), c.hash(1));
         assert_eq!(a.hash(7), a.hash(7));
         assert_ne!(a.hash(7), a.hash(8));
+        for k in [a, b, c] {
+            assert_eq!(FlowKey::from_canonical_bytes(&k.canonical_bytes()), k);
+        }
     }
 
     #[test]

@@ -125,4 +125,4 @@ impl Method for LdsMethod {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
