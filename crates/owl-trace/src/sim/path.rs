@@ -239,6 +239,106 @@ impl fmt::Display for DelayModel {
     }
 }
 
+/// One of several equal-cost paths (ECMP): each flow is pinned to one path by a hash of its
+/// 5-tuple, as routers balance flows; the path adds its own offset to every delay and, if it
+/// has one, draws from its own delay model instead of the queue's. Neighbouring packets of
+/// different flows then see unrelated delays — the case LDS was built for (LDS §1: "temporal
+/// delay correlation may potentially exist across any given path but certainly not across
+/// paths").
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EcmpPath {
+    /// Extra delay of the path, ns.
+    pub offset_ns: f64,
+    /// The path's own delay model (else the queue's).
+    pub delay: Option<DelayModel>,
+}
+
+/// Most ECMP paths.
+pub const MAX_ECMP_PATHS: usize = 4096;
+
+/// Parse ECMP paths: `N:SPREAD` — `N` paths with offsets spread evenly over `[0, SPREAD]`
+/// (`4:300us` gives 0, 100, 200, 300 µs) — or a `;`-separated list `OFFSET[@MODEL]`
+/// (`0;50us@exp:200us;120us`).
+pub fn parse_ecmp(s: &str) -> Result<Vec<EcmpPath>, SimError> {
+    let t = s.trim();
+    let err = |why: String| {
+        SimError::Invalid(format!(
+            "ECMP paths '{s}': {why} (expected N:SPREAD, e.g. 4:300us, or OFFSET[@MODEL];…, e.g. 0;50us@exp:200us)"
+        ))
+    };
+    let dur = |x: &str| parse_duration_ns(x).map_err(|e| err(e.to_string()));
+    let paths = match t.split_once(':') {
+        Some((n, spread))
+            if !t.contains(';') && !t.contains('@') && n.trim().parse::<usize>().is_ok() =>
+        {
+            let n: usize = n.trim().parse().unwrap();
+            if n == 0 || n > MAX_ECMP_PATHS {
+                return Err(err(format!("{n} paths: give 1 to {MAX_ECMP_PATHS}")));
+            }
+            let spread = dur(spread)?;
+            (0..n)
+                .map(|i| EcmpPath {
+                    offset_ns: if n == 1 {
+                        0.0
+                    } else {
+                        spread * i as f64 / (n - 1) as f64
+                    },
+                    delay: None,
+                })
+                .collect()
+        }
+        _ => t
+            .split(';')
+            .map(|p| {
+                let (off, model) = match p.split_once('@') {
+                    Some((o, m)) => (o, Some(m.parse::<DelayModel>()?)),
+                    None => (p, None),
+                };
+                Ok(EcmpPath {
+                    offset_ns: dur(off)?,
+                    delay: model,
+                })
+            })
+            .collect::<Result<Vec<_>, SimError>>()?,
+    };
+    validate_ecmp(&paths)?;
+    Ok(paths)
+}
+
+/// Check ECMP paths: at most [`MAX_ECMP_PATHS`], offsets in `[0, 1 day]`, valid models.
+pub fn validate_ecmp(paths: &[EcmpPath]) -> Result<(), SimError> {
+    if paths.len() > MAX_ECMP_PATHS {
+        return Err(SimError::Invalid(format!(
+            "{} ECMP paths is absurd (at most {MAX_ECMP_PATHS})",
+            paths.len()
+        )));
+    }
+    for p in paths {
+        if !(p.offset_ns.is_finite() && (0.0..=86_400e9).contains(&p.offset_ns)) {
+            return Err(SimError::Invalid(format!(
+                "ECMP path offset {} ns must be between 0 and a day",
+                p.offset_ns
+            )));
+        }
+        if let Some(d) = &p.delay {
+            d.validate()?;
+        }
+    }
+    Ok(())
+}
+
+/// The `;`-list text form of ECMP paths (what [`parse_ecmp`] reads back).
+pub fn format_ecmp(paths: &[EcmpPath]) -> String {
+    paths
+        .iter()
+        .map(|p| match &p.delay {
+            Some(d) => format!("{}@{d}", format_ns(p.offset_ns)),
+            None => format_ns(p.offset_ns),
+        })
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
 /// Packet loss process, decided per packet in sending order.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum LossModel {

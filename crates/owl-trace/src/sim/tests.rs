@@ -249,3 +249,110 @@ fn parse_helpers() {
     );
     assert!("nat".parse::<Rewrite>().is_err());
 }
+
+/// ECMP pins every flow to one path: with a constant queue delay each flow sees one of the
+/// four path delays, all four are used, and consecutive packets of different flows have
+/// unrelated delays (the lag-1 correlation is that of independent path choices, near 0).
+#[test]
+fn ecmp_pins_flows_and_breaks_temporal_correlation() {
+    let mut c = cfg(40_000);
+    if let TrafficSource::Synthetic(t) = &mut c.traffic {
+        t.flows = 400;
+    }
+    c.path = PathConfig {
+        delay: "const:100us".parse().unwrap(),
+        ecmp: parse_ecmp("4:300us").unwrap(),
+        rewrite: Rewrite::default(),
+        ..Default::default()
+    };
+    let sim = Simulation::run(&c).unwrap();
+    let (s, r) = sim.records(DEFAULT_IDENTITY_SEED);
+    let mut m = Matcher::new(TruthOptions::default());
+    s.iter().for_each(|x| m.add_sender(x).unwrap());
+    r.iter().for_each(|x| m.add_receiver(x));
+    let mut per_flow: std::collections::HashMap<owl_core::FlowKey, i64> = Default::default();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut pairs = Vec::new();
+    let mut prev: Option<(owl_core::FlowKey, i64)> = None;
+    for p in m.matched() {
+        let d = p.delay_ns();
+        assert!([100_000, 200_000, 300_000, 400_000].contains(&d), "{d}");
+        assert_eq!(
+            *per_flow.entry(p.flow).or_insert(d),
+            d,
+            "a flow changed paths"
+        );
+        seen.insert(d);
+        if let Some((f, pd)) = prev
+            && f != p.flow
+        {
+            pairs.push((pd as f64, d as f64));
+        }
+        prev = Some((p.flow, d));
+    }
+    assert_eq!(seen.len(), 4);
+    let n = pairs.len() as f64;
+    let (mx, my) = (
+        pairs.iter().map(|p| p.0).sum::<f64>() / n,
+        pairs.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let cov = pairs.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / n;
+    let vx = pairs.iter().map(|p| (p.0 - mx).powi(2)).sum::<f64>() / n;
+    let vy = pairs.iter().map(|p| (p.1 - my).powi(2)).sum::<f64>() / n;
+    let corr = cov / (vx * vy).sqrt();
+    // a few large flows make up many neighbours: allow what their share explains
+    assert!(corr.abs() < 0.15, "lag-1 correlation across flows {corr}");
+}
+
+#[test]
+fn ecmp_paths_with_their_own_model_and_fifo_per_path() {
+    let mut c = cfg(5_000);
+    c.path = PathConfig {
+        delay: "const:1us".parse().unwrap(),
+        ecmp: parse_ecmp("0;1ms@const:5us").unwrap(),
+        fifo: true,
+        ..Default::default()
+    };
+    let t = truth_of(&Simulation::run(&c).unwrap());
+    assert_eq!(t.lost, 0);
+    let d = t.delay.unwrap();
+    assert_eq!(d.min_ns, 1_000);
+    assert_eq!(d.max_ns, 1_005_000);
+}
+
+#[test]
+fn ecmp_text_forms_and_errors() {
+    let p = parse_ecmp("4:300us").unwrap();
+    assert_eq!(
+        p.iter().map(|e| e.offset_ns).collect::<Vec<_>>(),
+        vec![0.0, 100_000.0, 200_000.0, 300_000.0]
+    );
+    let q = parse_ecmp("0;50us@exp:200us;120us").unwrap();
+    assert_eq!(q.len(), 3);
+    assert_eq!(q[1].delay, Some(DelayModel::Exponential(200_000.0)));
+    assert_eq!(parse_ecmp(&format_ecmp(&q)).unwrap(), q);
+    assert_eq!(parse_ecmp("1:5us").unwrap()[0].offset_ns, 0.0);
+    for bad in ["0:5us", "5000:1us", "x", "-5us", "3:bogus", "0;1us@nope:3"] {
+        assert!(parse_ecmp(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn truncated_flow_sizes_validate() {
+    let mut c = cfg(1_000);
+    if let TrafficSource::Synthetic(t) = &mut c.traffic {
+        t.flow_max_weight = 0.5;
+    }
+    assert!(
+        c.validate()
+            .unwrap_err()
+            .to_string()
+            .contains("largest flow weight")
+    );
+    let small = SimConfig {
+        traffic: TrafficSource::Synthetic(TrafficConfig::lds_trace(0.01)),
+        ..Default::default()
+    };
+    let sim = Simulation::run(&small).unwrap();
+    assert_eq!(sim.report().sent, 77_600);
+}

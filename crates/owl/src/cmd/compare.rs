@@ -141,6 +141,8 @@ pub struct Comparison {
     pub intervals: Intervals,
     pub truth: Truth,
     pub methods: Vec<MethodResult>,
+    /// Per-flow estimates (with `--per-flow`).
+    pub per_flow: Option<super::perflow::PerFlow>,
 }
 
 pub fn run(args: CompareArgs) -> Result<()> {
@@ -183,6 +185,7 @@ pub fn compare(args: &CompareArgs) -> Result<Comparison> {
         keep_unmatched: args.unmatched.is_some(),
     });
     let mut exact_time = Duration::ZERO;
+    let mut per_flow = args.per_flow.then(|| super::perflow::PerFlow::new(iv));
     let s = read_capture(
         &args.sender,
         args.identity_seed,
@@ -196,6 +199,9 @@ pub fn compare(args: &CompareArgs) -> Result<Comparison> {
                     .with_context(|| args.sender.display().to_string())?;
             }
             exact_time += t.elapsed();
+            if let Some(pf) = per_flow.as_mut() {
+                pf.presence.observe(batch);
+            }
             for m in running.iter_mut() {
                 m.feed(Role::Sender, &iv, batch);
             }
@@ -264,7 +270,7 @@ pub fn compare(args: &CompareArgs) -> Result<Comparison> {
         }
     }
     for m in running {
-        results.push(estimate_all(m));
+        results.push(estimate_all(m, per_flow.as_mut()));
     }
     // keep the order the user asked for
     results.sort_by_key(|r| {
@@ -279,6 +285,7 @@ pub fn compare(args: &CompareArgs) -> Result<Comparison> {
         intervals: iv,
         truth,
         methods: results,
+        per_flow,
     })
 }
 
@@ -314,7 +321,7 @@ fn exact_result(truth: &Truth, iv: &Intervals, time: Duration) -> MethodResult {
     }
 }
 
-fn estimate_all(m: Running) -> MethodResult {
+fn estimate_all(m: Running, mut per_flow: Option<&mut super::perflow::PerFlow>) -> MethodResult {
     let Running {
         method,
         points: [mut s, mut r],
@@ -333,6 +340,9 @@ fn estimate_all(m: Running) -> MethodResult {
         let b = r
             .remove(&k)
             .unwrap_or_else(|| method.new_point(Role::Receiver));
+        if let Some(pf) = per_flow.as_deref_mut() {
+            pf.add_interval(&*method, &*a, &*b, k);
+        }
         match method.estimate(a, b) {
             Ok(e) => {
                 intervals.insert(k, e);
@@ -522,39 +532,12 @@ pub fn to_json(c: &Comparison, args: &CompareArgs) -> Value {
         doc["intervals"] = Value::Array(ivs);
     }
     if args.per_flow {
-        let flows: Vec<Value> = top_flows(t, args.top)
-            .into_iter()
-            .map(|f| {
-                json!({
-                    "proto": f.key.proto,
-                    "src": f.key.src.to_string(),
-                    "dst": f.key.dst.to_string(),
-                    "sport": f.key.sport,
-                    "dport": f.key.dport,
-                    "truth": {
-                        "sent": f.sent,
-                        "received": f.received,
-                        "lost": f.sent - f.received,
-                        "mean_ns": f.delay.map(|d| d.mean_ns),
-                        "std_ns": f.delay.map(|d| d.std_ns),
-                        "p99_ns": f.delay.map(|d| d.p99_ns),
-                    },
-                    "methods": {},
-                })
-            })
-            .collect();
-        doc["flows"] = Value::Array(flows);
+        doc["flows"] = super::perflow::flows_json(t, c.per_flow.as_ref(), args.top);
+        if let Some(pf) = &c.per_flow {
+            doc["flow_error_bins"] = super::perflow::bins_json(t, pf);
+        }
     }
     doc
-}
-
-fn top_flows(t: &Truth, top: Option<usize>) -> Vec<&owl_core::exact::FlowTruth> {
-    let mut v: Vec<_> = t.flows.iter().collect();
-    v.sort_by(|a, b| b.sent.cmp(&a.sent).then(a.key.cmp(&b.key)));
-    if let Some(n) = top {
-        v.truncate(n);
-    }
-    v
 }
 
 fn fmt_opt_ns(x: Option<f64>) -> String {
@@ -694,32 +677,7 @@ pub fn print_text(out: &mut impl Write, c: &Comparison, args: &CompareArgs) -> R
         }
     }
     if args.per_flow {
-        let n = args.top.unwrap_or(10);
-        writeln!(out)?;
-        writeln!(
-            out,
-            "{:<58} {:>8} {:>8} {:>10} {:>10} {:>10}",
-            "flow", "sent", "lost", "mean", "std", "p99"
-        )?;
-        for f in top_flows(t, Some(n)) {
-            writeln!(
-                out,
-                "{:<58} {:>8} {:>8} {:>10} {:>10} {:>10}",
-                f.key.to_string(),
-                f.sent,
-                f.sent - f.received,
-                fmt_opt_ns(f.delay.map(|d| d.mean_ns)),
-                fmt_opt_ns(f.delay.map(|d| d.std_ns)),
-                fmt_opt_ns(f.delay.map(|d| d.p99_ns as f64))
-            )?;
-        }
-        if t.flows.len() > n {
-            writeln!(
-                out,
-                "… {} more flows (--top N, or --json)",
-                t.flows.len() - n
-            )?;
-        }
+        super::perflow::print(out, t, c.per_flow.as_ref(), args.top.unwrap_or(10))?;
     }
     Ok(())
 }

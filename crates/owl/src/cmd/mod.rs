@@ -1,3 +1,4 @@
 pub mod compare;
 pub mod demo;
+pub mod perflow;
 pub mod simulate;

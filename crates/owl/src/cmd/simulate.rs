@@ -8,7 +8,7 @@ use owl_core::units::{format_ns, parse_duration_ns};
 use owl_trace::capture::CaptureFormat;
 use owl_trace::sim::{
     Arrivals, DelayModel, LossModel, PathConfig, Reorder, Rewrite, SimConfig, Simulation,
-    TrafficConfig, TrafficSource, parse_sizes,
+    TrafficConfig, TrafficSource, parse_ecmp, parse_sizes,
 };
 
 use crate::progress;
@@ -24,6 +24,13 @@ const AFTER_HELP: &str = "Models:
   --rewrite    none | list of ttl, mac, ecn=FRACTION   (what a router changes; default ttl,mac)
   --class-delay MODEL with --class-fraction F: a second queue for a fraction F of the flows,
                so neighbouring packets of different flows see unrelated delays
+  --ecmp       N:SPREAD (N paths, offsets spread evenly over [0, SPREAD]) or a ;-list of
+               OFFSET[@MODEL]: each flow is pinned to one path by hash; a path adds its offset
+               and may draw from its own delay model. Breaks temporal delay correlation across
+               flows (LDS §1).
+  --flow-preset lds-paper: 7.76M packets of 146 000 flows at 27k packets/s, Pareto flow sizes
+               (shape 0.85, truncated at weight 1e5) fitted to the trace of LDS §5;
+               lds-small: the same at a tenth (776 000 packets, 14 600 flows)
 
 Output:
   DIR/sender.pcap and DIR/receiver.pcap (nanosecond pcap; pcapng with --format pcapng), and
@@ -42,6 +49,23 @@ Examples:
 pub enum Format {
     Pcap,
     Pcapng,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum FlowPreset {
+    /// The trace of LDS §5: 7.76M packets, 146 000 flows, 27k packets/s.
+    LdsPaper,
+    /// The same at a tenth.
+    LdsSmall,
+}
+
+impl FlowPreset {
+    pub fn traffic(self) -> TrafficConfig {
+        match self {
+            FlowPreset::LdsPaper => TrafficConfig::lds_trace(1.0),
+            FlowPreset::LdsSmall => TrafficConfig::lds_trace(0.1),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -78,6 +102,12 @@ pub struct SimulateArgs {
     /// Pareto shape of flow sizes (smaller = heavier tail).
     #[arg(long, default_value_t = 1.2)]
     pub flow_shape: f64,
+    /// Truncate the Pareto flow weights at W (needed for shapes below 1) [default: none].
+    #[arg(long, value_name = "W")]
+    pub flow_max_weight: Option<f64>,
+    /// Packets, flows, rate and flow sizes shaped like a paper's trace (see below).
+    #[arg(long, value_enum, conflicts_with_all = ["packets", "rate", "flows", "flow_shape", "flow_max_weight", "from"])]
+    pub flow_preset: Option<FlowPreset>,
     /// Packet-size mix by IP length: imix, a length, or LEN:WEIGHT,LEN:WEIGHT.
     #[arg(long, default_value = "imix")]
     pub sizes: String,
@@ -99,6 +129,9 @@ pub struct SimulateArgs {
     /// Fraction of flows in the second queue.
     #[arg(long, default_value_t = 0.5, value_name = "F")]
     pub class_fraction: f64,
+    /// ECMP-like paths, each flow pinned to one by hash (see below).
+    #[arg(long, value_name = "SPEC")]
+    pub ecmp: Option<String>,
     /// FIFO queue(s): a packet never overtakes the previous packet of its queue.
     #[arg(long)]
     pub fifo: bool,
@@ -163,6 +196,17 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
 pub fn config(a: &SimulateArgs) -> Result<SimConfig> {
     let traffic = match &a.from {
         Some(p) => TrafficSource::Capture(p.clone()),
+        None if a.flow_preset.is_some() => TrafficSource::Synthetic(TrafficConfig {
+            arrivals: match a.arrivals {
+                ArrivalArg::Poisson => Arrivals::Poisson,
+                ArrivalArg::Constant => Arrivals::Constant,
+            },
+            start_ns: a.start_ns,
+            sizes: parse_sizes(&a.sizes)?,
+            ipv6_fraction: a.ipv6,
+            udp_fraction: a.udp,
+            ..a.flow_preset.unwrap().traffic()
+        }),
         None => TrafficSource::Synthetic(TrafficConfig {
             packets: a.packets,
             rate_pps: a.rate,
@@ -176,6 +220,7 @@ pub fn config(a: &SimulateArgs) -> Result<SimConfig> {
                 u32::try_from(f).map_err(|_| anyhow!("flow count {f} is too large"))?
             },
             flow_shape: a.flow_shape,
+            flow_max_weight: a.flow_max_weight.unwrap_or(f64::INFINITY),
             sizes: parse_sizes(&a.sizes)?,
             ipv6_fraction: a.ipv6,
             udp_fraction: a.udp,
@@ -208,6 +253,10 @@ pub fn config(a: &SimulateArgs) -> Result<SimConfig> {
         path: PathConfig {
             delay: a.delay.parse::<DelayModel>()?,
             class,
+            ecmp: match &a.ecmp {
+                Some(e) => parse_ecmp(e)?,
+                None => Vec::new(),
+            },
             fifo: a.fifo,
             loss: a.loss.parse::<LossModel>()?,
             reorder,
@@ -239,6 +288,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         "receiver": rp.display().to_string(),
         "delay_model": cfg.path.delay.to_string(),
         "loss_model": cfg.path.loss.to_string(),
+        "ecmp": owl_trace::sim::format_ecmp(&cfg.path.ecmp),
         "report": rep,
     });
     let jp = a.out.join("sim.json");

@@ -1,0 +1,462 @@
+//! `owl compare --per-flow`: per-flow truth beside every per-flow method's estimate.
+//!
+//! The truth of a flow is the exact match of its packets over the whole capture (sent,
+//! received, mean and standard deviation of the delays of its matched packets). Every method
+//! whose [`Method::estimate_flows`] answers is asked, in each measurement interval, about the
+//! flows the sender saw in that interval. A flow's estimates over several intervals
+//! (`--interval T > 0`) combine into one: the mean is the mean of the interval means weighted
+//! by the method's own estimate of the flow's packets in each interval (1 where it gives none),
+//! packets and losses add up. A flow is never asked about in an interval where the sender did
+//! not see it: a sketch answers any question, and for an absent flow its answer is the
+//! colliding flows' delay.
+//!
+//! The summary bins flows by their packets at the sender, like LDS Fig. 10 (`<100`,
+//! `100–999`, `1000–9999`, `≥10000`), and gives per method the median and 95th percentile of
+//! the relative error `|estimate − truth| / truth` of the flow means, over the flows of the bin
+//! the method gave an estimate for (the others are counted as `missing`).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use anyhow::Result;
+use hashbrown::HashMap;
+use owl_core::FlowKey;
+use owl_core::PacketRecord;
+use owl_core::exact::{FlowTruth, Truth};
+use owl_core::interval::Intervals;
+use owl_core::method::{FlowEstimate, Method, PointSynopsis};
+use owl_core::stats::{nearest_rank, relative_error};
+use owl_core::units::format_ns;
+use serde_json::{Value, json};
+
+/// Flow-size bins of the summary (packets at the sender): `[lo, hi)`.
+pub const BINS: [(u64, u64, &str); 4] = [
+    (0, 100, "<100"),
+    (100, 1_000, "100-999"),
+    (1_000, 10_000, "1000-9999"),
+    (10_000, u64::MAX, ">=10000"),
+];
+
+/// Which flows the sender saw in which interval.
+#[derive(Debug)]
+pub struct Presence {
+    iv: Intervals,
+    seen: HashMap<u64, hashbrown::HashSet<FlowKey>>,
+}
+
+impl Presence {
+    pub fn new(iv: Intervals) -> Presence {
+        Presence {
+            iv,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Note the flows of a batch of sender records.
+    pub fn observe(&mut self, batch: &[PacketRecord]) {
+        for r in batch {
+            if let Some(i) = self.iv.index(r.ts_ns) {
+                self.seen.entry(i).or_default().insert(r.flow);
+            }
+        }
+    }
+
+    /// The flows seen in interval `i`, in a fixed order.
+    pub fn flows(&self, i: u64) -> Vec<FlowKey> {
+        let mut v: Vec<FlowKey> = self
+            .seen
+            .get(&i)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default();
+        v.sort_unstable();
+        v
+    }
+}
+
+/// One flow's estimates combined over intervals.
+#[derive(Clone, Copy, Debug, Default)]
+struct Acc {
+    weight: f64,
+    weighted_mean: f64,
+    weighted_sq: f64,
+    has_std: bool,
+    packets: Option<f64>,
+    lost: Option<f64>,
+}
+
+impl Acc {
+    fn add(&mut self, e: &FlowEstimate) {
+        if let Some(m) = e.mean_ns.filter(|m| m.is_finite()) {
+            let w = e.packets.filter(|p| *p > 0.0).unwrap_or(1.0);
+            self.weight += w;
+            self.weighted_mean += w * m;
+            if let Some(sd) = e.std_ns {
+                self.has_std = true;
+                self.weighted_sq += w * (sd * sd + m * m);
+            }
+        }
+        if let Some(p) = e.packets {
+            *self.packets.get_or_insert(0.0) += p;
+        }
+        if let Some(l) = e.lost {
+            *self.lost.get_or_insert(0.0) += l;
+        }
+    }
+
+    fn estimate(&self) -> FlowEstimate {
+        let mean = (self.weight > 0.0).then(|| self.weighted_mean / self.weight);
+        FlowEstimate {
+            mean_ns: mean,
+            std_ns: match (mean, self.has_std) {
+                (Some(m), true) => Some((self.weighted_sq / self.weight - m * m).max(0.0).sqrt()),
+                _ => None,
+            },
+            packets: self.packets,
+            lost: self.lost,
+        }
+    }
+}
+
+/// One method's per-flow estimates.
+#[derive(Debug)]
+pub struct MethodFlows {
+    pub name: String,
+    flows: HashMap<FlowKey, Acc>,
+    pub error: Option<String>,
+}
+
+impl MethodFlows {
+    /// The combined estimate of a flow, if the method gave one.
+    pub fn get(&self, f: &FlowKey) -> Option<FlowEstimate> {
+        self.flows.get(f).map(|a| a.estimate())
+    }
+}
+
+/// Per-flow estimates of every method that gives them.
+#[derive(Debug)]
+pub struct PerFlow {
+    pub presence: Presence,
+    pub methods: Vec<MethodFlows>,
+}
+
+impl PerFlow {
+    pub fn new(iv: Intervals) -> PerFlow {
+        PerFlow {
+            presence: Presence::new(iv),
+            methods: Vec::new(),
+        }
+    }
+
+    /// Ask `method` about the flows of interval `i`, before its synopses are consumed.
+    pub fn add_interval(
+        &mut self,
+        method: &dyn Method,
+        sender: &dyn PointSynopsis,
+        receiver: &dyn PointSynopsis,
+        i: u64,
+    ) {
+        let keys = self.presence.flows(i);
+        if keys.is_empty() {
+            return;
+        }
+        let Some(res) = method.estimate_flows(sender, receiver, &keys) else {
+            return;
+        };
+        let pos = match self.methods.iter().position(|m| m.name == method.name()) {
+            Some(p) => p,
+            None => {
+                self.methods.push(MethodFlows {
+                    name: method.name().to_string(),
+                    flows: HashMap::new(),
+                    error: None,
+                });
+                self.methods.len() - 1
+            }
+        };
+        let m = &mut self.methods[pos];
+        match res {
+            Ok(est) => {
+                for (k, e) in keys.iter().zip(&est) {
+                    m.flows.entry(*k).or_default().add(e);
+                }
+            }
+            Err(e) => {
+                m.error.get_or_insert_with(|| format!("interval {i}: {e}"));
+            }
+        }
+    }
+}
+
+/// Flows by packets sent, largest first (ties by key), the first `top` of them.
+pub fn top_flows(t: &Truth, top: Option<usize>) -> Vec<&FlowTruth> {
+    let mut v: Vec<_> = t.flows.iter().collect();
+    v.sort_by(|a, b| b.sent.cmp(&a.sent).then(a.key.cmp(&b.key)));
+    if let Some(n) = top {
+        v.truncate(n);
+    }
+    v
+}
+
+fn truth_mean(f: &FlowTruth) -> Option<f64> {
+    f.delay.map(|d| d.mean_ns)
+}
+
+/// The `flows[]` array of the JSON report.
+pub fn flows_json(t: &Truth, pf: Option<&PerFlow>, top: Option<usize>) -> Value {
+    let flows: Vec<Value> = top_flows(t, top)
+        .into_iter()
+        .map(|f| {
+            let mut methods = serde_json::Map::new();
+            for m in pf.map(|p| p.methods.as_slice()).unwrap_or_default() {
+                let v = match m.get(&f.key) {
+                    Some(e) => json!({
+                        "mean_ns": e.mean_ns,
+                        "packets": e.packets,
+                        "std_ns": e.std_ns,
+                        "lost": e.lost,
+                        "mean_rel_err": relative_error(e.mean_ns, truth_mean(f)),
+                    }),
+                    None => json!({ "mean_ns": null, "packets": null }),
+                };
+                methods.insert(m.name.clone(), v);
+            }
+            json!({
+                "proto": f.key.proto,
+                "src": f.key.src.to_string(),
+                "dst": f.key.dst.to_string(),
+                "sport": f.key.sport,
+                "dport": f.key.dport,
+                "truth": {
+                    "sent": f.sent,
+                    "received": f.received,
+                    "lost": f.sent - f.received,
+                    "mean_ns": f.delay.map(|d| d.mean_ns),
+                    "std_ns": f.delay.map(|d| d.std_ns),
+                    "p99_ns": f.delay.map(|d| d.p99_ns),
+                },
+                "methods": Value::Object(methods),
+            })
+        })
+        .collect();
+    Value::Array(flows)
+}
+
+/// Relative-error quantiles of one method in one bin.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BinStats {
+    pub flows: usize,
+    pub estimated: usize,
+    pub median: Option<f64>,
+    pub p95: Option<f64>,
+}
+
+/// Quantiles of relative errors (nearest rank), on errors scaled to integers of 1e-12.
+fn quantiles(errs: &mut [f64]) -> (Option<f64>, Option<f64>) {
+    if errs.is_empty() {
+        return (None, None);
+    }
+    errs.sort_by(f64::total_cmp);
+    let scaled: Vec<i64> = errs.iter().map(|e| (e * 1e12).round() as i64).collect();
+    (
+        Some(nearest_rank(&scaled, 0.5) as f64 / 1e12),
+        Some(nearest_rank(&scaled, 0.95) as f64 / 1e12),
+    )
+}
+
+/// Per bin, per method: how many flows, how many estimated, median and p95 relative error.
+pub fn bins(t: &Truth, pf: &PerFlow) -> Vec<(&'static str, Vec<(String, BinStats)>)> {
+    BINS.iter()
+        .map(|&(lo, hi, label)| {
+            let flows: Vec<&FlowTruth> = t
+                .flows
+                .iter()
+                .filter(|f| f.sent >= lo && f.sent < hi && f.delay.is_some())
+                .collect();
+            let per: Vec<(String, BinStats)> = pf
+                .methods
+                .iter()
+                .map(|m| {
+                    let mut errs: Vec<f64> = flows
+                        .iter()
+                        .filter_map(|f| {
+                            relative_error(m.get(&f.key).and_then(|e| e.mean_ns), truth_mean(f))
+                        })
+                        .collect();
+                    let estimated = errs.len();
+                    let (median, p95) = quantiles(&mut errs);
+                    (
+                        m.name.clone(),
+                        BinStats {
+                            flows: flows.len(),
+                            estimated,
+                            median,
+                            p95,
+                        },
+                    )
+                })
+                .collect();
+            (label, per)
+        })
+        .collect()
+}
+
+/// The `flow_error_bins[]` array of the JSON report.
+pub fn bins_json(t: &Truth, pf: &PerFlow) -> Value {
+    let v: Vec<Value> = bins(t, pf)
+        .into_iter()
+        .zip(BINS.iter())
+        .map(|((label, per), &(lo, hi, _))| {
+            let mut methods = serde_json::Map::new();
+            let mut flows = 0;
+            for (name, s) in per {
+                flows = s.flows;
+                methods.insert(
+                    name,
+                    json!({
+                        "estimated": s.estimated,
+                        "missing": s.flows - s.estimated,
+                        "median_rel_err": s.median,
+                        "p95_rel_err": s.p95,
+                    }),
+                );
+            }
+            json!({
+                "bin": label,
+                "min_packets": lo,
+                "max_packets": if hi == u64::MAX { Value::Null } else { json!(hi - 1) },
+                "flows": flows,
+                "methods": Value::Object(methods),
+            })
+        })
+        .collect();
+    Value::Array(v)
+}
+
+fn fmt_pct(x: Option<f64>) -> String {
+    match x {
+        None => "-".into(),
+        Some(e) if e >= 10.0 => format!("{:.0}x", e),
+        Some(e) => format!("{:.2}%", 100.0 * e),
+    }
+}
+
+/// The per-flow tables of the text report.
+pub fn print(out: &mut impl Write, t: &Truth, pf: Option<&PerFlow>, top: usize) -> Result<()> {
+    let methods: &[MethodFlows] = pf.map(|p| p.methods.as_slice()).unwrap_or_default();
+    writeln!(out)?;
+    write!(
+        out,
+        "{:<58} {:>8} {:>7} {:>10} {:>10}",
+        "flow", "sent", "lost", "mean", "std"
+    )?;
+    for m in methods {
+        write!(out, " {:>12}", format!("{} err", m.name))?;
+    }
+    writeln!(out)?;
+    for f in top_flows(t, Some(top)) {
+        write!(
+            out,
+            "{:<58} {:>8} {:>7} {:>10} {:>10}",
+            f.key.to_string(),
+            f.sent,
+            f.sent - f.received,
+            f.delay
+                .map(|d| format_ns(d.mean_ns))
+                .unwrap_or_else(|| "-".into()),
+            f.delay
+                .map(|d| format_ns(d.std_ns))
+                .unwrap_or_else(|| "-".into()),
+        )?;
+        for m in methods {
+            let e = m.get(&f.key).and_then(|e| e.mean_ns);
+            write!(out, " {:>12}", fmt_pct(relative_error(e, truth_mean(f))))?;
+        }
+        writeln!(out)?;
+    }
+    if t.flows.len() > top {
+        writeln!(
+            out,
+            "… {} more flows (--top N, or --json)",
+            t.flows.len() - top
+        )?;
+    }
+    let Some(pf) = pf.filter(|p| !p.methods.is_empty()) else {
+        return Ok(());
+    };
+    for m in &pf.methods {
+        if let Some(e) = &m.error {
+            writeln!(out, "{}: ! {e}", m.name)?;
+        }
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "relative error of per-flow mean delay, by flow size (median / 95th percentile; all flows)"
+    )?;
+    write!(out, "{:<10} {:>7}", "packets", "flows")?;
+    for m in &pf.methods {
+        write!(out, " {:>21}", m.name)?;
+    }
+    writeln!(out)?;
+    let mut bins_map: BTreeMap<usize, _> = BTreeMap::new();
+    for (i, b) in bins(t, pf).into_iter().enumerate() {
+        bins_map.insert(i, b);
+    }
+    for (_, (label, per)) in bins_map {
+        let flows = per.first().map(|p| p.1.flows).unwrap_or(0);
+        write!(out, "{label:<10} {flows:>7}")?;
+        for (_, s) in &per {
+            let cell = if s.estimated < s.flows {
+                format!(
+                    "{} / {} ({} none)",
+                    fmt_pct(s.median),
+                    fmt_pct(s.p95),
+                    s.flows - s.estimated
+                )
+            } else {
+                format!("{} / {}", fmt_pct(s.median), fmt_pct(s.p95))
+            };
+            write!(out, " {cell:>21}")?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_combine_weighted_by_packets() {
+        let mut a = Acc::default();
+        a.add(&FlowEstimate {
+            mean_ns: Some(100.0),
+            std_ns: Some(0.0),
+            packets: Some(1.0),
+            lost: Some(0.0),
+        });
+        a.add(&FlowEstimate {
+            mean_ns: Some(200.0),
+            std_ns: Some(0.0),
+            packets: Some(3.0),
+            lost: Some(1.0),
+        });
+        let e = a.estimate();
+        assert_eq!(e.mean_ns, Some(175.0));
+        assert_eq!(e.packets, Some(4.0));
+        assert_eq!(e.lost, Some(1.0));
+        // {100, 200, 200, 200}: sd = sqrt(1875)
+        assert!((e.std_ns.unwrap() - 1875f64.sqrt()).abs() < 1e-9);
+        assert_eq!(Acc::default().estimate().mean_ns, None);
+    }
+
+    #[test]
+    fn quantiles_are_nearest_rank() {
+        let mut v: Vec<f64> = (1..=20).map(|i| i as f64 / 100.0).collect();
+        let (m, p) = quantiles(&mut v);
+        assert_eq!(m, Some(0.10));
+        assert_eq!(p, Some(0.19));
+        assert_eq!(quantiles(&mut []), (None, None));
+    }
+}
