@@ -7,7 +7,8 @@
 //!
 //! `memory` is the byte budget of what crosses the network per interval; each method sizes
 //! itself to it as its entry says. Without it, each method takes its paper's reference size.
-//! - `lds`, `lds-mb`: 4 rows of `memory / (4 × 16 B)` cells (`lds-mb` needs at least 5).
+//! - `lds`, `lds-mb`, `lds-mb-dense`: 4 rows of `memory / (4 × 16 B)` cells (the multi-bank
+//!   ones need at least 5).
 //! - `countmin`: 4 rows of `memory / (4 × 20 B)` counters.
 //! - `sds`: the receiver's sketch, 4 rows of `memory / (4 × 12 B)` cells (what crosses the
 //!   network is the in-band timestamp of every packet, whatever the budget).
@@ -40,6 +41,10 @@ pub const ALL: &[Entry] = &[
     Entry {
         name: "lds-mb",
         summary: "multi-bank LDS (LDS §5.2): k = 5, row sampling 0.01/0.1/0.5/1, 4 x 87 500 cells, loss-tolerant",
+    },
+    Entry {
+        name: "lds-mb-dense",
+        summary: "multi-bank LDS estimating from the densest surviving bank (owl's variant of §4.2)",
     },
     Entry {
         name: "sds",
@@ -127,15 +132,16 @@ pub fn build(name: &str, opts: &Options) -> Result<Box<dyn Method>> {
                 lds::Config::single_bank(4, c, seed),
             )?)
         }
-        "lds-mb" => {
+        "lds-mb" | "lds-mb-dense" => {
             let c = match opts.memory {
                 None => 87_500,
                 Some(m) => lds::Config::columns_for_memory(m, 4, 5)?,
             };
-            Box::new(lds::LdsMethod::new(
-                "lds-mb",
-                lds::Config::multi_bank(c, seed),
-            )?)
+            let mut cfg = lds::Config::multi_bank(c, seed);
+            if name == "lds-mb-dense" {
+                cfg.selection = lds::Selection::Densest;
+            }
+            Box::new(lds::LdsMethod::new(name, cfg)?)
         }
         "sds" => {
             let c = per_row(opts.memory, 4, sds::CELL_BYTES as u64, 17_500)?;
@@ -169,7 +175,9 @@ pub fn build(name: &str, opts: &Options) -> Result<Box<dyn Method>> {
 #[cfg_attr(not(test), allow(dead_code))]
 pub fn from_config(name: &str, pairs: &[(String, String)]) -> Result<Box<dyn Method>> {
     Ok(match name {
-        "lds" | "lds-mb" => Box::new(lds::LdsMethod::new(name, lds::Config::from_pairs(pairs)?)?),
+        "lds" | "lds-mb" | "lds-mb-dense" => {
+            Box::new(lds::LdsMethod::new(name, lds::Config::from_pairs(pairs)?)?)
+        }
         "sds" => Box::new(sds::SdsMethod::new(sds::Config::from_pairs(pairs)?)?),
         "rli" => Box::new(rli::RliMethod::new(rli::Config::from_pairs(pairs)?)?),
         "mpe" | "mpe1" => Box::new(mpe::MpeMethod::new(name, mpe::Config::from_pairs(pairs)?)?),

@@ -16,6 +16,43 @@ pub const MAX_ROWS: usize = 64;
 /// Longest virtual LDA (the offset hash has 16 bits per row).
 pub const MAX_K: usize = 4096;
 
+/// How the estimator chooses among a flow's usable cells when rows sample at different rates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// §4.2 as written: counts inverted by each row's sampling rate, then Fig. 6 over every
+    /// usable cell. The sparsest cell of a low-rate row often wins by sampling noise alone
+    /// (a 1 % row keeps 2 of a flow's 200 packets in a cell, ±1.4), and the estimate then rests
+    /// on a handful of packets.
+    Paper,
+    /// owl's variant: Fig. 6 over the usable cells of the densest rows only — the highest
+    /// sampling rate among the rows where the flow kept a usable cell ("at least one of the
+    /// banks will suit the actual loss rate of each flow", §4.2; COLATE picks its counter
+    /// vectors the same way). Identical to `Paper` when every row has the same rate.
+    Densest,
+}
+
+impl Selection {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Selection::Paper => "paper",
+            Selection::Densest => "densest",
+        }
+    }
+}
+
+impl std::str::FromStr for Selection {
+    type Err = MethodError;
+    fn from_str(s: &str) -> Result<Selection, MethodError> {
+        match s.trim() {
+            "paper" => Ok(Selection::Paper),
+            "densest" => Ok(Selection::Densest),
+            x => Err(MethodError::Invalid(format!(
+                "lds selection '{x}' is neither paper nor densest"
+            ))),
+        }
+    }
+}
+
 /// Configuration of a Lossy Difference Sketch (§2.3.4, §4).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -31,6 +68,8 @@ pub struct Config {
     pub alpha: f64,
     /// Packet sampling rate of each row (§2.3.3, multi-bank §4.2); one entry per row.
     pub sampling: Vec<f64>,
+    /// How cells are chosen when rows sample at different rates.
+    pub selection: Selection,
     /// Operator flow weights (§4.1).
     pub weights: Weights,
     /// Seed of the hash family (both points must use the same).
@@ -48,6 +87,7 @@ impl Config {
             k: 1,
             alpha: 0.1,
             sampling: vec![1.0; rows],
+            selection: Selection::Paper,
             weights: Weights::none(),
             seed,
         }
@@ -64,6 +104,7 @@ impl Config {
             k: 5,
             alpha: 0.1,
             sampling: vec![0.01, 0.1, 0.5, 1.0],
+            selection: Selection::Paper,
             weights: Weights::none(),
             seed,
         }
@@ -151,6 +192,7 @@ impl Config {
                     .collect::<Vec<_>>()
                     .join(","),
             ),
+            ("selection", self.selection.as_str().to_string()),
             ("weights", self.weights.to_string()),
             ("seed", self.seed.to_string()),
         ]
@@ -194,6 +236,7 @@ impl Config {
             k: size("k")?,
             alpha,
             sampling,
+            selection: get("selection")?.parse()?,
             weights: get("weights")?.parse()?,
             seed: num("seed")?,
         };
@@ -215,6 +258,7 @@ mod tests {
         let mut c = Config::multi_bank(87_500, 9);
         c.weights = "sport:1024-1669=2500,port:443=10".parse().unwrap();
         c.alpha = 0.25;
+        c.selection = Selection::Densest;
         assert_eq!(Config::from_pairs(&owned(c.pairs())).unwrap(), c);
         let s = Config::single_bank(4, 17_500, 1);
         assert_eq!(Config::from_pairs(&owned(s.pairs())).unwrap(), s);

@@ -3,7 +3,7 @@
 use crate::method::{Estimate, MethodError};
 use crate::record::FlowKey;
 
-use super::config::CELL_BYTES;
+use super::config::{CELL_BYTES, Selection};
 use super::sketch::{Cell, Layout, Lds};
 
 /// A cell of a flow that both points agree on.
@@ -97,7 +97,8 @@ impl<'a> FlowQuery<'a> {
         self.layout.bases(fh, &mut self.bases);
     }
 
-    /// Collect the usable cells of the flow located last.
+    /// Collect the usable cells of the flow located last (with [`Selection::Densest`], only
+    /// those of the rows with the highest sampling rate among them).
     pub(crate) fn collect_usable(&mut self) {
         self.cells.clear();
         let cfg = &self.layout.cfg;
@@ -117,6 +118,14 @@ impl<'a> FlowQuery<'a> {
                     });
                 }
             }
+        }
+        if cfg.selection == Selection::Densest && !self.cells.is_empty() {
+            let top = self
+                .cells
+                .iter()
+                .map(|c| cfg.sampling[c.row])
+                .fold(0.0, f64::max);
+            self.cells.retain(|c| cfg.sampling[c.row] == top);
         }
     }
 

@@ -30,7 +30,7 @@ pub mod weights;
 
 use std::sync::Arc;
 
-pub use config::Config;
+pub use config::{Config, Selection};
 pub use estimate::{FlowDelay, FlowQuery, aggregate};
 pub use mining::heavy_hitters;
 pub use sketch::{Cell, Layout, Lds};

@@ -339,18 +339,24 @@ fn multi_bank_keeps_large_flows_under_loss() {
     let mut single = Config::multi_bank(2_000, 1);
     single.sampling = vec![1.0; 4];
     let multi = Config::multi_bank(2_000, 1);
-    let mut have = [0usize; 2];
+    let mut dense = multi.clone();
+    dense.selection = Selection::Densest;
+    let mut have = [0usize; 3];
     let mut errs = Vec::new();
+    let mut dense_errs = Vec::new();
     let large: Vec<&TestFlow> = flows.iter().filter(|f| f.sent >= 1_000).collect();
     assert!(large.len() >= 20, "{}", large.len());
-    for (i, cfg) in [single, multi].into_iter().enumerate() {
+    for (i, cfg) in [single, multi, dense].into_iter().enumerate() {
         let (a, b) = build(cfg, &s, &r);
         let mut q = FlowQuery::new(&a, &b).unwrap();
         for f in &large {
             if let Some(m) = q.delay(&f.key).mean_ns {
                 have[i] += 1;
-                if i == 1 {
-                    errs.push((m - f.mean()).abs() / f.mean());
+                let e = (m - f.mean()).abs() / f.mean();
+                match i {
+                    1 => errs.push(e),
+                    2 => dense_errs.push(e),
+                    _ => {}
                 }
             }
         }
@@ -361,6 +367,10 @@ fn multi_bank_keeps_large_flows_under_loss() {
         large.len()
     );
     assert!(have[0] < have[1], "{have:?}");
+    // the densest surviving bank keeps the same flows and rests on many more packets
+    assert_eq!(have[2], have[1]);
+    let (paper, densest) = (median(errs.clone()), median(dense_errs));
+    assert!(densest < 0.5 * paper, "densest {densest} vs paper {paper}");
     // the low-rate rows hold few packets of each flow, so the estimates are noisy (the cell
     // choice on inverted counts favours their sparsest cells, often of 1–5 packets); still
     // clearly better than calling every flow the aggregate mean
@@ -464,5 +474,13 @@ fn method_layer_round_trips_and_rejects_mismatches() {
     let err = m.estimate_flows(&*a, &*c, &keys).unwrap().unwrap_err();
     assert!(err.to_string().contains("seed"), "{err}");
     assert!(m.decode_point(Role::Sender, &bytes[1..]).is_err());
+    // Densest = Paper when every row samples alike
+    let mut d = Config::single_bank(4, 300, 1);
+    d.selection = Selection::Densest;
+    let md = LdsMethod::new("lds", d).unwrap();
+    let (mut x, mut y) = (md.new_point(Role::Sender), md.new_point(Role::Receiver));
+    x.record_batch(&s);
+    y.record_batch(&r);
+    assert_eq!(md.estimate_flows(&*x, &*y, &keys).unwrap().unwrap(), e1);
     assert!(LdsMethod::new("lds", Config::single_bank(0, 300, 1)).is_err());
 }

@@ -6,6 +6,7 @@
 //! the run count so the whole experiment takes seconds (CI uses it); the full size is the
 //! paper's setup.
 
+pub mod lds;
 pub mod plot;
 
 use std::path::{Path, PathBuf};
@@ -49,7 +50,23 @@ pub struct Experiment {
 }
 
 /// Every experiment owl knows, in the order `owl experiment --list` prints them.
-pub const EXPERIMENTS: &[Experiment] = &[];
+pub const EXPERIMENTS: &[Experiment] = &[
+    Experiment {
+        name: "lds-accuracy",
+        summary: "LDS Fig. 9/10: per-flow relative error by flow size, LDS vs MPE, RLI, aggregate mean",
+        run: lds::accuracy,
+    },
+    Experiment {
+        name: "lds-loss",
+        summary: "LDS Fig. 11: multi-bank vs single-bank LDS under 0.1/0.5/1% uniform loss",
+        run: lds::loss,
+    },
+    Experiment {
+        name: "lds-weights",
+        summary: "LDS Fig. 12: gold/silver/bronze flow weights on 40 000 and 100 000 cells",
+        run: lds::weights,
+    },
+];
 
 #[derive(Args, Clone, Debug)]
 #[command(
