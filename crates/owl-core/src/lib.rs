@@ -15,7 +15,9 @@
 pub mod exact;
 pub mod hash;
 pub mod interval;
+pub mod lda;
 pub mod method;
+pub mod probe;
 pub mod record;
 pub mod stats;
 pub mod units;
