@@ -57,9 +57,36 @@ pub fn parse_list(s: &str) -> Result<Vec<&'static str>> {
     Ok(out)
 }
 
-/// Build a synopsis method by name (`exact` is not one: the caller runs the matcher).
-pub fn build(name: &str, _opts: &Options) -> Result<Box<dyn Method>> {
+/// Build a synopsis method by name for `owl compare` (`exact` is not built here: compare's
+/// exact row is the ground-truth matcher itself).
+pub fn build(name: &str, opts: &Options) -> Result<Box<dyn Method>> {
+    let _ = opts;
     bail!("method '{name}' has no synopsis")
+}
+
+/// Build a method for `owl record`, where `exact` is a synopsis like any other (every identity
+/// and timestamp, 16 bytes a packet).
+pub fn build_for_record(name: &str, opts: &Options) -> Result<Box<dyn Method>> {
+    if name == EXACT {
+        return Ok(Box::new(owl_core::exact::method::ExactMethod));
+    }
+    build(name, opts)
+}
+
+/// Rebuild a method from the configuration stored in a synopsis file (`owl estimate`).
+pub fn from_config(name: &str, pairs: &[(String, String)]) -> Result<Box<dyn Method>> {
+    match name {
+        EXACT => {
+            if let Some((k, _)) = pairs.first() {
+                bail!("the exact method has no configuration, but the file sets '{k}'");
+            }
+            Ok(Box::new(owl_core::exact::method::ExactMethod))
+        }
+        other => bail!(
+            "the file was recorded with method '{other}', which this owl does not know; available: {}",
+            ALL.iter().map(|e| e.name).collect::<Vec<_>>().join(", ")
+        ),
+    }
 }
 
 /// The `--methods` help line.
