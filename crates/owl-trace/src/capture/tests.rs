@@ -33,7 +33,9 @@ fn pcap_bytes(big: bool, nano: bool, linktype: u32, recs: &[(u32, u32, &[u8])]) 
     b
 }
 
-fn read_all(b: &[u8]) -> Result<Vec<(u64, u32, Vec<u8>, u32)>, CaptureError> {
+type Packets = Vec<(u64, u32, Vec<u8>, u32)>;
+
+fn read_all(b: &[u8]) -> Result<Packets, CaptureError> {
     let mut r = CaptureReader::new(b)?;
     let mut v = Vec::new();
     while let Some(p) = r.next_packet()? {
@@ -124,7 +126,7 @@ impl Ng {
     }
     fn block(&mut self, t: u32, body: &[u8]) {
         let mut body = body.to_vec();
-        while body.len() % 4 != 0 {
+        while !body.len().is_multiple_of(4) {
             body.push(0);
         }
         let len = 12 + body.len() as u32;

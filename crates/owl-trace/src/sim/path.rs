@@ -195,7 +195,7 @@ impl FromStr for DelayModel {
             },
             ["weibull-mean", m, sh] => {
                 let sh = num(sh)?;
-                if !(sh > 0.0) {
+                if sh.is_nan() || sh <= 0.0 {
                     return Err(SimError::Invalid(format!(
                         "delay model '{s}': shape must be > 0"
                     )));
@@ -208,7 +208,7 @@ impl FromStr for DelayModel {
             },
             ["pareto-mean", m, sh] => {
                 let sh = num(sh)?;
-                if !(sh > 1.0) {
+                if sh.is_nan() || sh <= 1.0 {
                     return Err(SimError::Invalid(format!(
                         "delay model '{s}': a Pareto mean needs shape > 1"
                     )));

@@ -570,7 +570,7 @@ fn fmt_opt_ns(x: Option<f64>) -> String {
 fn fmt_err(x: Option<f64>) -> String {
     match x {
         None => "-".into(),
-        Some(e) if e == 0.0 => "0".into(),
+        Some(0.0) => "0".into(),
         Some(e) => format!("{e:.2e}"),
     }
 }
