@@ -188,7 +188,8 @@ pub struct PathConfig {
     pub delay: DelayModel,
     /// A second queue for a fraction of flows (chosen by flow hash) with its own delay.
     pub class: Option<(DelayModel, f64)>,
-    /// Packets never overtake the previous packet of their queue.
+    /// Packets never overtake the previous packet of their queue: a packet waits for it
+    /// (arrival = max(send + drawn delay, previous arrival of the queue)).
     pub fifo: bool,
     pub loss: LossModel,
     pub reorder: Option<Reorder>,
