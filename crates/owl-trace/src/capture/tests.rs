@@ -96,6 +96,16 @@ fn pcap_truncations_name_the_offset() {
     assert!(e.is_truncation(), "{e}");
 }
 
+/// Found by fuzzing: a header snaplen of 4 GiB let a record claim gigabytes.
+#[test]
+fn pcap_huge_snaplen_does_not_allow_huge_records() {
+    let mut b = pcap_bytes(false, true, 1, &[(1, 1, b"hello")]);
+    b[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+    b[24 + 8..24 + 12].copy_from_slice(&0xf000_0000u32.to_le_bytes());
+    let e = read_all(&b).unwrap_err();
+    assert!(matches!(e, CaptureError::Corrupt { offset: 24, .. }), "{e}");
+}
+
 #[test]
 fn pcap_absurd_caplen_is_corrupt_not_an_allocation() {
     let mut b = pcap_bytes(false, true, 1, &[(1, 1, b"hello")]);
