@@ -469,7 +469,7 @@ mod tests {
                 shape: 0.6
             }
         );
-        assert_eq!(m.to_string(), "weibull:133.0ns:0.6");
+        assert_eq!(m.to_string(), "weibull:133ns:0.6");
         let m: DelayModel = "weibull-mean:200ns:0.6".parse().unwrap();
         assert!((m.mean() - 200.0).abs() < 1e-9);
         let m: DelayModel = "pareto-mean:1ms:3".parse().unwrap();
