@@ -35,6 +35,7 @@ pub const ALL: &[Entry] = &[
 
 /// Knobs every method is built from.
 #[derive(Clone, Copy, Debug)]
+#[allow(dead_code)] // read by the synopsis methods as they land
 pub struct Options {
     /// Seed of the methods' hash family (both points must agree).
     pub seed: u64,
@@ -69,7 +70,8 @@ pub fn parse_list(s: &str) -> Result<Vec<&'static str>> {
     Ok(out)
 }
 
-/// Build a synopsis method by name (`exact` is not one: the caller runs the matcher).
+/// Build a synopsis method by name for `owl compare` (`exact` is not built here: compare's
+/// exact row is the ground-truth matcher itself).
 ///
 /// - `lda`: the paper's recommended two banks tuned toward loss rates 0.005 and 0.1 for 5 M
 ///   packets per interval (§IV-B); `--memory B` gives each bank `⌊(B − 10)/24⌋` rows (even),
@@ -99,17 +101,32 @@ pub fn build(name: &str, opts: &Options) -> Result<Box<dyn Method>> {
     }
 }
 
-/// Rebuild a method from the configuration pairs a synopsis file carries (`owl estimate`), or
-/// from a user's `--NAME-config`; every field is checked, unknown fields are errors.
-// used by `owl estimate` (the lead writes it generically over Method)
-#[cfg_attr(not(test), allow(dead_code))]
+/// Build a method for `owl record`, where `exact` is a synopsis like any other (every identity
+/// and timestamp, 16 bytes a packet).
+pub fn build_for_record(name: &str, opts: &Options) -> Result<Box<dyn Method>> {
+    if name == EXACT {
+        return Ok(Box::new(owl_core::exact::method::ExactMethod));
+    }
+    build(name, opts)
+}
+
+/// Rebuild a method from the configuration stored in a synopsis file (`owl estimate`).
 pub fn from_config(name: &str, pairs: &[(String, String)]) -> Result<Box<dyn Method>> {
     match name {
+        EXACT => {
+            if let Some((k, _)) = pairs.first() {
+                bail!("the exact method has no configuration, but the file sets '{k}'");
+            }
+            Ok(Box::new(owl_core::exact::method::ExactMethod))
+        }
         "lda" => Ok(Box::new(LdaMethod::new(lda::Config::from_pairs(pairs)?))),
         "probe" => Ok(Box::new(ProbeMethod::new(probe::Config::from_pairs(
             pairs,
         )?))),
-        _ => bail!("method '{name}' has no synopsis configuration"),
+        other => bail!(
+            "the file was recorded with method '{other}', which this owl does not know; available: {}",
+            ALL.iter().map(|e| e.name).collect::<Vec<_>>().join(", ")
+        ),
     }
 }
 
