@@ -48,7 +48,10 @@ pub struct LdaEstimate {
     pub std_ns: Option<f64>,
     /// `D ± h` with `h` from eq. (1) at 98 % ([`hoeffding_half_width`]) and `σ` estimated.
     pub mean_ci98_ns: Option<[f64; 2]>,
-    /// Lost packets estimated from the counters: `Σ_j (Σ_i S_A[i, j] − Σ_i S_B[i, j]) / p_j`.
+    /// Lost packets estimated from the counters (§III-B.2: the difference of the counter sums
+    /// is the number of lost packets the LDA sampled): `Σ_j (Σ_i S_A[i, j] − Σ_i S_B[i, j])`
+    /// scaled by `1 / Σ_j p_j`, since every packet is sampled by some bank with probability
+    /// `Σ_j p_j` (the banks' sample sets are disjoint). Exact when `Σ_j p_j = 1`.
     pub lost: Option<f64>,
 }
 
@@ -79,7 +82,7 @@ pub fn estimate(sender: &Aggregator, receiver: &Aggregator) -> Result<LdaEstimat
     let mut s_tilde = 0u64;
     let mut f_sum = 0.0f64;
     let mut collapsed_usable = 0usize;
-    let mut lost = 0.0f64;
+    let mut lost_sampled = 0i64;
     for (j, &p) in probs.iter().enumerate() {
         let (a, b) = (sender.bank(j), receiver.bank(j));
         let mut rep = BankReport {
@@ -120,10 +123,12 @@ pub fn estimate(sender: &Aggregator, receiver: &Aggregator) -> Result<LdaEstimat
             s_tilde += sa;
             collapsed_usable += 1;
         }
-        lost += (rep.sent_sampled as f64 - rep.received_sampled as f64) / p;
+        lost_sampled += rep.sent_sampled as i64 - rep.received_sampled as i64;
         s_total += rep.samples;
         banks.push(rep);
     }
+    let p_any: f64 = probs.iter().sum();
+    let lost = lost_sampled.max(0) as f64 / p_any;
     let mean = (s_total > 0).then(|| sum as f64 / s_total as f64);
     let second = (s_tilde > 0).then(|| f_sum / s_tilde as f64);
     let variance = match (second, mean) {
@@ -149,7 +154,7 @@ pub fn estimate(sender: &Aggregator, receiver: &Aggregator) -> Result<LdaEstimat
         variance_ns2: variance,
         std_ns: std,
         mean_ci98_ns: ci,
-        lost: Some(lost.max(0.0)),
+        lost: Some(lost),
     })
 }
 

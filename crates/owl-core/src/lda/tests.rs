@@ -327,6 +327,8 @@ fn std_within_paper_band_on_weibull() {
 
 /// The default two-bank configuration, leading-zero sampling and arbitrary probabilities all
 /// estimate the mean within their own eq. (1) interval on one FIFO trace with 1 % loss.
+/// The loss count from several banks' counters is unbiased too: over 100 seeds of the default
+/// two banks its average is within 4 standard errors of the true loss.
 #[test]
 fn every_sampling_form_estimates_the_mean() {
     let t = weibull_trace(300_000, 133.0, 0.7, 0.01, 31);
@@ -342,6 +344,18 @@ fn every_sampling_form_estimates_the_mean() {
         assert!(e.effective_samples > 1000, "{c:?}: {e:?}");
         assert_eq!(e.banks.len(), c.banks());
     }
+    let losses: Vec<f64> = (0..100)
+        .map(|s| {
+            let c = Config::tuned(512, &DEFAULT_TARGETS, n, 100 + s).unwrap();
+            run(&c, &t).lost.unwrap()
+        })
+        .collect();
+    let (ml, se) = mean_se(&losses);
+    assert!(
+        (ml - t.lost as f64).abs() < 4.0 * se,
+        "two-bank loss {ml} vs {} (se {se})",
+        t.lost
+    );
 }
 
 #[test]
