@@ -454,8 +454,11 @@ impl Method for ProbeMethod {
         let r = downcast::<ProbeReceiver>(receiver, "probe")?;
         let e = estimate(&s, &r);
         let mut notes = vec![format!(
-            "{} probes at {} Hz, {} lost",
-            e.probes, self.config.rate_hz, e.lost
+            "{} probes at {} Hz, {} lost ({:.2} % of the probes)",
+            e.probes,
+            self.config.rate_hz,
+            e.lost,
+            100.0 * e.lost as f64 / e.probes.max(1) as f64
         )];
         if e.unemulated > 0 {
             notes.push(format!(
@@ -471,7 +474,8 @@ impl Method for ProbeMethod {
             std_ns: e.std_ns,
             samples: e.received,
             bytes: e.bytes,
-            lost: Some(e.lost),
+            // lost *probes* are not lost packets: the loss rate is in the notes
+            lost: None,
             mean_ci98_ns: None,
             notes,
         })
