@@ -35,7 +35,6 @@ pub const ALL: &[Entry] = &[
 
 /// Knobs every method is built from.
 #[derive(Clone, Copy, Debug)]
-#[allow(dead_code)] // read by the synopsis methods as they land
 pub struct Options {
     /// Seed of the methods' hash family (both points must agree).
     pub seed: u64,
@@ -101,13 +100,70 @@ pub fn build(name: &str, opts: &Options) -> Result<Box<dyn Method>> {
     }
 }
 
-/// Build a method for `owl record`, where `exact` is a synopsis like any other (every identity
-/// and timestamp, 16 bytes a packet).
-pub fn build_for_record(name: &str, opts: &Options) -> Result<Box<dyn Method>> {
-    if name == EXACT {
-        return Ok(Box::new(owl_core::exact::method::ExactMethod));
+/// `--method-config METHOD:KEY=VALUE` settings, by method.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pairs: Vec<(String, String, String)>,
+}
+
+impl Overrides {
+    /// Parse every `--method-config` value: `METHOD:KEY=VALUE` (the value may hold commas).
+    pub fn parse(items: &[String]) -> Result<Overrides> {
+        let mut pairs = Vec::new();
+        for it in items {
+            let Some((m, kv)) = it.split_once(':') else {
+                bail!("--method-config '{it}': expected METHOD:KEY=VALUE, e.g. lda:rows=1024");
+            };
+            let Some((k, v)) = kv.split_once('=') else {
+                bail!("--method-config '{it}': expected METHOD:KEY=VALUE, e.g. lda:rows=1024");
+            };
+            let m = m.trim();
+            if ALL.iter().all(|e| e.name != m) {
+                bail!(
+                    "--method-config '{it}': unknown method '{m}'; available: {}",
+                    ALL.iter().map(|e| e.name).collect::<Vec<_>>().join(", ")
+                );
+            }
+            pairs.push((m.to_string(), k.trim().to_string(), v.trim().to_string()));
+        }
+        Ok(Overrides { pairs })
     }
-    build(name, opts)
+
+    /// Methods that have settings.
+    pub fn methods(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.pairs.iter().map(|p| p.0.as_str()).collect();
+        v.dedup();
+        v
+    }
+
+    fn for_method(&self, name: &str) -> Vec<(String, String)> {
+        self.pairs
+            .iter()
+            .filter(|p| p.0 == name)
+            .map(|p| (p.1.clone(), p.2.clone()))
+            .collect()
+    }
+}
+
+/// Build a method from the defaults and `--memory`, or, when `--method-config` gives settings
+/// for it, from exactly those settings (plus `--seed` unless they set `seed`): the method's own
+/// configuration parser then fills in its defaults and refuses unknown fields by name.
+pub fn build_configured(name: &str, opts: &Options, over: &Overrides) -> Result<Box<dyn Method>> {
+    let mut pairs = over.for_method(name);
+    if pairs.is_empty() {
+        return if name == EXACT {
+            Ok(Box::new(owl_core::exact::method::ExactMethod))
+        } else {
+            build(name, opts)
+        };
+    }
+    if opts.memory.is_some() {
+        bail!("give either --memory or --method-config for {name}, not both");
+    }
+    if !pairs.iter().any(|(k, _)| k == "seed") {
+        pairs.push(("seed".into(), opts.seed.to_string()));
+    }
+    from_config(name, &pairs).map_err(|e| anyhow::anyhow!("--method-config for {name}: {e}"))
 }
 
 /// Rebuild a method from the configuration stored in a synopsis file (`owl estimate`).
@@ -166,6 +222,38 @@ mod tests {
         }
         assert!(from_config("lda", &[("rows".into(), "3".into())]).is_err());
         assert!(from_config("nope", &[]).is_err());
+    }
+
+    #[test]
+    fn method_config_overrides_defaults() {
+        let o = Overrides::parse(&[
+            "lda:rows=1024".into(),
+            "lda:targets=0.2".into(),
+            "lda:packets=5M".into(),
+        ])
+        .unwrap();
+        let opts = Options {
+            seed: 9,
+            memory: None,
+        };
+        let m = build_configured("lda", &opts, &o).unwrap();
+        let c = m.config();
+        assert!(c.contains(&("rows", "1024".to_string())), "{c:?}");
+        assert!(c.contains(&("banks", "1".to_string())), "{c:?}");
+        assert!(c.contains(&("seed", "9".to_string())), "{c:?}");
+        assert!(Overrides::parse(&["lda rows=3".into()]).is_err());
+        assert!(Overrides::parse(&["magic:rows=3".into()]).is_err());
+        let bad = Overrides::parse(&["lda:colour=blue".into()]).unwrap();
+        let e = build_configured("lda", &opts, &bad)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("colour"), "{e}");
+        let both = Options {
+            seed: 1,
+            memory: Some(4096),
+        };
+        assert!(build_configured("lda", &both, &o).is_err());
     }
 
     #[test]

@@ -589,3 +589,86 @@ fn lda_and_probe_end_to_end() {
         "rows is 512 at the sender but 254 at the receiver",
     );
 }
+
+#[test]
+fn method_config_flags_reach_the_method() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = simulate(dir.path(), &["--loss", "uniform:0.02", "--fifo"]);
+    let j = compare_json(
+        &s,
+        &r,
+        &[
+            "--methods",
+            "exact,lda,probe",
+            "--method-config",
+            "lda:rows=1024",
+            "--method-config",
+            "lda:targets=0.02",
+            "--method-config",
+            "lda:packets=20k",
+            "--method-config",
+            "probe:rate_hz=10000",
+        ],
+    );
+    let lda = &j["methods"][1];
+    assert_eq!(lda["name"], "lda");
+    // one bank of 1024 rows of 12 bytes, plus the header
+    assert!(lda["bytes"].as_u64().unwrap() > 12 * 1024);
+    assert!(lda["mean_rel_err"].as_f64().unwrap() < 0.2);
+    let probe = &j["methods"][2];
+    assert!(
+        probe["samples"].as_u64().unwrap() > 1000,
+        "10 kHz over 0.2 s"
+    );
+    let (s, r) = (s.to_str().unwrap(), r.to_str().unwrap());
+    fails(
+        &[
+            "compare",
+            s,
+            r,
+            "--methods",
+            "lda",
+            "--method-config",
+            "lda:colour=blue",
+        ],
+        "colour",
+    );
+    fails(
+        &[
+            "compare",
+            s,
+            r,
+            "--methods",
+            "exact",
+            "--method-config",
+            "lda:rows=64",
+        ],
+        "not among --methods",
+    );
+    fails(
+        &[
+            "compare",
+            s,
+            r,
+            "--methods",
+            "lda",
+            "--method-config",
+            "lda rows",
+        ],
+        "METHOD:KEY=VALUE",
+    );
+    fails(
+        &[
+            "compare",
+            s,
+            r,
+            "--methods",
+            "lda",
+            "--memory",
+            "4KiB",
+            "--method-config",
+            "lda:rows=64",
+        ],
+        "either --memory or --method-config",
+    );
+}
