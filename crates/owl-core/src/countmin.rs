@@ -21,7 +21,6 @@ use std::any::Any;
 use crate::hash::{HashFamily, HashFn};
 use crate::method::{Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, downcast};
 use crate::record::{FlowKey, PacketRecord};
-use crate::sds::field;
 use crate::wire::{DecodeError, WireReader};
 
 /// Bytes of one counter pair on the wire: timestamp sum (u128) and count (u32).
@@ -61,12 +60,38 @@ impl Config {
             ("seed", self.seed.to_string()),
         ]
     }
-    pub fn from_pairs(p: &[(String, String)]) -> Result<Config, MethodError> {
-        let c = Config {
-            rows: field(p, "rows")?,
-            width: field(p, "width")?,
-            seed: field(p, "seed")?,
-        };
+    /// Rebuild a configuration from `(field, value)` pairs over the defaults; an unknown
+    /// field is an error that names it.
+    pub fn from_pairs(pairs: &[(String, String)]) -> Result<Config, MethodError> {
+        Config::from_pairs_over(
+            Config {
+                rows: 4,
+                width: 17_500,
+                seed: 1,
+            },
+            pairs,
+        )
+    }
+
+    /// `base` with the fields named in `pairs` replaced.
+    pub fn from_pairs_over(
+        base: Config,
+        pairs: &[(String, String)],
+    ) -> Result<Config, MethodError> {
+        let mut c = base;
+        for (k, v) in pairs {
+            let bad = || MethodError::Invalid(format!("countmin {k} '{v}' is not valid"));
+            match k.as_str() {
+                "rows" => c.rows = v.trim().parse().map_err(|_| bad())?,
+                "width" => c.width = v.trim().parse().map_err(|_| bad())?,
+                "seed" => c.seed = v.trim().parse().map_err(|_| bad())?,
+                _ => {
+                    return Err(MethodError::Invalid(format!(
+                        "unknown countmin config field '{k}' (known: rows, width, seed)"
+                    )));
+                }
+            }
+        }
         c.validate()?;
         Ok(c)
     }

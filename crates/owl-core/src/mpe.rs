@@ -28,7 +28,6 @@ use hashbrown::HashMap;
 use crate::hash::{HashFamily, HashFn};
 use crate::method::{Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, downcast};
 use crate::record::{FlowKey, PacketRecord};
-use crate::sds::field;
 use crate::wire::{DecodeError, WireReader};
 
 /// Bytes of an exported NetFlow v5 flow record.
@@ -59,11 +58,30 @@ impl Config {
             ("seed", self.seed.to_string()),
         ]
     }
-    pub fn from_pairs(p: &[(String, String)]) -> Result<Config, MethodError> {
-        let c = Config {
-            rate: field(p, "rate")?,
-            seed: field(p, "seed")?,
-        };
+    /// Rebuild a configuration from `(field, value)` pairs over the defaults; an unknown
+    /// field is an error that names it.
+    pub fn from_pairs(pairs: &[(String, String)]) -> Result<Config, MethodError> {
+        Config::from_pairs_over(Config { rate: 0.1, seed: 1 }, pairs)
+    }
+
+    /// `base` with the fields named in `pairs` replaced.
+    pub fn from_pairs_over(
+        base: Config,
+        pairs: &[(String, String)],
+    ) -> Result<Config, MethodError> {
+        let mut c = base;
+        for (k, v) in pairs {
+            let bad = || MethodError::Invalid(format!("mpe {k} '{v}' is not valid"));
+            match k.as_str() {
+                "rate" => c.rate = v.trim().parse().map_err(|_| bad())?,
+                "seed" => c.seed = v.trim().parse().map_err(|_| bad())?,
+                _ => {
+                    return Err(MethodError::Invalid(format!(
+                        "unknown mpe config field '{k}' (known: rate, seed)"
+                    )));
+                }
+            }
+        }
         c.validate()?;
         Ok(c)
     }

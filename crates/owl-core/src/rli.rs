@@ -27,7 +27,6 @@ use hashbrown::HashMap;
 
 use crate::method::{Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, downcast};
 use crate::record::{FlowKey, PacketRecord};
-use crate::sds::field;
 use crate::wire::{DecodeError, WireReader};
 
 /// Bytes a reference probe puts on the wire (a minimal frame carrying a timestamp).
@@ -87,14 +86,33 @@ impl Config {
         ]
     }
 
-    pub fn from_pairs(p: &[(String, String)]) -> Result<Config, MethodError> {
-        let c = Config {
-            lower_gap: field(p, "lower_gap")?,
-            upper_gap: field(p, "upper_gap")?,
-            capacity_bps: field(p, "capacity_bps")?,
-            window_ns: field(p, "window_ns")?,
-            seed: field(p, "seed")?,
-        };
+    /// Rebuild a configuration from `(field, value)` pairs over the defaults; an unknown
+    /// field is an error that names it.
+    pub fn from_pairs(pairs: &[(String, String)]) -> Result<Config, MethodError> {
+        Config::from_pairs_over(Config::paper(1), pairs)
+    }
+
+    /// `base` with the fields named in `pairs` replaced.
+    pub fn from_pairs_over(
+        base: Config,
+        pairs: &[(String, String)],
+    ) -> Result<Config, MethodError> {
+        let mut c = base;
+        for (k, v) in pairs {
+            let bad = || MethodError::Invalid(format!("rli {k} '{v}' is not valid"));
+            match k.as_str() {
+                "lower_gap" => c.lower_gap = v.trim().parse().map_err(|_| bad())?,
+                "upper_gap" => c.upper_gap = v.trim().parse().map_err(|_| bad())?,
+                "capacity_bps" => c.capacity_bps = v.trim().parse().map_err(|_| bad())?,
+                "window_ns" => c.window_ns = v.trim().parse().map_err(|_| bad())?,
+                "seed" => c.seed = v.trim().parse().map_err(|_| bad())?,
+                _ => {
+                    return Err(MethodError::Invalid(format!(
+                        "unknown rli config field '{k}' (known: lower_gap, upper_gap, capacity_bps, window_ns, seed)"
+                    )));
+                }
+            }
+        }
         c.validate()?;
         Ok(c)
     }

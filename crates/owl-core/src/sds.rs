@@ -74,30 +74,34 @@ impl Config {
         ]
     }
 
+    /// Rebuild a configuration from `(field, value)` pairs over the defaults; an unknown
+    /// field is an error that names it.
     pub fn from_pairs(pairs: &[(String, String)]) -> Result<Config, MethodError> {
-        let c = Config {
-            rows: field(pairs, "rows")?,
-            columns: field(pairs, "columns")?,
-            seed: field(pairs, "seed")?,
-        };
+        Config::from_pairs_over(Config::reference(1), pairs)
+    }
+
+    /// `base` with the fields named in `pairs` replaced.
+    pub fn from_pairs_over(
+        base: Config,
+        pairs: &[(String, String)],
+    ) -> Result<Config, MethodError> {
+        let mut c = base;
+        for (k, v) in pairs {
+            let bad = || MethodError::Invalid(format!("sds {k} '{v}' is not valid"));
+            match k.as_str() {
+                "rows" => c.rows = v.trim().parse().map_err(|_| bad())?,
+                "columns" => c.columns = v.trim().parse().map_err(|_| bad())?,
+                "seed" => c.seed = v.trim().parse().map_err(|_| bad())?,
+                _ => {
+                    return Err(MethodError::Invalid(format!(
+                        "unknown sds config field '{k}' (known: rows, columns, seed)"
+                    )));
+                }
+            }
+        }
         c.validate()?;
         Ok(c)
     }
-}
-
-/// Read a numeric configuration field by name.
-pub(crate) fn field<T: std::str::FromStr>(
-    pairs: &[(String, String)],
-    k: &str,
-) -> Result<T, MethodError> {
-    let v = pairs
-        .iter()
-        .find(|(a, _)| a == k)
-        .map(|(_, v)| v)
-        .ok_or_else(|| MethodError::Invalid(format!("configuration lacks '{k}'")))?;
-    v.trim()
-        .parse()
-        .map_err(|_| MethodError::Invalid(format!("configuration field {k} = '{v}' is not valid")))
 }
 
 /// The receiver's sketch of per-packet delays (Fig. 1).

@@ -198,48 +198,57 @@ impl Config {
         ]
     }
 
-    /// Rebuild a configuration from the pairs of [`Config::pairs`]; every field must be present.
+    /// Rebuild a configuration from the pairs of [`Config::pairs`] over the §5.1 defaults
+    /// (see [`Config::from_pairs_over`]).
     pub fn from_pairs(pairs: &[(String, String)]) -> Result<Config, MethodError> {
-        let get = |k: &str| {
-            pairs
-                .iter()
-                .find(|(a, _)| a == k)
-                .map(|(_, v)| v.as_str())
-                .ok_or_else(|| MethodError::Invalid(format!("lds configuration lacks '{k}'")))
-        };
-        let num = |k: &str| -> Result<u64, MethodError> {
-            let v = get(k)?;
-            v.trim()
-                .parse::<u64>()
-                .map_err(|_| MethodError::Invalid(format!("lds {k} '{v}' is not a whole number")))
-        };
-        let size = |k: &str| -> Result<usize, MethodError> {
-            usize::try_from(num(k)?)
-                .map_err(|_| MethodError::Invalid(format!("lds {k} is out of range")))
-        };
-        let alpha_s = get("alpha")?;
-        let alpha = alpha_s
-            .trim()
-            .parse::<f64>()
-            .map_err(|_| MethodError::Invalid(format!("lds alpha '{alpha_s}' is not a number")))?;
-        let sampling = get("sampling")?
-            .split(',')
-            .map(|p| {
-                p.trim().parse::<f64>().map_err(|_| {
-                    MethodError::Invalid(format!("lds sampling rate '{p}' is not a number"))
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let c = Config {
-            rows: size("rows")?,
-            columns: size("columns")?,
-            k: size("k")?,
-            alpha,
-            sampling,
-            selection: get("selection")?.parse()?,
-            weights: get("weights")?.parse()?,
-            seed: num("seed")?,
-        };
+        Config::from_pairs_over(Config::single_bank(4, 17_500, 1), pairs)
+    }
+
+    /// `base` with the fields named in `pairs` replaced (`--method-config`, synopsis files);
+    /// an unknown field is an error that names it. Changing `rows` without `sampling` keeps a
+    /// uniform rate; a multi-bank base needs `sampling` with `rows`.
+    pub fn from_pairs_over(
+        base: Config,
+        pairs: &[(String, String)],
+    ) -> Result<Config, MethodError> {
+        let mut c = base;
+        let mut sampling_given = false;
+        for (k, v) in pairs {
+            let bad = |what: &str| MethodError::Invalid(format!("lds {k} '{v}': {what}"));
+            let whole = |x: &str| -> Result<usize, MethodError> {
+                x.trim()
+                    .parse::<usize>()
+                    .map_err(|_| bad("not a whole number"))
+            };
+            match k.as_str() {
+                "rows" => c.rows = whole(v)?,
+                "columns" => c.columns = whole(v)?,
+                "k" => c.k = whole(v)?,
+                "alpha" => c.alpha = v.trim().parse().map_err(|_| bad("not a number"))?,
+                "sampling" => {
+                    sampling_given = true;
+                    c.sampling = v
+                        .split(',')
+                        .map(|p| p.trim().parse::<f64>())
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|_| bad("not a comma list of rates"))?;
+                }
+                "selection" => c.selection = v.parse()?,
+                "weights" => c.weights = v.parse()?,
+                "seed" => c.seed = v.trim().parse().map_err(|_| bad("not a 64-bit seed"))?,
+                _ => {
+                    return Err(MethodError::Invalid(format!(
+                        "unknown lds config field '{k}' (known: rows, columns, k, alpha, sampling, selection, weights, seed)"
+                    )));
+                }
+            }
+        }
+        if !sampling_given && c.sampling.len() != c.rows {
+            let first = c.sampling.first().copied().unwrap_or(1.0);
+            if c.sampling.iter().all(|&p| p == first) {
+                c.sampling = vec![first; c.rows];
+            }
+        }
         c.validate()?;
         Ok(c)
     }
@@ -330,14 +339,17 @@ mod tests {
         p.iter_mut().find(|(k, _)| k == "weights").unwrap().1 = "port:53=0".into();
         let e = Config::from_pairs(&p).unwrap_err().to_string();
         assert!(e.contains("must be > 0"), "{e}");
-        let mut p = owned(base.pairs());
-        p.retain(|(k, _)| k != "k");
+        let e = Config::from_pairs(&[("colour".into(), "blue".into())]).unwrap_err();
         assert!(
-            Config::from_pairs(&p)
-                .unwrap_err()
-                .to_string()
-                .contains("lacks 'k'")
+            e.to_string().contains("unknown lds config field 'colour'"),
+            "{e}"
         );
+        // partial settings over the defaults; rows without sampling keeps a uniform rate
+        let c = Config::from_pairs(&[("rows".into(), "3".into())]).unwrap();
+        assert_eq!((c.rows, c.sampling.len(), c.columns), (3, 3, 17_500));
+        let e = Config::from_pairs_over(Config::multi_bank(100, 1), &[("rows".into(), "2".into())])
+            .unwrap_err();
+        assert!(e.to_string().contains("one rate per row"), "{e}");
         assert!(
             Config::columns_for_memory(100, 4, 5)
                 .unwrap_err()

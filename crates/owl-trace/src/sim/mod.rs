@@ -218,7 +218,8 @@ pub struct PathConfig {
     pub class: Option<(DelayModel, f64)>,
     /// ECMP-like paths, each flow pinned to one by hash (empty: one path).
     pub ecmp: Vec<EcmpPath>,
-    /// Packets never overtake the previous packet of their queue.
+    /// Packets never overtake the previous packet of their queue: a packet waits for it
+    /// (arrival = max(send + drawn delay, previous arrival of the queue)).
     pub fifo: bool,
     pub loss: LossModel,
     pub reorder: Option<Reorder>,
@@ -333,7 +334,11 @@ impl SimConfig {
                     t.flow_max_weight
                 ));
             }
-            if t.sizes.is_empty() || t.sizes.iter().any(|s| s.0 == 0 || !(s.1 > 0.0)) {
+            if t.sizes.is_empty()
+                || t.sizes
+                    .iter()
+                    .any(|s| s.0 == 0 || s.1.is_nan() || s.1 <= 0.0)
+            {
                 return bad("packet-size mix must list sizes ≥ 1 with weights > 0".into());
             }
             frac("IPv6 fraction", t.ipv6_fraction)?;
@@ -539,11 +544,10 @@ impl Simulation {
         {
             let orig: Vec<u64> = arrivals.iter().map(|a| a.0).collect();
             let last = arrivals.len() - 1;
-            for k in 0..last {
+            for (k, a) in arrivals[..last].iter_mut().enumerate() {
                 if rng.random::<f64>() < r.fraction {
                     let d = rng.random_range(1..=r.max_displacement as usize);
-                    let j = (k + d).min(last);
-                    arrivals[k].0 = orig[j] + 1;
+                    a.0 = orig[(k + d).min(last)] + 1;
                     displaced += 1;
                 }
             }

@@ -267,7 +267,10 @@ fn ecmp_pins_flows_and_breaks_temporal_correlation() {
     };
     let sim = Simulation::run(&c).unwrap();
     let (s, r) = sim.records(DEFAULT_IDENTITY_SEED);
-    let mut m = Matcher::new(TruthOptions::default());
+    let mut m = Matcher::new(TruthOptions {
+        keep_flows: true,
+        ..Default::default()
+    });
     s.iter().for_each(|x| m.add_sender(x).unwrap());
     r.iter().for_each(|x| m.add_receiver(x));
     let mut per_flow: std::collections::HashMap<owl_core::FlowKey, i64> = Default::default();

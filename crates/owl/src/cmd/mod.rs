@@ -1,4 +1,6 @@
 pub mod compare;
 pub mod demo;
+pub mod estimate;
 pub mod perflow;
+pub mod record;
 pub mod simulate;

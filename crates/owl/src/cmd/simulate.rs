@@ -132,7 +132,9 @@ pub struct SimulateArgs {
     /// ECMP-like paths, each flow pinned to one by hash (see below).
     #[arg(long, value_name = "SPEC")]
     pub ecmp: Option<String>,
-    /// FIFO queue(s): a packet never overtakes the previous packet of its queue.
+    /// FIFO queue(s): a packet never overtakes the previous packet of its queue; it waits for it
+    /// (arrival = max(send + drawn delay, previous arrival)), so measured delays exceed the drawn
+    /// ones when the drawn delays vary more than the spacing of packets.
     #[arg(long)]
     pub fifo: bool,
     /// Loss model (see below).

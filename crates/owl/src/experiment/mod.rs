@@ -6,6 +6,7 @@
 //! the run count so the whole experiment takes seconds (CI uses it); the full size is the
 //! paper's setup.
 
+pub mod lda;
 pub mod lds;
 pub mod plot;
 
@@ -51,6 +52,21 @@ pub struct Experiment {
 
 /// Every experiment owl knows, in the order `owl experiment --list` prints them.
 pub const EXPERIMENTS: &[Experiment] = &[
+    Experiment {
+        name: "lda-loss",
+        summary: "LDA Fig. 4: mean/std relative error vs loss, Weibull 0.6-0.8 and Pareto 3-5, one bank of 1024 tuned to the loss",
+        run: lda::run_loss,
+    },
+    Experiment {
+        name: "lda-banks",
+        summary: "LDA Fig. 5: 2/3/4-bank LDAs of 1024 counters vs the tuned single bank over loss rates",
+        run: lda::run_banks,
+    },
+    Experiment {
+        name: "lda-vs-probes",
+        summary: "LDA Fig. 6: two-bank LDA vs Poisson probes at 1/7/144/10000 Hz under loss episodes",
+        run: lda::run_vs_probes,
+    },
     Experiment {
         name: "lds-accuracy",
         summary: "LDS Fig. 9/10: per-flow relative error by flow size, LDS vs MPE, RLI, aggregate mean",
@@ -177,7 +193,7 @@ mod tests {
         let (m, h) = mean_ci95(&[1.0, 2.0, 3.0, 4.0, 5.0]);
         assert_eq!(m, 3.0);
         // sd = 1.5811, se = 0.7071, t(4) = 2.776
-        assert!((h - 2.776 * 0.707_106_8).abs() < 1e-4);
+        assert!((h - 2.776 * std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-4);
         assert_eq!(mean_ci95(&[7.0]), (7.0, 0.0));
     }
 
