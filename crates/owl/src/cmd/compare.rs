@@ -32,10 +32,19 @@ Intervals:
   unless --origin-ns is given: packets in flight at a boundary look lost at S and unexpected at
   R, as in a real deployment, and the JSON gets a per-interval breakdown.
 
+Per flow (--per-flow):
+  Truth per flow is the exact match over the whole capture. Every method with per-flow
+  estimates (lds, lds-mb, lds-mb-dense, sds, rli, mpe, mpe1, countmin) is asked, in each
+  interval, about the flows S saw in it; over several intervals a flow's mean is the mean of
+  its interval means weighted by the method's own packet estimate. The summary gives median
+  and 95th-percentile relative error by flow size (<100, 100-999, 1000-9999, >=10000 packets).
+
 Output:
   A table on stdout, or with --json exactly one JSON document: truth{sent, received, lost,
   mean_ns, std_ns, p99_ns, …}, methods[]{name, mean_ns, std_ns, samples, bytes, …},
-  intervals[] (when T > 0) and flows[] (with --per-flow). Exit status 1 with one line on
+  intervals[] (when T > 0), flows[]{proto, src, dst, sport, dport, truth{sent, received,
+  mean_ns, std_ns}, methods{NAME: {mean_ns, packets, mean_rel_err}}} and flow_error_bins[]
+  (with --per-flow). Exit status 1 with one line on
   stderr for unreadable captures, captures with no IP packets, captures that share no packet,
   and S/R given in the wrong order (most delays negative).
 
