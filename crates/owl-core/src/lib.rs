@@ -16,6 +16,7 @@ pub mod exact;
 pub mod hash;
 pub mod interval;
 pub mod method;
+pub mod rda;
 pub mod record;
 pub mod stats;
 pub mod units;

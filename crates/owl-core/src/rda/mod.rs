@@ -1,0 +1,493 @@
+//! RDA — the Reconcilable Difference Aggregator (Fu, Barlet-Ros, Li; `seeds/000`).
+//!
+//! Aggregating timestamps (LDA, FineComb) is fast and small, but one packet recorded at only
+//! one point — lost, reordered across an interval boundary, or rewritten so that its identity
+//! changes — spoils every bucket it falls in. RDA treats those packets as the **set
+//! difference** `S_S ⊕ S_R` of the two points' packet sets and lists them by set reconciliation
+//! (an invertible Bloom lookup table in all but name), then removes them and aggregates the
+//! rest exactly.
+//!
+//! | concern | file | paper |
+//! |---|---|---|
+//! | sRDA, the naive flat synopsis and its flaw | [`srda`] | §IV |
+//! | the RDA: k banks × m buckets of (ID, TS, Δ), subtraction | [`bank`] | §V-A, §V-B (i) |
+//! | listing lost and reordered packets | [`decode`] | Algorithm 1 |
+//! | deleting them, the timestamp request/response | [`repair`] | §V-C, §VIII-A |
+//! | mean, selective collapse, std | [`estimate`] | §V-C, Algorithms 2–3 |
+//! | set-difference size: MinHash, strata | [`setdiff`] | §VIII-A |
+//! | the interval cache, duplicates, sampling | [`cache`] | §III-B, §VIII-B |
+//! | one point's synopsis and its file payload | [`point`] | §VIII-A |
+//! | the whole exchange between S and R | [`exchange`] | §VIII-A |
+//! | `owl compare` integration | [`method`] | |
+//!
+//! # Two sizings
+//!
+//! - **Fixed** (§V, the §VII evaluation): each point inserts every packet into an RDA of `k`
+//!   banks of `m` buckets as it passes, and keeps its interval cache for the repair.
+//! - **Late binding** (§VIII-A, the paper's system): each point only caches identity →
+//!   timestamp during the interval; afterwards the sender estimates `d` from the receiver's
+//!   sketch, sizes each bank to `m = factor·d̂` (Theorem 2: `2d`) but never below `floor`
+//!   (what the std estimator needs: its relative error is about `1/√(k·m)`), both points build
+//!   their RDAs from their caches, and if decoding fails the sender asks for a twice larger
+//!   RDA, up to `retries` times (beyond the paper; `retries = 0` is the paper's procedure).
+//!
+//! # What crosses the network
+//!
+//! The receiver's set-difference sketch (late binding), the bank size the sender chose (8
+//! bytes), the receiver's RDA (24 bytes a bucket), the timestamp request and its response.
+//! The caches never do; a point's payload for `owl record` / `owl estimate` nevertheless
+//! carries its cache (16 bytes a packet), since estimating offline needs it — see
+//! [`point`]. `Estimate::bytes` counts only what would cross.
+
+pub mod bank;
+pub mod cache;
+pub mod decode;
+pub mod estimate;
+pub mod exchange;
+pub mod method;
+pub mod point;
+pub mod repair;
+pub mod setdiff;
+pub mod srda;
+
+use crate::method::MethodError;
+
+pub use bank::{BUCKET_BYTES, Bucket, Rda, Subtraction};
+pub use decode::{Class, Decoded, decode_faithful};
+pub use estimate::{Pairing, StdEstimator};
+pub use exchange::{Bytes, Reconciled, reconcile};
+pub use method::RdaMethod;
+pub use point::RdaPoint;
+pub use setdiff::SetDiffEstimator;
+
+/// How each bank is sized.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Sizing {
+    /// `m` buckets per bank, fixed in advance; packets are inserted as they pass (§V).
+    Fixed { buckets_per_bank: usize },
+    /// Sized after the interval from the estimated set difference (§VIII-A).
+    Late(LateBinding),
+}
+
+/// Late-binding parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LateBinding {
+    /// `m = ⌈factor · d̂⌉` (Theorem 2 uses 2).
+    pub factor: f64,
+    /// Smallest `m`, whatever `d̂`: the collapsed pairs of Algorithm 2 are the std estimator's
+    /// samples (`k·m/2` of them), so its relative error is about `1/√(k·m)` (≈ 2 % for
+    /// `k = 2`, `m = 1024`).
+    pub floor: usize,
+    /// Largest `m` (from `--memory`, or a sanity bound).
+    pub max_buckets_per_bank: usize,
+    /// Further attempts, each with twice the buckets, when decoding fails (0: the paper's
+    /// single attempt).
+    pub retries: u32,
+    /// How `d` is estimated.
+    pub setdiff: SetDiffEstimator,
+}
+
+/// Everything both points must agree on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Config {
+    /// Banks `k` (one hash function each; the paper recommends 2, §VIII-B).
+    pub banks: usize,
+    pub sizing: Sizing,
+    /// Seed of the hash family (banks, sampling, sketches).
+    pub seed: u64,
+    /// Most distinct packets a point caches per interval before sampling (§VIII-B).
+    pub cache_capacity: usize,
+    pub std: StdEstimator,
+    pub pairing: Pairing,
+}
+
+/// Most retries a late-binding configuration may ask for.
+pub const MAX_RETRIES: u32 = 16;
+/// Largest interval cache (packets) a configuration may ask for.
+pub const MAX_CACHE: usize = 1 << 28;
+
+impl Default for Config {
+    /// Late binding, k = 2, m = 2·d̂ ≥ 1024, 3 retries, strata estimator, 4 Mi cached packets,
+    /// the unbiased std estimator with equal-count pairing.
+    fn default() -> Self {
+        Config {
+            banks: 2,
+            sizing: Sizing::Late(LateBinding {
+                factor: 2.0,
+                floor: 1024,
+                max_buckets_per_bank: 1 << 22,
+                retries: 3,
+                setdiff: SetDiffEstimator::STRATA_DEFAULT,
+            }),
+            seed: 1,
+            cache_capacity: 1 << 22,
+            std: StdEstimator::Unbiased,
+            pairing: Pairing::EqualCount,
+        }
+    }
+}
+
+impl Config {
+    /// A fixed-size RDA of `k = 2` banks of `m` buckets (the §VII setup is `m = 2500`: 5 000
+    /// buckets), with owl's std estimator.
+    pub fn fixed(buckets_per_bank: usize) -> Config {
+        Config {
+            sizing: Sizing::Fixed { buckets_per_bank },
+            ..Config::default()
+        }
+    }
+
+    /// The paper's procedures as listed: Algorithm 2 in index order, Algorithm 3.
+    pub fn paper_estimators(self) -> Config {
+        Config {
+            std: StdEstimator::Algorithm3,
+            pairing: Pairing::IndexOrder,
+            ..self
+        }
+    }
+
+    /// The paper's late binding: MinHash, `m = 2·d̂`, no retry (the floor stays: without it a
+    /// near-zero `d̂` leaves no collapsed pairs for the std).
+    pub fn paper_late_binding() -> Config {
+        let mut c = Config::default().paper_estimators();
+        if let Sizing::Late(lb) = &mut c.sizing {
+            lb.retries = 0;
+            lb.setdiff = SetDiffEstimator::MINHASH_DEFAULT;
+        }
+        c
+    }
+
+    /// Size the RDA to a byte budget for what crosses the network per interval.
+    ///
+    /// - Fixed: `m = ⌊budget / (24·k)⌋` buckets per bank (the receiver's RDA is what crosses;
+    ///   the timestamp messages, a few bytes per decoded reordered packet, come on top).
+    /// - Late binding: the budget caps each interval's RDA: the receiver's sketch is paid
+    ///   first, then `m ≤ ⌊(budget − sketch) / (24·k)⌋`, and the floor is lowered to that cap
+    ///   if needed. An interval whose difference needs more is decoded partly (undecodable
+    ///   buckets left out). A quiet interval uses less than the budget.
+    pub fn with_memory(mut self, budget: u64) -> Result<Config, MethodError> {
+        let per_bucket = bank::BUCKET_BYTES * self.banks as u64;
+        match &mut self.sizing {
+            Sizing::Fixed { buckets_per_bank } => {
+                let m = budget / per_bucket;
+                if m == 0 {
+                    return Err(MethodError::Invalid(format!(
+                        "a {budget}-byte budget cannot hold one bucket per bank ({per_bucket} bytes)"
+                    )));
+                }
+                *buckets_per_bank =
+                    m.min(bank::MAX_TOTAL_BUCKETS as u64 / self.banks as u64) as usize;
+            }
+            Sizing::Late(lb) => {
+                let sketch = sketch_bytes(&lb.setdiff);
+                let m = budget.saturating_sub(sketch) / per_bucket;
+                if m == 0 {
+                    return Err(MethodError::Invalid(format!(
+                        "a {budget}-byte budget cannot hold the {sketch}-byte set-difference sketch and one bucket per bank"
+                    )));
+                }
+                let m = m.min(bank::MAX_TOTAL_BUCKETS as u64 / self.banks as u64) as usize;
+                lb.max_buckets_per_bank = m;
+                lb.floor = lb.floor.min(m);
+            }
+        }
+        Ok(self)
+    }
+
+    /// Check every parameter; the error names it and its range.
+    pub fn validate(&self) -> Result<(), MethodError> {
+        let bad = |s: String| Err(MethodError::Invalid(s));
+        if self.banks == 0 || self.banks > bank::MAX_BANKS {
+            return bad(format!(
+                "rda banks {} must be between 1 and {}",
+                self.banks,
+                bank::MAX_BANKS
+            ));
+        }
+        if self.cache_capacity == 0 || self.cache_capacity > MAX_CACHE {
+            return bad(format!(
+                "rda cache capacity {} must be between 1 and {MAX_CACHE} packets",
+                self.cache_capacity
+            ));
+        }
+        let max_m = bank::MAX_TOTAL_BUCKETS / self.banks;
+        match self.sizing {
+            Sizing::Fixed { buckets_per_bank } => {
+                if buckets_per_bank == 0 || buckets_per_bank > max_m {
+                    return bad(format!(
+                        "rda buckets per bank {buckets_per_bank} must be between 1 and {max_m}"
+                    ));
+                }
+            }
+            Sizing::Late(lb) => {
+                if !(lb.factor.is_finite() && (1.0..=64.0).contains(&lb.factor)) {
+                    return bad(format!(
+                        "rda late-binding factor {} must be between 1 and 64",
+                        lb.factor
+                    ));
+                }
+                if lb.max_buckets_per_bank == 0 || lb.max_buckets_per_bank > max_m {
+                    return bad(format!(
+                        "rda max buckets per bank {} must be between 1 and {max_m}",
+                        lb.max_buckets_per_bank
+                    ));
+                }
+                if lb.floor == 0 || lb.floor > lb.max_buckets_per_bank {
+                    return bad(format!(
+                        "rda floor {} must be between 1 and the max buckets per bank {}",
+                        lb.floor, lb.max_buckets_per_bank
+                    ));
+                }
+                if lb.retries > MAX_RETRIES {
+                    return bad(format!(
+                        "rda retries {} must be at most {MAX_RETRIES}",
+                        lb.retries
+                    ));
+                }
+                lb.setdiff.validate().map_err(MethodError::Invalid)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The configuration by field name, as synopsis files carry it.
+    pub fn pairs(&self) -> Vec<(&'static str, String)> {
+        let mut v = vec![
+            ("banks", self.banks.to_string()),
+            (
+                "sizing",
+                match self.sizing {
+                    Sizing::Fixed { .. } => "fixed".to_string(),
+                    Sizing::Late(_) => "late".to_string(),
+                },
+            ),
+        ];
+        match self.sizing {
+            Sizing::Fixed { buckets_per_bank } => {
+                v.push(("buckets_per_bank", buckets_per_bank.to_string()));
+            }
+            Sizing::Late(lb) => {
+                v.push(("factor", lb.factor.to_string()));
+                v.push(("floor", lb.floor.to_string()));
+                v.push(("max_buckets_per_bank", lb.max_buckets_per_bank.to_string()));
+                v.push(("retries", lb.retries.to_string()));
+                v.push(("setdiff", lb.setdiff.to_string()));
+            }
+        }
+        v.push(("seed", self.seed.to_string()));
+        v.push(("cache_capacity", self.cache_capacity.to_string()));
+        v.push(("std", self.std.to_string()));
+        v.push(("pairing", self.pairing.to_string()));
+        v
+    }
+
+    /// Rebuild a configuration from [`pairs`](Self::pairs) (e.g. read from a synopsis file).
+    /// Every field of the sizing must be present; an unknown field is an error.
+    pub fn from_pairs(pairs: &[(String, String)]) -> Result<Config, MethodError> {
+        let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        let need = |k: &str| {
+            get(k).ok_or_else(|| MethodError::Invalid(format!("rda configuration lacks '{k}'")))
+        };
+        fn num<T: std::str::FromStr>(k: &str, v: &str) -> Result<T, MethodError> {
+            v.parse::<T>().map_err(|_| {
+                MethodError::Invalid(format!("rda configuration: {k} = '{v}' is not a number"))
+            })
+        }
+        let banks = num::<usize>("banks", need("banks")?)?;
+        let (sizing, known): (Sizing, &[&str]) = match need("sizing")? {
+            "fixed" => (
+                Sizing::Fixed {
+                    buckets_per_bank: num("buckets_per_bank", need("buckets_per_bank")?)?,
+                },
+                &["buckets_per_bank"],
+            ),
+            "late" => (
+                Sizing::Late(LateBinding {
+                    factor: num("factor", need("factor")?)?,
+                    floor: num("floor", need("floor")?)?,
+                    max_buckets_per_bank: num(
+                        "max_buckets_per_bank",
+                        need("max_buckets_per_bank")?,
+                    )?,
+                    retries: num("retries", need("retries")?)?,
+                    setdiff: need("setdiff")?.parse().map_err(MethodError::Invalid)?,
+                }),
+                &[
+                    "factor",
+                    "floor",
+                    "max_buckets_per_bank",
+                    "retries",
+                    "setdiff",
+                ],
+            ),
+            s => {
+                return Err(MethodError::Invalid(format!(
+                    "rda configuration: sizing '{s}' is neither fixed nor late"
+                )));
+            }
+        };
+        let common = [
+            "banks",
+            "sizing",
+            "seed",
+            "cache_capacity",
+            "std",
+            "pairing",
+        ];
+        if let Some((k, _)) = pairs
+            .iter()
+            .find(|(k, _)| !common.contains(&k.as_str()) && !known.contains(&k.as_str()))
+        {
+            return Err(MethodError::Invalid(format!(
+                "rda configuration: unknown field '{k}'"
+            )));
+        }
+        let c = Config {
+            banks,
+            sizing,
+            seed: num("seed", need("seed")?)?,
+            cache_capacity: num("cache_capacity", need("cache_capacity")?)?,
+            std: need("std")?.parse().map_err(MethodError::Invalid)?,
+            pairing: need("pairing")?.parse().map_err(MethodError::Invalid)?,
+        };
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// The first field that differs from `other`, as a configuration mismatch.
+    pub fn mismatch(&self, other: &Config) -> Option<MethodError> {
+        let (a, b) = (self.pairs(), other.pairs());
+        for (k, v) in &a {
+            let w = b
+                .iter()
+                .find(|(k2, _)| k2 == k)
+                .map(|(_, w)| w.clone())
+                .unwrap_or_else(|| "absent".into());
+            if *v != w {
+                return Some(MethodError::ConfigMismatch {
+                    field: (*k).to_string(),
+                    sender: v.clone(),
+                    receiver: w,
+                });
+            }
+        }
+        if let Some((k, w)) = b.iter().find(|(k, _)| !a.iter().any(|(k2, _)| k2 == k)) {
+            return Some(MethodError::ConfigMismatch {
+                field: (*k).to_string(),
+                sender: "absent".into(),
+                receiver: w.clone(),
+            });
+        }
+        None
+    }
+}
+
+/// Bytes of the receiver's set-difference sketch on the wire (at most, for MinHash).
+pub fn sketch_bytes(e: &SetDiffEstimator) -> u64 {
+    match *e {
+        SetDiffEstimator::MinHash { k } => 8 + 4 + 8 * k as u64,
+        SetDiffEstimator::Strata { strata, cells } => {
+            (strata * cells.div_ceil(setdiff::STRATA_HASHES) * setdiff::STRATA_HASHES) as u64
+                * setdiff::STRATA_CELL_BYTES
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owned(p: Vec<(&'static str, String)>) -> Vec<(String, String)> {
+        p.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    }
+
+    #[test]
+    fn pairs_roundtrip() {
+        for c in [
+            Config::default(),
+            Config::fixed(2500),
+            Config::fixed(2500).paper_estimators(),
+            Config::paper_late_binding(),
+            Config::default().with_memory(120_000).unwrap(),
+        ] {
+            c.validate().unwrap();
+            assert_eq!(Config::from_pairs(&owned(c.pairs())).unwrap(), c);
+        }
+    }
+
+    #[test]
+    fn bad_configurations_are_refused_with_the_field() {
+        let mut p = owned(Config::fixed(10).pairs());
+        p.push(("rows".into(), "3".into()));
+        let e = Config::from_pairs(&p).unwrap_err().to_string();
+        assert!(e.contains("unknown field 'rows'"), "{e}");
+        let mut p = owned(Config::default().pairs());
+        p.retain(|(k, _)| k != "floor");
+        assert!(
+            Config::from_pairs(&p)
+                .unwrap_err()
+                .to_string()
+                .contains("lacks 'floor'")
+        );
+        for (k, v, msg) in [
+            ("banks", "0", "banks"),
+            ("banks", "x", "not a number"),
+            ("factor", "0.5", "factor"),
+            ("factor", "NaN", "factor"),
+            ("retries", "99", "retries"),
+            ("floor", "0", "floor"),
+            ("setdiff", "bloom", "set-difference"),
+            ("std", "median", "std estimator"),
+            ("sizing", "elastic", "sizing"),
+        ] {
+            let mut p = owned(Config::default().pairs());
+            for (k2, v2) in p.iter_mut() {
+                if k2 == k {
+                    *v2 = v.into();
+                }
+            }
+            let e = Config::from_pairs(&p).unwrap_err().to_string();
+            assert!(e.contains(msg), "{k}={v}: {e}");
+        }
+        let e = Config::fixed(usize::MAX)
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("buckets per bank"), "{e}");
+    }
+
+    #[test]
+    fn memory_sizing() {
+        let c = Config::fixed(1).with_memory(120_000).unwrap();
+        assert_eq!(
+            c.sizing,
+            Sizing::Fixed {
+                buckets_per_bank: 2500
+            }
+        );
+        assert!(Config::fixed(1).with_memory(47).is_err());
+        let c = Config::default().with_memory(120_000).unwrap();
+        let Sizing::Late(lb) = c.sizing else { panic!() };
+        assert_eq!(lb.max_buckets_per_bank, (120_000 - 20_736) / 48);
+        assert_eq!(lb.floor, 1024);
+        let c = Config::default().with_memory(30_000).unwrap();
+        let Sizing::Late(lb) = c.sizing else { panic!() };
+        assert_eq!(lb.floor, lb.max_buckets_per_bank);
+        assert!(Config::default().with_memory(20_000).is_err());
+    }
+
+    #[test]
+    fn mismatch_names_the_field() {
+        let a = Config::fixed(100);
+        let mut b = a;
+        b.seed = 2;
+        let e = a.mismatch(&b).unwrap().to_string();
+        assert!(
+            e.contains("seed is 1 at the sender but 2 at the receiver"),
+            "{e}"
+        );
+        assert!(a.mismatch(&a).is_none());
+        let e = a.mismatch(&Config::default()).unwrap().to_string();
+        assert!(e.contains("sizing"), "{e}");
+    }
+}
