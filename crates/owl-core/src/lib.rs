@@ -13,6 +13,7 @@
 //! record, so every result is a pure, reproducible function of its inputs and its seeds.
 
 pub mod exact;
+pub mod finecomb;
 pub mod hash;
 pub mod interval;
 pub mod method;
