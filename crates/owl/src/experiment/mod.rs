@@ -7,6 +7,7 @@
 //! paper's setup.
 
 pub mod plot;
+pub mod rda;
 
 use std::path::{Path, PathBuf};
 
@@ -49,7 +50,7 @@ pub struct Experiment {
 }
 
 /// Every experiment owl knows, in the order `owl experiment --list` prints them.
-pub const EXPERIMENTS: &[Experiment] = &[];
+pub const EXPERIMENTS: &[Experiment] = &[rda::SET_DIFFERENCE, rda::DECODE_TIME];
 
 #[derive(Args, Clone, Debug)]
 #[command(
