@@ -28,12 +28,12 @@ pub const ALL: &[Entry] = &[
     },
     Entry {
         name: "rda",
-        summary: "RDA, late binding (§VIII): m = 2·d̂ per bank from a strata estimate, decode lost \
-                  and reordered packets, repair, exact mean; --memory caps the RDA",
+        summary: "RDA, late binding (§VIII): 3 banks of d̂ buckets from a strata estimate, decode \
+                  lost and reordered packets, repair, exact mean; --memory caps the RDA",
     },
     Entry {
         name: "rda-fixed",
-        summary: "RDA of fixed size (§V/§VII): 2 banks × 2500 buckets, or --memory / 48 B per bank",
+        summary: "RDA of fixed size (§V/§VII): 3 banks × 1666 buckets (120 kB), or --memory / 72 B",
     },
     Entry {
         name: "finecomb",
@@ -80,10 +80,10 @@ pub fn parse_list(s: &str) -> Result<Vec<&'static str>> {
 
 /// Build a synopsis method by name (`exact` is not one: the caller runs the matcher).
 ///
-/// `--memory` sizing: `rda-fixed` gets `m = ⌊B / 48⌋` buckets per bank (2 banks × 24 B); `rda`
+/// `--memory` sizing: `rda-fixed` gets `m = ⌊B / 72⌋` buckets per bank (3 banks × 24 B); `rda`
 /// (late binding) takes the budget as a cap on what crosses per interval — the receiver's
-/// strata sketch (20 736 B) first, then at most `⌊(B − 20 736) / 48⌋` buckets per bank, the
-/// floor of 1024 lowered to that cap if needed; a quiet interval uses less. `finecomb` gets
+/// strata sketch (20 736 B) first, then at most `⌊(B − 20 736) / 72⌋` buckets per bank, the
+/// floor of 683 lowered to that cap if needed; a quiet interval uses less. `finecomb` gets
 /// `⌊B / 24⌋` buckets and a stash of as many packets.
 pub fn build(name: &str, opts: &Options) -> Result<Box<dyn Method>> {
     match name {
@@ -91,7 +91,7 @@ pub fn build(name: &str, opts: &Options) -> Result<Box<dyn Method>> {
             let mut cfg = if name == "rda" {
                 rda::Config::default()
             } else {
-                rda::Config::fixed(2500)
+                rda::Config::fixed(1666)
             };
             cfg.seed = opts.seed;
             if let Some(b) = opts.memory {

@@ -395,7 +395,7 @@ mod tests {
         assert!((e.std_ns.unwrap() - sd).abs() / sd < 0.1);
         assert_eq!(e.lost, Some(600));
         // bytes: R's RDA, a request for 600 ids, a response with 600 timestamps
-        assert_eq!(rec.bytes.rda, 2 * 2500 * 24);
+        assert_eq!(rec.bytes.rda, 3 * 2500 * 24);
         assert_eq!(rec.bytes.request, 4 + 600 * 8);
         assert_eq!(rec.bytes.response, 4 + 75 + 600 * 8);
         assert_eq!(e.bytes, rec.bytes.total());

@@ -26,10 +26,11 @@
 //!   banks of `m` buckets as it passes, and keeps its interval cache for the repair.
 //! - **Late binding** (§VIII-A, the paper's system): each point only caches identity →
 //!   timestamp during the interval; afterwards the sender estimates `d` from the receiver's
-//!   sketch, sizes each bank to `m = factor·d̂` (Theorem 2: `2d`) but never below `floor`
-//!   (what the std estimator needs: its relative error is about `1/√(k·m)`), both points build
-//!   their RDAs from their caches, and if decoding fails the sender asks for a twice larger
-//!   RDA, up to `retries` times (beyond the paper; `retries = 0` is the paper's procedure).
+//!   sketch, sizes each bank to `m = factor·d̂` (Theorem 2: `2d` with k = 2; owl's default is
+//!   k = 3 and `m = d̂`, see [`Config::default`]) but never below `floor` (what the std
+//!   estimator needs: its relative error is about `1/√(k·m)`), both points build their RDAs
+//!   from their caches, and if decoding fails the sender asks for a twice larger RDA, up to
+//!   `retries` times (beyond the paper; `retries = 0` is the paper's procedure).
 //!
 //! # What crosses the network
 //!
@@ -76,7 +77,7 @@ pub struct LateBinding {
     pub factor: f64,
     /// Smallest `m`, whatever `d̂`: the collapsed pairs of Algorithm 2 are the std estimator's
     /// samples (`k·m/2` of them), so its relative error is about `1/√(k·m)` (≈ 2 % for
-    /// `k = 2`, `m = 1024`).
+    /// `k·m ≈ 2 048`).
     pub floor: usize,
     /// Largest `m` (from `--memory`, or a sanity bound).
     pub max_buckets_per_bank: usize,
@@ -107,14 +108,24 @@ pub const MAX_RETRIES: u32 = 16;
 pub const MAX_CACHE: usize = 1 << 28;
 
 impl Default for Config {
-    /// Late binding, k = 2, m = 2·d̂ ≥ 1024, 3 retries, strata estimator, 4 Mi cached packets,
-    /// the unbiased std estimator with equal-count pairing.
+    /// owl's late binding: k = 3 banks of m = d̂ buckets each (3 cells per differing packet,
+    /// 2.5× the k = 3 peeling threshold of 1.22), at least 683 per bank (≈ 2 048 buckets for
+    /// the std), at most 2²² per bank, 3 retries, strata estimator, 4 Mi cached packets, the
+    /// unbiased std estimator with equal-count pairing.
+    ///
+    /// Why not the paper's k = 2 (§VIII-B): with two banks the peeling graph is an ordinary
+    /// random bipartite graph, and any cycle among the differing packets stops the decoder.
+    /// At `m = 2d` a cycle exists with probability ≈ 13 % whatever `d` (measured in
+    /// `decoding_recovers_the_set_difference_when_m_is_twice_d`), and at 5 000 buckets
+    /// (`rda-set-difference`) decoding is complete only up to d ≈ 1 000 (20 % of the buckets)
+    /// with k = 2 but up to d ≈ 3 500 with k = 3 at the same bytes. [`Config::paper_fixed`]
+    /// and [`Config::paper_late_binding`] keep the paper's k = 2.
     fn default() -> Self {
         Config {
-            banks: 2,
+            banks: 3,
             sizing: Sizing::Late(LateBinding {
-                factor: 2.0,
-                floor: 1024,
+                factor: 1.0,
+                floor: 683,
                 max_buckets_per_bank: 1 << 22,
                 retries: 3,
                 setdiff: SetDiffEstimator::STRATA_DEFAULT,
@@ -128,12 +139,21 @@ impl Default for Config {
 }
 
 impl Config {
-    /// A fixed-size RDA of `k = 2` banks of `m` buckets (the §VII setup is `m = 2500`: 5 000
-    /// buckets), with owl's std estimator.
+    /// A fixed-size RDA of `m` buckets per bank with owl's defaults (k = 3, unbiased std);
+    /// `fixed(1666)` holds 4 998 buckets, the §VII storage.
     pub fn fixed(buckets_per_bank: usize) -> Config {
         Config {
             sizing: Sizing::Fixed { buckets_per_bank },
             ..Config::default()
+        }
+    }
+
+    /// The §VII setup as the paper runs it: k = 2 banks of 2 500 buckets, Algorithm 2 in
+    /// index order, Algorithm 3.
+    pub fn paper_fixed() -> Config {
+        Config {
+            banks: 2,
+            ..Config::fixed(2500).paper_estimators()
         }
     }
 
@@ -146,11 +166,15 @@ impl Config {
         }
     }
 
-    /// The paper's late binding: MinHash, `m = 2·d̂`, no retry (the floor stays: without it a
-    /// near-zero `d̂` leaves no collapsed pairs for the std).
+    /// The paper's late binding: k = 2, MinHash, `m = 2·d̂`, no retry, Algorithms 2–3 as
+    /// listed (the floor stays, at 1 024 per bank: without it a near-zero `d̂` leaves no
+    /// collapsed pairs for the std).
     pub fn paper_late_binding() -> Config {
         let mut c = Config::default().paper_estimators();
+        c.banks = 2;
         if let Sizing::Late(lb) = &mut c.sizing {
+            lb.factor = 2.0;
+            lb.floor = 1024;
             lb.retries = 0;
             lb.setdiff = SetDiffEstimator::MINHASH_DEFAULT;
         }
@@ -406,7 +430,7 @@ mod tests {
         for c in [
             Config::default(),
             Config::fixed(2500),
-            Config::fixed(2500).paper_estimators(),
+            Config::paper_fixed(),
             Config::paper_late_binding(),
             Config::default().with_memory(120_000).unwrap(),
         ] {
@@ -462,14 +486,21 @@ mod tests {
         assert_eq!(
             c.sizing,
             Sizing::Fixed {
+                buckets_per_bank: 1666
+            }
+        );
+        let c = Config::paper_fixed().with_memory(120_000).unwrap();
+        assert_eq!(
+            c.sizing,
+            Sizing::Fixed {
                 buckets_per_bank: 2500
             }
         );
-        assert!(Config::fixed(1).with_memory(47).is_err());
+        assert!(Config::fixed(1).with_memory(71).is_err());
         let c = Config::default().with_memory(120_000).unwrap();
         let Sizing::Late(lb) = c.sizing else { panic!() };
-        assert_eq!(lb.max_buckets_per_bank, (120_000 - 20_736) / 48);
-        assert_eq!(lb.floor, 1024);
+        assert_eq!(lb.max_buckets_per_bank, (120_000 - 20_736) / 72);
+        assert_eq!(lb.floor, 683);
         let c = Config::default().with_memory(30_000).unwrap();
         let Sizing::Late(lb) = c.sizing else { panic!() };
         assert_eq!(lb.floor, lb.max_buckets_per_bank);

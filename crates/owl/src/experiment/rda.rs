@@ -155,45 +155,88 @@ struct Row {
 
 fn evaluate(iv: &Interval, seed: u64) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
-    // RDA, 2 banks × 2 500 buckets
-    let cfg = rda::Config {
+    // RDA at 120 000 B: the paper's 2 banks × 2 500 buckets and owl's 3 banks × 1 666; and the
+    // late-binding RDA, which takes the bytes it needs
+    let paper = rda::Config {
         seed,
-        ..rda::Config::fixed(2500)
+        ..rda::Config::paper_fixed()
     };
-    let mut s = RdaPoint::new(&cfg, Role::Sender)?;
-    let mut r = RdaPoint::new(&cfg, Role::Receiver)?;
-    iv.sender.iter().for_each(|&(i, t)| {
-        s.record_packet(i, t);
-    });
-    iv.receiver.iter().for_each(|&(i, t)| {
-        r.record_packet(i, t);
-    });
-    let rec = rda::reconcile(&s, &r)?;
-    let mean = rec.mean().map(|m| m.mean_ns);
-    let note = format!(
-        "{}decoded {} of {}; {} dirty buckets",
-        if rec.decoded.complete() {
-            "complete; "
-        } else {
-            "partial; "
-        },
-        rec.decoded.len(),
-        iv.ideal.receiver_only.len() + iv.ideal.sender_only.len(),
-        rec.dirty()
-    );
-    for (method, std, pairing) in [
-        ("RDA (Alg. 3 std)", StdEstimator::Algorithm3, Pairing::IndexOrder),
-        ("RDA (unbiased std)", StdEstimator::Unbiased, Pairing::EqualCount),
-    ] {
-        let v = rec.variance(std, pairing);
-        rows.push(Row {
-            method,
-            mean_err: rel(mean, iv.mean),
-            std_err: rel(v.map(|v| v.max(0.0).sqrt()), iv.std),
-            samples: rec.packets,
-            bytes: rec.bytes.total(),
-            note: note.clone(),
+    let owl3 = rda::Config {
+        seed,
+        ..rda::Config::fixed(1666)
+    };
+    let late = rda::Config {
+        seed,
+        ..rda::Config::default()
+    };
+    let variants: [(&rda::Config, &[(&'static str, StdEstimator, Pairing)]); 3] = [
+        (
+            &paper,
+            &[
+                (
+                    "RDA k=2 (Alg. 3 std)",
+                    StdEstimator::Algorithm3,
+                    Pairing::IndexOrder,
+                ),
+                (
+                    "RDA k=2 (unbiased std)",
+                    StdEstimator::Unbiased,
+                    Pairing::EqualCount,
+                ),
+            ],
+        ),
+        (
+            &owl3,
+            &[(
+                "RDA k=3 (unbiased std)",
+                StdEstimator::Unbiased,
+                Pairing::EqualCount,
+            )],
+        ),
+        (
+            &late,
+            &[(
+                "RDA late binding",
+                StdEstimator::Unbiased,
+                Pairing::EqualCount,
+            )],
+        ),
+    ];
+    for (cfg, stds) in variants {
+        let mut s = RdaPoint::new(cfg, Role::Sender)?;
+        let mut r = RdaPoint::new(cfg, Role::Receiver)?;
+        iv.sender.iter().for_each(|&(i, t)| {
+            s.record_packet(i, t);
         });
+        iv.receiver.iter().for_each(|&(i, t)| {
+            r.record_packet(i, t);
+        });
+        let rec = rda::reconcile(&s, &r)?;
+        let mean = rec.mean().map(|m| m.mean_ns);
+        let note = format!(
+            "{}decoded {} of {}; {} dirty of {} buckets; {} attempts",
+            if rec.decoded.complete() {
+                "complete; "
+            } else {
+                "partial; "
+            },
+            rec.decoded.len(),
+            iv.ideal.receiver_only.len() + iv.ideal.sender_only.len(),
+            rec.dirty(),
+            rec.clean.len(),
+            rec.attempts
+        );
+        for &(method, std, pairing) in stds {
+            let v = rec.variance(std, pairing);
+            rows.push(Row {
+                method,
+                mean_err: rel(mean, iv.mean),
+                std_err: rel(v.map(|v| v.max(0.0).sqrt()), iv.std),
+                samples: rec.packets,
+                bytes: rec.bytes.total(),
+                note: note.clone(),
+            });
+        }
     }
     // FineComb, 5 000 buckets, stash of 5 000
     let fc = finecomb::Config {
@@ -243,8 +286,9 @@ fn set_difference(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     let tail = ds.iter().max().unwrap().div_ceil(2);
     ctx.progress.set_length((runs * ds.len()) as u64);
     let mut rows = Vec::new();
-    // (method, d) → (mean errors, std errors)
-    let mut acc: Vec<(&'static str, usize, Vec<f64>, Vec<f64>)> = Vec::new();
+    // (method, d, mean errors, std errors, bytes)
+    type Acc = (&'static str, usize, Vec<f64>, Vec<f64>, Vec<f64>);
+    let mut acc: Vec<Acc> = Vec::new();
     for run in 0..runs {
         let seed = ctx.seed.wrapping_add(run as u64);
         let trace = simulate(seed, n, tail)?;
@@ -265,8 +309,15 @@ fn set_difference(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                     Some(a) => {
                         a.2.push(row.mean_err);
                         a.3.push(row.std_err);
+                        a.4.push(row.bytes as f64);
                     }
-                    None => acc.push((row.method, d, vec![row.mean_err], vec![row.std_err])),
+                    None => acc.push((
+                        row.method,
+                        d,
+                        vec![row.mean_err],
+                        vec![row.std_err],
+                        vec![row.bytes as f64],
+                    )),
                 }
             }
             ctx.progress.inc(1);
@@ -287,14 +338,15 @@ fn set_difference(ctx: &Ctx) -> Result<Vec<PathBuf>> {
         ],
         &rows,
     )?;
-    let series = |methods: &[&'static str], std: bool| -> Vec<Series> {
+    // what to plot: 0 = mean error, 1 = std error, 2 = bytes
+    let series = |methods: &[(&'static str, &str)], what: usize| -> Vec<Series> {
         methods
             .iter()
-            .map(|&m| {
+            .map(|&(m, label)| {
                 let mut points = Vec::new();
                 let mut err = Vec::new();
                 for a in acc.iter().filter(|a| a.0 == m) {
-                    let xs: Vec<f64> = if std { &a.3 } else { &a.2 }
+                    let xs: Vec<f64> = [&a.2, &a.3, &a.4][what]
                         .iter()
                         .copied()
                         .filter(|x| x.is_finite())
@@ -304,27 +356,29 @@ fn set_difference(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                     err.push((mu - h, (mu + h).max(ZERO_FLOOR)));
                 }
                 Series {
-                    name: m.trim_end_matches(" (Alg. 3 std)").to_string(),
+                    name: label.to_string(),
                     points,
-                    err: Some(err),
+                    err: (what < 2).then_some(err),
                 }
             })
             .collect()
     };
+    const K2: (&str, &str) = ("RDA k=2 (Alg. 3 std)", "RDA k=2 (paper)");
+    const K3: (&str, &str) = ("RDA k=3 (unbiased std)", "RDA k=3");
+    const LATE: (&str, &str) = ("RDA late binding", "RDA late binding (bytes as needed)");
+    const FCI: (&str, &str) = ("FineComb (ideal)", "FineComb ideal (uses truth)");
+    const FCS: (&str, &str) = ("FineComb (stash)", "FineComb (stash)");
     let png = ctx.path("rda-set-difference.png");
     plot_png(
         &png,
         &[
             Panel {
-                title: format!("(a) average latency, {n} packets, 5000 buckets"),
+                title: format!("(a) average latency, {n} packets, 120 000 B"),
                 x_label: "set difference (lost + reordered packets)".into(),
                 y_label: "relative error (0 drawn at 1e-17)".into(),
                 log_x: false,
                 log_y: true,
-                series: series(
-                    &["RDA (Alg. 3 std)", "FineComb (ideal)", "FineComb (stash)"],
-                    false,
-                ),
+                series: series(&[K2, K3, LATE, FCI, FCS], 0),
             },
             Panel {
                 title: "(b) standard deviation".into(),
@@ -332,19 +386,25 @@ fn set_difference(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                 y_label: "relative error".into(),
                 log_x: false,
                 log_y: true,
-                series: {
-                    let mut v = series(
-                        &[
-                            "RDA (Alg. 3 std)",
-                            "RDA (unbiased std)",
-                            "FineComb (ideal)",
-                            "FineComb (stash)",
-                        ],
-                        true,
-                    );
-                    v[0].name = "RDA (Alg. 3)".into();
-                    v
-                },
+                series: series(
+                    &[
+                        ("RDA k=2 (Alg. 3 std)", "RDA k=2, Alg. 3 (paper)"),
+                        ("RDA k=2 (unbiased std)", "RDA k=2, unbiased"),
+                        ("RDA k=3 (unbiased std)", "RDA k=3, unbiased"),
+                        LATE,
+                        FCI,
+                        FCS,
+                    ],
+                    1,
+                ),
+            },
+            Panel {
+                title: "(c) bytes crossing the network".into(),
+                x_label: "set difference (lost + reordered packets)".into(),
+                y_label: "bytes per interval".into(),
+                log_x: false,
+                log_y: true,
+                series: series(&[K2, K3, LATE, FCS], 2),
             },
         ],
     )?;
@@ -400,15 +460,15 @@ fn decode_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     };
     let reps = if ctx.quick { 3 } else { 7 };
     let cap: u64 = if ctx.quick { 1 << 22 } else { 1 << 27 };
-    ctx.progress
-        .set_length((small.len() + large.len()) as u64);
+    ctx.progress.set_length((small.len() + large.len()) as u64);
     let mut rows = Vec::new();
     let mut curves: Vec<(&'static str, bool, Vec<(f64, f64)>)> = Vec::new();
-    let mut push = |name: &'static str, large: bool, d: usize, ms: f64| {
-        match curves.iter_mut().find(|c| c.0 == name && c.1 == large) {
-            Some(c) => c.2.push((d as f64, ms)),
-            None => curves.push((name, large, vec![(d as f64, ms)])),
-        }
+    let mut push = |name: &'static str, large: bool, d: usize, ms: f64| match curves
+        .iter_mut()
+        .find(|c| c.0 == name && c.1 == large)
+    {
+        Some(c) => c.2.push((d as f64, ms)),
+        None => curves.push((name, large, vec![(d as f64, ms)])),
     };
     for (panel, ds) in [(false, &small[..]), (true, large)] {
         for &d in ds {
@@ -451,7 +511,10 @@ fn decode_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                 finecomb::Enumeration::PerBucket,
             )];
             if !panel {
-                encs.push(("FineComb, whole stash (§III-C)", finecomb::Enumeration::Whole));
+                encs.push((
+                    "FineComb, whole stash (§III-C)",
+                    finecomb::Enumeration::Whole,
+                ));
             }
             for (name, enumeration) in encs {
                 let fc = finecomb::Config {
@@ -556,16 +619,19 @@ mod tests {
         for line in csv.lines().skip(1) {
             let f: Vec<&str> = line.split(',').collect();
             let (d, method, mean_err) = (f[1], f[2], f[3].parse::<f64>().unwrap());
-            if method.starts_with("RDA") && (d == "0" || d == "1000") {
+            if method.starts_with("RDA") && (d == "0" || d == "1000" || method.contains("late")) {
                 assert!(line.contains("complete;"), "{line}");
                 assert!(mean_err < 1e-9, "{line}");
                 seen += 1;
             }
             if method == "FineComb (ideal)" && d == "4000" {
-                assert!(mean_err > 1e-9, "FineComb loses buckets to lost packets: {line}");
+                assert!(
+                    mean_err > 1e-9,
+                    "FineComb loses buckets to lost packets: {line}"
+                );
             }
         }
-        assert_eq!(seen, 4);
+        assert_eq!(seen, 4 * 2 + 2);
     }
 
     #[test]
