@@ -44,6 +44,8 @@ pub struct TruthOptions {
     pub per_flow: bool,
     /// Keep the identities of unmatched packets of each side.
     pub keep_unmatched: bool,
+    /// Keep each packet's flow for [`Matcher::matched`] (implied by `per_flow`).
+    pub keep_flows: bool,
 }
 
 impl Default for TruthOptions {
@@ -52,6 +54,7 @@ impl Default for TruthOptions {
             intervals: Intervals::WHOLE,
             per_flow: false,
             keep_unmatched: false,
+            keep_flows: false,
         }
     }
 }
@@ -65,6 +68,7 @@ pub enum MatchError {
 }
 
 const NOT_RECEIVED: u64 = u64::MAX;
+const NO_FLOW: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug)]
 struct Sent {
@@ -169,7 +173,11 @@ impl Matcher {
                 v.insert(rank as u32);
             }
         }
-        let flow = self.flow_of(&rec.flow);
+        let flow = if self.opts.per_flow || self.opts.keep_flows {
+            self.flow_of(&rec.flow)
+        } else {
+            NO_FLOW
+        };
         self.sent.push(Sent {
             ts_ns: rec.ts_ns,
             id: rec.id,
@@ -209,7 +217,8 @@ impl Matcher {
         }
     }
 
-    /// Every matched packet, in sender order.
+    /// Every matched packet, in sender order (flows are default keys unless `keep_flows` or
+    /// `per_flow` was set).
     pub fn matched(&self) -> impl Iterator<Item = MatchedPacket> + '_ {
         self.sent
             .iter()
@@ -218,7 +227,7 @@ impl Matcher {
                 id: s.id,
                 sender_ns: s.ts_ns,
                 receiver_ns: s.recv_ns,
-                flow: self.flows[s.flow as usize],
+                flow: self.flows.get(s.flow as usize).copied().unwrap_or_default(),
             })
     }
 
@@ -552,5 +561,166 @@ mod tests {
         let t = m.finish();
         assert_eq!(t.negative_delays, 1);
         assert_eq!(t.delay.unwrap().mean_ns, -60.0);
+    }
+}
+
+/// The exact method as a point synopsis, so that `owl record` / `owl estimate` can run the
+/// store-everything baseline between two real points: each point keeps every (identity,
+/// timestamp), 16 bytes a packet, and the estimate is the [`Matcher`] over them.
+pub mod method {
+    use std::any::Any;
+
+    use crate::method::{Estimate, Method, MethodError, PointSynopsis, Role, downcast};
+    use crate::record::PacketRecord;
+    use crate::wire::{DecodeError, WireReader};
+
+    use super::{Matcher, TruthOptions};
+
+    /// Bytes a packet costs on the wire: identity and timestamp.
+    pub const BYTES_PER_PACKET: u64 = 16;
+
+    /// The exact method.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct ExactMethod;
+
+    /// Every (identity, timestamp) one point saw in an interval, in capture order.
+    #[derive(Clone, Debug, Default, PartialEq, Eq)]
+    pub struct ExactPoint {
+        pub packets: Vec<(u64, u64)>,
+    }
+
+    impl PointSynopsis for ExactPoint {
+        fn record(&mut self, rec: &PacketRecord) {
+            self.packets.push((rec.id, rec.ts_ns));
+        }
+        fn encoded_len(&self) -> usize {
+            8 + 16 * self.packets.len()
+        }
+        fn encode(&self, out: &mut Vec<u8>) {
+            out.extend_from_slice(&(self.packets.len() as u64).to_le_bytes());
+            for (id, ts) in &self.packets {
+                out.extend_from_slice(&id.to_le_bytes());
+                out.extend_from_slice(&ts.to_le_bytes());
+            }
+        }
+        fn into_any(self: Box<Self>) -> Box<dyn Any> {
+            self
+        }
+        fn as_any(&self) -> &dyn Any {
+            self
+        }
+    }
+
+    impl Method for ExactMethod {
+        fn name(&self) -> &str {
+            "exact"
+        }
+        fn config(&self) -> Vec<(&'static str, String)> {
+            Vec::new()
+        }
+        fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
+            Box::new(ExactPoint::default())
+        }
+        fn decode_point(
+            &self,
+            _role: Role,
+            bytes: &[u8],
+        ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
+            let mut r = WireReader::new(bytes);
+            let n = r.u64("packet count")?;
+            if n.checked_mul(16) != Some(r.remaining() as u64) {
+                return Err(r.invalid(format!(
+                    "exact synopsis claims {n} packets but holds {} bytes",
+                    r.remaining()
+                )));
+            }
+            let mut p = ExactPoint {
+                packets: Vec::with_capacity(n as usize),
+            };
+            for _ in 0..n {
+                p.packets.push((r.u64("identity")?, r.u64("timestamp")?));
+            }
+            Ok(Box::new(p))
+        }
+        fn estimate(
+            &self,
+            sender: Box<dyn PointSynopsis>,
+            receiver: Box<dyn PointSynopsis>,
+        ) -> Result<Estimate, MethodError> {
+            let s = downcast::<ExactPoint>(sender, "exact")?;
+            let r = downcast::<ExactPoint>(receiver, "exact")?;
+            let mut m = Matcher::new(TruthOptions::default());
+            m.reserve(s.packets.len());
+            for &(id, ts) in &s.packets {
+                m.add_sender(&PacketRecord {
+                    ts_ns: ts,
+                    id,
+                    ..Default::default()
+                })
+                .map_err(|e| MethodError::Invalid(e.to_string()))?;
+            }
+            for &(id, ts) in &r.packets {
+                m.add_receiver(&PacketRecord {
+                    ts_ns: ts,
+                    id,
+                    ..Default::default()
+                });
+            }
+            let t = m.finish();
+            let mut notes = Vec::new();
+            if t.unexpected > 0 {
+                notes.push(format!("{} packets only at the receiver", t.unexpected));
+            }
+            Ok(Estimate {
+                mean_ns: t.delay.map(|d| d.mean_ns),
+                std_ns: t.delay.map(|d| d.std_ns),
+                samples: t.received,
+                bytes: BYTES_PER_PACKET * s.packets.len() as u64,
+                lost: Some(t.lost),
+                mean_ci98_ns: None,
+                notes,
+            })
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn exact_method_roundtrip_and_estimate() {
+            let m = ExactMethod;
+            let mut s = m.new_point(Role::Sender);
+            let mut r = m.new_point(Role::Receiver);
+            for i in 0..100u64 {
+                let rec = PacketRecord {
+                    ts_ns: 1000 * i,
+                    id: i,
+                    ..Default::default()
+                };
+                s.record(&rec);
+                if i % 10 != 0 {
+                    r.record(&PacketRecord {
+                        ts_ns: rec.ts_ns + 50 + i,
+                        ..rec
+                    });
+                }
+            }
+            let mut b = Vec::new();
+            s.encode(&mut b);
+            assert_eq!(b.len(), s.encoded_len());
+            let s2 = m.decode_point(Role::Sender, &b).unwrap();
+            let e = m.estimate(s2, r).unwrap();
+            assert_eq!(e.samples, 90);
+            assert_eq!(e.lost, Some(10));
+            let want = (1..100)
+                .filter(|i| i % 10 != 0)
+                .map(|i| 50.0 + i as f64)
+                .sum::<f64>()
+                / 90.0;
+            assert!((e.mean_ns.unwrap() - want).abs() < 1e-9);
+            assert!(m.decode_point(Role::Sender, &b[..b.len() - 1]).is_err());
+            assert!(m.decode_point(Role::Sender, &[0xff; 8]).is_err());
+        }
     }
 }

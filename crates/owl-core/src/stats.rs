@@ -28,31 +28,50 @@ impl DelaySummary {
     /// The mean is exact (an `i128` sum divided once); the variance is a second pass over the
     /// deviations from that mean, so it does not suffer the cancellation of `E[w²] − μ²` when
     /// the mean is large against the spread.
+    /// Summarise `delays`, reordering them in place (quantiles by selection, O(n), so large
+    /// sets are not sorted).
     pub fn from_delays(delays: &mut [i64]) -> Option<DelaySummary> {
-        if delays.is_empty() {
+        let n = delays.len();
+        if n == 0 {
             return None;
         }
-        delays.sort_unstable();
-        Some(Self::from_sorted(delays))
+        if n <= 4096 {
+            delays.sort_unstable();
+            return Some(Self::from_sorted(delays));
+        }
+        let (mean, std) = mean_std_exact(delays);
+        let rank = |p: f64| ((p * n as f64).ceil() as usize).clamp(1, n) - 1;
+        // select ascending ranks, each within the part above the previous one
+        let mut q = [0i64; 4];
+        let mut lo = 0;
+        for (k, p) in [0.50, 0.90, 0.99, 0.999].into_iter().enumerate() {
+            let r = rank(p).max(lo);
+            let (_, v, _) = delays[lo..].select_nth_unstable(r - lo);
+            q[k] = *v;
+            lo = r;
+        }
+        Some(DelaySummary {
+            count: n as u64,
+            mean_ns: mean,
+            std_ns: std,
+            min_ns: *delays.iter().min().unwrap(),
+            max_ns: *delays.iter().max().unwrap(),
+            p50_ns: q[0],
+            p90_ns: q[1],
+            p99_ns: q[2],
+            p999_ns: q[3],
+        })
     }
 
     /// Summarise delays that are already sorted ascending.
     pub fn from_sorted(sorted: &[i64]) -> DelaySummary {
         debug_assert!(!sorted.is_empty());
         let n = sorted.len();
-        let sum: i128 = sorted.iter().map(|&d| d as i128).sum();
-        let mean = sum as f64 / n as f64;
-        let ss: f64 = sorted
-            .iter()
-            .map(|&d| {
-                let x = d as f64 - mean;
-                x * x
-            })
-            .sum();
+        let (mean, std) = mean_std_exact(sorted);
         DelaySummary {
             count: n as u64,
             mean_ns: mean,
-            std_ns: (ss / n as f64).sqrt(),
+            std_ns: std,
             min_ns: sorted[0],
             max_ns: sorted[n - 1],
             p50_ns: nearest_rank(sorted, 0.50),
@@ -61,6 +80,21 @@ impl DelaySummary {
             p999_ns: nearest_rank(sorted, 0.999),
         }
     }
+}
+
+/// Exact mean (`i128` sum) and population std (second pass over deviations).
+fn mean_std_exact(xs: &[i64]) -> (f64, f64) {
+    let n = xs.len() as f64;
+    let sum: i128 = xs.iter().map(|&d| d as i128).sum();
+    let mean = sum as f64 / n;
+    let ss: f64 = xs
+        .iter()
+        .map(|&d| {
+            let x = d as f64 - mean;
+            x * x
+        })
+        .sum();
+    (mean, (ss / n).sqrt())
 }
 
 /// Nearest-rank quantile of sorted, non-empty values.
@@ -107,6 +141,18 @@ mod tests {
             (s.p50_ns, s.p90_ns, s.p99_ns, s.p999_ns),
             (500, 900, 990, 999)
         );
+    }
+
+    #[test]
+    fn selection_agrees_with_sorting() {
+        let mut x: Vec<i64> = (0..100_003i64)
+            .map(|i| (i * 7919) % 100_003 - 500)
+            .collect();
+        let mut y = x.clone();
+        y.sort_unstable();
+        let a = DelaySummary::from_delays(&mut x).unwrap();
+        let b = DelaySummary::from_sorted(&y);
+        assert_eq!(a, b);
     }
 
     #[test]

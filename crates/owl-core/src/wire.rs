@@ -285,12 +285,14 @@ impl SynopsisFile {
         };
         if sender.role != Role::Sender {
             return Err(MethodError::Invalid(
-                "the first file was recorded at a receiver point (use --role sender)".into(),
+                "the first file was recorded at the receiver point: give the sender's file first"
+                    .into(),
             ));
         }
         if receiver.role != Role::Receiver {
             return Err(MethodError::Invalid(
-                "the second file was recorded at a sender point (use --role receiver)".into(),
+                "the second file was recorded at the sender point: give the receiver's file second"
+                    .into(),
             ));
         }
         if sender.method != receiver.method {

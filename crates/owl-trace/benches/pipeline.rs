@@ -1,1 +1,87 @@
-fn main() {}
+//! Throughput of the shared pipeline: reading + dissecting + identity hashing a capture, and
+//! exact ground-truth matching of a capture pair.
+//!
+//! Run with `cargo bench -p owl-trace --bench pipeline`. Setup (simulating the traces) is not
+//! timed.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use owl_core::exact::{Matcher, TruthOptions};
+use owl_trace::capture::CaptureFormat;
+use owl_trace::identity::DEFAULT_IDENTITY_SEED;
+use owl_trace::records::RecordReader;
+use owl_trace::sim::{SimConfig, Simulation, TrafficConfig, TrafficSource};
+
+fn sim(packets: u64) -> Simulation {
+    let cfg = SimConfig {
+        traffic: TrafficSource::Synthetic(TrafficConfig {
+            packets,
+            rate_pps: 1e6,
+            ..Default::default()
+        }),
+        path: owl_trace::sim::PathConfig {
+            loss: owl_trace::sim::LossModel::Uniform(0.01),
+            fifo: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Simulation::run(&cfg).expect("simulate")
+}
+
+fn read_dissect_identify(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = sim(1_000_000);
+    let (sp, _) = s
+        .write(dir.path(), CaptureFormat::Pcap, &mut |_, _| {})
+        .unwrap();
+    let mut g = c.benchmark_group("capture");
+    g.throughput(Throughput::Elements(1_000_000));
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(10));
+    g.bench_function(
+        "read+dissect+identity 1M packets (pcap, snaplen 128)",
+        |b| {
+            b.iter(|| {
+                let mut r = RecordReader::open(&sp, DEFAULT_IDENTITY_SEED).unwrap();
+                let mut batch = Vec::with_capacity(4096);
+                let mut n = 0usize;
+                let mut x = 0u64;
+                while r.next_batch(&mut batch, 4096).unwrap() > 0 {
+                    n += batch.len();
+                    x ^= batch[0].id;
+                }
+                black_box((n, x))
+            })
+        },
+    );
+    g.finish();
+}
+
+fn exact_truth(c: &mut Criterion) {
+    let s = sim(5_000_000);
+    let (snd, rcv) = s.records(DEFAULT_IDENTITY_SEED);
+    let mut g = c.benchmark_group("exact");
+    g.throughput(Throughput::Elements((snd.len() + rcv.len()) as u64));
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(30));
+    g.bench_function("match 5M-packet pair + finish", |b| {
+        b.iter(|| {
+            let mut m = Matcher::new(TruthOptions::default());
+            m.reserve(snd.len());
+            for r in &snd {
+                m.add_sender(r).unwrap();
+            }
+            for r in &rcv {
+                m.add_receiver(r);
+            }
+            black_box(m.finish().delay)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, read_dissect_identify, exact_truth);
+criterion_main!(benches);

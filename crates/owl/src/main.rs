@@ -1,6 +1,8 @@
 //! `owl`: passive one-way latency measurement between two observation points.
 
 mod cmd;
+// Until the method issues register their experiments, parts of the framework are unused.
+#[allow(dead_code, unused_imports)]
 mod experiment;
 mod input;
 mod methods;
@@ -24,6 +26,8 @@ const EXAMPLES: &str = "Examples:
   owl compare pair/sender.pcap pair/receiver.pcap
   owl compare S.pcap R.pcap --interval 1s --json > report.json
   owl compare S.pcap R.pcap --unmatched lost/      # write what only one side saw
+  owl record --method lda --role sender S.pcap -o S.owl    # at each point, then
+  owl estimate S.owl R.owl                                 # where the files meet
 
 Run `owl <command> --help` for the details of each command.";
 
@@ -42,6 +46,10 @@ enum Command {
     Simulate(cmd::simulate::SimulateArgs),
     /// Measure one-way latency between two captures: exact truth and every method, side by side.
     Compare(cmd::compare::CompareArgs),
+    /// Record one point's synopses (per interval) from its capture into a file.
+    Record(cmd::record::RecordArgs),
+    /// Turn a sender's and a receiver's synopsis files into estimates.
+    Estimate(cmd::estimate::EstimateArgs),
     /// Regenerate a paper's evaluation on simulated traces (CSV + PNG).
     Experiment(experiment::ExperimentArgs),
 }
@@ -52,6 +60,8 @@ fn main() -> ExitCode {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Compare(a) => cmd::compare::run(a),
+        Command::Record(a) => cmd::record::run(a),
+        Command::Estimate(a) => cmd::estimate::run(a),
         Command::Experiment(a) => experiment::run(a),
     };
     match result {

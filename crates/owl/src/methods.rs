@@ -44,6 +44,7 @@ pub const ALL: &[Entry] = &[
 
 /// Knobs every method is built from.
 #[derive(Clone, Copy, Debug)]
+#[allow(dead_code)] // read by the synopsis methods as they land
 pub struct Options {
     /// Seed of the methods' hash family (both points must agree).
     pub seed: u64,
@@ -114,11 +115,24 @@ pub fn build(name: &str, opts: &Options) -> Result<Box<dyn Method>> {
     }
 }
 
-/// Rebuild a method from the configuration pairs a synopsis file carries (`owl estimate`).
-// `owl estimate` (to come) is the caller; until then only the tests use it.
-#[allow(dead_code)]
+/// Build a method for `owl record`, where `exact` is a synopsis like any other (every identity
+/// and timestamp, 16 bytes a packet).
+pub fn build_for_record(name: &str, opts: &Options) -> Result<Box<dyn Method>> {
+    if name == EXACT {
+        return Ok(Box::new(owl_core::exact::method::ExactMethod));
+    }
+    build(name, opts)
+}
+
+/// Rebuild a method from the configuration stored in a synopsis file (`owl estimate`).
 pub fn from_config(name: &str, pairs: &[(String, String)]) -> Result<Box<dyn Method>> {
     match name {
+        EXACT => {
+            if let Some((k, _)) = pairs.first() {
+                bail!("the exact method has no configuration, but the file sets '{k}'");
+            }
+            Ok(Box::new(owl_core::exact::method::ExactMethod))
+        }
         "rda" | "rda-fixed" => {
             let cfg = rda::Config::from_pairs(pairs)?;
             let n = rda::RdaMethod::name_of(&cfg);
@@ -130,7 +144,10 @@ pub fn from_config(name: &str, pairs: &[(String, String)]) -> Result<Box<dyn Met
         "finecomb" => Ok(Box::new(finecomb::FineCombMethod::new(
             finecomb::Config::from_pairs(pairs)?,
         )?)),
-        _ => bail!("method '{name}' has no synopsis"),
+        other => bail!(
+            "the file was recorded with method '{other}', which this owl does not know; available: {}",
+            ALL.iter().map(|e| e.name).collect::<Vec<_>>().join(", ")
+        ),
     }
 }
 

@@ -387,3 +387,128 @@ fn tcpdump_reads_simulated_captures() {
         }
     }
 }
+
+/// `owl record` at each point and `owl estimate` where the files meet give the same numbers as
+/// `owl compare` on the two captures.
+#[test]
+fn record_then_estimate_matches_compare() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = simulate(dir.path(), &["--loss", "uniform:0.02"]);
+    let d = dir.path();
+    let so = d.join("S.owl");
+    let ro = d.join("R.owl");
+    for (cap, out, role) in [(&s, &so, "sender"), (&r, &ro, "receiver")] {
+        ok(&[
+            "record",
+            "--method",
+            "exact",
+            "--role",
+            role,
+            cap.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--interval",
+            "50ms",
+        ]);
+    }
+    let e: Value = serde_json::from_str(&ok(&[
+        "estimate",
+        so.to_str().unwrap(),
+        ro.to_str().unwrap(),
+        "--json",
+    ]))
+    .unwrap();
+    let c = compare_json(&s, &r, &["--interval", "50ms", "--methods", "exact"]);
+    let ivs = e["intervals"].as_array().unwrap();
+    let civs = c["intervals"].as_array().unwrap();
+    assert_eq!(ivs.len(), civs.len());
+    for (a, b) in ivs.iter().zip(civs) {
+        assert_eq!(a["index"], b["index"]);
+        assert_eq!(a["samples"], b["truth"]["matched"]);
+        assert_eq!(a["mean_ns"], b["truth"]["mean_ns"]);
+    }
+
+    // a receiver recorded with another interval: the error names the field
+    let r2 = d.join("R2.owl");
+    ok(&[
+        "record",
+        "--method",
+        "exact",
+        "--role",
+        "receiver",
+        r.to_str().unwrap(),
+        "-o",
+        r2.to_str().unwrap(),
+        "--interval",
+        "20ms",
+    ]);
+    fails(
+        &["estimate", so.to_str().unwrap(), r2.to_str().unwrap()],
+        "interval is 50000000 ns at the sender but 20000000 ns",
+    );
+    // files in the wrong order
+    fails(
+        &["estimate", ro.to_str().unwrap(), so.to_str().unwrap()],
+        "receiver point",
+    );
+    // truncated and foreign synopsis files
+    let bytes = std::fs::read(&ro).unwrap();
+    let cut = write(d, "cut.owl", &bytes[..bytes.len() / 2]);
+    fails(
+        &["estimate", so.to_str().unwrap(), cut.to_str().unwrap()],
+        "cut.owl: offset",
+    );
+    fails(
+        &["estimate", so.to_str().unwrap(), s.to_str().unwrap()],
+        "not an owl synopsis file",
+    );
+    let mut flipped = bytes.clone();
+    let n = flipped.len();
+    flipped[n - 20] ^= 1;
+    let flip = write(d, "flip.owl", &flipped);
+    fails(
+        &["estimate", so.to_str().unwrap(), flip.to_str().unwrap()],
+        "corrupted",
+    );
+    // a capture truncated half-way: what was recorded is kept, the error says so
+    let full = std::fs::read(&r).unwrap();
+    let half = write(d, "half.pcap", &full[..full.len() / 2]);
+    let part = d.join("part.owl");
+    fails(
+        &[
+            "record",
+            "--method",
+            "exact",
+            "--role",
+            "receiver",
+            half.to_str().unwrap(),
+            "-o",
+            part.to_str().unwrap(),
+            "--interval",
+            "50ms",
+        ],
+        "part.owl holds the",
+    );
+    let j: Value = serde_json::from_str(&ok(&[
+        "estimate",
+        so.to_str().unwrap(),
+        part.to_str().unwrap(),
+        "--json",
+    ]))
+    .unwrap();
+    assert!(j["overall"]["samples"].as_u64().unwrap() > 5_000);
+    // unknown method
+    fails(
+        &[
+            "record",
+            "--method",
+            "nope",
+            "--role",
+            "sender",
+            s.to_str().unwrap(),
+            "-o",
+            "x.owl",
+        ],
+        "unknown method 'nope'",
+    );
+}

@@ -41,7 +41,13 @@ impl<R: Read> ByteSource<R> {
     /// Try to make `n` bytes available (`n ≤ MAX_BLOCK`); returns how many are (fewer only at
     /// the end of the stream).
     pub fn ensure(&mut self, n: usize) -> io::Result<usize> {
-        debug_assert!(n <= MAX_BLOCK);
+        if n > MAX_BLOCK {
+            // callers validate lengths first; this is the last line against a huge allocation
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a record of {n} bytes is larger than the {MAX_BLOCK}-byte limit"),
+            ));
+        }
         if self.end - self.pos >= n {
             return Ok(n);
         }

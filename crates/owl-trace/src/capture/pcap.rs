@@ -3,7 +3,7 @@
 use std::io::Read;
 
 use super::bytes::ByteSource;
-use super::{CaptureError, Endian, MAX_SNAPLEN, RawPacket, ReaderStats};
+use super::{CaptureError, Endian, MAX_BLOCK, MAX_SNAPLEN, RawPacket, ReaderStats};
 
 const MAGIC_US: u32 = 0xa1b2_c3d4;
 const MAGIC_NS: u32 = 0xa1b2_3c4d;
@@ -84,7 +84,7 @@ impl PcapState {
         let frac = e.u32(&h[4..]) as u64;
         let caplen = e.u32(&h[8..]);
         let orig_len = e.u32(&h[12..]);
-        if caplen > self.snaplen.max(MAX_SNAPLEN) {
+        if caplen > self.snaplen.max(MAX_SNAPLEN) || caplen as usize > MAX_BLOCK - RECORD {
             return Err(CaptureError::corrupt(
                 offset,
                 format!(

@@ -101,7 +101,7 @@ impl PcapngState {
             });
         }
         let len = self.endian.u32(&src.peek()[4..]) as usize;
-        if len < 12 || len % 4 != 0 || len > MAX_BLOCK {
+        if len < 12 || !len.is_multiple_of(4) || len > MAX_BLOCK {
             return Err(CaptureError::corrupt(
                 offset + 4,
                 format!(

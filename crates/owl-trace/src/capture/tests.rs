@@ -33,7 +33,9 @@ fn pcap_bytes(big: bool, nano: bool, linktype: u32, recs: &[(u32, u32, &[u8])]) 
     b
 }
 
-fn read_all(b: &[u8]) -> Result<Vec<(u64, u32, Vec<u8>, u32)>, CaptureError> {
+type Packets = Vec<(u64, u32, Vec<u8>, u32)>;
+
+fn read_all(b: &[u8]) -> Result<Packets, CaptureError> {
     let mut r = CaptureReader::new(b)?;
     let mut v = Vec::new();
     while let Some(p) = r.next_packet()? {
@@ -94,6 +96,16 @@ fn pcap_truncations_name_the_offset() {
     assert!(e.is_truncation(), "{e}");
 }
 
+/// Found by fuzzing: a header snaplen of 4 GiB let a record claim gigabytes.
+#[test]
+fn pcap_huge_snaplen_does_not_allow_huge_records() {
+    let mut b = pcap_bytes(false, true, 1, &[(1, 1, b"hello")]);
+    b[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+    b[24 + 8..24 + 12].copy_from_slice(&0xf000_0000u32.to_le_bytes());
+    let e = read_all(&b).unwrap_err();
+    assert!(matches!(e, CaptureError::Corrupt { offset: 24, .. }), "{e}");
+}
+
 #[test]
 fn pcap_absurd_caplen_is_corrupt_not_an_allocation() {
     let mut b = pcap_bytes(false, true, 1, &[(1, 1, b"hello")]);
@@ -124,7 +136,7 @@ impl Ng {
     }
     fn block(&mut self, t: u32, body: &[u8]) {
         let mut body = body.to_vec();
-        while body.len() % 4 != 0 {
+        while !body.len().is_multiple_of(4) {
             body.push(0);
         }
         let len = 12 + body.len() as u32;

@@ -188,7 +188,8 @@ pub struct PathConfig {
     pub delay: DelayModel,
     /// A second queue for a fraction of flows (chosen by flow hash) with its own delay.
     pub class: Option<(DelayModel, f64)>,
-    /// Packets never overtake the previous packet of their queue.
+    /// Packets never overtake the previous packet of their queue: a packet waits for it
+    /// (arrival = max(send + drawn delay, previous arrival of the queue)).
     pub fifo: bool,
     pub loss: LossModel,
     pub reorder: Option<Reorder>,
@@ -296,7 +297,11 @@ impl SimConfig {
             if !(t.flow_shape.is_finite() && t.flow_shape > 0.0) {
                 return bad(format!("flow-size shape {} must be > 0", t.flow_shape));
             }
-            if t.sizes.is_empty() || t.sizes.iter().any(|s| s.0 == 0 || !(s.1 > 0.0)) {
+            if t.sizes.is_empty()
+                || t.sizes
+                    .iter()
+                    .any(|s| s.0 == 0 || s.1.is_nan() || s.1 <= 0.0)
+            {
                 return bad("packet-size mix must list sizes ≥ 1 with weights > 0".into());
             }
             frac("IPv6 fraction", t.ipv6_fraction)?;
@@ -480,11 +485,10 @@ impl Simulation {
         {
             let orig: Vec<u64> = arrivals.iter().map(|a| a.0).collect();
             let last = arrivals.len() - 1;
-            for k in 0..last {
+            for (k, a) in arrivals[..last].iter_mut().enumerate() {
                 if rng.random::<f64>() < r.fraction {
                     let d = rng.random_range(1..=r.max_displacement as usize);
-                    let j = (k + d).min(last);
-                    arrivals[k].0 = orig[j] + 1;
+                    a.0 = orig[(k + d).min(last)] + 1;
                     displaced += 1;
                 }
             }

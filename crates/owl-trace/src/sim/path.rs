@@ -195,7 +195,7 @@ impl FromStr for DelayModel {
             },
             ["weibull-mean", m, sh] => {
                 let sh = num(sh)?;
-                if !(sh > 0.0) {
+                if sh.is_nan() || sh <= 0.0 {
                     return Err(SimError::Invalid(format!(
                         "delay model '{s}': shape must be > 0"
                     )));
@@ -208,7 +208,7 @@ impl FromStr for DelayModel {
             },
             ["pareto-mean", m, sh] => {
                 let sh = num(sh)?;
-                if !(sh > 1.0) {
+                if sh.is_nan() || sh <= 1.0 {
                     return Err(SimError::Invalid(format!(
                         "delay model '{s}': a Pareto mean needs shape > 1"
                     )));
@@ -469,7 +469,7 @@ mod tests {
                 shape: 0.6
             }
         );
-        assert_eq!(m.to_string(), "weibull:133.0ns:0.6");
+        assert_eq!(m.to_string(), "weibull:133ns:0.6");
         let m: DelayModel = "weibull-mean:200ns:0.6".parse().unwrap();
         assert!((m.mean() - 200.0).abs() < 1e-9);
         let m: DelayModel = "pareto-mean:1ms:3".parse().unwrap();

@@ -1,3 +1,5 @@
 pub mod compare;
 pub mod demo;
+pub mod estimate;
+pub mod record;
 pub mod simulate;

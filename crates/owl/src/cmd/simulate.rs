@@ -99,7 +99,9 @@ pub struct SimulateArgs {
     /// Fraction of flows in the second queue.
     #[arg(long, default_value_t = 0.5, value_name = "F")]
     pub class_fraction: f64,
-    /// FIFO queue(s): a packet never overtakes the previous packet of its queue.
+    /// FIFO queue(s): a packet never overtakes the previous packet of its queue; it waits for it
+    /// (arrival = max(send + drawn delay, previous arrival)), so measured delays exceed the drawn
+    /// ones when the drawn delays vary more than the spacing of packets.
     #[arg(long)]
     pub fifo: bool,
     /// Loss model (see below).
