@@ -171,13 +171,19 @@ fn late_binding_interval(c: &mut Criterion) {
     g.throughput(Throughput::Elements(n as u64));
     g.bench_function("record_both_points_and_estimate", |b| {
         b.iter(|| {
-            let (s, r) = fill();
-            rda::reconcile(&s, &r).unwrap().to_estimate(&cfg)
+            let (mut s, mut r) = fill();
+            rda::reconcile(&mut s, &mut r).unwrap().to_estimate(&cfg)
         })
     });
-    let (s, r) = fill();
-    g.bench_function("estimate_only", |b| {
-        b.iter(|| rda::reconcile(&s, &r).unwrap().to_estimate(&cfg))
+    let (mut s, mut r) = fill();
+    s.seal();
+    r.seal();
+    g.bench_function("estimate_only_sealed", |b| {
+        b.iter_batched(
+            || (s.clone(), r.clone()),
+            |(mut s, mut r)| rda::reconcile(&mut s, &mut r).unwrap().to_estimate(&cfg),
+            BatchSize::LargeInput,
+        )
     });
     g.finish();
 }

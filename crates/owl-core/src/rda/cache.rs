@@ -3,29 +3,33 @@
 //! receiver can answer for the timestamps of its reordered ones. The cache never crosses the
 //! network; it is flushed after the interval's estimate.
 //!
+//! During the interval the cache is an append-only log of sightings (two words a packet, no
+//! hashing, no random memory access: the per-packet path stays a few nanoseconds). At the end
+//! of the interval it is **sealed**: sorted by identity, duplicates removed, and from then on
+//! looked up by binary search.
+//!
 //! # Duplicates (§III-B)
 //!
 //! The paper leaves duplicates open and suggests keeping "the packets with unique identifiers
 //! in a cache" and discarding the others. owl's rule, the same as the exact matcher's
-//! ([`crate::exact`]): the **first sighting** of an identity at a point is the packet; later
-//! sightings at the same point are not aggregated (an RDA bucket would otherwise hold the
-//! identity twice, XOR it out and count it twice) and are counted in
+//! ([`crate::exact`]): the **first sighting** of an identity at a point (in capture order) is
+//! the packet; later sightings at the same point are not aggregated and are counted in
 //! [`duplicates`](IntervalCache::duplicates). A delay is therefore "first sighting at R − first
-//! sighting at S", exactly what the ground truth measures.
+//! sighting at S", exactly what the ground truth measures. An RDA filled online has received
+//! every sighting; sealing hands each removed sighting back so that it can be deleted from the
+//! RDA (inserting `x` twice and deleting its second sighting leaves exactly one `x`).
 //!
 //! # Bounded size: coordinated hash sampling (§VIII-B "Cache Size")
 //!
-//! When an interval holds more than `capacity` distinct packets, the cache halves its sampling
-//! rate: at level `j` a packet is kept iff `h_s(id) < 2^{64−j}` (rate `2^{−j}`), and raising
-//! the level evicts the packets above the new threshold. `h_s` is a member of the
-//! configuration's hash family, so both points keep the same packets at the same level; at
-//! estimate time both are brought to the larger of their two levels, whose kept set is a
-//! subset of the other's. The sample is drawn by packet identity rather than by flow identifier
-//! (the paper's suggestion): identity is what both points already agree on, and a packet
-//! sample keeps the mean an unbiased estimate of the mean over all packets, whereas a flow
-//! sample weights flows and evicts whole flows at once.
-
-use hashbrown::HashMap;
+//! When the log holds `capacity` sightings, the cache halves its sampling rate: at level `j` a
+//! packet is kept iff `h_s(id) < 2^{64−j}` (rate `2^{−j}`), and raising the level evicts the
+//! packets above the new threshold. `h_s` is a member of the configuration's hash family, so
+//! both points keep the same packets at the same level; at estimate time both are brought to
+//! the larger of their two levels, whose kept set is a subset of the other's. The sample is
+//! drawn by packet identity rather than by flow identifier (the paper's suggestion): identity
+//! is what both points already agree on, and a packet sample keeps the mean an unbiased
+//! estimate of the mean over all packets, whereas a flow sample weights flows and evicts whole
+//! flows at once.
 
 use crate::hash::{HashFamily, HashFn};
 
@@ -34,21 +38,18 @@ pub const SAMPLING_MEMBER: u64 = 0x7264_6173; // "rdas"
 /// Highest sampling level (rate 2⁻⁶³).
 pub const MAX_LEVEL: u8 = 63;
 
-/// What recording one packet did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Recorded {
-    /// A new identity, now cached.
-    New,
-    /// An identity already cached: counted, not aggregated.
-    Duplicate,
-    /// Not in the sample at the current level.
-    Unsampled,
+/// Whether `id` is kept at sampling `level`.
+#[inline]
+pub fn sampled(sampler: &HashFn, level: u8, id: u64) -> bool {
+    level == 0 || sampler.hash(id) >> (64 - level as u32) == 0
 }
 
 /// identity → first timestamp, for one point and one interval.
 #[derive(Clone, Debug)]
 pub struct IntervalCache {
-    map: HashMap<u64, u64>,
+    /// Unsealed: every kept sighting in capture order. Sealed: one entry per identity, sorted.
+    entries: Vec<(u64, u64)>,
+    sealed: bool,
     capacity: usize,
     level: u8,
     sampler: HashFn,
@@ -56,17 +57,12 @@ pub struct IntervalCache {
     unsampled: u64,
 }
 
-/// Whether `id` is kept at sampling `level`.
-#[inline]
-pub fn sampled(sampler: &HashFn, level: u8, id: u64) -> bool {
-    level == 0 || sampler.hash(id) >> (64 - level as u32) == 0
-}
-
 impl IntervalCache {
-    /// An empty cache holding at most `capacity` packets (≥ 1), sampling hash from `seed`.
+    /// An empty cache holding at most `capacity` sightings (≥ 1), sampling hash from `seed`.
     pub fn new(capacity: usize, seed: u64) -> IntervalCache {
         IntervalCache {
-            map: HashMap::new(),
+            entries: Vec::new(),
+            sealed: true,
             capacity: capacity.max(1),
             level: 0,
             sampler: HashFamily::new(seed).member(SAMPLING_MEMBER),
@@ -75,35 +71,29 @@ impl IntervalCache {
         }
     }
 
-    /// Record a packet; packets evicted by a sampling-level change are handed to `evicted`
-    /// (identity, timestamp) so that an RDA built online can delete them too.
+    /// Log a sighting; `false` if it is not in the sample. Sightings evicted by a
+    /// sampling-level change are handed to `evicted` (identity, timestamp) so that an RDA
+    /// filled online can delete them too.
     #[inline]
-    pub fn record(&mut self, id: u64, ts: u64, evicted: &mut impl FnMut(u64, u64)) -> Recorded {
+    pub fn record(&mut self, id: u64, ts: u64, evicted: &mut impl FnMut(u64, u64)) -> bool {
         if !sampled(&self.sampler, self.level, id) {
             self.unsampled += 1;
-            return Recorded::Unsampled;
+            return false;
         }
-        while self.map.len() >= self.capacity && !self.map.contains_key(&id) {
+        while self.entries.len() >= self.capacity {
             if self.level == MAX_LEVEL {
                 self.unsampled += 1;
-                return Recorded::Unsampled;
+                return false;
             }
             self.raise_level(self.level + 1, evicted);
             if !sampled(&self.sampler, self.level, id) {
                 self.unsampled += 1;
-                return Recorded::Unsampled;
+                return false;
             }
         }
-        match self.map.entry(id) {
-            hashbrown::hash_map::Entry::Occupied(_) => {
-                self.duplicates += 1;
-                Recorded::Duplicate
-            }
-            hashbrown::hash_map::Entry::Vacant(v) => {
-                v.insert(ts);
-                Recorded::New
-            }
-        }
+        self.entries.push((id, ts));
+        self.sealed = false;
+        true
     }
 
     /// Raise the sampling level to `level` (no-op if not higher), evicting what falls out.
@@ -114,42 +104,87 @@ impl IntervalCache {
         }
         self.level = level;
         let s = self.sampler;
-        let before = self.map.len();
-        self.map.retain(|&id, &mut ts| {
+        let before = self.entries.len();
+        self.entries.retain(|&(id, ts)| {
             let keep = sampled(&s, level, id);
             if !keep {
                 evicted(id, ts);
             }
             keep
         });
-        self.unsampled += (before - self.map.len()) as u64;
+        self.unsampled += (before - self.entries.len()) as u64;
     }
 
-    /// Timestamp of `id`, if cached.
+    /// End of the interval: sort by identity, keep the first sighting of each, hand every
+    /// later sighting to `duplicate` and count it.
+    pub fn seal(&mut self, duplicate: &mut impl FnMut(u64, u64)) {
+        if self.sealed {
+            return;
+        }
+        // stable: equal identities keep their capture order, the first sighting first
+        self.entries.sort_by_key(|e| e.0);
+        let mut kept = 0usize;
+        for i in 0..self.entries.len() {
+            let e = self.entries[i];
+            if kept > 0 && self.entries[kept - 1].0 == e.0 {
+                duplicate(e.0, e.1);
+                self.duplicates += 1;
+            } else {
+                self.entries[kept] = e;
+                kept += 1;
+            }
+        }
+        self.entries.truncate(kept);
+        self.sealed = true;
+    }
+
+    pub fn is_sealed(&self) -> bool {
+        self.sealed
+    }
+
+    /// Timestamp of `id`, if cached (sealed cache).
     #[inline]
     pub fn get(&self, id: u64) -> Option<u64> {
-        self.map.get(&id).copied()
+        debug_assert!(self.sealed, "look-up in an unsealed cache");
+        self.entries
+            .binary_search_by_key(&id, |e| e.0)
+            .ok()
+            .map(|i| self.entries[i].1)
     }
     #[inline]
     pub fn contains(&self, id: u64) -> bool {
-        self.map.contains_key(&id)
+        self.get(id).is_some()
     }
-    /// Distinct packets cached.
+    /// Distinct packets cached (sealed), or sightings logged (unsealed).
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.entries.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.entries.is_empty()
     }
-    /// Every cached (identity, timestamp), in no particular order.
+    /// Every cached (identity, timestamp); sorted by identity once sealed.
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.map.iter().map(|(&i, &t)| (i, t))
+        self.entries.iter().copied()
     }
-    /// Cached packets sorted by identity (a canonical order for files).
-    pub fn sorted(&self) -> Vec<(u64, u64)> {
-        let mut v: Vec<(u64, u64)> = self.iter().collect();
-        v.sort_unstable();
-        v
+    /// The sealed entries (sorted, distinct) — computed on a copy if the cache is not sealed.
+    pub fn sealed_entries(&self) -> std::borrow::Cow<'_, [(u64, u64)]> {
+        if self.sealed {
+            std::borrow::Cow::Borrowed(&self.entries)
+        } else {
+            let mut c = self.clone();
+            c.seal(&mut |_, _| {});
+            std::borrow::Cow::Owned(c.entries)
+        }
+    }
+    /// Duplicates, counting those a seal would remove if the cache is not sealed.
+    pub fn duplicates_after_seal(&self) -> u64 {
+        if self.sealed {
+            return self.duplicates;
+        }
+        let mut ids: Vec<u64> = self.entries.iter().map(|e| e.0).collect();
+        ids.sort_unstable();
+        let distinct = ids.windows(2).filter(|w| w[0] != w[1]).count() + !ids.is_empty() as usize;
+        self.duplicates + (ids.len() - distinct) as u64
     }
     pub fn level(&self) -> u8 {
         self.level
@@ -157,7 +192,8 @@ impl IntervalCache {
     pub fn capacity(&self) -> usize {
         self.capacity
     }
-    /// Extra sightings of cached identities (see the module documentation).
+    /// Later sightings of cached identities removed by sealing (see the module
+    /// documentation).
     pub fn duplicates(&self) -> u64 {
         self.duplicates
     }
@@ -169,20 +205,19 @@ impl IntervalCache {
         &self.sampler
     }
 
-    /// Rebuild a cache from its parts (decoding a point file). The caller has checked that
-    /// entries are distinct, within capacity and sampled at `level`.
+    /// Rebuild a sealed cache from its parts (decoding a point file). The caller has checked
+    /// that entries are strictly increasing, within capacity and sampled at `level`.
     pub(crate) fn from_parts(
         capacity: usize,
         seed: u64,
         level: u8,
-        entries: &[(u64, u64)],
+        entries: Vec<(u64, u64)>,
         duplicates: u64,
         unsampled: u64,
     ) -> IntervalCache {
         let mut c = IntervalCache::new(capacity, seed);
         c.level = level;
-        c.map.reserve(entries.len());
-        c.map.extend(entries.iter().copied());
+        c.entries = entries;
         c.duplicates = duplicates;
         c.unsampled = unsampled;
         c
@@ -197,11 +232,17 @@ mod tests {
     fn duplicates_are_kept_once_and_counted() {
         let mut c = IntervalCache::new(100, 1);
         let mut ev = |_: u64, _: u64| panic!("nothing to evict");
-        assert_eq!(c.record(5, 100, &mut ev), Recorded::New);
-        assert_eq!(c.record(5, 170, &mut ev), Recorded::Duplicate);
-        assert_eq!(c.record(5, 90, &mut ev), Recorded::Duplicate);
+        for (id, ts) in [(5, 100), (9, 120), (5, 170), (5, 90), (2, 200)] {
+            assert!(c.record(id, ts, &mut ev));
+        }
+        assert_eq!(c.duplicates_after_seal(), 2);
+        let mut dups = Vec::new();
+        c.seal(&mut |i, t| dups.push((i, t)));
         assert_eq!(c.get(5), Some(100), "the first sighting is the packet");
-        assert_eq!((c.len(), c.duplicates()), (1, 2));
+        assert_eq!(dups, vec![(5, 170), (5, 90)]);
+        assert_eq!((c.len(), c.duplicates()), (3, 2));
+        assert_eq!(c.iter().map(|e| e.0).collect::<Vec<_>>(), vec![2, 5, 9]);
+        assert_eq!(c.get(7), None);
     }
 
     #[test]
@@ -229,10 +270,10 @@ mod tests {
         let lv = a.level().max(b.level());
         a.raise_level(lv, &mut |_, _| {});
         b.raise_level(lv, &mut |_, _| {});
-        let mut ea: Vec<u64> = a.iter().map(|p| p.0).filter(|i| i % 2 == 0).collect();
-        let mut eb: Vec<u64> = b.iter().map(|p| p.0).collect();
-        ea.sort_unstable();
-        eb.sort_unstable();
+        a.seal(&mut |_, _| {});
+        b.seal(&mut |_, _| {});
+        let ea: Vec<u64> = a.iter().map(|p| p.0).filter(|i| i % 2 == 0).collect();
+        let eb: Vec<u64> = b.iter().map(|p| p.0).collect();
         assert_eq!(ea, eb);
         // the sample rate is about 2^-level
         let expect = 20_000.0 / 2f64.powi(lv as i32);

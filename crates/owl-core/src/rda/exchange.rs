@@ -168,8 +168,12 @@ impl Reconciled {
     }
 }
 
-/// Run the exchange of the module documentation on a sender and a receiver point.
-pub fn reconcile(sender: &RdaPoint, receiver: &RdaPoint) -> Result<Reconciled, MethodError> {
+/// Run the exchange of the module documentation on a sender and a receiver point. The points
+/// are sealed (end of interval) and brought to their common sampling level in place.
+pub fn reconcile(
+    sender: &mut RdaPoint,
+    receiver: &mut RdaPoint,
+) -> Result<Reconciled, MethodError> {
     if sender.role() != Role::Sender || receiver.role() != Role::Receiver {
         return Err(MethodError::Invalid(
             "rda: the first synopsis must be the sender's and the second the receiver's".into(),
@@ -180,25 +184,13 @@ pub fn reconcile(sender: &RdaPoint, receiver: &RdaPoint) -> Result<Reconciled, M
     }
     let cfg = *sender.config();
 
-    // 1. common sampling level (clones only when a point must drop packets)
+    // 1. end of interval, common sampling level
     let level = sender.cache().level().max(receiver.cache().level());
-    let (s_own, r_own);
-    let s: &RdaPoint = if sender.cache().level() < level {
-        let mut p = sender.clone();
-        p.raise_level(level);
-        s_own = p;
-        &s_own
-    } else {
-        sender
-    };
-    let r: &RdaPoint = if receiver.cache().level() < level {
-        let mut p = receiver.clone();
-        p.raise_level(level);
-        r_own = p;
-        &r_own
-    } else {
-        receiver
-    };
+    sender.raise_level(level);
+    receiver.raise_level(level);
+    sender.seal();
+    receiver.seal();
+    let (s, r): (&RdaPoint, &RdaPoint) = (sender, receiver);
 
     let mut bytes = Bytes::default();
     let mut d_hat = None;
@@ -383,8 +375,8 @@ mod tests {
     #[test]
     fn fixed_rda_is_exact_when_the_difference_decodes() {
         let cfg = Config::fixed(2500);
-        let (s, r, mu, sd) = scenario(&cfg, 100_000, 600, 600, 0, 1);
-        let rec = reconcile(&s, &r).unwrap();
+        let (mut s, mut r, mu, sd) = scenario(&cfg, 100_000, 600, 600, 0, 1);
+        let rec = reconcile(&mut s, &mut r).unwrap();
         assert!(rec.decoded.complete());
         assert_eq!(rec.decoded.lost.len(), 600);
         assert_eq!(rec.decoded.reordered.len(), 600);
@@ -405,11 +397,11 @@ mod tests {
     #[test]
     fn clock_offset_shifts_the_mean_by_delta() {
         let cfg = Config::fixed(1000);
-        let (s, r, mu0, _) = scenario(&cfg, 20_000, 100, 100, 0, 7);
-        let (s2, r2, mu1, _) = scenario(&cfg, 20_000, 100, 100, -3_000_000, 7);
+        let (mut s, mut r, mu0, _) = scenario(&cfg, 20_000, 100, 100, 0, 7);
+        let (mut s2, mut r2, mu1, _) = scenario(&cfg, 20_000, 100, 100, -3_000_000, 7);
         assert!((mu1 - (mu0 - 3_000_000.0)).abs() < 1e-6);
-        let a = reconcile(&s, &r).unwrap().to_estimate(&cfg);
-        let b = reconcile(&s2, &r2).unwrap().to_estimate(&cfg);
+        let a = reconcile(&mut s, &mut r).unwrap().to_estimate(&cfg);
+        let b = reconcile(&mut s2, &mut r2).unwrap().to_estimate(&cfg);
         let shift = b.mean_ns.unwrap() - a.mean_ns.unwrap();
         assert!((shift + 3_000_000.0).abs() < 1e-6, "shift {shift}");
         // the unbiased std does not move beyond its noise (Lemma 2's "2δμ(n−1)" is about
@@ -421,8 +413,8 @@ mod tests {
     #[test]
     fn partial_decoding_excludes_dirty_buckets_and_says_so() {
         let cfg = Config::fixed(300);
-        let (s, r, mu, _) = scenario(&cfg, 50_000, 700, 700, 0, 3);
-        let rec = reconcile(&s, &r).unwrap();
+        let (mut s, mut r, mu, _) = scenario(&cfg, 50_000, 700, 700, 0, 3);
+        let rec = reconcile(&mut s, &mut r).unwrap();
         assert!(!rec.decoded.complete());
         let e = rec.to_estimate(&cfg);
         assert!(rec.packets < 49_300);
@@ -443,8 +435,8 @@ mod tests {
     #[test]
     fn late_binding_sizes_from_the_estimate_and_retries() {
         let cfg = Config::default();
-        let (s, r, mu, _) = scenario(&cfg, 60_000, 3_000, 3_000, 0, 4);
-        let rec = reconcile(&s, &r).unwrap();
+        let (mut s, mut r, mu, _) = scenario(&cfg, 60_000, 3_000, 3_000, 0, 4);
+        let rec = reconcile(&mut s, &mut r).unwrap();
         assert!(rec.decoded.complete(), "attempts {}", rec.attempts);
         let d = rec.d_hat.unwrap();
         assert!((3_000.0..=12_000.0).contains(&d), "d̂ = {d}");
@@ -464,10 +456,10 @@ mod tests {
             }),
             ..Config::default()
         };
-        let (s, r, _, _) = scenario(&tight(0), 60_000, 300, 300, 0, 5);
-        let once = reconcile(&s, &r).unwrap();
-        let (s, r, _, _) = scenario(&tight(6), 60_000, 300, 300, 0, 5);
-        let retried = reconcile(&s, &r).unwrap();
+        let (mut s, mut r, _, _) = scenario(&tight(0), 60_000, 300, 300, 0, 5);
+        let once = reconcile(&mut s, &mut r).unwrap();
+        let (mut s, mut r, _, _) = scenario(&tight(6), 60_000, 300, 300, 0, 5);
+        let retried = reconcile(&mut s, &mut r).unwrap();
         assert!(retried.decoded.complete());
         assert!(retried.attempts >= once.attempts);
         if !once.decoded.complete() {
@@ -481,9 +473,9 @@ mod tests {
             cache_capacity: 5_000,
             ..Config::fixed(2000)
         };
-        let (s, r, _, _) = scenario(&cfg, 40_000, 2_000, 0, 0, 6);
+        let (mut s, mut r, _, _) = scenario(&cfg, 40_000, 2_000, 0, 0, 6);
         assert!(s.cache().level() >= 3);
-        let rec = reconcile(&s, &r).unwrap();
+        let rec = reconcile(&mut s, &mut r).unwrap();
         assert!(rec.decoded.complete());
         assert_eq!(rec.level, s.cache().level().max(r.cache().level()));
         let e = rec.to_estimate(&cfg);
@@ -491,19 +483,48 @@ mod tests {
         assert!(e.samples < 6_000);
     }
 
+    /// §III-B: duplicate sightings at either point (first sighting kept) leave the estimate
+    /// exactly as without them, and are counted.
+    #[test]
+    fn duplicates_change_nothing_but_the_count() {
+        for cfg in [Config::fixed(500), Config::default()] {
+            let (mut s, mut r, mu, _) = scenario(&cfg, 20_000, 100, 100, 0, 8);
+            let (mut s2, mut r2, _, _) = scenario(&cfg, 20_000, 100, 100, 0, 8);
+            // replay some sightings later, with later timestamps, at both points
+            let again: Vec<(u64, u64)> = s2.cache().iter().step_by(50).collect();
+            for &(id, ts) in &again {
+                s2.record_packet(id, ts + 7);
+            }
+            let again_r: Vec<(u64, u64)> = r2.cache().iter().step_by(40).collect();
+            for &(id, ts) in &again_r {
+                r2.record_packet(id, ts + 1_000);
+            }
+            let a = reconcile(&mut s, &mut r).unwrap();
+            let b = reconcile(&mut s2, &mut r2).unwrap();
+            assert_eq!(b.duplicates, [again.len() as u64, again_r.len() as u64]);
+            let (ea, eb) = (a.to_estimate(&cfg), b.to_estimate(&cfg));
+            assert_eq!(
+                (ea.mean_ns, ea.std_ns, ea.samples),
+                (eb.mean_ns, eb.std_ns, eb.samples)
+            );
+            assert!((eb.mean_ns.unwrap() - mu).abs() / mu < 1e-12);
+            assert!(eb.notes.iter().any(|n| n.contains("duplicates kept once")));
+        }
+    }
+
     #[test]
     fn roles_and_configurations_are_checked() {
         let cfg = Config::fixed(10);
-        let s = RdaPoint::new(&cfg, Role::Sender).unwrap();
-        let r = RdaPoint::new(&cfg, Role::Receiver).unwrap();
-        assert!(reconcile(&r, &s).is_err());
+        let mut s = RdaPoint::new(&cfg, Role::Sender).unwrap();
+        let mut r = RdaPoint::new(&cfg, Role::Receiver).unwrap();
+        assert!(reconcile(&mut r, &mut s).is_err());
         let mut other = cfg;
         other.seed = 9;
-        let r2 = RdaPoint::new(&other, Role::Receiver).unwrap();
-        let e = reconcile(&s, &r2).unwrap_err();
+        let mut r2 = RdaPoint::new(&other, Role::Receiver).unwrap();
+        let e = reconcile(&mut s, &mut r2).unwrap_err();
         assert!(matches!(e, MethodError::ConfigMismatch { ref field, .. } if field == "seed"));
         // empty interval: nothing to say, no panic
-        let e = reconcile(&s, &r).unwrap().to_estimate(&cfg);
+        let e = reconcile(&mut s, &mut r).unwrap().to_estimate(&cfg);
         assert_eq!((e.mean_ns, e.samples), (None, 0));
     }
 }

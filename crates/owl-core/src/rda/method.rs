@@ -54,12 +54,12 @@ impl Method for RdaMethod {
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let s = downcast::<RdaPoint>(sender, "rda")?;
-        let r = downcast::<RdaPoint>(receiver, "rda")?;
+        let mut s = downcast::<RdaPoint>(sender, "rda")?;
+        let mut r = downcast::<RdaPoint>(receiver, "rda")?;
         if let Some(e) = self.cfg.mismatch(s.config()) {
             return Err(e);
         }
-        Ok(reconcile(&s, &r)?.to_estimate(&self.cfg))
+        Ok(reconcile(&mut s, &mut r)?.to_estimate(&self.cfg))
     }
 }
 

@@ -22,7 +22,7 @@
 //! each one is in the sample of the stated level.
 
 use super::bank::Rda;
-use super::cache::{IntervalCache, MAX_LEVEL, Recorded, sampled};
+use super::cache::{IntervalCache, MAX_LEVEL, sampled};
 use super::{Config, Sizing};
 use crate::method::{MethodError, Role};
 use crate::record::PacketRecord;
@@ -60,20 +60,30 @@ impl RdaPoint {
         })
     }
 
-    /// Record one packet: cached if new (duplicates counted, unsampled skipped), and inserted
-    /// into the fixed RDA.
+    /// Record one packet: logged in the cache (unless sampled out) and inserted into the fixed
+    /// RDA. Returns whether it was kept. Duplicates are resolved by [`seal`](Self::seal).
     #[inline]
-    pub fn record_packet(&mut self, id: u64, ts: u64) -> Recorded {
+    pub fn record_packet(&mut self, id: u64, ts: u64) -> bool {
         let RdaPoint { cache, rda, .. } = self;
         match rda {
             Some(rda) => {
-                let r = cache.record(id, ts, &mut |eid, ets| rda.delete(eid, ets));
-                if r == Recorded::New {
+                let kept = cache.record(id, ts, &mut |eid, ets| rda.delete(eid, ets));
+                if kept {
                     rda.insert(id, ts);
                 }
-                r
+                kept
             }
             None => cache.record(id, ts, &mut |_, _| {}),
+        }
+    }
+
+    /// End of the interval: seal the cache (first sightings kept, duplicates counted) and
+    /// delete the duplicate sightings from the fixed RDA. Idempotent.
+    pub fn seal(&mut self) {
+        let RdaPoint { cache, rda, .. } = self;
+        match rda {
+            Some(rda) => cache.seal(&mut |id, ts| rda.delete(id, ts)),
+            None => cache.seal(&mut |_, _| {}),
         }
     }
 
@@ -96,14 +106,17 @@ impl RdaPoint {
     pub fn cache(&self) -> &IntervalCache {
         &self.cache
     }
-    /// The RDA filled online (fixed sizing only).
+    /// The RDA filled online (fixed sizing only; duplicates are only removed by
+    /// [`seal`](Self::seal)).
     pub fn rda(&self) -> Option<&Rda> {
         self.rda.as_ref()
     }
 
     /// Bytes of [`encode`](Self::encode).
     pub fn payload_len(&self) -> usize {
-        HEADER + 16 * self.cache.len()
+        let distinct = self.cache.len()
+            - (self.cache.duplicates_after_seal() - self.cache.duplicates()) as usize;
+        HEADER + 16 * distinct
     }
 
     /// Append the point payload (see the module documentation).
@@ -126,11 +139,11 @@ impl RdaPoint {
             }
         }
         w.u8(self.cache.level());
-        w.u64(self.cache.duplicates());
+        let entries = self.cache.sealed_entries();
+        w.u64(self.cache.duplicates_after_seal());
         w.u64(self.cache.unsampled());
-        let entries = self.cache.sorted();
         w.u64(entries.len() as u64);
-        for (id, ts) in entries {
+        for &(id, ts) in entries.iter() {
             w.u64(id);
             w.u64(ts);
         }
@@ -180,7 +193,7 @@ impl RdaPoint {
             )));
         }
         let mut entries = Vec::with_capacity(n);
-        let sampler = IntervalCache::new(1, cfg.seed).sampler().to_owned();
+        let sampler = *IntervalCache::new(1, cfg.seed).sampler();
         let mut prev: Option<u64> = None;
         for _ in 0..n {
             let off = r.offset();
@@ -202,14 +215,6 @@ impl RdaPoint {
             entries.push((id, ts));
         }
         r.finish("cache")?;
-        let cache = IntervalCache::from_parts(
-            cfg.cache_capacity,
-            cfg.seed,
-            level,
-            &entries,
-            duplicates,
-            unsampled,
-        );
         let rda = match cfg.sizing {
             Sizing::Fixed { buckets_per_bank } => {
                 let mut rda = Rda::new(cfg.banks, buckets_per_bank, cfg.seed)
@@ -219,6 +224,14 @@ impl RdaPoint {
             }
             Sizing::Late(_) => None,
         };
+        let cache = IntervalCache::from_parts(
+            cfg.cache_capacity,
+            cfg.seed,
+            level,
+            entries,
+            duplicates,
+            unsampled,
+        );
         Ok(RdaPoint {
             cfg: *cfg,
             role,
@@ -268,18 +281,30 @@ mod tests {
     #[test]
     fn payload_roundtrip_rebuilds_the_fixed_rda() {
         for cfg in [Config::fixed(64), Config::default()] {
-            let p = filled(&cfg);
-            assert_eq!(p.cache().duplicates(), 1);
+            let mut p = filled(&cfg);
+            assert_eq!(p.cache().duplicates_after_seal(), 1);
             let mut b = Vec::new();
             p.encode(&mut b);
             assert_eq!(b.len(), p.payload_len());
             let q = RdaPoint::decode(&cfg, Role::Sender, &b).unwrap();
-            assert_eq!(q.cache().sorted(), p.cache().sorted());
+            p.seal();
+            assert_eq!(p.cache().duplicates(), 1);
+            assert_eq!(
+                q.cache().iter().collect::<Vec<_>>(),
+                p.cache().iter().collect::<Vec<_>>()
+            );
             assert_eq!(q.cache().duplicates(), 1);
-            assert_eq!(q.rda(), p.rda());
+            assert_eq!(
+                q.rda(),
+                p.rda(),
+                "sealing removed the duplicate from the online RDA"
+            );
             let mut b2 = Vec::new();
             q.encode(&mut b2);
             assert_eq!(b, b2);
+            let mut b3 = Vec::new();
+            p.encode(&mut b3);
+            assert_eq!(b, b3);
         }
     }
 

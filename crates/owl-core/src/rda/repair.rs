@@ -194,6 +194,8 @@ mod tests {
             r_cache.record(id, ts, &mut ev);
             r.insert(id, ts);
         }
+        s_cache.seal(&mut ev);
+        r_cache.seal(&mut ev);
         assert_eq!(repair_sender(&mut s, &s_cache, &[3, 77]), 1);
         let req = TimestampRequest { ids: vec![9, 55] };
         let resp = answer(&r_cache, &req);

@@ -211,7 +211,7 @@ fn evaluate(iv: &Interval, seed: u64) -> Result<Vec<Row>> {
         iv.receiver.iter().for_each(|&(i, t)| {
             r.record_packet(i, t);
         });
-        let rec = rda::reconcile(&s, &r)?;
+        let rec = rda::reconcile(&mut s, &mut r)?;
         let mean = rec.mean().map(|m| m.mean_ns);
         let note = format!(
             "{}decoded {} of {}; {} dirty of {} buckets; {} attempts",
