@@ -73,6 +73,24 @@ fn record(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
+    g.bench_function("seal_1M_sightings_1pct_duplicates", |b| {
+        let cfg = rda::Config::default();
+        let mut p = RdaPoint::new(&cfg, Role::Sender).unwrap();
+        for (k, &(i, t)) in recs.iter().enumerate() {
+            p.record_packet(i, t);
+            if k % 100 == 0 {
+                p.record_packet(i, t + 5);
+            }
+        }
+        b.iter_batched(
+            || p.clone(),
+            |mut p| {
+                p.seal();
+                p
+            },
+            BatchSize::LargeInput,
+        )
+    });
     g.bench_function("finecomb_5000", |b| {
         let cfg = finecomb::Config::default();
         let mut p = FineCombPoint::new(&cfg, Role::Sender).unwrap();
