@@ -449,11 +449,12 @@ mod tests {
         }
     }
 
-    /// The comparison the issue asks for, medians over 30 seeded trials on 50 000 packets.
-    /// At a difference of 0.2 % the MinHash sketch (256 values, 8× smaller on the wire than
-    /// 16 × 81 strata cells) expects 0.5 differing values among its 256 and most often reads
-    /// 0 (error 1); the strata estimator decodes it exactly. At 2 % MinHash expects ~5
-    /// differing values (Poisson: ~45 % relative spread), strata ~15 %. At 20 % both work.
+    /// The comparison the issue asks for, medians over 30 seeded trials on 50 000 packets
+    /// (measured: strata 0 / 6.4 % / 7.5 %, MinHash 100 % / 40 % / 14 % at d = 100 / 1 000 /
+    /// 10 000). At a difference of 0.2 % the MinHash sketch (256 values, 8× smaller on the
+    /// wire than 16 × 81 strata cells) expects 0.5 differing values among its 256 and most
+    /// often reads 0; the strata estimator decodes it exactly. At 2 % MinHash expects ~5
+    /// differing values (Poisson: ~45 % relative spread). At 20 % both work.
     #[test]
     fn strata_beats_minhash_on_small_differences() {
         let n = 50_000;
