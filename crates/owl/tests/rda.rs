@@ -164,3 +164,127 @@ fn clock_offset_shifts_the_rda_mean_by_delta() {
     let d = t.delay.unwrap();
     assert!((b.mean_ns.unwrap() - d.mean_ns).abs() / d.mean_ns < 1e-9);
 }
+
+fn owl(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_owl"))
+        .args(args)
+        .output()
+        .expect("run owl")
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = owl(args);
+    assert!(
+        o.status.success(),
+        "owl {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn fails(args: &[&str], want: &str) {
+    let o = owl(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "owl {args:?}: {err}");
+    assert!(!err.contains("panicked") && err.contains(want), "{err}");
+}
+
+/// The command line end to end: `owl compare` runs rda, rda-fixed and finecomb beside the
+/// truth; `owl record` / `owl estimate` with rda give the same numbers; mismatched seeds and
+/// absurd budgets are one clear error.
+#[test]
+fn compare_record_and_estimate_with_rda() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(&[
+        "simulate",
+        "--out",
+        d.to_str().unwrap(),
+        "--packets",
+        "30k",
+        "--rate",
+        "100k",
+        "--loss",
+        "uniform:0.01",
+        "--reorder",
+        "0.01:20",
+        "--duplicate",
+        "0.01",
+        "--rewrite",
+        "ttl,mac,ecn=0.1",
+    ]);
+    let (s, r) = (d.join("sender.pcap"), d.join("receiver.pcap"));
+    let (s, r) = (s.to_str().unwrap(), r.to_str().unwrap());
+    let c: serde_json::Value = serde_json::from_str(&ok(&[
+        "compare",
+        s,
+        r,
+        "--methods",
+        "exact,rda,rda-fixed,finecomb",
+        "--interval",
+        "100ms",
+        "--json",
+    ]))
+    .unwrap();
+    for iv in c["intervals"].as_array().unwrap() {
+        for m in iv["methods"].as_array().unwrap() {
+            let name = m["name"].as_str().unwrap();
+            if name.starts_with("rda") {
+                let e = m["mean_rel_err"].as_f64().unwrap();
+                assert!(e <= 1e-9, "{name} interval {}: {e}", iv["index"]);
+                assert_eq!(m["samples"], iv["truth"]["matched"]);
+            }
+        }
+    }
+    let help = ok(&["compare", "--help"]);
+    assert!(help.contains("rda") && help.contains("finecomb"));
+    assert!(!help.contains("finecomb-ideal"));
+
+    let rec = |cap: &str, role: &str, out: &std::path::Path, seed: &str| {
+        ok(&[
+            "record",
+            "--method",
+            "rda",
+            "--role",
+            role,
+            cap,
+            "-o",
+            out.to_str().unwrap(),
+            "--interval",
+            "100ms",
+            "--seed",
+            seed,
+        ])
+    };
+    let (so, ro, ro2) = (d.join("S.owl"), d.join("R.owl"), d.join("R2.owl"));
+    rec(s, "sender", &so, "1");
+    rec(r, "receiver", &ro, "1");
+    rec(r, "receiver", &ro2, "2");
+    let e: serde_json::Value = serde_json::from_str(&ok(&[
+        "estimate",
+        so.to_str().unwrap(),
+        ro.to_str().unwrap(),
+        "--json",
+    ]))
+    .unwrap();
+    let civs = c["intervals"].as_array().unwrap();
+    for a in e["intervals"].as_array().unwrap() {
+        let b = civs.iter().find(|b| b["index"] == a["index"]).unwrap();
+        let m = b["methods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "rda")
+            .unwrap();
+        assert_eq!(a["mean_ns"], m["mean_ns"]);
+        assert_eq!(a["samples"], m["samples"]);
+    }
+    fails(
+        &["estimate", so.to_str().unwrap(), ro2.to_str().unwrap()],
+        "seed",
+    );
+    fails(
+        &["compare", s, r, "--methods", "rda-fixed", "--memory", "10"],
+        "budget",
+    );
+}
