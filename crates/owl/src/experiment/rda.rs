@@ -169,7 +169,8 @@ fn evaluate(iv: &Interval, seed: u64) -> Result<Vec<Row>> {
         seed,
         ..rda::Config::default()
     };
-    let variants: [(&rda::Config, &[(&'static str, StdEstimator, Pairing)]); 3] = [
+    type StdVariant = (&'static str, StdEstimator, Pairing);
+    let variants: [(&rda::Config, &[StdVariant]); 3] = [
         (
             &paper,
             &[
@@ -431,7 +432,10 @@ fn time_ms<T: Clone, R>(input: &T, reps: usize, mut f: impl FnMut(T) -> R) -> (f
 }
 
 /// `n` common packets, `d/2` lost, `d − d/2` reordered; the reordered ones arrive first at R.
-fn problem(n: usize, d: usize, seed: u64) -> (Vec<(u64, u64)>, Vec<(u64, u64)>) {
+/// (identity, timestamp) records of one point.
+type Records = Vec<(u64, u64)>;
+
+fn problem(n: usize, d: usize, seed: u64) -> (Records, Records) {
     let h = HashFamily::new(seed).member(0xdec0de);
     let (mut s, mut r) = (Vec::new(), Vec::new());
     for i in 0..(d - d / 2) as u64 {
@@ -465,7 +469,9 @@ fn decode_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     let cap: u64 = if ctx.quick { 1 << 22 } else { 1 << 27 };
     ctx.progress.set_length((small.len() + large.len()) as u64);
     let mut rows = Vec::new();
-    let mut curves: Vec<(&'static str, bool, Vec<(f64, f64)>)> = Vec::new();
+    // (method, large panel, points)
+    type Curve = (&'static str, bool, Vec<(f64, f64)>);
+    let mut curves: Vec<Curve> = Vec::new();
     let mut push = |name: &'static str, large: bool, d: usize, ms: f64| match curves
         .iter_mut()
         .find(|c| c.0 == name && c.1 == large)
