@@ -153,20 +153,9 @@ impl Config {
         ]
     }
 
+    /// Rebuild from [`pairs`](Self::pairs); a missing field takes its default, an unknown one
+    /// is an error naming it.
     pub fn from_pairs(pairs: &[(String, String)]) -> Result<Config, MethodError> {
-        let known = ["buckets", "stash", "seed", "enumeration", "max_subsets"];
-        if let Some((k, _)) = pairs.iter().find(|(k, _)| !known.contains(&k.as_str())) {
-            return Err(MethodError::Invalid(format!(
-                "finecomb configuration: unknown field '{k}'"
-            )));
-        }
-        let get = |k: &str| {
-            pairs
-                .iter()
-                .find(|(n, _)| n == k)
-                .map(|(_, v)| v.as_str())
-                .ok_or_else(|| MethodError::Invalid(format!("finecomb configuration lacks '{k}'")))
-        };
         fn num<T: std::str::FromStr>(k: &str, v: &str) -> Result<T, MethodError> {
             v.parse::<T>().map_err(|_| {
                 MethodError::Invalid(format!(
@@ -174,13 +163,21 @@ impl Config {
                 ))
             })
         }
-        let c = Config {
-            buckets: num("buckets", get("buckets")?)?,
-            stash: num("stash", get("stash")?)?,
-            seed: num("seed", get("seed")?)?,
-            enumeration: get("enumeration")?.parse().map_err(MethodError::Invalid)?,
-            max_subsets: num("max_subsets", get("max_subsets")?)?,
-        };
+        let mut c = Config::default();
+        for (k, v) in pairs {
+            match k.as_str() {
+                "buckets" => c.buckets = num(k, v)?,
+                "stash" => c.stash = num(k, v)?,
+                "seed" => c.seed = num(k, v)?,
+                "enumeration" => c.enumeration = v.parse().map_err(MethodError::Invalid)?,
+                "max_subsets" => c.max_subsets = num(k, v)?,
+                _ => {
+                    return Err(MethodError::Invalid(format!(
+                        "finecomb configuration: unknown field '{k}'"
+                    )));
+                }
+            }
+        }
         c.validate()?;
         Ok(c)
     }

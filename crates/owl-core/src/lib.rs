@@ -4,7 +4,7 @@
 //! observation points: a sender point S (where packets pass first) and a receiver point R.
 //!
 //! This crate holds everything that is a function of packet records and nothing else: the
-//! [`PacketRecord`](record::PacketRecord) every capture is reduced to, the seeded
+//! [`PacketRecord`] every capture is reduced to, the seeded
 //! [`HashFamily`](hash::HashFamily) every synopsis derives its hashes from, clock-delimited
 //! [`Intervals`](interval::Intervals), exact statistics, the exact per-packet matcher that is
 //! every method's ground truth ([`exact`]), and the method interface of [`method`].
@@ -16,7 +16,9 @@ pub mod exact;
 pub mod finecomb;
 pub mod hash;
 pub mod interval;
+pub mod lda;
 pub mod method;
+pub mod probe;
 pub mod rda;
 pub mod record;
 pub mod stats;

@@ -8,7 +8,9 @@
 //! (`owl_core::finecomb::estimate_ideal`).
 
 use anyhow::{Result, bail};
+use owl_core::lda::{self, LdaMethod};
 use owl_core::method::Method;
+use owl_core::probe::{self, ProbeMethod};
 use owl_core::{finecomb, rda};
 
 /// Name of the exact per-packet method (the ground truth itself).
@@ -25,6 +27,14 @@ pub const ALL: &[Entry] = &[
     Entry {
         name: EXACT,
         summary: "store every (identity, timestamp) and match them: the ground truth, 16 B a packet",
+    },
+    Entry {
+        name: "lda",
+        summary: "Lossy Difference Aggregator (Kompella et al.): 2 banks x 512 rows tuned toward 0.5 % and 10 % loss of 5 M packets, 12 B a row (--memory sets the rows); mean, std, loss; assumes FIFO",
+    },
+    Entry {
+        name: "probe",
+        summary: "Poisson active probing at 144 Hz (LDA paper's baseline), each probe emulated by the packet after its instant; 64 B a probe (--memory ignored)",
     },
     Entry {
         name: "rda",
@@ -44,7 +54,6 @@ pub const ALL: &[Entry] = &[
 
 /// Knobs every method is built from.
 #[derive(Clone, Copy, Debug)]
-#[allow(dead_code)] // read by the synopsis methods as they land
 pub struct Options {
     /// Seed of the methods' hash family (both points must agree).
     pub seed: u64,
@@ -79,15 +88,40 @@ pub fn parse_list(s: &str) -> Result<Vec<&'static str>> {
     Ok(out)
 }
 
-/// Build a synopsis method by name (`exact` is not one: the caller runs the matcher).
+/// Build a synopsis method by name for `owl compare` (`exact` is not built here: compare's
+/// exact row is the ground-truth matcher itself).
 ///
-/// `--memory` sizing: `rda-fixed` gets `m = ⌊B / 72⌋` buckets per bank (3 banks × 24 B); `rda`
-/// (late binding) takes the budget as a cap on what crosses per interval — the receiver's
-/// strata sketch (20 736 B) first, then at most `⌊(B − 20 736) / 72⌋` buckets per bank, the
-/// floor of 683 lowered to that cap if needed; a quiet interval uses less. `finecomb` gets
-/// `⌊B / 24⌋` buckets and a stash of as many packets.
+/// - `lda`: the paper's recommended two banks tuned toward loss rates 0.005 and 0.1 for 5 M
+///   packets per interval (§IV-B); `--memory B` gives each bank `⌊(B − 10)/24⌋` rows (even),
+///   12 bytes a row, and retunes the sampling for that many rows.
+/// - `probe`: 144 Hz, the paper's equal-bandwidth rate for 1 s intervals. Its bandwidth is
+///   `rate × 64 B` per second, so a byte budget per interval does not size it without the
+///   interval length: `--memory` leaves it alone.
+/// - `rda-fixed`: 3 banks of 1 666 buckets (≈ the §VII 120 000 B); `--memory B` gives
+///   `m = ⌊B / 72⌋` buckets per bank (3 banks × 24 B).
+/// - `rda` (late binding): `--memory B` caps what crosses per interval — the receiver's strata
+///   sketch (20 736 B) first, then at most `⌊(B − 20 736) / 72⌋` buckets per bank, the floor
+///   of 683 lowered to that cap if needed; a quiet interval uses less.
+/// - `finecomb`: 5 000 buckets and a stash of 5 000 packets; `--memory B` gives `⌊B / 24⌋`
+///   buckets and a stash of as many packets.
 pub fn build(name: &str, opts: &Options) -> Result<Box<dyn Method>> {
     match name {
+        "lda" => {
+            let cfg = match opts.memory {
+                None => lda::Config::paper_default(opts.seed),
+                Some(b) => lda::Config::for_memory(
+                    b,
+                    &lda::DEFAULT_TARGETS,
+                    lda::PAPER_PACKETS,
+                    opts.seed,
+                )?,
+            };
+            Ok(Box::new(LdaMethod::new(cfg)))
+        }
+        "probe" => Ok(Box::new(ProbeMethod::new(probe::Config::new(
+            probe::DEFAULT_RATE_HZ,
+            opts.seed,
+        )?))),
         "rda" | "rda-fixed" => {
             let mut cfg = if name == "rda" {
                 rda::Config::default()
@@ -115,13 +149,70 @@ pub fn build(name: &str, opts: &Options) -> Result<Box<dyn Method>> {
     }
 }
 
-/// Build a method for `owl record`, where `exact` is a synopsis like any other (every identity
-/// and timestamp, 16 bytes a packet).
-pub fn build_for_record(name: &str, opts: &Options) -> Result<Box<dyn Method>> {
-    if name == EXACT {
-        return Ok(Box::new(owl_core::exact::method::ExactMethod));
+/// `--method-config METHOD:KEY=VALUE` settings, by method.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pairs: Vec<(String, String, String)>,
+}
+
+impl Overrides {
+    /// Parse every `--method-config` value: `METHOD:KEY=VALUE` (the value may hold commas).
+    pub fn parse(items: &[String]) -> Result<Overrides> {
+        let mut pairs = Vec::new();
+        for it in items {
+            let Some((m, kv)) = it.split_once(':') else {
+                bail!("--method-config '{it}': expected METHOD:KEY=VALUE, e.g. lda:rows=1024");
+            };
+            let Some((k, v)) = kv.split_once('=') else {
+                bail!("--method-config '{it}': expected METHOD:KEY=VALUE, e.g. lda:rows=1024");
+            };
+            let m = m.trim();
+            if ALL.iter().all(|e| e.name != m) {
+                bail!(
+                    "--method-config '{it}': unknown method '{m}'; available: {}",
+                    ALL.iter().map(|e| e.name).collect::<Vec<_>>().join(", ")
+                );
+            }
+            pairs.push((m.to_string(), k.trim().to_string(), v.trim().to_string()));
+        }
+        Ok(Overrides { pairs })
     }
-    build(name, opts)
+
+    /// Methods that have settings.
+    pub fn methods(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.pairs.iter().map(|p| p.0.as_str()).collect();
+        v.dedup();
+        v
+    }
+
+    fn for_method(&self, name: &str) -> Vec<(String, String)> {
+        self.pairs
+            .iter()
+            .filter(|p| p.0 == name)
+            .map(|p| (p.1.clone(), p.2.clone()))
+            .collect()
+    }
+}
+
+/// Build a method from the defaults and `--memory`, or, when `--method-config` gives settings
+/// for it, from exactly those settings (plus `--seed` unless they set `seed`): the method's own
+/// configuration parser then fills in its defaults and refuses unknown fields by name.
+pub fn build_configured(name: &str, opts: &Options, over: &Overrides) -> Result<Box<dyn Method>> {
+    let mut pairs = over.for_method(name);
+    if pairs.is_empty() {
+        return if name == EXACT {
+            Ok(Box::new(owl_core::exact::method::ExactMethod))
+        } else {
+            build(name, opts)
+        };
+    }
+    if opts.memory.is_some() {
+        bail!("give either --memory or --method-config for {name}, not both");
+    }
+    if !pairs.iter().any(|(k, _)| k == "seed") {
+        pairs.push(("seed".into(), opts.seed.to_string()));
+    }
+    from_config(name, &pairs).map_err(|e| anyhow::anyhow!("--method-config for {name}: {e}"))
 }
 
 /// Rebuild a method from the configuration stored in a synopsis file (`owl estimate`).
@@ -133,8 +224,18 @@ pub fn from_config(name: &str, pairs: &[(String, String)]) -> Result<Box<dyn Met
             }
             Ok(Box::new(owl_core::exact::method::ExactMethod))
         }
+        "lda" => Ok(Box::new(LdaMethod::new(lda::Config::from_pairs(pairs)?))),
+        "probe" => Ok(Box::new(ProbeMethod::new(probe::Config::from_pairs(
+            pairs,
+        )?))),
         "rda" | "rda-fixed" => {
-            let cfg = rda::Config::from_pairs(pairs)?;
+            // the name says the sizing when the pairs (from --method-config) do not
+            let mut pairs = pairs.to_vec();
+            if !pairs.iter().any(|(k, _)| k == "sizing") {
+                let sizing = if name == "rda" { "late" } else { "fixed" };
+                pairs.push(("sizing".into(), sizing.into()));
+            }
+            let cfg = rda::Config::from_pairs(&pairs)?;
             let n = rda::RdaMethod::name_of(&cfg);
             if n != name {
                 bail!("a synopsis file of method '{name}' carries the configuration of '{n}'");
@@ -163,12 +264,13 @@ pub fn help() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use owl_core::method::Role;
 
     #[test]
-    fn every_synopsis_method_rebuilds_from_its_configuration() {
+    fn every_listed_method_builds_and_rebuilds_from_its_config() {
         let opts = Options {
-            seed: 7,
-            memory: Some(200_000),
+            seed: 5,
+            memory: None,
         };
         for e in ALL.iter().filter(|e| e.name != EXACT) {
             let m = build(e.name, &opts).unwrap();
@@ -178,8 +280,84 @@ mod tests {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
                 .collect();
-            let back = from_config(e.name, &pairs).unwrap();
-            assert_eq!(back.config(), m.config(), "{}", e.name);
+            let again = from_config(e.name, &pairs).unwrap();
+            assert_eq!(again.config(), m.config());
+            let mut b = Vec::new();
+            m.new_point(Role::Sender).encode(&mut b);
+            assert!(again.decode_point(Role::Sender, &b).is_ok());
+        }
+        assert!(from_config("lda", &[("rows".into(), "3".into())]).is_err());
+        assert!(from_config("nope", &[]).is_err());
+    }
+
+    #[test]
+    fn method_config_overrides_defaults() {
+        let o = Overrides::parse(&[
+            "lda:rows=1024".into(),
+            "lda:targets=0.2".into(),
+            "lda:packets=5M".into(),
+        ])
+        .unwrap();
+        let opts = Options {
+            seed: 9,
+            memory: None,
+        };
+        let m = build_configured("lda", &opts, &o).unwrap();
+        let c = m.config();
+        assert!(c.contains(&("rows", "1024".to_string())), "{c:?}");
+        assert!(c.contains(&("banks", "1".to_string())), "{c:?}");
+        assert!(c.contains(&("seed", "9".to_string())), "{c:?}");
+        assert!(Overrides::parse(&["lda rows=3".into()]).is_err());
+        assert!(Overrides::parse(&["magic:rows=3".into()]).is_err());
+        let bad = Overrides::parse(&["lda:colour=blue".into()]).unwrap();
+        let e = build_configured("lda", &opts, &bad)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("colour"), "{e}");
+        let both = Options {
+            seed: 1,
+            memory: Some(4096),
+        };
+        assert!(build_configured("lda", &both, &o).is_err());
+    }
+
+    #[test]
+    fn lda_is_sized_by_memory() {
+        let m = build(
+            "lda",
+            &Options {
+                seed: 1,
+                memory: Some(24 * 1024 + 10),
+            },
+        )
+        .unwrap();
+        assert!(m.config().contains(&("rows", "1024".to_string())));
+        assert_eq!(m.new_point(Role::Sender).encoded_len(), 24 * 1024 + 10);
+        let tiny = Options {
+            seed: 1,
+            memory: Some(20),
+        };
+        let e = build("lda", &tiny).err().unwrap().to_string();
+        assert!(e.contains("too small"), "{e}");
+    }
+
+    #[test]
+    fn rda_and_finecomb_rebuild_from_their_configuration() {
+        let opts = Options {
+            seed: 7,
+            memory: Some(200_000),
+        };
+        for name in ["rda", "rda-fixed", "finecomb"] {
+            let m = build(name, &opts).unwrap();
+            assert_eq!(m.name(), name);
+            let pairs: Vec<(String, String)> = m
+                .config()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect();
+            let back = from_config(name, &pairs).unwrap();
+            assert_eq!(back.config(), m.config(), "{name}");
         }
         let rda_pairs: Vec<(String, String)> = build("rda", &opts)
             .unwrap()
@@ -199,5 +377,33 @@ mod tests {
             )
             .is_err()
         );
+        // --method-config: the given fields over the method's defaults
+        let o = Overrides::parse(&[
+            "rda-fixed:banks=2".into(),
+            "rda-fixed:buckets_per_bank=2500".into(),
+            "rda-fixed:std=algorithm3".into(),
+            "finecomb:enumeration=whole".into(),
+        ])
+        .unwrap();
+        let plain = Options {
+            seed: 3,
+            memory: None,
+        };
+        let m = build_configured("rda-fixed", &plain, &o).unwrap();
+        let c = m.config();
+        assert!(c.contains(&("banks", "2".to_string())), "{c:?}");
+        assert!(
+            c.contains(&("buckets_per_bank", "2500".to_string())),
+            "{c:?}"
+        );
+        assert!(c.contains(&("seed", "3".to_string())), "{c:?}");
+        let f = build_configured("finecomb", &plain, &o).unwrap();
+        assert!(f.config().contains(&("enumeration", "whole".to_string())));
+        let bad = Overrides::parse(&["rda:rows=3".into()]).unwrap();
+        let e = build_configured("rda", &plain, &bad)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("rows"), "{e}");
     }
 }

@@ -512,3 +512,163 @@ fn record_then_estimate_matches_compare() {
         "unknown method 'nope'",
     );
 }
+
+/// LDA and probing end to end on a simulated FIFO path with 1 % loss: `owl compare` puts the
+/// true mean inside LDA's eq. (1) 98 % interval and reports what crosses the network (12 B a
+/// row plus a 10-B header; 64 B a probe); `owl record` + `owl estimate` give LDA's very numbers;
+/// a receiver recorded with another seed or memory is refused naming the field.
+#[test]
+fn lda_and_probe_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = simulate(
+        dir.path(),
+        &[
+            "--fifo",
+            "--loss",
+            "uniform:0.01",
+            "--delay",
+            "weibull-mean:20us:0.6",
+        ],
+    );
+    let c = compare_json(&s, &r, &["--methods", "exact,lda,probe"]);
+    let truth = c["truth"]["mean_ns"].as_f64().unwrap();
+    let m = |name: &str| {
+        c["methods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let lda = m("lda");
+    let ci = lda["mean_ci98_ns"].as_array().unwrap();
+    let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
+    assert!(lo <= truth && truth <= hi, "{lda} vs {truth}");
+    assert_eq!(lda["bytes"], 10 + 12 * 1024);
+    assert!(lda["samples"].as_u64().unwrap() > 100);
+    let probe = m("probe");
+    assert_eq!(probe["bytes"].as_u64().unwrap() % 64, 0);
+
+    let d = dir.path();
+    let rec = |cap: &Path, role: &str, out: &str, extra: &[&str]| {
+        let o = d.join(out);
+        let mut args = vec![
+            "record",
+            "--method",
+            "lda",
+            "--role",
+            role,
+            cap.to_str().unwrap(),
+            "-o",
+            o.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        ok(&args);
+        o
+    };
+    let so = rec(&s, "sender", "S.owl", &[]);
+    let ro = rec(&r, "receiver", "R.owl", &[]);
+    let e: Value = serde_json::from_str(&ok(&[
+        "estimate",
+        so.to_str().unwrap(),
+        ro.to_str().unwrap(),
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(e["overall"]["mean_ns"], lda["mean_ns"]);
+    assert_eq!(e["overall"]["samples"], lda["samples"]);
+    let r2 = rec(&r, "receiver", "R2.owl", &["--seed", "2"]);
+    fails(
+        &["estimate", so.to_str().unwrap(), r2.to_str().unwrap()],
+        "seed is 1 at the sender but 2 at the receiver",
+    );
+    let r3 = rec(&r, "receiver", "R3.owl", &["--memory", "6KiB"]);
+    fails(
+        &["estimate", so.to_str().unwrap(), r3.to_str().unwrap()],
+        "rows is 512 at the sender but 254 at the receiver",
+    );
+}
+
+#[test]
+fn method_config_flags_reach_the_method() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = simulate(dir.path(), &["--loss", "uniform:0.02", "--fifo"]);
+    let j = compare_json(
+        &s,
+        &r,
+        &[
+            "--methods",
+            "exact,lda,probe",
+            "--method-config",
+            "lda:rows=1024",
+            "--method-config",
+            "lda:targets=0.02",
+            "--method-config",
+            "lda:packets=20k",
+            "--method-config",
+            "probe:rate_hz=10000",
+        ],
+    );
+    let lda = &j["methods"][1];
+    assert_eq!(lda["name"], "lda");
+    // one bank of 1024 rows of 12 bytes, plus the header
+    assert!(lda["bytes"].as_u64().unwrap() > 12 * 1024);
+    assert!(lda["mean_rel_err"].as_f64().unwrap() < 0.2);
+    let probe = &j["methods"][2];
+    assert!(
+        probe["samples"].as_u64().unwrap() > 1000,
+        "10 kHz over 0.2 s"
+    );
+    let (s, r) = (s.to_str().unwrap(), r.to_str().unwrap());
+    fails(
+        &[
+            "compare",
+            s,
+            r,
+            "--methods",
+            "lda",
+            "--method-config",
+            "lda:colour=blue",
+        ],
+        "colour",
+    );
+    fails(
+        &[
+            "compare",
+            s,
+            r,
+            "--methods",
+            "exact",
+            "--method-config",
+            "lda:rows=64",
+        ],
+        "not among --methods",
+    );
+    fails(
+        &[
+            "compare",
+            s,
+            r,
+            "--methods",
+            "lda",
+            "--method-config",
+            "lda rows",
+        ],
+        "METHOD:KEY=VALUE",
+    );
+    fails(
+        &[
+            "compare",
+            s,
+            r,
+            "--methods",
+            "lda",
+            "--memory",
+            "4KiB",
+            "--method-config",
+            "lda:rows=64",
+        ],
+        "either --memory or --method-config",
+    );
+}

@@ -305,37 +305,21 @@ impl Config {
         v
     }
 
-    /// Rebuild a configuration from [`pairs`](Self::pairs) (e.g. read from a synopsis file).
-    /// Every field of the sizing must be present; an unknown field is an error.
+    /// Rebuild a configuration from [`pairs`](Self::pairs) (a synopsis file's, complete) or
+    /// from `--method-config` settings: `sizing` (`fixed` or `late`) is required, every other
+    /// field defaults to [`Config::default`] (late) or [`Config::fixed`]`(1666)`; an unknown
+    /// field, or a field of the other sizing, is an error naming it.
     pub fn from_pairs(pairs: &[(String, String)]) -> Result<Config, MethodError> {
         let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-        let need = |k: &str| {
-            get(k).ok_or_else(|| MethodError::Invalid(format!("rda configuration lacks '{k}'")))
-        };
         fn num<T: std::str::FromStr>(k: &str, v: &str) -> Result<T, MethodError> {
             v.parse::<T>().map_err(|_| {
                 MethodError::Invalid(format!("rda configuration: {k} = '{v}' is not a number"))
             })
         }
-        let banks = num::<usize>("banks", need("banks")?)?;
-        let (sizing, known): (Sizing, &[&str]) = match need("sizing")? {
-            "fixed" => (
-                Sizing::Fixed {
-                    buckets_per_bank: num("buckets_per_bank", need("buckets_per_bank")?)?,
-                },
-                &["buckets_per_bank"],
-            ),
-            "late" => (
-                Sizing::Late(LateBinding {
-                    factor: num("factor", need("factor")?)?,
-                    floor: num("floor", need("floor")?)?,
-                    max_buckets_per_bank: num(
-                        "max_buckets_per_bank",
-                        need("max_buckets_per_bank")?,
-                    )?,
-                    retries: num("retries", need("retries")?)?,
-                    setdiff: need("setdiff")?.parse().map_err(MethodError::Invalid)?,
-                }),
+        let (mut c, known): (Config, &[&str]) = match get("sizing") {
+            Some("fixed") => (Config::fixed(1666), &["buckets_per_bank"]),
+            Some("late") => (
+                Config::default(),
                 &[
                     "factor",
                     "floor",
@@ -344,10 +328,15 @@ impl Config {
                     "setdiff",
                 ],
             ),
-            s => {
+            Some(s) => {
                 return Err(MethodError::Invalid(format!(
                     "rda configuration: sizing '{s}' is neither fixed nor late"
                 )));
+            }
+            None => {
+                return Err(MethodError::Invalid(
+                    "rda configuration lacks 'sizing'".into(),
+                ));
             }
         };
         let common = [
@@ -358,22 +347,34 @@ impl Config {
             "std",
             "pairing",
         ];
-        if let Some((k, _)) = pairs
-            .iter()
-            .find(|(k, _)| !common.contains(&k.as_str()) && !known.contains(&k.as_str()))
-        {
-            return Err(MethodError::Invalid(format!(
-                "rda configuration: unknown field '{k}'"
-            )));
+        for (k, v) in pairs {
+            let (k, v) = (k.as_str(), v.as_str());
+            if !common.contains(&k) && !known.contains(&k) {
+                return Err(MethodError::Invalid(format!(
+                    "rda configuration: unknown field '{k}' for sizing '{}'",
+                    get("sizing").unwrap_or_default()
+                )));
+            }
+            match (k, &mut c.sizing) {
+                ("banks", _) => c.banks = num(k, v)?,
+                ("sizing", _) => {}
+                ("seed", _) => c.seed = num(k, v)?,
+                ("cache_capacity", _) => c.cache_capacity = num(k, v)?,
+                ("std", _) => c.std = v.parse().map_err(MethodError::Invalid)?,
+                ("pairing", _) => c.pairing = v.parse().map_err(MethodError::Invalid)?,
+                ("buckets_per_bank", Sizing::Fixed { buckets_per_bank }) => {
+                    *buckets_per_bank = num(k, v)?
+                }
+                ("factor", Sizing::Late(lb)) => lb.factor = num(k, v)?,
+                ("floor", Sizing::Late(lb)) => lb.floor = num(k, v)?,
+                ("max_buckets_per_bank", Sizing::Late(lb)) => lb.max_buckets_per_bank = num(k, v)?,
+                ("retries", Sizing::Late(lb)) => lb.retries = num(k, v)?,
+                ("setdiff", Sizing::Late(lb)) => {
+                    lb.setdiff = v.parse().map_err(MethodError::Invalid)?
+                }
+                _ => unreachable!("field {k} checked above"),
+            }
         }
-        let c = Config {
-            banks,
-            sizing,
-            seed: num("seed", need("seed")?)?,
-            cache_capacity: num("cache_capacity", need("cache_capacity")?)?,
-            std: need("std")?.parse().map_err(MethodError::Invalid)?,
-            pairing: need("pairing")?.parse().map_err(MethodError::Invalid)?,
-        };
         c.validate()?;
         Ok(c)
     }
@@ -446,12 +447,33 @@ mod tests {
         let e = Config::from_pairs(&p).unwrap_err().to_string();
         assert!(e.contains("unknown field 'rows'"), "{e}");
         let mut p = owned(Config::default().pairs());
-        p.retain(|(k, _)| k != "floor");
+        p.retain(|(k, _)| k != "sizing");
         assert!(
             Config::from_pairs(&p)
                 .unwrap_err()
                 .to_string()
-                .contains("lacks 'floor'")
+                .contains("lacks 'sizing'")
+        );
+        // a field of the other sizing
+        let mut p = owned(Config::fixed(10).pairs());
+        p.push(("floor".into(), "3".into()));
+        let e = Config::from_pairs(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("unknown field 'floor' for sizing 'fixed'"),
+            "{e}"
+        );
+        // missing fields take the defaults
+        let c = Config::from_pairs(&[
+            ("sizing".into(), "late".into()),
+            ("banks".into(), "2".into()),
+        ])
+        .unwrap();
+        assert_eq!(
+            c,
+            Config {
+                banks: 2,
+                ..Config::default()
+            }
         );
         for (k, v, msg) in [
             ("banks", "0", "banks"),

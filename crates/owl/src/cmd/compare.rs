@@ -64,6 +64,10 @@ pub struct CompareArgs {
     /// Size every method to this synopsis budget (e.g. 32KiB) so comparisons are fair.
     #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
     pub memory: Option<u64>,
+    /// Set one configuration field of a method, e.g. `lda:rows=1024`, `lda:targets=0.2`,
+    /// `probe:rate_hz=10000` (repeatable; replaces that method's defaults and --memory).
+    #[arg(long = "method-config", value_name = "METHOD:KEY=VALUE")]
+    pub method_config: Vec<String>,
     /// Seed of the methods' hashes (both points must use the same).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -166,11 +170,17 @@ pub fn compare(args: &CompareArgs) -> Result<Comparison> {
         seed: args.seed,
         memory: args.memory,
     };
+    let overrides = methods::Overrides::parse(&args.method_config)?;
+    for m in overrides.methods() {
+        if !names.contains(&m) {
+            bail!("--method-config sets {m}, which is not among --methods");
+        }
+    }
     let mut running: Vec<Running> = Vec::new();
     for &n in &names {
         if n != EXACT {
             running.push(Running {
-                method: methods::build(n, &opts)?,
+                method: methods::build_configured(n, &opts, &overrides)?,
                 points: [BTreeMap::new(), BTreeMap::new()],
                 time: Duration::ZERO,
             });

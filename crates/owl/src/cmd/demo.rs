@@ -92,6 +92,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         interval: 0,
         origin_ns: None,
         memory: None,
+        method_config: Vec::new(),
         seed: a.seed,
         identity_seed: owl_trace::identity::DEFAULT_IDENTITY_SEED,
         json: a.json,

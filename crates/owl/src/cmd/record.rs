@@ -58,6 +58,10 @@ pub struct RecordArgs {
     /// Synopsis budget per interval (e.g. 32KiB).
     #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
     pub memory: Option<u64>,
+    /// Set one configuration field of the method, e.g. `lda:rows=1024` (repeatable; replaces the
+    /// defaults and --memory).
+    #[arg(long = "method-config", value_name = "METHOD:KEY=VALUE")]
+    pub method_config: Vec<String>,
     /// Seed of the method's hashes (both points must use the same).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -81,12 +85,20 @@ pub fn run(a: RecordArgs) -> Result<()> {
                 .join(", ")
         ));
     }
-    let method = methods::build_for_record(
+    let overrides = methods::Overrides::parse(&a.method_config)?;
+    if let Some(m) = overrides.methods().into_iter().find(|m| *m != a.method) {
+        return Err(anyhow!(
+            "--method-config sets {m}, but the method recorded is {}",
+            a.method
+        ));
+    }
+    let method = methods::build_configured(
         &a.method,
         &methods::Options {
             seed: a.seed,
             memory: a.memory,
         },
+        &overrides,
     )?;
     let iv = match a.origin_ns {
         None => Intervals::aligned(a.interval),

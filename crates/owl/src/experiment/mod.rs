@@ -6,6 +6,7 @@
 //! the run count so the whole experiment takes seconds (CI uses it); the full size is the
 //! paper's setup.
 
+pub mod lda;
 pub mod plot;
 pub mod rda;
 
@@ -50,7 +51,25 @@ pub struct Experiment {
 }
 
 /// Every experiment owl knows, in the order `owl experiment --list` prints them.
-pub const EXPERIMENTS: &[Experiment] = &[rda::SET_DIFFERENCE, rda::DECODE_TIME];
+pub const EXPERIMENTS: &[Experiment] = &[
+    Experiment {
+        name: "lda-loss",
+        summary: "LDA Fig. 4: mean/std relative error vs loss, Weibull 0.6-0.8 and Pareto 3-5, one bank of 1024 tuned to the loss",
+        run: lda::run_loss,
+    },
+    Experiment {
+        name: "lda-banks",
+        summary: "LDA Fig. 5: 2/3/4-bank LDAs of 1024 counters vs the tuned single bank over loss rates",
+        run: lda::run_banks,
+    },
+    Experiment {
+        name: "lda-vs-probes",
+        summary: "LDA Fig. 6: two-bank LDA vs Poisson probes at 1/7/144/10000 Hz under loss episodes",
+        run: lda::run_vs_probes,
+    },
+    rda::SET_DIFFERENCE,
+    rda::DECODE_TIME,
+];
 
 #[derive(Args, Clone, Debug)]
 #[command(

@@ -85,6 +85,25 @@ pub fn plot_png(path: &Path, panels: &[Panel]) -> Result<()> {
     Ok(())
 }
 
+/// Axis tick text: at most 3 significant digits, powers of ten as `1e6` / `1e-4` (plotters'
+/// default prints log-axis ticks such as 0.700000000000001).
+fn tick(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let a = v.abs();
+    if !(1e-3..1e5).contains(&a) {
+        let e = a.log10().floor() as i32;
+        let m = v / 10f64.powi(e);
+        let m = (m * 100.0).round() / 100.0;
+        return format!("{m}e{e}");
+    }
+    let digits = 2 - a.log10().floor() as i32;
+    let scale = 10f64.powi(digits);
+    let r = (v * scale).round() / scale;
+    format!("{r}")
+}
+
 type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
 
 fn draw_panel(p: &Panel, area: &Area) -> Result<(), String> {
@@ -110,6 +129,8 @@ fn draw_panel(p: &Panel, area: &Area) -> Result<(), String> {
                 .x_desc(p.x_label.as_str())
                 .y_desc(p.y_label.as_str())
                 .label_style(("sans-serif", 13))
+                .x_label_formatter(&|v| tick(*v))
+                .y_label_formatter(&|v| tick(*v))
                 .draw()
                 .map_err(|e| e.to_string())?;
             for (i, s) in p.series.iter().enumerate() {
@@ -171,4 +192,20 @@ fn draw_panel(p: &Panel, area: &Area) -> Result<(), String> {
         (true, true) => draw!(b.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tick;
+
+    #[test]
+    fn ticks_are_short() {
+        assert_eq!(tick(0.700_000_000_000_001), "0.7");
+        assert_eq!(tick(0.300_000_000_000_000_04), "0.3");
+        assert_eq!(tick(240.0), "240");
+        assert_eq!(tick(1_000_000.0), "1e6");
+        assert_eq!(tick(0.0001), "1e-4");
+        assert_eq!(tick(0.015), "0.015");
+        assert_eq!(tick(0.0), "0");
+    }
 }

@@ -1,0 +1,174 @@
+//! The pair estimators of §III-D (mean, effective sample size, eq. (1) bound) and §III-E
+//! (second moment from collapsed rows, eq. (3)–(5)), and the loss count from the counters.
+
+use super::{Aggregator, Config};
+use crate::method::MethodError;
+
+/// Confidence of the interval reported for the mean (Fig. 4(b): 98 %).
+pub const CONFIDENCE: f64 = 0.98;
+
+/// What one bank contributed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BankReport {
+    /// Probability with which the bank samples a packet.
+    pub probability: f64,
+    pub rows: usize,
+    /// Rows with equal packet counters at both points (`u_ij = 1`).
+    pub usable_rows: usize,
+    /// Rows where R counted *more* packets than S: packets R saw and S did not (reordering
+    /// across an interval boundary, duplicates), which LDA's FIFO assumption excludes.
+    pub excess_rows: usize,
+    /// Packets in the usable rows.
+    pub samples: u64,
+    /// Packets the bank sampled at S and at R.
+    pub sent_sampled: u64,
+    pub received_sampled: u64,
+}
+
+/// Everything the LDA pair estimator computes for one interval.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LdaEstimate {
+    pub banks: Vec<BankReport>,
+    /// Effective sample size `S = Σ u_ij S_A[i, j]` (§III-D).
+    pub effective_samples: u64,
+    /// `T_B − T_A` over the usable rows, ns (exact: module doc).
+    pub delay_sum_ns: i128,
+    /// `D = (T_B − T_A) / S`, ns; `None` when no usable row holds a packet.
+    pub mean_ns: Option<f64>,
+    /// Usable collapsed rows (`ũ_ij = 1`, §III-E) that hold at least one packet.
+    pub collapsed_usable: usize,
+    /// `S̃ = Σ ũ_ij S̃_A(i, j)`.
+    pub collapsed_samples: u64,
+    /// `F = (1/S̃) Σ ũ_ij (T̃_B(i, j) − T̃_A(i, j))²`, eq. (5), ns².
+    pub second_moment_ns2: Option<f64>,
+    /// `σ² = F − D²`, eq. (3) with its typo corrected (the paper prints `(Σ w² − μ²)/N`);
+    /// may be negative when few collapsed rows are usable.
+    pub variance_ns2: Option<f64>,
+    /// `√max(σ², 0)`, ns.
+    pub std_ns: Option<f64>,
+    /// `D ± h` with `h` from eq. (1) at 98 % ([`hoeffding_half_width`]) and `σ` estimated.
+    pub mean_ci98_ns: Option<[f64; 2]>,
+    /// Lost packets estimated from the counters (§III-B.2: the difference of the counter sums
+    /// is the number of lost packets the LDA sampled): `Σ_j (Σ_i S_A[i, j] − Σ_i S_B[i, j])`
+    /// scaled by `1 / Σ_j p_j`, since every packet is sampled by some bank with probability
+    /// `Σ_j p_j` (the banks' sample sets are disjoint). Exact when `Σ_j p_j = 1`.
+    pub lost: Option<f64>,
+}
+
+/// Half-width of the eq. (1) interval: `Pr[|D − μ| ≥ εμ] ≤ 2·exp(−ε²Sμ²/2σ²)`. Setting the
+/// right side to `1 − confidence` and solving for the absolute error `εμ` gives
+/// `h = σ·√(2·ln(2/(1 − confidence)) / S)` — μ cancels, so the bound needs only the true
+/// standard deviation σ of the delays and the effective sample size S. The estimator plugs in
+/// its own σ estimate (§III-E), which is what an operator has; the statistical tests check the
+/// bound with the true σ as well. (eq. (1) is the paper's sub-Gaussian form of Hoeffding's
+/// inequality; it is taken as stated.)
+pub fn hoeffding_half_width(sigma: f64, samples: u64, confidence: f64) -> f64 {
+    if samples == 0 {
+        return f64::INFINITY;
+    }
+    let delta = 1.0 - confidence;
+    sigma * (2.0 * (2.0 / delta).ln() / samples as f64).sqrt()
+}
+
+/// The LDA pair estimator: the sender's and the receiver's aggregators of one interval.
+pub fn estimate(sender: &Aggregator, receiver: &Aggregator) -> Result<LdaEstimate, MethodError> {
+    Config::check_same(sender.config(), receiver.config())?;
+    let c = sender.config();
+    let m = c.rows();
+    let probs = c.bank_probabilities();
+    let mut banks = Vec::with_capacity(c.banks());
+    let mut s_total = 0u64;
+    let mut sum: i128 = 0;
+    let mut s_tilde = 0u64;
+    let mut f_sum = 0.0f64;
+    let mut collapsed_usable = 0usize;
+    let mut lost_sampled = 0i64;
+    for (j, &p) in probs.iter().enumerate() {
+        let (a, b) = (sender.bank(j), receiver.bank(j));
+        let mut rep = BankReport {
+            probability: p,
+            rows: m,
+            usable_rows: 0,
+            excess_rows: 0,
+            samples: 0,
+            sent_sampled: 0,
+            received_sampled: 0,
+        };
+        // §III-D: usable rows and the difference of their accumulators.
+        for (x, y) in a.iter().zip(b) {
+            rep.sent_sampled += x.count as u64;
+            rep.received_sampled += y.count as u64;
+            if x.count == y.count {
+                rep.usable_rows += 1;
+                rep.samples += x.count as u64;
+                // exact while the row's delay sum is in [−2⁶³, 2⁶³) (module doc)
+                sum += y.ts_sum.wrapping_sub(x.ts_sum) as i64 as i128;
+            } else if y.count > x.count {
+                rep.excess_rows += 1;
+            }
+        }
+        // §III-E: collapse rows 2k and 2k+1; the low bit of the row index is the sign.
+        for k in 0..m / 2 {
+            let (x0, x1, y0, y1) = (a[2 * k], a[2 * k + 1], b[2 * k], b[2 * k + 1]);
+            let sa = x0.count as u64 + x1.count as u64;
+            let sb = y0.count as u64 + y1.count as u64;
+            if sa != sb || sa == 0 {
+                continue;
+            }
+            let ta = x1.ts_sum.wrapping_sub(x0.ts_sum);
+            let tb = y1.ts_sum.wrapping_sub(y0.ts_sum);
+            // Σ s_x (b_x − a_x), exact as i64 while Σ |w_x| < 2⁶³
+            let d = tb.wrapping_sub(ta) as i64 as f64;
+            f_sum += d * d;
+            s_tilde += sa;
+            collapsed_usable += 1;
+        }
+        lost_sampled += rep.sent_sampled as i64 - rep.received_sampled as i64;
+        s_total += rep.samples;
+        banks.push(rep);
+    }
+    let p_any: f64 = probs.iter().sum();
+    let lost = lost_sampled.max(0) as f64 / p_any;
+    let mean = (s_total > 0).then(|| sum as f64 / s_total as f64);
+    let second = (s_tilde > 0).then(|| f_sum / s_tilde as f64);
+    let variance = match (second, mean) {
+        (Some(f), Some(d)) => Some(f - d * d),
+        _ => None,
+    };
+    let std = variance.map(|v| v.max(0.0).sqrt());
+    let ci = match (mean, std) {
+        (Some(d), Some(sd)) => {
+            let h = hoeffding_half_width(sd, s_total, CONFIDENCE);
+            Some([d - h, d + h])
+        }
+        _ => None,
+    };
+    Ok(LdaEstimate {
+        banks,
+        effective_samples: s_total,
+        delay_sum_ns: sum,
+        mean_ns: mean,
+        collapsed_usable,
+        collapsed_samples: s_tilde,
+        second_moment_ns2: second,
+        variance_ns2: variance,
+        std_ns: std,
+        mean_ci98_ns: ci,
+        lost: Some(lost),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_width_solves_eq1() {
+        // 2·exp(−h²S/2σ²) = 0.02 at the half-width
+        let (sigma, s) = (350.0, 40_000u64);
+        let h = hoeffding_half_width(sigma, s, 0.98);
+        let p = 2.0 * (-(h * h) * s as f64 / (2.0 * sigma * sigma)).exp();
+        assert!((p - 0.02).abs() < 1e-12, "{p}");
+        assert!(hoeffding_half_width(1.0, 0, 0.98).is_infinite());
+    }
+}

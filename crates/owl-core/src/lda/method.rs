@@ -1,0 +1,129 @@
+//! LDA as an object-safe [`Method`] for `owl compare`, `owl record` and `owl estimate`.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use super::synopsis::Shared;
+use super::{Aggregator, Config, estimate};
+use crate::PacketRecord;
+use crate::method::{Estimate, Method, MethodError, PointSynopsis, Role, downcast};
+use crate::wire::DecodeError;
+
+/// The `lda` method: one [`Config`] shared by every point and interval.
+pub struct LdaMethod {
+    shared: Arc<Shared>,
+}
+
+impl LdaMethod {
+    pub fn new(config: Config) -> LdaMethod {
+        LdaMethod {
+            shared: Shared::new(config),
+        }
+    }
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+}
+
+impl PointSynopsis for Aggregator {
+    fn record(&mut self, rec: &PacketRecord) {
+        Aggregator::record(self, rec.id, rec.ts_ns);
+    }
+    fn record_batch(&mut self, recs: &[PacketRecord]) {
+        self.record_packets(recs);
+    }
+    fn encoded_len(&self) -> usize {
+        Aggregator::encoded_len(self)
+    }
+    fn encode(&self, out: &mut Vec<u8>) {
+        Aggregator::encode(self, out)
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl Method for LdaMethod {
+    fn name(&self) -> &str {
+        "lda"
+    }
+
+    fn config(&self) -> Vec<(&'static str, String)> {
+        self.shared.config.pairs()
+    }
+
+    fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
+        Box::new(Aggregator::with_shared(self.shared.clone()))
+    }
+
+    fn decode_point(
+        &self,
+        _role: Role,
+        bytes: &[u8],
+    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
+        Ok(Box::new(Aggregator::decode_shared(
+            self.shared.clone(),
+            bytes,
+        )?))
+    }
+
+    fn estimate(
+        &self,
+        sender: Box<dyn PointSynopsis>,
+        receiver: Box<dyn PointSynopsis>,
+    ) -> Result<Estimate, MethodError> {
+        let s = downcast::<Aggregator>(sender, "lda")?;
+        let r = downcast::<Aggregator>(receiver, "lda")?;
+        let e = estimate(&s, &r)?;
+        Ok(to_estimate(&e, s.encoded_len() as u64))
+    }
+}
+
+/// The common [`Estimate`] of an [`LdaEstimate`](super::LdaEstimate); `bytes` is the sender's
+/// encoded aggregator, the only thing that crosses the network (§III: the sender ships its LDA
+/// to the receiver in the End control message).
+pub fn to_estimate(e: &super::LdaEstimate, bytes: u64) -> Estimate {
+    let mut notes = Vec::new();
+    for (j, b) in e.banks.iter().enumerate() {
+        notes.push(format!(
+            "bank {} (p = {:.3e}): {}/{} rows usable, {} samples",
+            j + 1,
+            b.probability,
+            b.usable_rows,
+            b.rows,
+            b.samples
+        ));
+    }
+    if e.mean_ns.is_none() {
+        notes.push(
+            "no usable row holds a packet: every sampled row saw a loss (tune a bank toward a higher loss rate)"
+                .into(),
+        );
+    }
+    if e.second_moment_ns2.is_none() {
+        notes.push("no usable collapsed row: no standard deviation".into());
+    } else if e.variance_ns2.is_some_and(|v| v < 0.0) {
+        notes.push(format!(
+            "variance estimate F − D² is negative ({} collapsed rows usable): std clamped to 0",
+            e.collapsed_usable
+        ));
+    }
+    let excess: usize = e.banks.iter().map(|b| b.excess_rows).sum();
+    if excess > 0 {
+        notes.push(format!(
+            "{excess} rows hold more packets at the receiver than at the sender: packets crossed the interval boundary or were duplicated, which LDA assumes away; rows with equal counters may hide such packets too (RDA §III-C)"
+        ));
+    }
+    Estimate {
+        mean_ns: e.mean_ns,
+        std_ns: e.std_ns,
+        samples: e.effective_samples,
+        bytes,
+        lost: e.lost.map(|l| l.round() as u64),
+        mean_ci98_ns: e.mean_ci98_ns,
+        notes,
+    }
+}

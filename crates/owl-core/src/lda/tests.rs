@@ -1,0 +1,579 @@
+//! The paper's worked example, RDA's counterexample, seeded statistical checks of the
+//! estimators against eq. (1) and §IV-A, and configuration / encoding errors.
+
+use rand::{RngExt, SeedableRng};
+use rand_distr::{Distribution, Weibull};
+use rand_pcg::Pcg64Mcg;
+
+use super::*;
+use crate::interval::Intervals;
+use crate::method::{Method, Role};
+use crate::wire::SynopsisFile;
+
+/// 2026-01-01 in ns since the epoch: realistic absolute timestamps make every accumulator wrap.
+const T0: u64 = 1_767_225_600_000_000_000;
+
+/// Distinct identities that land in the given rows (one per entry), for a one-bank, p = 1
+/// configuration: found by trying identities in turn, so the worked examples go through the
+/// real hashes and the real update procedure.
+fn ids_for_rows(a: &Aggregator, rows: &[usize]) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut next = 1u64;
+    for &want in rows {
+        loop {
+            let id = next;
+            next += 1;
+            if a.locate(id) == Some((0, want)) {
+                out.push(id);
+                break;
+            }
+        }
+    }
+    out
+}
+
+fn one_bank_all(rows: usize) -> Config {
+    Config::new(rows, Sampling::Probabilities(vec![1.0]), 7).unwrap()
+}
+
+/// Fig. 2 of the LDA paper: m = 4, one lost packet in the second row. Usable rows hold
+/// (180 − 120) + (37 − 15) + (14 − 6) = 90 over 5 + 2 + 1 = 8 packets: 90/8 = 11.25.
+#[test]
+fn fig2_worked_example() {
+    let c = one_bank_all(4);
+    let mut s = Aggregator::new(&c);
+    let mut r = Aggregator::new(&c);
+    // (row, sender timestamp, receiver timestamp or None if lost), rows 0-based
+    let mut packets: Vec<(usize, u64, Option<u64>)> = Vec::new();
+    for (k, ts) in [20u64, 22, 24, 26, 28].into_iter().enumerate() {
+        packets.push((0, ts, Some(32 + 2 * k as u64))); // 120 → 180
+    }
+    let sent2 = [14u64, 16, 18, 20, 22, 24, 26, 28, 30, 36]; // Σ 234
+    let recv2 = [30u64, 32, 34, 36, 38, 40, 44, 46, 48]; // Σ 348, the last packet lost
+    for (k, &ts) in sent2.iter().enumerate() {
+        packets.push((1, ts, recv2.get(k).copied()));
+    }
+    packets.push((2, 7, Some(18))); // 15 → 37
+    packets.push((2, 8, Some(19)));
+    packets.push((3, 6, Some(14))); // 6 → 14
+    let rows: Vec<usize> = packets.iter().map(|p| p.0).collect();
+    let ids = ids_for_rows(&s, &rows);
+    for (id, &(_, ts, rts)) in ids.iter().zip(&packets) {
+        s.record(*id, ts);
+        if let Some(t) = rts {
+            r.record(*id, t);
+        }
+    }
+    let got: Vec<(u64, u32, u64, u32)> = (0..4)
+        .map(|i| {
+            let (a, b) = (s.bucket(0, i), r.bucket(0, i));
+            (a.ts_sum, a.count, b.ts_sum, b.count)
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (120, 5, 180, 5),
+            (234, 10, 348, 9),
+            (15, 2, 37, 2),
+            (6, 1, 14, 1)
+        ],
+        "the aggregators hold Fig. 2's numbers"
+    );
+    let e = estimate(&s, &r).unwrap();
+    assert_eq!(e.banks[0].usable_rows, 3);
+    assert_eq!(e.effective_samples, 8);
+    assert_eq!(e.delay_sum_ns, 90);
+    assert_eq!(e.mean_ns, Some(11.25));
+    assert_eq!(e.lost, Some(1.0));
+    // eq. (5) on the same rows: pair (0, 1) is unusable (15 vs 14 packets); pair (2, 3) gives
+    // T̃ = T[3] − T[2]: (14 − 37) − (6 − 15) = −14 over S̃ = 3 packets.
+    assert_eq!(e.collapsed_usable, 1);
+    assert_eq!(e.collapsed_samples, 3);
+    assert_eq!(e.second_moment_ns2, Some(196.0 / 3.0));
+    // σ² = F − D² < 0 with one collapsed row: clamped, and the method says so
+    assert!(e.variance_ns2.unwrap() < 0.0);
+    assert_eq!(e.std_ns, Some(0.0));
+    let est = method::to_estimate(&e, 0);
+    assert!(est.notes.iter().any(|n| n.contains("clamped")), "{est:?}");
+}
+
+/// RDA paper (`seeds/000_…`) §III-C, Fig. 2: the sender records P1–P6 in the interval, P5 is
+/// lost, and P9 (sent after the interval ended) overtakes the End message and is recorded by the
+/// receiver. P5 and P9 share a row, so every row's counters agree and LDA takes them all:
+/// ((420 − 270) + (260 − 150) + (390 − 250) + (760 − 310) + (450 − 330)) / 6 = 161.67, while the
+/// packets delivered in the interval (P1–P4, P6) have a mean delay of 520/5 = 104. This test
+/// documents the failure: LDA is wrong under reordering across the interval boundary, and
+/// nothing in its counters can tell (RDA's set reconciliation exists for this).
+#[test]
+fn rda_fig2_reordering_fools_lda() {
+    // the figure has five buckets; rows must be even here (§III-E pairs), so a sixth stays empty
+    let c = one_bank_all(6);
+    let mut s = Aggregator::new(&c);
+    let mut r = Aggregator::new(&c);
+    // (name, row, sender ts, receiver ts)
+    let packets: [(&str, usize, Option<u64>, Option<u64>); 7] = [
+        ("P1", 0, Some(100), Some(180)),
+        ("P2", 1, Some(150), Some(260)),
+        ("P3", 0, Some(170), Some(240)),
+        ("P4", 2, Some(250), Some(390)),
+        ("P5", 3, Some(310), None), // lost
+        ("P6", 4, Some(330), Some(450)),
+        ("P9", 3, None, Some(760)), // sent after the interval, recorded by R inside it
+    ];
+    let rows: Vec<usize> = packets.iter().map(|p| p.1).collect();
+    let ids = ids_for_rows(&s, &rows);
+    for (id, &(_, _, st, rt)) in ids.iter().zip(&packets) {
+        if let Some(t) = st {
+            s.record(*id, t);
+        }
+        if let Some(t) = rt {
+            r.record(*id, t);
+        }
+    }
+    let e = estimate(&s, &r).unwrap();
+    assert_eq!(
+        e.banks[0].usable_rows, 6,
+        "every row looks usable: counters agree"
+    );
+    assert_eq!(e.effective_samples, 6);
+    assert_eq!(e.delay_sum_ns, 150 + 110 + 140 + 450 + 120);
+    let lda = e.mean_ns.unwrap();
+    assert!((lda - 970.0 / 6.0).abs() < 1e-9, "{lda}");
+    assert_eq!(lda.floor(), 161.0);
+    let truth = (80 + 110 + 70 + 140 + 120) as f64 / 5.0;
+    assert_eq!(truth, 104.0);
+    assert!(
+        (lda - truth) / truth > 0.5,
+        "LDA is off by more than 50 % and cannot know it"
+    );
+    assert_eq!(e.lost, Some(0.0), "the loss is masked too");
+}
+
+/// A FIFO trace in the style of §IV-A: `n` packets, Weibull delays, uniform loss; one packet in
+/// flight at a time (each packet leaves after the previous one arrived), so no reordering.
+struct Trace {
+    ids: Vec<u64>,
+    send: Vec<u64>,
+    recv_ids: Vec<u64>,
+    recv: Vec<u64>,
+    mean: f64,
+    std: f64,
+    lost: u64,
+}
+
+fn weibull_trace(n: usize, scale: f64, shape: f64, loss: f64, seed: u64) -> Trace {
+    let mut rng = Pcg64Mcg::seed_from_u64(seed);
+    let w = Weibull::new(scale, shape).unwrap();
+    let (mut ids, mut send, mut recv_ids, mut recv) = (vec![], vec![], vec![], vec![]);
+    let mut delays: Vec<f64> = Vec::new();
+    let mut t = T0;
+    for _ in 0..n {
+        let id: u64 = rng.random();
+        let d = w.sample(&mut rng).round() as u64;
+        ids.push(id);
+        send.push(t);
+        if !rng.random_bool(loss) {
+            recv_ids.push(id);
+            recv.push(t + d);
+            delays.push(d as f64);
+        }
+        t += d + 1 + (scale as u64);
+    }
+    let k = delays.len() as f64;
+    let mean = delays.iter().sum::<f64>() / k;
+    let std = (delays.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / k).sqrt();
+    Trace {
+        lost: (n - recv_ids.len()) as u64,
+        ids,
+        send,
+        recv_ids,
+        recv,
+        mean,
+        std,
+    }
+}
+
+fn run(c: &Config, t: &Trace) -> LdaEstimate {
+    let mut s = Aggregator::new(c);
+    let mut r = Aggregator::new(c);
+    s.record_all(&t.ids, &t.send);
+    r.record_all(&t.recv_ids, &t.recv);
+    estimate(&s, &r).unwrap()
+}
+
+#[test]
+fn no_loss_is_exact_despite_wrapping_accumulators() {
+    // every accumulator wraps many times (10⁵ timestamps of ~1.8·10¹⁸); with p = 1 and no loss
+    // every row is usable and the estimate is the exact mean
+    let t = weibull_trace(100_000, 133.0, 0.6, 0.0, 5);
+    let e = run(&one_bank_all(16), &t);
+    assert_eq!(e.effective_samples, 100_000);
+    let exact: i128 = t
+        .send
+        .iter()
+        .zip(&t.recv)
+        .map(|(&a, &b)| (b - a) as i128)
+        .sum();
+    assert_eq!(e.delay_sum_ns, exact);
+    assert!((e.mean_ns.unwrap() - t.mean).abs() < 1e-9);
+    assert_eq!(e.lost, Some(0.0));
+    // near the top of the u64 range too
+    let c = one_bank_all(2);
+    let (mut s, mut r) = (Aggregator::new(&c), Aggregator::new(&c));
+    for id in 0..1000u64 {
+        s.record(id, u64::MAX - 5_000_000 + id);
+        r.record(id, u64::MAX - 5_000_000 + id + 1000 + id % 7);
+    }
+    let e = estimate(&s, &r).unwrap();
+    let want: i128 = (0..1000).map(|id| 1000 + (id % 7) as i128).sum();
+    assert_eq!(e.delay_sum_ns, want);
+}
+
+proptest::proptest! {
+    /// One row's accumulator difference is the exact delay sum for any timestamps in the u64
+    /// range, as long as the true sum stays below 2⁶³ (the module doc's argument).
+    #[test]
+    fn wrapping_difference_is_exact(
+        packets in proptest::collection::vec((proptest::num::u64::ANY, 0u64..1u64 << 40), 1..200)
+    ) {
+        let c = Config::new(2, Sampling::Probabilities(vec![1.0]), 1).unwrap();
+        let (mut s, mut r) = (Aggregator::new(&c), Aggregator::new(&c));
+        let mut want: i128 = 0;
+        for &(ts, d) in &packets {
+            let ts = ts.min(u64::MAX - d);
+            s.set_bucket(0, 0, Bucket { ts_sum: s.bucket(0, 0).ts_sum.wrapping_add(ts), count: s.bucket(0, 0).count + 1 });
+            r.set_bucket(0, 0, Bucket { ts_sum: r.bucket(0, 0).ts_sum.wrapping_add(ts + d), count: r.bucket(0, 0).count + 1 });
+            want += d as i128;
+        }
+        let e = estimate(&s, &r).unwrap();
+        proptest::prop_assert_eq!(e.delay_sum_ns, want);
+    }
+}
+
+/// The mean estimator over many LDA seeds on one trace (§IV-A: "the packet trace is the same,
+/// but the LDA selects a different random set of packets"): unbiased — the average over seeds is
+/// within 4 standard errors of the true mean — and inside the eq. (1) 98 % interval in at least
+/// 98 % of the seeds, both with the true σ (as the bound is stated) and with the estimator's own
+/// σ̂ (as it is reported). The loss count from the counters is unbiased too.
+#[test]
+fn mean_is_unbiased_and_within_eq1_bound() {
+    let t = weibull_trace(200_000, 133.0, 0.6, 0.01, 11);
+    let targets = [t.lost as f64 / t.ids.len() as f64];
+    let seeds = 200u64;
+    let (mut ds, mut losses) = (Vec::new(), Vec::new());
+    let (mut inside_true, mut inside_est) = (0, 0);
+    for seed in 0..seeds {
+        let c = Config::tuned(1024, &targets, t.ids.len() as u64, 1000 + seed).unwrap();
+        let e = run(&c, &t);
+        let d = e.mean_ns.unwrap();
+        let h = hoeffding_half_width(t.std, e.effective_samples, 0.98);
+        inside_true += ((d - t.mean).abs() <= h) as u32;
+        let [lo, hi] = e.mean_ci98_ns.unwrap();
+        inside_est += (lo <= t.mean && t.mean <= hi) as u32;
+        ds.push(d);
+        losses.push(e.lost.unwrap());
+    }
+    let (m, se) = mean_se(&ds);
+    assert!(
+        (m - t.mean).abs() < 4.0 * se,
+        "mean over seeds {m} vs truth {} (se {se})",
+        t.mean
+    );
+    assert!(inside_true as f64 >= 0.98 * seeds as f64, "{inside_true}");
+    assert!(inside_est as f64 >= 0.98 * seeds as f64, "{inside_est}");
+    let (ml, sel) = mean_se(&losses);
+    assert!(
+        (ml - t.lost as f64).abs() < 4.0 * sel,
+        "lost {ml} vs {} (se {sel})",
+        t.lost
+    );
+}
+
+fn mean_se(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len() as f64;
+    let m = xs.iter().sum::<f64>() / n;
+    let var = xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0);
+    (m, (var / n).sqrt())
+}
+
+/// §IV-A, Fig. 4(c): "less than 10 % error for Weibull distributions, independent of loss
+/// rate". One bank of 1024 rows tuned to the true loss; the average relative error of the
+/// standard deviation over 40 LDA seeds must stay under 10 % for shapes 0.6–0.8 at low and
+/// high loss. The estimator is also unbiased for the second moment: the average of F over seeds
+/// is within 4 standard errors of the true E[w²].
+#[test]
+fn std_within_paper_band_on_weibull() {
+    for (shape, loss, seed) in [(0.6, 0.001, 21), (0.7, 0.01, 22), (0.8, 0.1, 23)] {
+        let t = weibull_trace(200_000, 133.0, shape, loss, seed);
+        let rate = t.lost as f64 / t.ids.len() as f64;
+        let second = t.std * t.std + t.mean * t.mean;
+        let (mut errs, mut fs) = (Vec::new(), Vec::new());
+        for s in 0..40 {
+            let c = Config::tuned(1024, &[rate], t.ids.len() as u64, 500 + s).unwrap();
+            let e = run(&c, &t);
+            errs.push((e.std_ns.unwrap() - t.std).abs() / t.std);
+            fs.push(e.second_moment_ns2.unwrap());
+        }
+        let avg = errs.iter().sum::<f64>() / errs.len() as f64;
+        assert!(avg < 0.10, "shape {shape}, loss {loss}: std error {avg}");
+        let (mf, sef) = mean_se(&fs);
+        assert!(
+            (mf - second).abs() < 4.0 * sef,
+            "shape {shape}: F {mf} vs {second} (se {sef})"
+        );
+    }
+}
+
+/// The default two-bank configuration, leading-zero sampling and arbitrary probabilities all
+/// estimate the mean within their own eq. (1) interval on one FIFO trace with 1 % loss.
+/// The loss count from several banks' counters is unbiased too: over 100 seeds of the default
+/// two banks its average is within 4 standard errors of the true loss.
+#[test]
+fn every_sampling_form_estimates_the_mean() {
+    let t = weibull_trace(300_000, 133.0, 0.7, 0.01, 31);
+    let n = t.ids.len() as u64;
+    for c in [
+        Config::tuned(512, &DEFAULT_TARGETS, n, 3).unwrap(),
+        Config::tuned_leading_zeros(512, &DEFAULT_TARGETS, n, 3).unwrap(),
+        Config::new(256, Sampling::LeadingZeros(vec![2, 5, 9]), 3).unwrap(),
+    ] {
+        let e = run(&c, &t);
+        let [lo, hi] = e.mean_ci98_ns.unwrap();
+        assert!(lo <= t.mean && t.mean <= hi, "{c:?}: {e:?} vs {}", t.mean);
+        assert!(e.effective_samples > 1000, "{c:?}: {e:?}");
+        assert_eq!(e.banks.len(), c.banks());
+    }
+    let losses: Vec<f64> = (0..100)
+        .map(|s| {
+            let c = Config::tuned(512, &DEFAULT_TARGETS, n, 100 + s).unwrap();
+            run(&c, &t).lost.unwrap()
+        })
+        .collect();
+    let (ml, se) = mean_se(&losses);
+    assert!(
+        (ml - t.lost as f64).abs() < 4.0 * se,
+        "two-bank loss {ml} vs {} (se {se})",
+        t.lost
+    );
+}
+
+#[test]
+fn tuning_follows_the_paper() {
+    // §IV-B: two banks of 512 toward 0.005 and 0.1 for 5 M packets
+    let c = Config::paper_default(1);
+    assert_eq!((c.banks(), c.rows()), (2, 512));
+    let p = c.bank_probabilities();
+    assert!((p[0] - 256.0 / 25_001.0).abs() < 1e-15, "{p:?}");
+    assert!((p[1] - 256.0 / 500_001.0).abs() < 1e-15, "{p:?}");
+    assert_eq!(c.encoded_len(), 10 + 12 * 1024);
+    // one bank, L < m/2: p capped at 1
+    assert_eq!(tuned_probability(1024, 0.0001, 1000), 1.0);
+    // targets asking for more than every packet are scaled to sum to 1
+    let c = Config::tuned(1024, &[0.0, 0.001], 10_000, 1).unwrap();
+    let s: f64 = c.bank_probabilities().iter().sum();
+    assert!((s - 1.0).abs() < 1e-12);
+    // leading zeros: nearest powers of 1/2 (p ≈ 2^-6.6 and 2^-10.9)
+    let c = Config::tuned_leading_zeros(512, &DEFAULT_TARGETS, PAPER_PACKETS, 1).unwrap();
+    assert_eq!(c.sampling(), &Sampling::LeadingZeros(vec![7, 11]));
+    // --memory: 12 KiB + header = the default 2 × 512
+    let c = Config::for_memory(12 * 1024 + 10, &DEFAULT_TARGETS, PAPER_PACKETS, 1).unwrap();
+    assert_eq!(c.rows(), 512);
+    let c = Config::for_memory(1000, &DEFAULT_TARGETS, PAPER_PACKETS, 1).unwrap();
+    assert_eq!(c.rows(), 40); // (1000 − 10) / 24 = 41 → even
+    assert!(Config::for_memory(50, &DEFAULT_TARGETS, PAPER_PACKETS, 1).is_err());
+}
+
+#[test]
+fn config_pairs_roundtrip_and_bad_configs_are_errors() {
+    let to_owned = |c: &Config| -> Vec<(String, String)> {
+        c.pairs()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    };
+    for c in [
+        Config::paper_default(42),
+        Config::tuned(100, &[0.01, 0.05, 0.2], 123_456, 9).unwrap(),
+        Config::new(8, Sampling::LeadingZeros(vec![0]), 0).unwrap(),
+        Config::new(8, Sampling::LeadingZeros(vec![3, 7]), u64::MAX).unwrap(),
+    ] {
+        assert_eq!(Config::from_pairs(&to_owned(&c)).unwrap(), c);
+    }
+    let p = |s: &[(&str, &str)]| -> Vec<(String, String)> {
+        s.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    assert_eq!(Config::from_pairs(&[]).unwrap(), Config::paper_default(1));
+    assert_eq!(
+        Config::from_pairs(&p(&[
+            ("targets", "0.2"),
+            ("packets", "5M"),
+            ("rows", "1024")
+        ]))
+        .unwrap(),
+        Config::tuned(1024, &[0.2], 5_000_000, 1).unwrap()
+    );
+    for (bad, want) in [
+        (vec![("rows", "3")], "even"),
+        (vec![("rows", "0")], "even"),
+        (vec![("rows", "many")], "rows=many"),
+        (vec![("rows", "100000000")], "rows in all"),
+        (vec![("probabilities", "0.6,0.6")], "sum to"),
+        (vec![("probabilities", "0")], "(0, 1]"),
+        (vec![("probabilities", "NaN")], "(0, 1]"),
+        (vec![("exponents", "64")], "at most 63"),
+        (vec![("exponents", "3,3")], "twice"),
+        (vec![("targets", "1.5")], "[0, 1)"),
+        (
+            vec![("targets", "0.1"), ("probabilities", "0.1")],
+            "at most one",
+        ),
+        (vec![("packets", "5M")], "targets too"),
+        (vec![("targets", "0.1"), ("packets", "-1")], "packet count"),
+        (vec![("banks", "3")], "banks=3"),
+        (
+            vec![("probabilities", "0.1"), ("sampling", "leading-zeros")],
+            "sampling=",
+        ),
+        (
+            vec![("colour", "blue")],
+            "unknown LDA config field 'colour'",
+        ),
+    ] {
+        let e = Config::from_pairs(&p(&bad)).unwrap_err().to_string();
+        assert!(e.contains(want), "{bad:?}: {e}");
+    }
+    let many = vec![0.01; 17];
+    assert!(Config::new(2, Sampling::Probabilities(many), 1).is_err());
+    assert!(Config::new(2, Sampling::Probabilities(vec![]), 1).is_err());
+}
+
+/// Mismatched configurations are errors naming the field: in the estimator, and between two
+/// synopsis files as `owl estimate` will check them.
+#[test]
+fn config_mismatch_names_the_field() {
+    let a = Config::paper_default(1);
+    let b = Config::paper_default(2);
+    let e = estimate(&Aggregator::new(&a), &Aggregator::new(&b)).unwrap_err();
+    assert_eq!(
+        e,
+        crate::method::MethodError::ConfigMismatch {
+            field: "seed".into(),
+            sender: "1".into(),
+            receiver: "2".into()
+        }
+    );
+    let c = Config::tuned(256, &DEFAULT_TARGETS, PAPER_PACKETS, 1).unwrap();
+    let e = estimate(&Aggregator::new(&a), &Aggregator::new(&c)).unwrap_err();
+    assert!(
+        e.to_string().contains("rows is 512 at the sender but 256"),
+        "{e}"
+    );
+
+    let file = |m: &LdaMethod, role: Role| {
+        let mut payload = Vec::new();
+        m.new_point(role).encode(&mut payload);
+        SynopsisFile {
+            method: m.name().into(),
+            role,
+            intervals: Intervals::aligned(1_000_000_000),
+            identity_seed: 7,
+            config: Method::config(m)
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            points: vec![(0, payload)],
+        }
+    };
+    let (ma, mb) = (LdaMethod::new(a.clone()), LdaMethod::new(b));
+    let ok = SynopsisFile::check_pair(&file(&ma, Role::Sender), &file(&ma, Role::Receiver));
+    assert!(ok.is_ok());
+    let e =
+        SynopsisFile::check_pair(&file(&ma, Role::Sender), &file(&mb, Role::Receiver)).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("seed is 1 at the sender but 2 at the receiver"),
+        "{e}"
+    );
+    let mz = LdaMethod::new(Config::new(512, Sampling::LeadingZeros(vec![7, 11]), 1).unwrap());
+    let e =
+        SynopsisFile::check_pair(&file(&ma, Role::Sender), &file(&mz, Role::Receiver)).unwrap_err();
+    assert!(e.to_string().contains("sampling is probabilities"), "{e}");
+    // a file's payload round-trips through the method, and bad payloads are errors
+    let f = SynopsisFile::decode(&file(&ma, Role::Sender).encode()).unwrap();
+    let cfg = Config::from_pairs(&f.config).unwrap();
+    assert_eq!(cfg, a);
+    let m = LdaMethod::new(cfg);
+    assert!(m.decode_point(Role::Sender, &f.points[0].1).is_ok());
+    let p = &f.points[0].1;
+    assert!(m.decode_point(Role::Sender, &p[..p.len() - 1]).is_err());
+    assert!(m.decode_point(Role::Sender, &[]).is_err());
+    assert!(m.decode_point(Role::Sender, b"OWLSYN\r\n").is_err());
+    // a payload of another configuration (rows) is refused even though its tag is right
+    let mut other = Vec::new();
+    Aggregator::new(&c).encode(&mut other);
+    assert!(m.decode_point(Role::Sender, &other).is_err());
+}
+
+/// Through the object-safe interface: the estimate carries samples, bytes, loss, the interval
+/// and notes; a wrong synopsis type is an error.
+#[test]
+fn method_interface() {
+    let t = weibull_trace(50_000, 133.0, 0.7, 0.005, 41);
+    let m = LdaMethod::new(Config::tuned(512, &DEFAULT_TARGETS, 50_000, 5).unwrap());
+    let mut s = m.new_point(Role::Sender);
+    let mut r = m.new_point(Role::Receiver);
+    let recs = |ids: &[u64], ts: &[u64]| -> Vec<crate::PacketRecord> {
+        ids.iter()
+            .zip(ts)
+            .map(|(&id, &ts_ns)| crate::PacketRecord {
+                ts_ns,
+                id,
+                ..Default::default()
+            })
+            .collect()
+    };
+    s.record_batch(&recs(&t.ids, &t.send));
+    for rec in recs(&t.recv_ids, &t.recv) {
+        r.record(&rec);
+    }
+    // round-trip both through bytes, as owl record / owl estimate will
+    let (mut bs, mut br) = (Vec::new(), Vec::new());
+    s.encode(&mut bs);
+    r.encode(&mut br);
+    assert_eq!(bs.len(), s.encoded_len());
+    let s = m.decode_point(Role::Sender, &bs).unwrap();
+    let r = m.decode_point(Role::Receiver, &br).unwrap();
+    let e = m.estimate(s, r).unwrap();
+    assert_eq!(e.bytes, 10 + 12 * 1024);
+    assert!(e.samples > 0);
+    let [lo, hi] = e.mean_ci98_ns.unwrap();
+    assert!(lo <= t.mean && t.mean <= hi, "{e:?} vs {}", t.mean);
+    assert!(e.notes.iter().any(|n| n.starts_with("bank 1")));
+    assert!(e.lost.is_some());
+}
+
+/// Packets R saw and S did not (boundary reordering, duplicates) are noted.
+#[test]
+fn excess_at_receiver_is_noted() {
+    let c = one_bank_all(4);
+    let (mut s, mut r) = (Aggregator::new(&c), Aggregator::new(&c));
+    s.record(1, 10);
+    r.record(1, 12);
+    r.record(2, 13);
+    let e = estimate(&s, &r).unwrap();
+    let est = method::to_estimate(&e, 0);
+    assert!(
+        est.notes
+            .iter()
+            .any(|n| n.contains("more packets at the receiver")),
+        "{est:?}"
+    );
+    // an empty pair: no mean, a note, no panic
+    let e = estimate(&Aggregator::new(&c), &Aggregator::new(&c)).unwrap();
+    assert_eq!(e.mean_ns, None);
+    let est = method::to_estimate(&e, 0);
+    assert!(est.notes.iter().any(|n| n.contains("no usable row")));
+}
