@@ -361,7 +361,8 @@ pub struct Outcome {
     pub usable: usize,
     /// Packets in usable buckets.
     pub packets: u64,
-    /// `Σ C_S − Σ C_R` after removing repaired reordered packets (≥ 0).
+    /// `Σ C_S − Σ C_R` after removing repaired reordered packets (≥ 0). Unrepaired reordered
+    /// packets and duplicates at R (FineComb keeps no cache to notice them) count against it.
     pub lost: u64,
     pub repair: RepairStats,
 }

@@ -2,7 +2,8 @@
 //! Aggregation"), played out in one place with every message counted in bytes.
 //!
 //! ```text
-//! 1. both points bring their caches to the same sampling level (max of the two)
+//! 1. end of interval: each point seals its cache (first sightings kept, duplicates
+//!    counted); R → S its sampling level (1 byte); both keep the larger level
 //! 2. late binding: R → S  set-difference sketch            (sketch bytes)
 //!                  S      d̂, m = clamp(factor·d̂, floor, max)
 //!                  S → R  m                                 (8 bytes)
@@ -40,7 +41,7 @@ pub const MAX_ROUNDS: u32 = 8;
 pub struct Bytes {
     /// R's set-difference sketch (late binding).
     pub sketch: u64,
-    /// S's choice of `m`, 8 bytes per attempt (late binding).
+    /// R's sampling level (1 byte) and S's choice of `m`, 8 bytes per attempt (late binding).
     pub sizing: u64,
     /// R's RDA, every attempt.
     pub rda: u64,
@@ -192,7 +193,10 @@ pub fn reconcile(
     receiver.seal();
     let (s, r): (&RdaPoint, &RdaPoint) = (sender, receiver);
 
-    let mut bytes = Bytes::default();
+    let mut bytes = Bytes {
+        sizing: 1,
+        ..Bytes::default()
+    };
     let mut d_hat = None;
     let (mut m, max_m, retries) = match cfg.sizing {
         Sizing::Fixed { buckets_per_bank } => (buckets_per_bank, buckets_per_bank, 0),
@@ -443,7 +447,7 @@ mod tests {
         assert!(rec.sender.per_bank() >= 1024);
         let e = rec.to_estimate(&cfg);
         assert!((e.mean_ns.unwrap() - mu).abs() / mu < 1e-12);
-        assert!(rec.bytes.sketch > 0 && rec.bytes.sizing == 8 * rec.attempts as u64);
+        assert!(rec.bytes.sketch > 0 && rec.bytes.sizing == 1 + 8 * rec.attempts as u64);
 
         // a sizing far too small with no retry fails partly; with retries it recovers
         let tight = |retries| Config {
