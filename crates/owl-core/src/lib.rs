@@ -14,6 +14,7 @@
 
 pub mod countmin;
 pub mod exact;
+pub mod finecomb;
 pub mod hash;
 pub mod interval;
 pub mod lda;
@@ -21,6 +22,7 @@ pub mod lds;
 pub mod method;
 pub mod mpe;
 pub mod probe;
+pub mod rda;
 pub mod record;
 pub mod rli;
 pub mod sds;

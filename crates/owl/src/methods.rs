@@ -12,12 +12,16 @@
 //!   network is the in-band timestamp of every packet, whatever the budget).
 //! - `rli`, `mpe`, `mpe1`: not sizeable by memory — their cost follows their probe or sampling
 //!   rate (the estimate reports the bytes).
+//!
+//! Not listed on purpose: the "ideal" FineComb of RDA §VII, which repairs with the ground truth
+//! and cannot exist in a deployment; the `rda-set-difference` experiment runs it directly
+//! (`owl_core::finecomb::estimate_ideal`).
 
 use anyhow::{Result, bail};
 use owl_core::lda::{self, LdaMethod};
 use owl_core::method::Method;
 use owl_core::probe::{self, ProbeMethod};
-use owl_core::{countmin, lds, mpe, rli, sds};
+use owl_core::{countmin, finecomb, lds, mpe, rda, rli, sds};
 
 /// Name of the exact per-packet method (the ground truth itself).
 pub const EXACT: &str = "exact";
@@ -41,6 +45,20 @@ pub const ALL: &[Entry] = &[
     Entry {
         name: "probe",
         summary: "Poisson active probing at 144 Hz (LDA paper's baseline), each probe emulated by the packet after its instant; 64 B a probe (--memory ignored)",
+    },
+    Entry {
+        name: "rda",
+        summary: "RDA, late binding (§VIII): 3 banks of d̂ buckets from a strata estimate, decode \
+                  lost and reordered packets, repair, exact mean; --memory caps the RDA",
+    },
+    Entry {
+        name: "rda-fixed",
+        summary: "RDA of fixed size (§V/§VII): 3 banks × 1666 buckets (120 kB), or --memory / 72 B",
+    },
+    Entry {
+        name: "finecomb",
+        summary: "FineComb (RDA §III-C): 5000 buckets with parity, receiver stash repairs \
+                  reordered packets, lost ones spoil their bucket; --memory / 24 B buckets",
     },
     Entry {
         name: "lds",
@@ -160,6 +178,13 @@ pub fn parse_list(s: &str) -> Result<Vec<&'static str>> {
 /// - `probe`: 144 Hz, the paper's equal-bandwidth rate for 1 s intervals. Its bandwidth is
 ///   `rate × 64 B` per second, so a byte budget per interval does not size it without the
 ///   interval length: `--memory` leaves it alone.
+/// - `rda-fixed`: 3 banks of 1 666 buckets (≈ the §VII 120 000 B); `--memory B` gives
+///   `m = ⌊B / 72⌋` buckets per bank (3 banks × 24 B).
+/// - `rda` (late binding): `--memory B` caps what crosses per interval — the receiver's strata
+///   sketch (20 736 B) first, then at most `⌊(B − 20 736) / 72⌋` buckets per bank, the floor
+///   of 683 lowered to that cap if needed; a quiet interval uses less.
+/// - `finecomb`: 5 000 buckets and a stash of 5 000 packets; `--memory B` gives `⌊B / 24⌋`
+///   buckets and a stash of as many packets.
 pub fn build(name: &str, opts: &Options) -> Result<Box<dyn Method>> {
     match name {
         "lda" => {
@@ -178,6 +203,29 @@ pub fn build(name: &str, opts: &Options) -> Result<Box<dyn Method>> {
             probe::DEFAULT_RATE_HZ,
             opts.seed,
         )?))),
+        "rda" | "rda-fixed" => {
+            let mut cfg = if name == "rda" {
+                rda::Config::default()
+            } else {
+                rda::Config::fixed(1666)
+            };
+            cfg.seed = opts.seed;
+            if let Some(b) = opts.memory {
+                cfg = cfg.with_memory(b)?;
+            }
+            let n = if name == "rda" { "rda" } else { "rda-fixed" };
+            Ok(Box::new(rda::RdaMethod::new(n, cfg)?))
+        }
+        "finecomb" => {
+            let mut cfg = finecomb::Config {
+                seed: opts.seed,
+                ..Default::default()
+            };
+            if let Some(b) = opts.memory {
+                cfg = cfg.with_memory(b)?;
+            }
+            Ok(Box::new(finecomb::FineCombMethod::new(cfg)?))
+        }
         "lds" => {
             let c = per_row(opts.memory, 4, lds::config::CELL_BYTES as u64, 17_500)?;
             Ok(Box::new(lds::LdsMethod::new(
@@ -301,6 +349,23 @@ pub fn from_config(name: &str, pairs: &[(String, String)]) -> Result<Box<dyn Met
         "probe" => Ok(Box::new(ProbeMethod::new(probe::Config::from_pairs(
             pairs,
         )?))),
+        "rda" | "rda-fixed" => {
+            // the name says the sizing when the pairs (from --method-config) do not
+            let mut pairs = pairs.to_vec();
+            if !pairs.iter().any(|(k, _)| k == "sizing") {
+                let sizing = if name == "rda" { "late" } else { "fixed" };
+                pairs.push(("sizing".into(), sizing.into()));
+            }
+            let cfg = rda::Config::from_pairs(&pairs)?;
+            let n = rda::RdaMethod::name_of(&cfg);
+            if n != name {
+                bail!("a synopsis file of method '{name}' carries the configuration of '{n}'");
+            }
+            Ok(Box::new(rda::RdaMethod::new(n, cfg)?))
+        }
+        "finecomb" => Ok(Box::new(finecomb::FineCombMethod::new(
+            finecomb::Config::from_pairs(pairs)?,
+        )?)),
         "lds" | "lds-mb" | "lds-mb-dense" => Ok(Box::new(lds::LdsMethod::new(
             name,
             lds::Config::from_pairs_over(lds_default(name, None, 1), pairs)?,
@@ -462,5 +527,70 @@ mod tests {
         };
         let e = build("lda", &tiny).err().unwrap().to_string();
         assert!(e.contains("too small"), "{e}");
+    }
+
+    #[test]
+    fn rda_and_finecomb_rebuild_from_their_configuration() {
+        let opts = Options {
+            seed: 7,
+            memory: Some(200_000),
+        };
+        for name in ["rda", "rda-fixed", "finecomb"] {
+            let m = build(name, &opts).unwrap();
+            assert_eq!(m.name(), name);
+            let pairs: Vec<(String, String)> = m
+                .config()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect();
+            let back = from_config(name, &pairs).unwrap();
+            assert_eq!(back.config(), m.config(), "{name}");
+        }
+        let rda_pairs: Vec<(String, String)> = build("rda", &opts)
+            .unwrap()
+            .config()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        assert!(from_config("rda-fixed", &rda_pairs).is_err());
+        assert!(from_config("finecomb", &rda_pairs).is_err());
+        assert!(
+            build(
+                "rda-fixed",
+                &Options {
+                    seed: 1,
+                    memory: Some(10)
+                }
+            )
+            .is_err()
+        );
+        // --method-config: the given fields over the method's defaults
+        let o = Overrides::parse(&[
+            "rda-fixed:banks=2".into(),
+            "rda-fixed:buckets_per_bank=2500".into(),
+            "rda-fixed:std=algorithm3".into(),
+            "finecomb:enumeration=whole".into(),
+        ])
+        .unwrap();
+        let plain = Options {
+            seed: 3,
+            memory: None,
+        };
+        let m = build_configured("rda-fixed", &plain, &o).unwrap();
+        let c = m.config();
+        assert!(c.contains(&("banks", "2".to_string())), "{c:?}");
+        assert!(
+            c.contains(&("buckets_per_bank", "2500".to_string())),
+            "{c:?}"
+        );
+        assert!(c.contains(&("seed", "3".to_string())), "{c:?}");
+        let f = build_configured("finecomb", &plain, &o).unwrap();
+        assert!(f.config().contains(&("enumeration", "whole".to_string())));
+        let bad = Overrides::parse(&["rda:rows=3".into()]).unwrap();
+        let e = build_configured("rda", &plain, &bad)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("rows"), "{e}");
     }
 }

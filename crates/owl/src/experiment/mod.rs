@@ -9,6 +9,7 @@
 pub mod lda;
 pub mod lds;
 pub mod plot;
+pub mod rda;
 
 use std::path::{Path, PathBuf};
 
@@ -82,6 +83,8 @@ pub const EXPERIMENTS: &[Experiment] = &[
         summary: "LDS Fig. 12: gold/silver/bronze flow weights on 40 000 and 100 000 cells",
         run: lds::weights,
     },
+    rda::SET_DIFFERENCE,
+    rda::DECODE_TIME,
 ];
 
 #[derive(Args, Clone, Debug)]

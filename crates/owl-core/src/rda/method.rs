@@ -1,0 +1,124 @@
+//! RDA as an object-safe [`Method`] for `owl compare` (and `owl record` / `owl estimate`).
+
+use super::exchange::reconcile;
+use super::point::RdaPoint;
+use super::{Config, Sizing};
+use crate::method::{Estimate, Method, MethodError, PointSynopsis, Role, downcast};
+use crate::wire::DecodeError;
+
+/// RDA under a name (`rda` for late binding, `rda-fixed` for the fixed size of §V/§VII).
+#[derive(Clone, Debug)]
+pub struct RdaMethod {
+    name: &'static str,
+    cfg: Config,
+}
+
+impl RdaMethod {
+    /// A method of a valid configuration.
+    pub fn new(name: &'static str, cfg: Config) -> Result<RdaMethod, MethodError> {
+        cfg.validate()?;
+        Ok(RdaMethod { name, cfg })
+    }
+    pub fn config_struct(&self) -> &Config {
+        &self.cfg
+    }
+    /// The name a configuration is registered under.
+    pub fn name_of(cfg: &Config) -> &'static str {
+        match cfg.sizing {
+            Sizing::Fixed { .. } => "rda-fixed",
+            Sizing::Late(_) => "rda",
+        }
+    }
+}
+
+impl Method for RdaMethod {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn config(&self) -> Vec<(&'static str, String)> {
+        self.cfg.pairs()
+    }
+    fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
+        // the configuration was validated in `new`
+        Box::new(RdaPoint::new(&self.cfg, role).expect("validated configuration"))
+    }
+    fn decode_point(
+        &self,
+        role: Role,
+        bytes: &[u8],
+    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
+        Ok(Box::new(RdaPoint::decode(&self.cfg, role, bytes)?))
+    }
+    fn estimate(
+        &self,
+        sender: Box<dyn PointSynopsis>,
+        receiver: Box<dyn PointSynopsis>,
+    ) -> Result<Estimate, MethodError> {
+        let mut s = downcast::<RdaPoint>(sender, "rda")?;
+        let mut r = downcast::<RdaPoint>(receiver, "rda")?;
+        if let Some(e) = self.cfg.mismatch(s.config()) {
+            return Err(e);
+        }
+        Ok(reconcile(&mut s, &mut r)?.to_estimate(&self.cfg))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::PacketRecord;
+
+    #[test]
+    fn compare_style_roundtrip_through_payloads() {
+        let m = RdaMethod::new("rda", Config::default()).unwrap();
+        let mut s = m.new_point(Role::Sender);
+        let mut r = m.new_point(Role::Receiver);
+        for i in 0..2_000u64 {
+            let id = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x55;
+            s.record(&PacketRecord {
+                ts_ns: 1_000_000 + i * 100,
+                id,
+                ..Default::default()
+            });
+            if i % 50 != 0 {
+                r.record(&PacketRecord {
+                    ts_ns: 1_000_000 + i * 100 + 5_000 + i % 7,
+                    id,
+                    ..Default::default()
+                });
+            }
+        }
+        let (mut bs, mut br) = (Vec::new(), Vec::new());
+        s.encode(&mut bs);
+        r.encode(&mut br);
+        assert_eq!(bs.len(), s.encoded_len());
+        let s2 = m.decode_point(Role::Sender, &bs).unwrap();
+        let r2 = m.decode_point(Role::Receiver, &br).unwrap();
+        let e1 = m.estimate(s, r).unwrap();
+        let e2 = m.estimate(s2, r2).unwrap();
+        assert_eq!(e1, e2);
+        assert_eq!(e1.lost, Some(40));
+        assert_eq!(e1.samples, 1960);
+        let expect = (0..2_000u64)
+            .filter(|i| i % 50 != 0)
+            .map(|i| 5_000.0 + (i % 7) as f64)
+            .sum::<f64>()
+            / 1960.0;
+        assert!((e1.mean_ns.unwrap() - expect).abs() < 1e-9);
+    }
+
+    #[test]
+    fn wrong_synopses_are_errors() {
+        let m = RdaMethod::new("rda", Config::fixed(8)).unwrap();
+        let other = RdaMethod::new("rda", Config::fixed(9)).unwrap();
+        let e = m
+            .estimate(m.new_point(Role::Sender), other.new_point(Role::Receiver))
+            .unwrap_err();
+        assert!(
+            matches!(e, MethodError::ConfigMismatch { ref field, .. } if field == "buckets_per_bank"),
+            "{e}"
+        );
+        assert!(RdaMethod::new("rda", Config::fixed(0)).is_err());
+        assert_eq!(RdaMethod::name_of(&Config::default()), "rda");
+    }
+}
