@@ -75,7 +75,9 @@ mod tests;
 
 use std::fmt::Write as _;
 
-pub use estimate::{BankReport, LdaEstimate, estimate, hoeffding_half_width};
+pub use estimate::{
+    BankReport, CollapseRule, LdaEstimate, estimate, estimate_with, hoeffding_half_width,
+};
 pub use method::LdaMethod;
 pub use synopsis::{Aggregator, BYTES_PER_ROW, Bucket, HEADER_BYTES};
 

@@ -577,3 +577,52 @@ fn excess_at_receiver_is_noted() {
     let est = method::to_estimate(&e, 0);
     assert!(est.notes.iter().any(|n| n.contains("no usable row")));
 }
+
+/// A collapsed pair with a lost packet in one row and an extra (boundary-crossing) packet in the
+/// other balances its summed counters: eq. (5) as written then adds two absolute timestamps
+/// (~10¹⁸ ns) into F. The per-row rule (owl's default) drops the pair; under LDA's own
+/// assumptions (R only misses packets) both rules agree.
+#[test]
+fn per_row_collapse_rule_survives_extra_packets() {
+    let c = one_bank_all(4);
+    let mut s = Aggregator::new(&c);
+    let mut r = Aggregator::new(&c);
+    // rows 0 and 1 form collapsed pair 0; rows 2 and 3 pair 1
+    let ids = ids_for_rows(&s, &[0, 1, 2, 3, 2, 3]);
+    let delay = [10u64, 20, 30, 40, 50, 60];
+    // common packets in every row
+    for (k, &id) in ids[1..6].iter().enumerate() {
+        s.record(id, T0 + 1_000 * k as u64);
+        r.record(id, T0 + 1_000 * k as u64 + delay[k]);
+    }
+    // pair 0: row 0 loses a packet, row 1 receives one S never counted in this interval
+    s.record(ids[0], T0 + 9_000);
+    let extra = ids_for_rows(&s, &[1, 1])[1]; // another identity of row 1
+    r.record(extra, T0 + 9_500);
+    let paper = estimate_with(&s, &r, CollapseRule::Paper).unwrap();
+    let strict = estimate_with(&s, &r, CollapseRule::PerRow).unwrap();
+    // the mean only uses rows whose counters agree: rows 2 and 3 (row 0 lost one, row 1 got one)
+    assert_eq!(strict.mean_ns, paper.mean_ns);
+    assert!(
+        paper.second_moment_ns2.unwrap() > 1e30,
+        "{:?}",
+        paper.second_moment_ns2
+    );
+    assert!(
+        strict.second_moment_ns2.unwrap() < 1e4,
+        "{:?}",
+        strict.second_moment_ns2
+    );
+    assert_eq!(strict.collapsed_usable, 1);
+    assert_eq!(paper.collapsed_usable, 2);
+
+    // with loss only, the rules agree exactly
+    let mut r2 = Aggregator::new(&c);
+    for (k, &id) in ids[1..6].iter().enumerate() {
+        r2.record(id, T0 + 1_000 * k as u64 + delay[k]);
+    }
+    assert_eq!(
+        estimate_with(&s, &r2, CollapseRule::Paper).unwrap(),
+        estimate_with(&s, &r2, CollapseRule::PerRow).unwrap()
+    );
+}
