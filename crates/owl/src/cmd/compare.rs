@@ -635,16 +635,17 @@ pub fn print_text(out: &mut impl Write, c: &Comparison, args: &CompareArgs) -> R
         )?;
     }
     writeln!(out)?;
+    let w = c.methods.iter().map(|m| m.name.len()).max().unwrap_or(0).max(6);
     writeln!(
         out,
-        "{:<10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9}",
+        "{:<w$} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9}",
         "method", "mean", "std", "mean err", "std err", "samples", "bytes", "time"
     )?;
     for m in &c.methods {
         let e = &m.overall;
         writeln!(
             out,
-            "{:<10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9}",
+            "{:<w$} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9}",
             m.name,
             fmt_opt_ns(e.mean_ns),
             fmt_opt_ns(e.std_ns),
@@ -655,10 +656,10 @@ pub fn print_text(out: &mut impl Write, c: &Comparison, args: &CompareArgs) -> R
             fmt_time(m.time)
         )?;
         if let Some(err) = &m.error {
-            writeln!(out, "           ! {err}")?;
+            writeln!(out, "{:w$}  ! {err}", "")?;
         }
         for n in &e.notes {
-            writeln!(out, "           {n}")?;
+            writeln!(out, "{:w$}  {n}", "")?;
         }
     }
     if !iv.is_whole() {
