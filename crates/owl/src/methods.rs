@@ -390,11 +390,16 @@ pub fn from_config(name: &str, pairs: &[(String, String)]) -> Result<Box<dyn Met
     }
 }
 
-/// The `--methods` help line.
-pub fn help() -> String {
-    let mut s = String::from("Methods (comma list, or `all`):\n");
+/// The help of `--methods` (a list) or `--method` (one).
+pub fn help(list: bool) -> String {
+    let mut s = String::from(if list {
+        "Methods to run beside the truth, a comma list or `all`:\n"
+    } else {
+        "Method whose synopsis to record, one of:\n"
+    });
+    let w = ALL.iter().map(|e| e.name.len()).max().unwrap_or(0);
     for e in ALL {
-        s.push_str(&format!("  {:<10} {}\n", e.name, e.summary));
+        s.push_str(&format!("  {:<w$}  {}\n", e.name, e.summary));
     }
     s
 }

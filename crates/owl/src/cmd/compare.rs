@@ -12,11 +12,11 @@ use owl_core::exact::{Matcher, Truth, TruthOptions};
 use owl_core::interval::Intervals;
 use owl_core::method::{Estimate, Method, PointSynopsis, Role};
 use owl_core::stats::{DelaySummary, relative_error};
-use owl_core::units::{format_bytes, format_ns, parse_bytes, parse_duration_u64};
-use owl_trace::identity::DEFAULT_IDENTITY_SEED;
+use owl_core::units::{format_bytes, format_ns};
 use owl_trace::records::InputStats;
 use serde_json::{Value, json};
 
+use super::agreed::Agreed;
 use crate::input::read_capture;
 use crate::methods::{self, EXACT};
 
@@ -62,27 +62,10 @@ pub struct CompareArgs {
     /// Capture taken at the receiver point R.
     pub receiver: PathBuf,
     /// Methods to run beside the truth: a comma list or `all`.
-    #[arg(long, default_value = "all", value_name = "LIST", long_help = methods::help())]
+    #[arg(long, default_value = "all", value_name = "LIST", long_help = methods::help(true))]
     pub methods: String,
-    /// Measurement interval T (e.g. 100ms, 1s); 0 = the whole capture is one interval.
-    #[arg(long, default_value = "0", value_parser = parse_duration_u64, value_name = "T")]
-    pub interval: u64,
-    /// Agreed start t0 of interval 0, ns since the epoch (default: aligned to T).
-    #[arg(long, value_name = "NS")]
-    pub origin_ns: Option<u64>,
-    /// Size every method to this synopsis budget (e.g. 32KiB) so comparisons are fair.
-    #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
-    pub memory: Option<u64>,
-    /// Set one configuration field of a method, e.g. `lda:rows=1024`, `lda:targets=0.2`,
-    /// `probe:rate_hz=10000` (repeatable; replaces that method's defaults and --memory).
-    #[arg(long = "method-config", value_name = "METHOD:KEY=VALUE")]
-    pub method_config: Vec<String>,
-    /// Seed of the methods' hashes (both points must use the same).
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Seed of the packet identity hash (both points must use the same).
-    #[arg(long, default_value_t = DEFAULT_IDENTITY_SEED, value_name = "N")]
-    pub identity_seed: u64,
+    #[command(flatten)]
+    pub agreed: Agreed,
     /// Print one JSON document instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -173,15 +156,9 @@ pub fn run(args: CompareArgs) -> Result<()> {
 
 pub fn compare(args: &CompareArgs) -> Result<Comparison> {
     let names = methods::parse_list(&args.methods)?;
-    let iv = match args.origin_ns {
-        None => Intervals::aligned(args.interval),
-        Some(o) => Intervals::with_origin(args.interval, o)?,
-    };
-    let opts = methods::Options {
-        seed: args.seed,
-        memory: args.memory,
-    };
-    let overrides = methods::Overrides::parse(&args.method_config)?;
+    let iv = args.agreed.intervals()?;
+    let opts = args.agreed.options();
+    let overrides = args.agreed.overrides()?;
     for m in overrides.methods() {
         if !names.contains(&m) {
             bail!("--method-config sets {m}, which is not among --methods");
@@ -213,7 +190,7 @@ pub fn compare(args: &CompareArgs) -> Result<Comparison> {
     let mut per_flow = args.per_flow.then(|| super::perflow::PerFlow::new(iv));
     let s = read_capture(
         &args.sender,
-        args.identity_seed,
+        args.agreed.identity_seed,
         args.allow_truncated,
         "sender",
         |batch| {
@@ -235,7 +212,7 @@ pub fn compare(args: &CompareArgs) -> Result<Comparison> {
     )?;
     let r = read_capture(
         &args.receiver,
-        args.identity_seed,
+        args.agreed.identity_seed,
         args.allow_truncated,
         "receiver",
         |batch| {
@@ -401,7 +378,7 @@ fn write_unmatched(dir: &Path, args: &CompareArgs, truth: &Truth) -> Result<()> 
     ] {
         let set: hashbrown::HashSet<u64> = ids.iter().copied().collect();
         let dst = dir.join(name);
-        let x = owl_trace::records::extract(src, &dst, args.identity_seed, &set)
+        let x = owl_trace::records::extract(src, &dst, args.agreed.identity_seed, &set)
             .with_context(|| format!("writing {}", dst.display()))?;
         if x.other_linktype > 0 {
             eprintln!(
@@ -520,9 +497,9 @@ pub fn to_json(c: &Comparison, args: &CompareArgs) -> Value {
         "receiver": input_json(&c.receiver),
         "interval_ns": c.intervals.length_ns,
         "origin_ns": c.intervals.origin_ns,
-        "seed": args.seed,
-        "identity_seed": args.identity_seed,
-        "memory": args.memory,
+        "seed": args.agreed.seed,
+        "identity_seed": args.agreed.identity_seed,
+        "memory": args.agreed.memory,
         "truth": truth,
         "methods": methods,
     });
@@ -635,7 +612,13 @@ pub fn print_text(out: &mut impl Write, c: &Comparison, args: &CompareArgs) -> R
         )?;
     }
     writeln!(out)?;
-    let w = c.methods.iter().map(|m| m.name.len()).max().unwrap_or(0).max(6);
+    let w = c
+        .methods
+        .iter()
+        .map(|m| m.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(6);
     writeln!(
         out,
         "{:<w$} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9}",

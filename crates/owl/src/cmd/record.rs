@@ -6,12 +6,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
 use clap::{Args, ValueEnum};
-use owl_core::interval::Intervals;
 use owl_core::method::{PointSynopsis, Role};
-use owl_core::units::{format_bytes, parse_bytes, parse_duration_u64};
+use owl_core::units::format_bytes;
 use owl_core::wire::SynopsisFile;
-use owl_trace::identity::DEFAULT_IDENTITY_SEED;
 
+use super::agreed::Agreed;
 use crate::input::read_capture;
 use crate::methods;
 
@@ -44,30 +43,13 @@ pub struct RecordArgs {
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
     /// Method whose synopsis to record.
-    #[arg(long, long_help = methods::help())]
+    #[arg(long, long_help = methods::help(false))]
     pub method: String,
     /// Which point this capture was taken at.
     #[arg(long, value_enum)]
     pub role: RoleArg,
-    /// Measurement interval T (e.g. 1s); 0 = one interval over the whole capture.
-    #[arg(long, default_value = "0", value_parser = parse_duration_u64, value_name = "T")]
-    pub interval: u64,
-    /// Agreed start t0 of interval 0, ns since the epoch (default: aligned to T).
-    #[arg(long, value_name = "NS")]
-    pub origin_ns: Option<u64>,
-    /// Synopsis budget per interval (e.g. 32KiB).
-    #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
-    pub memory: Option<u64>,
-    /// Set one configuration field of the method, e.g. `lda:rows=1024` (repeatable; replaces the
-    /// defaults and --memory).
-    #[arg(long = "method-config", value_name = "METHOD:KEY=VALUE")]
-    pub method_config: Vec<String>,
-    /// Seed of the method's hashes (both points must use the same).
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Seed of the packet identity hash (both points must use the same).
-    #[arg(long, default_value_t = DEFAULT_IDENTITY_SEED, value_name = "N")]
-    pub identity_seed: u64,
+    #[command(flatten)]
+    pub agreed: Agreed,
     /// Accept a capture that ends inside a record (measure what is complete).
     #[arg(long)]
     pub allow_truncated: bool,
@@ -85,25 +67,15 @@ pub fn run(a: RecordArgs) -> Result<()> {
                 .join(", ")
         ));
     }
-    let overrides = methods::Overrides::parse(&a.method_config)?;
+    let overrides = a.agreed.overrides()?;
     if let Some(m) = overrides.methods().into_iter().find(|m| *m != a.method) {
         return Err(anyhow!(
             "--method-config sets {m}, but the method recorded is {}",
             a.method
         ));
     }
-    let method = methods::build_configured(
-        &a.method,
-        &methods::Options {
-            seed: a.seed,
-            memory: a.memory,
-        },
-        &overrides,
-    )?;
-    let iv = match a.origin_ns {
-        None => Intervals::aligned(a.interval),
-        Some(o) => Intervals::with_origin(a.interval, o)?,
-    };
+    let method = methods::build_configured(&a.method, &a.agreed.options(), &overrides)?;
+    let iv = a.agreed.intervals()?;
     let role = match a.role {
         RoleArg::Sender => Role::Sender,
         RoleArg::Receiver => Role::Receiver,
@@ -111,7 +83,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
     let mut points: BTreeMap<u64, Box<dyn PointSynopsis>> = BTreeMap::new();
     let read = read_capture(
         &a.capture,
-        a.identity_seed,
+        a.agreed.identity_seed,
         a.allow_truncated,
         "capture",
         |batch| {
@@ -130,7 +102,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
         method: method.name().to_string(),
         role,
         intervals: iv,
-        identity_seed: a.identity_seed,
+        identity_seed: a.agreed.identity_seed,
         config: method
             .config()
             .into_iter()

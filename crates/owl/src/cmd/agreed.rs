@@ -1,0 +1,66 @@
+//! What both observation points must agree on — intervals, method configuration, seeds — as
+//! the command-line flags `owl compare` and `owl record` share.
+
+use anyhow::Result;
+use clap::Args;
+use owl_core::interval::Intervals;
+use owl_core::units::{parse_bytes, parse_duration_u64};
+use owl_trace::identity::DEFAULT_IDENTITY_SEED;
+
+use crate::methods;
+
+#[derive(Args, Clone, Debug)]
+pub struct Agreed {
+    /// Measurement interval T (e.g. 100ms, 1s); 0 = the whole capture is one interval.
+    #[arg(long, default_value = "0", value_parser = parse_duration_u64, value_name = "T")]
+    pub interval: u64,
+    /// Agreed start t0 of interval 0, ns since the epoch (default: aligned to T).
+    #[arg(long, value_name = "NS")]
+    pub origin_ns: Option<u64>,
+    /// Synopsis budget per interval (e.g. 32KiB): sizes every method to the same bytes, so
+    /// comparisons are fair.
+    #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
+    pub memory: Option<u64>,
+    /// Set one configuration field of a method, e.g. `lda:rows=1024`, `lda:targets=0.2`,
+    /// `probe:rate_hz=10000` (repeatable; replaces that method's defaults and --memory).
+    #[arg(long = "method-config", value_name = "METHOD:KEY=VALUE")]
+    pub method_config: Vec<String>,
+    /// Seed of the methods' hashes (both points must use the same).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Seed of the packet identity hash (both points must use the same).
+    #[arg(long, default_value_t = DEFAULT_IDENTITY_SEED, value_name = "N")]
+    pub identity_seed: u64,
+}
+
+impl Agreed {
+    /// The defaults, with a method seed.
+    pub fn with_seed(seed: u64) -> Agreed {
+        Agreed {
+            interval: 0,
+            origin_ns: None,
+            memory: None,
+            method_config: Vec::new(),
+            seed,
+            identity_seed: DEFAULT_IDENTITY_SEED,
+        }
+    }
+
+    pub fn intervals(&self) -> Result<Intervals> {
+        Ok(match self.origin_ns {
+            None => Intervals::aligned(self.interval),
+            Some(o) => Intervals::with_origin(self.interval, o)?,
+        })
+    }
+
+    pub fn options(&self) -> methods::Options {
+        methods::Options {
+            seed: self.seed,
+            memory: self.memory,
+        }
+    }
+
+    pub fn overrides(&self) -> Result<methods::Overrides> {
+        methods::Overrides::parse(&self.method_config)
+    }
+}
