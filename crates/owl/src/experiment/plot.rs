@@ -93,15 +93,34 @@ fn tick(v: f64) -> String {
     }
     let a = v.abs();
     if !(1e-3..1e5).contains(&a) {
-        let e = a.log10().floor() as i32;
-        let m = v / 10f64.powi(e);
-        let m = (m * 100.0).round() / 100.0;
+        let mut e = a.log10().floor() as i32;
+        let mut m = ((v / 10f64.powi(e)) * 100.0).round() / 100.0;
+        if m.abs() >= 10.0 {
+            // 9.999e-8 rounds to 10: write 1e-7, not 10e-8
+            m /= 10.0;
+            e += 1;
+        }
         return format!("{m}e{e}");
     }
     let digits = 2 - a.log10().floor() as i32;
     let scale = 10f64.powi(digits);
     let r = (v * scale).round() / scale;
     format!("{r}")
+}
+
+/// Tick text on a log axis spanning more than a decade: only mantissas 1, 2 and 5 are labelled
+/// (the grid line stays), so labels do not pile up.
+fn log_tick(v: f64, decades: f64) -> String {
+    if decades > 1.0 && v > 0.0 {
+        let m = v / 10f64.powf(v.log10().floor());
+        let keep = [1.0, 2.0, 5.0, 10.0]
+            .iter()
+            .any(|k| (m - k).abs() < 1e-6 * k);
+        if !keep {
+            return String::new();
+        }
+    }
+    tick(v)
 }
 
 type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
@@ -116,6 +135,7 @@ fn draw_panel(p: &Panel, area: &Area) -> Result<(), String> {
     });
     let (x0, x1) = range(xs, p.log_x);
     let (y0, y1) = range(ys, p.log_y);
+    let (xdec, ydec) = ((x1 / x0).log10(), (y1 / y0).log10());
     let mut b = ChartBuilder::on(area);
     b.caption(&p.title, ("sans-serif", 18))
         .margin(12)
@@ -129,8 +149,20 @@ fn draw_panel(p: &Panel, area: &Area) -> Result<(), String> {
                 .x_desc(p.x_label.as_str())
                 .y_desc(p.y_label.as_str())
                 .label_style(("sans-serif", 13))
-                .x_label_formatter(&|v| tick(*v))
-                .y_label_formatter(&|v| tick(*v))
+                .x_label_formatter(&|v| {
+                    if p.log_x {
+                        log_tick(*v, xdec)
+                    } else {
+                        tick(*v)
+                    }
+                })
+                .y_label_formatter(&|v| {
+                    if p.log_y {
+                        log_tick(*v, ydec)
+                    } else {
+                        tick(*v)
+                    }
+                })
                 .draw()
                 .map_err(|e| e.to_string())?;
             for (i, s) in p.series.iter().enumerate() {
@@ -196,7 +228,7 @@ fn draw_panel(p: &Panel, area: &Area) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::tick;
+    use super::{log_tick, tick};
 
     #[test]
     fn ticks_are_short() {
@@ -207,5 +239,9 @@ mod tests {
         assert_eq!(tick(0.0001), "1e-4");
         assert_eq!(tick(0.015), "0.015");
         assert_eq!(tick(0.0), "0");
+        assert_eq!(tick(9.999_999e-8), "1e-7");
+        assert_eq!(log_tick(3e5, 2.0), "");
+        assert_eq!(log_tick(5e5, 2.0), "5e5");
+        assert_eq!(log_tick(3e5, 0.5), "3e5");
     }
 }
