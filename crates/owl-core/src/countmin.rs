@@ -19,7 +19,10 @@
 use std::any::Any;
 
 use crate::hash::{HashFamily, HashFn};
-use crate::method::{Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, downcast};
+use crate::method::{
+    Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, config_value, downcast,
+    unknown_field,
+};
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader};
 
@@ -80,16 +83,11 @@ impl Config {
     ) -> Result<Config, MethodError> {
         let mut c = base;
         for (k, v) in pairs {
-            let bad = || MethodError::Invalid(format!("countmin {k} '{v}' is not valid"));
             match k.as_str() {
-                "rows" => c.rows = v.trim().parse().map_err(|_| bad())?,
-                "width" => c.width = v.trim().parse().map_err(|_| bad())?,
-                "seed" => c.seed = v.trim().parse().map_err(|_| bad())?,
-                _ => {
-                    return Err(MethodError::Invalid(format!(
-                        "unknown countmin config field '{k}' (known: rows, width, seed)"
-                    )));
-                }
+                "rows" => c.rows = config_value("countmin", k, v)?,
+                "width" => c.width = config_value("countmin", k, v)?,
+                "seed" => c.seed = config_value("countmin", k, v)?,
+                _ => return Err(unknown_field("countmin", k, &["rows", "width", "seed"])),
             }
         }
         c.validate()?;

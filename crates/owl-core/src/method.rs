@@ -168,6 +168,27 @@ pub trait Method: Send + Sync {
     }
 }
 
+/// Parse one configuration value of `method` (`--method-config`, synopsis files), or an error
+/// naming the field and the value.
+pub fn config_value<T: std::str::FromStr>(
+    method: &str,
+    field: &str,
+    value: &str,
+) -> Result<T, MethodError> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| MethodError::Invalid(format!("{method} {field} '{value}' is not valid")))
+}
+
+/// The error for a configuration field `method` does not know, listing those it does.
+pub fn unknown_field(method: &str, field: &str, known: &[&str]) -> MethodError {
+    MethodError::Invalid(format!(
+        "unknown {method} config field '{field}' (known: {})",
+        known.join(", ")
+    ))
+}
+
 /// Downcast a boxed synopsis to the method's concrete type.
 pub fn downcast<T: 'static>(
     s: Box<dyn PointSynopsis>,

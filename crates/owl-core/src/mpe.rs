@@ -26,7 +26,10 @@ use std::any::Any;
 use hashbrown::HashMap;
 
 use crate::hash::{HashFamily, HashFn};
-use crate::method::{Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, downcast};
+use crate::method::{
+    Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, config_value, downcast,
+    unknown_field,
+};
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader};
 
@@ -71,15 +74,10 @@ impl Config {
     ) -> Result<Config, MethodError> {
         let mut c = base;
         for (k, v) in pairs {
-            let bad = || MethodError::Invalid(format!("mpe {k} '{v}' is not valid"));
             match k.as_str() {
-                "rate" => c.rate = v.trim().parse().map_err(|_| bad())?,
-                "seed" => c.seed = v.trim().parse().map_err(|_| bad())?,
-                _ => {
-                    return Err(MethodError::Invalid(format!(
-                        "unknown mpe config field '{k}' (known: rate, seed)"
-                    )));
-                }
+                "rate" => c.rate = config_value("mpe", k, v)?,
+                "seed" => c.seed = config_value("mpe", k, v)?,
+                _ => return Err(unknown_field("mpe", k, &["rate", "seed"])),
             }
         }
         c.validate()?;

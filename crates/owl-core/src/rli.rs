@@ -25,7 +25,10 @@ use std::any::Any;
 
 use hashbrown::HashMap;
 
-use crate::method::{Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, downcast};
+use crate::method::{
+    Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, config_value, downcast,
+    unknown_field,
+};
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader};
 
@@ -99,17 +102,24 @@ impl Config {
     ) -> Result<Config, MethodError> {
         let mut c = base;
         for (k, v) in pairs {
-            let bad = || MethodError::Invalid(format!("rli {k} '{v}' is not valid"));
             match k.as_str() {
-                "lower_gap" => c.lower_gap = v.trim().parse().map_err(|_| bad())?,
-                "upper_gap" => c.upper_gap = v.trim().parse().map_err(|_| bad())?,
-                "capacity_bps" => c.capacity_bps = v.trim().parse().map_err(|_| bad())?,
-                "window_ns" => c.window_ns = v.trim().parse().map_err(|_| bad())?,
-                "seed" => c.seed = v.trim().parse().map_err(|_| bad())?,
+                "lower_gap" => c.lower_gap = config_value("rli", k, v)?,
+                "upper_gap" => c.upper_gap = config_value("rli", k, v)?,
+                "capacity_bps" => c.capacity_bps = config_value("rli", k, v)?,
+                "window_ns" => c.window_ns = config_value("rli", k, v)?,
+                "seed" => c.seed = config_value("rli", k, v)?,
                 _ => {
-                    return Err(MethodError::Invalid(format!(
-                        "unknown rli config field '{k}' (known: lower_gap, upper_gap, capacity_bps, window_ns, seed)"
-                    )));
+                    return Err(unknown_field(
+                        "rli",
+                        k,
+                        &[
+                            "lower_gap",
+                            "upper_gap",
+                            "capacity_bps",
+                            "window_ns",
+                            "seed",
+                        ],
+                    ));
                 }
             }
         }

@@ -19,7 +19,10 @@ use std::any::Any;
 use hashbrown::HashMap;
 
 use crate::hash::{HashFamily, HashFn};
-use crate::method::{Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, downcast};
+use crate::method::{
+    Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, config_value, downcast,
+    unknown_field,
+};
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader};
 
@@ -87,16 +90,11 @@ impl Config {
     ) -> Result<Config, MethodError> {
         let mut c = base;
         for (k, v) in pairs {
-            let bad = || MethodError::Invalid(format!("sds {k} '{v}' is not valid"));
             match k.as_str() {
-                "rows" => c.rows = v.trim().parse().map_err(|_| bad())?,
-                "columns" => c.columns = v.trim().parse().map_err(|_| bad())?,
-                "seed" => c.seed = v.trim().parse().map_err(|_| bad())?,
-                _ => {
-                    return Err(MethodError::Invalid(format!(
-                        "unknown sds config field '{k}' (known: rows, columns, seed)"
-                    )));
-                }
+                "rows" => c.rows = config_value("sds", k, v)?,
+                "columns" => c.columns = config_value("sds", k, v)?,
+                "seed" => c.seed = config_value("sds", k, v)?,
+                _ => return Err(unknown_field("sds", k, &["rows", "columns", "seed"])),
             }
         }
         c.validate()?;
