@@ -21,7 +21,7 @@ use std::any::Any;
 use crate::hash::{HashFamily, HashFn};
 use crate::method::{
     Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, config_value, downcast,
-    unknown_field,
+    downcast_ref, unknown_field,
 };
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader};
@@ -263,13 +263,9 @@ impl Method for CountMinMethod {
         receiver: &dyn PointSynopsis,
         flows: &[FlowKey],
     ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
-        let wrong = MethodError::WrongSynopsis { method: "countmin" };
-        let s = sender.as_any().downcast_ref::<Sketch>();
-        let r = receiver.as_any().downcast_ref::<Sketch>();
-        Some(match (s, r) {
-            (Some(s), Some(r)) => Ok(flows.iter().map(|f| Self::flow(s, r, f)).collect()),
-            _ => Err(wrong),
-        })
+        let pair = downcast_ref::<Sketch>(sender, "countmin")
+            .and_then(|s| Ok((s, downcast_ref::<Sketch>(receiver, "countmin")?)));
+        Some(pair.map(|(s, r)| flows.iter().map(|f| Self::flow(s, r, f)).collect()))
     }
 }
 

@@ -168,6 +168,16 @@ pub trait Method: Send + Sync {
     }
 }
 
+/// Borrow a synopsis as the method's concrete type (for estimators that only read).
+pub fn downcast_ref<'a, T: 'static>(
+    s: &'a dyn PointSynopsis,
+    method: &'static str,
+) -> Result<&'a T, MethodError> {
+    s.as_any()
+        .downcast_ref::<T>()
+        .ok_or(MethodError::WrongSynopsis { method })
+}
+
 /// Parse one configuration value of `method` (`--method-config`, synopsis files), or an error
 /// naming the field and the value.
 pub fn config_value<T: std::str::FromStr>(

@@ -28,7 +28,7 @@ use hashbrown::HashMap;
 use crate::hash::{HashFamily, HashFn};
 use crate::method::{
     Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, config_value, downcast,
-    unknown_field,
+    downcast_ref, unknown_field,
 };
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader};
@@ -262,10 +262,9 @@ impl MpeMethod {
         s: &'a dyn PointSynopsis,
         r: &'a dyn PointSynopsis,
     ) -> Result<(&'a Cache, &'a Cache), MethodError> {
-        let wrong = || MethodError::WrongSynopsis { method: "mpe" };
         Ok((
-            s.as_any().downcast_ref::<Cache>().ok_or_else(wrong)?,
-            r.as_any().downcast_ref::<Cache>().ok_or_else(wrong)?,
+            downcast_ref::<Cache>(s, "mpe")?,
+            downcast_ref::<Cache>(r, "mpe")?,
         ))
     }
 }

@@ -27,7 +27,7 @@ use hashbrown::HashMap;
 
 use crate::method::{
     Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, config_value, downcast,
-    unknown_field,
+    downcast_ref, unknown_field,
 };
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader};
@@ -331,10 +331,9 @@ impl RliMethod {
         s: &'a dyn PointSynopsis,
         r: &'a dyn PointSynopsis,
     ) -> Result<(&'a Sender, &'a Receiver), MethodError> {
-        let wrong = || MethodError::WrongSynopsis { method: "rli" };
         Ok((
-            s.as_any().downcast_ref::<Sender>().ok_or_else(wrong)?,
-            r.as_any().downcast_ref::<Receiver>().ok_or_else(wrong)?,
+            downcast_ref::<Sender>(s, "rli")?,
+            downcast_ref::<Receiver>(r, "rli")?,
         ))
     }
 }

@@ -21,7 +21,7 @@ use hashbrown::HashMap;
 use crate::hash::{HashFamily, HashFn};
 use crate::method::{
     Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, config_value, downcast,
-    unknown_field,
+    downcast_ref, unknown_field,
 };
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader};
@@ -276,10 +276,9 @@ impl SdsMethod {
         s: &'a dyn PointSynopsis,
         r: &'a dyn PointSynopsis,
     ) -> Result<(&'a Stamps, &'a Arrivals), MethodError> {
-        let wrong = || MethodError::WrongSynopsis { method: "sds" };
         Ok((
-            s.as_any().downcast_ref::<Stamps>().ok_or_else(wrong)?,
-            r.as_any().downcast_ref::<Arrivals>().ok_or_else(wrong)?,
+            downcast_ref::<Stamps>(s, "sds")?,
+            downcast_ref::<Arrivals>(r, "sds")?,
         ))
     }
 }

@@ -36,7 +36,9 @@ pub use mining::heavy_hitters;
 pub use sketch::{Cell, Layout, Lds};
 pub use weights::Weights;
 
-use crate::method::{Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, downcast};
+use crate::method::{
+    Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, downcast, downcast_ref,
+};
 use crate::record::FlowKey;
 use crate::wire::DecodeError;
 
@@ -72,9 +74,7 @@ impl LdsMethod {
 }
 
 fn as_lds<'a>(p: &'a dyn PointSynopsis, name: &'static str) -> Result<&'a Lds, MethodError> {
-    p.as_any()
-        .downcast_ref::<Lds>()
-        .ok_or(MethodError::WrongSynopsis { method: name })
+    downcast_ref::<Lds>(p, name)
 }
 
 impl Method for LdsMethod {
