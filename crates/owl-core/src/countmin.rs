@@ -235,8 +235,9 @@ impl Method for CountMinMethod {
         // one row holds every packet once: its totals give the aggregate, right only when
         // both points saw the same packets
         let w = self.cfg.width;
-        let ts: u128 = s.sums[..w].iter().sum();
-        let tr: u128 = r.sums[..w].iter().sum();
+        // modulo 2¹²⁸: exact for real sums, and hostile decoded sums cannot overflow
+        let total = |v: &[u128]| v.iter().fold(0u128, |a, &x| a.wrapping_add(x));
+        let (ts, tr) = (total(&s.sums[..w]), total(&r.sums[..w]));
         let ns: u64 = s.counts[..w].iter().map(|&c| c as u64).sum();
         let nr: u64 = r.counts[..w].iter().map(|&c| c as u64).sum();
         let mut notes = vec![
@@ -248,7 +249,7 @@ impl Method for CountMinMethod {
             ));
         }
         Ok(Estimate {
-            mean_ns: (ns > 0 && ns == nr).then(|| (tr as i128 - ts as i128) as f64 / ns as f64),
+            mean_ns: (ns > 0 && ns == nr).then(|| tr.wrapping_sub(ts) as i128 as f64 / ns as f64),
             std_ns: None,
             samples: if ns == nr { ns } else { 0 },
             bytes: (s.sums.len() * CELL_BYTES) as u64,
@@ -351,5 +352,21 @@ mod tests {
         );
         assert_eq!((&x.sums, &x.counts), (&y.sums, &y.counts));
         assert!(m.decode_point(Role::Sender, &b[1..]).is_err());
+    }
+
+    /// Found by fuzzing: decoded sums near 2¹²⁸ overflowed the aggregate's total.
+    #[test]
+    fn hostile_sums_do_not_overflow() {
+        let c = Config {
+            rows: 2,
+            width: 8,
+            seed: 1,
+        };
+        let m = CountMinMethod::new(c.clone()).unwrap();
+        let mut sk = Sketch::new(c);
+        sk.sums.iter_mut().for_each(|x| *x = u128::MAX);
+        sk.counts.iter_mut().for_each(|x| *x = u32::MAX);
+        let e = m.estimate(Box::new(sk), m.new_point(Role::Receiver));
+        assert!(e.is_ok());
     }
 }
