@@ -56,6 +56,9 @@ pub const MAX_STASH: usize = 1 << 24;
 pub const TAG: &[u8; 4] = b"FCB1";
 
 /// How the stash is searched.
+/// Largest packet count a decoded bucket may claim.
+const MAX_BUCKET_COUNT: u64 = 1 << 40;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Enumeration {
     /// Every subset of the whole stash, for every impaired bucket (RDA §III-C).
@@ -282,7 +285,19 @@ impl FineCombPoint {
                 cfg.buckets
             )));
         }
+        let at = r.offset();
         let raw = r.take(cfg.buckets * BUCKET_BYTES as usize, "buckets")?;
+        // a real bucket counts far fewer than 2⁴⁰ packets an interval; bounding the counts
+        // keeps every sum over buckets exact whatever the bytes say
+        if let Some(i) = raw
+            .chunks_exact(24)
+            .position(|c| u64::from_le_bytes(c[8..16].try_into().unwrap()) > MAX_BUCKET_COUNT)
+        {
+            return Err(DecodeError::Invalid {
+                offset: at + i * 24 + 8,
+                what: format!("bucket {i} claims more than 2^40 packets: not a real synopsis"),
+            });
+        }
         let buckets = raw
             .chunks_exact(24)
             .map(|c| Bucket {
@@ -847,5 +862,20 @@ mod tests {
             Config::default().with_memory(120_000).unwrap().buckets,
             5000
         );
+    }
+
+    /// Found by fuzzing: a decoded bucket count near 2⁶⁴ overflowed the sums over buckets.
+    #[test]
+    fn absurd_bucket_counts_are_refused() {
+        let cfg = Config::default();
+        let p = FineCombPoint::new(&cfg, Role::Sender).unwrap();
+        let mut b = Vec::new();
+        p.encode(&mut b);
+        assert!(FineCombPoint::decode(&cfg, Role::Sender, &b).is_ok());
+        // tag (4) + bucket count (8) + bucket 3's ts (8) → its count
+        let at = 4 + 8 + 3 * 24 + 8;
+        b[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+        let e = FineCombPoint::decode(&cfg, Role::Sender, &b).unwrap_err();
+        assert!(e.to_string().contains("bucket 3"), "{e}");
     }
 }
