@@ -334,11 +334,6 @@ impl PointSynopsis for FineCombPoint {
     fn record(&mut self, rec: &PacketRecord) {
         self.record_packet(rec.id, rec.ts_ns);
     }
-    fn record_batch(&mut self, recs: &[PacketRecord]) {
-        for r in recs {
-            self.record_packet(r.id, r.ts_ns);
-        }
-    }
     fn encoded_len(&self) -> usize {
         self.payload_len()
     }

@@ -374,11 +374,6 @@ impl PointSynopsis for ProbeSender {
     fn record(&mut self, rec: &PacketRecord) {
         ProbeSender::record(self, rec.id, rec.ts_ns);
     }
-    fn record_batch(&mut self, recs: &[PacketRecord]) {
-        for r in recs {
-            ProbeSender::record(self, r.id, r.ts_ns);
-        }
-    }
     fn encoded_len(&self) -> usize {
         ProbeSender::encoded_len(self)
     }
