@@ -34,45 +34,30 @@ fn record(c: &mut Criterion) {
             black_box(&r);
         })
     });
-    g.bench_function("point_fixed_k3_m1666_cache_and_rda", |b| {
-        let cfg = rda::Config::fixed(1666);
-        b.iter_batched(
-            || RdaPoint::new(&cfg, Role::Sender).unwrap(),
-            |mut p| {
-                for &(i, t) in &recs {
-                    p.record_packet(i, t);
-                }
-                p
-            },
-            BatchSize::LargeInput,
-        )
-    });
-    g.bench_function("point_fixed_k2_m2500_cache_and_rda", |b| {
-        let cfg = rda::Config::paper_fixed();
-        b.iter_batched(
-            || RdaPoint::new(&cfg, Role::Sender).unwrap(),
-            |mut p| {
-                for &(i, t) in &recs {
-                    p.record_packet(i, t);
-                }
-                p
-            },
-            BatchSize::LargeInput,
-        )
-    });
-    g.bench_function("point_late_binding_cache_only", |b| {
-        let cfg = rda::Config::default();
-        b.iter_batched(
-            || RdaPoint::new(&cfg, Role::Sender).unwrap(),
-            |mut p| {
-                for &(i, t) in &recs {
-                    p.record_packet(i, t);
-                }
-                p
-            },
-            BatchSize::LargeInput,
-        )
-    });
+    for (name, cfg) in [
+        (
+            "point_fixed_k3_m1666_cache_and_rda",
+            rda::Config::fixed(1666),
+        ),
+        (
+            "point_fixed_k2_m2500_cache_and_rda",
+            rda::Config::paper_fixed(),
+        ),
+        ("point_late_binding_cache_only", rda::Config::default()),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || RdaPoint::new(&cfg, Role::Sender).unwrap(),
+                |mut p| {
+                    for &(i, t) in &recs {
+                        p.record_packet(i, t);
+                    }
+                    p
+                },
+                BatchSize::LargeInput,
+            )
+        });
+    }
     g.bench_function("seal_1M_sightings_1pct_duplicates", |b| {
         let cfg = rda::Config::default();
         let mut p = RdaPoint::new(&cfg, Role::Sender).unwrap();
