@@ -30,7 +30,11 @@ const AFTER_HELP: &str = "Models:
                flows (LDS §1).
   --flow-preset lds-paper: 7.76M packets of 146 000 flows at 27k packets/s, Pareto flow sizes
                (shape 0.85, truncated at weight 1e5) fitted to the trace of LDS §5;
-               lds-small: the same at a tenth (776 000 packets, 14 600 flows)
+               lds-small: the same at a tenth (776 000 packets, 14 600 flows).
+               The paths of `owl experiment lds-*`: two priority queues and four ECMP paths,
+               --delay weibull-mean:100us:0.7 --class-delay weibull-mean:500us:0.7
+               --class-fraction 0.3, with --ecmp '1.25ms;1.3ms;1.35ms;1.4ms' (paper-like: a
+               constant 1.25 ms calibrated on LDS §5.1) or --ecmp 4:150us (queues-only)
 
 Output:
   DIR/sender.pcap and DIR/receiver.pcap (nanosecond pcap; pcapng with --format pcapng), and
