@@ -1,8 +1,6 @@
 //! `owl`: passive one-way latency measurement between two observation points.
 
 mod cmd;
-// Until the method issues register their experiments, parts of the framework are unused.
-#[allow(dead_code, unused_imports)]
 mod experiment;
 mod input;
 mod methods;
