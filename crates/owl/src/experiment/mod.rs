@@ -70,17 +70,17 @@ pub const EXPERIMENTS: &[Experiment] = &[
     },
     Experiment {
         name: "lds-accuracy",
-        summary: "LDS Fig. 9/10: per-flow relative error by flow size, LDS vs MPE, RLI, aggregate mean",
+        summary: "LDS Fig. 9/10: per-flow relative error by flow size, LDS vs MPE, RLI, aggregate mean; paper-like and queues-only paths, base-delay sweep",
         run: lds::accuracy,
     },
     Experiment {
         name: "lds-loss",
-        summary: "LDS Fig. 11: multi-bank vs single-bank LDS under 0.1/0.5/1% uniform loss",
+        summary: "LDS Fig. 11: multi-bank (as written, densest row) vs single-bank LDS under 0.1/0.5/1% uniform loss, both paths",
         run: lds::loss,
     },
     Experiment {
         name: "lds-weights",
-        summary: "LDS Fig. 12: gold/silver/bronze flow weights on 40 000 and 100 000 cells",
+        summary: "LDS Fig. 12: gold/silver/bronze flow weights on 40 000 and 100 000 cells, both paths",
         run: lds::weights,
     },
     rda::SET_DIFFERENCE,
