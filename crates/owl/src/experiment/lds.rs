@@ -204,6 +204,41 @@ pub fn run_method(m: &dyn Method, t: &Trace) -> Result<Vec<Option<f64>>> {
     Ok(est.into_iter().map(|e| e.mean_ns).collect())
 }
 
+/// One summary row (`key`, flows, `missing` if given, median, p95) of the errors `e`, and
+/// their CDF rows (`key`, error, fraction); returns the CDF.
+fn error_rows(
+    key: &[String],
+    missing: Option<usize>,
+    e: &[f64],
+    rows: &mut Vec<Vec<String>>,
+    cdf_rows: &mut Vec<Vec<String>>,
+) -> Vec<(f64, f64)> {
+    let mut row = key.to_vec();
+    row.push(e.len().to_string());
+    row.extend(missing.map(|m| m.to_string()));
+    row.extend([fmt(quantile(e, 0.5)), fmt(quantile(e, 0.95))]);
+    rows.push(row);
+    let c = cdf(e);
+    for &(x, y) in &c {
+        let mut r = key.to_vec();
+        r.extend([format!("{x:.6e}"), format!("{y:.6}")]);
+        cdf_rows.push(r);
+    }
+    c
+}
+
+/// A panel of error CDFs (Fig. 9, 11, 12): log error axis, fraction of flows.
+fn cdf_panel(title: String, series: Vec<Series>) -> Panel {
+    Panel {
+        title,
+        x_label: "relative error of the flow's mean delay".into(),
+        y_label: "CDF (fraction of flows)".into(),
+        log_x: true,
+        log_y: false,
+        series,
+    }
+}
+
 /// Relative errors of estimates against the truth (a missing estimate scores 1).
 pub fn errors(t: &Trace, est: &[Option<f64>]) -> Vec<f64> {
     est.iter()
@@ -361,7 +396,8 @@ fn accuracy_figures(
     let mut p95_series = Vec::new();
     for s in all {
         let (mut med, mut p95) = (Vec::new(), Vec::new());
-        for &(lo, hi, label) in &FIG10_BINS {
+        // the coarse bins of `owl compare` go into the CSV only
+        for (i, &(lo, hi, label)) in FIG10_BINS.iter().chain(&COMPARE_BINS).enumerate() {
             let e = in_bin(sent, &s.errs, lo, hi);
             let (m, p) = (quantile(&e, 0.5), quantile(&e, 0.95));
             rows.push(vec![
@@ -374,22 +410,10 @@ fn accuracy_figures(
                 fmt(p),
             ]);
             // log axes: errors below 10⁻⁴ (exact estimates) are drawn at 10⁻⁴
-            if let (Some(m), Some(p)) = (m, p) {
+            if let (true, Some(m), Some(p)) = (i < FIG10_BINS.len(), m, p) {
                 med.push((lo as f64, m.max(1e-4)));
                 p95.push((lo as f64, p.max(1e-4)));
             }
-        }
-        for &(lo, hi, label) in &COMPARE_BINS {
-            let e = in_bin(sent, &s.errs, lo, hi);
-            rows.push(vec![
-                path.name.to_string(),
-                s.name.clone(),
-                label.to_string(),
-                lo.to_string(),
-                e.len().to_string(),
-                fmt(quantile(&e, 0.5)),
-                fmt(quantile(&e, 0.95)),
-            ]);
         }
         med_series.push(Series {
             name: s.name.clone(),
@@ -414,13 +438,7 @@ fn accuracy_figures(
     for (label, above) in subsets {
         let mut series = Vec::new();
         for s in all {
-            let e: Vec<f64> = sent
-                .iter()
-                .zip(&s.errs)
-                .filter(|(n, _)| above == 0 || **n > above)
-                .map(|(_, e)| *e)
-                .collect();
-            let c = cdf(&e);
+            let c = cdf(&in_bin(sent, &s.errs, above + 1, u64::MAX));
             for &(x, y) in &c {
                 cdf_rows.push(vec![
                     path.name.to_string(),
@@ -436,14 +454,10 @@ fn accuracy_figures(
                 err: None,
             });
         }
-        panels.push(Panel {
-            title: format!("Fig. 9, {} path: {label}", path.name),
-            x_label: "relative error of the flow's mean delay".into(),
-            y_label: "CDF (fraction of flows)".into(),
-            log_x: true,
-            log_y: false,
+        panels.push(cdf_panel(
+            format!("Fig. 9, {} path: {label}", path.name),
             series,
-        });
+        ));
     }
     let png = ctx.path(&format!("lds-accuracy-{}.png", path.name));
     plot_png(&png, &panels)?;
@@ -674,27 +688,13 @@ pub fn loss(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                         .zip(&s.none)
                         .filter(|(n, none)| **n >= min && **none)
                         .count();
-                    rows.push(vec![
-                        path.name.to_string(),
+                    let key = [
+                        path.name.into(),
                         format!("{l}"),
                         s.name.clone(),
                         label.into(),
-                        e.len().to_string(),
-                        missing.to_string(),
-                        fmt(quantile(&e, 0.5)),
-                        fmt(quantile(&e, 0.95)),
-                    ]);
-                    let c = cdf(&e);
-                    for &(x, y) in &c {
-                        cdf_rows.push(vec![
-                            path.name.to_string(),
-                            format!("{l}"),
-                            s.name.clone(),
-                            label.into(),
-                            format!("{x:.6e}"),
-                            format!("{y:.6}"),
-                        ]);
-                    }
+                    ];
+                    let c = error_rows(&key, Some(missing), &e, &mut rows, &mut cdf_rows);
                     let dst = if min == 1_000 {
                         &mut series
                     } else {
@@ -711,14 +711,10 @@ pub fn loss(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                 (&mut panels, series, "flows >= 1000 packets"),
                 (&mut panels_100, series_100, "flows > 100 packets"),
             ] {
-                dst.push(Panel {
-                    title: format!("Fig. 11, {}: {}% loss, {what}", path.name, l * 100.0),
-                    x_label: "relative error of the flow's mean delay".into(),
-                    y_label: "CDF (fraction of flows)".into(),
-                    log_x: true,
-                    log_y: false,
-                    series: ser,
-                });
+                dst.push(cdf_panel(
+                    format!("Fig. 11, {}: {}% loss, {what}", path.name, l * 100.0),
+                    ser,
+                ));
             }
         }
         let png = ctx.path(&format!("lds-loss-{}.png", path.name));
@@ -828,28 +824,14 @@ pub fn weights(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                             .filter(|((_, n), c)| **n >= min && class.is_none_or(|k| k == **c))
                             .map(|((e, _), _)| *e)
                             .collect();
-                        rows.push(vec![
-                            path.name.to_string(),
+                        let key = [
+                            path.name.into(),
                             size.to_string(),
                             format!("{b}/{s}/{g}"),
                             name.clone(),
                             label.into(),
-                            e.len().to_string(),
-                            fmt(quantile(&e, 0.5)),
-                            fmt(quantile(&e, 0.95)),
-                        ]);
-                        let c = cdf(&e);
-                        for &(x, y) in &c {
-                            cdf_rows.push(vec![
-                                path.name.to_string(),
-                                size.to_string(),
-                                format!("{b}/{s}/{g}"),
-                                name.clone(),
-                                label.into(),
-                                format!("{x:.6e}"),
-                                format!("{y:.6}"),
-                            ]);
-                        }
+                        ];
+                        let c = error_rows(&key, None, &e, &mut rows, &mut cdf_rows);
                         series.push(Series {
                             name: format!("{name} ({label})"),
                             points: c,
@@ -861,14 +843,10 @@ pub fn weights(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                     }
                     push("no weights".into(), &plain.errs, None);
                 }
-                panels.push(Panel {
-                    title: format!("Fig. 12, {}: {size} cells, weights {b}/{s}/{g}", path.name),
-                    x_label: "relative error of the flow's mean delay".into(),
-                    y_label: "CDF (fraction of flows)".into(),
-                    log_x: true,
-                    log_y: false,
+                panels.push(cdf_panel(
+                    format!("Fig. 12, {}: {size} cells, weights {b}/{s}/{g}", path.name),
                     series,
-                });
+                ));
             }
             let png = ctx.path(&format!("lds-weights-{size}-{}.png", path.name));
             plot_png(&png, &panels)?;
