@@ -49,8 +49,8 @@ fn records(n: usize) -> Vec<PacketRecord> {
 
 fn record(c: &mut Criterion) {
     let recs = records(1 << 20);
+    let hot = &recs[..4096];
     let mut g = c.benchmark_group("lds_record");
-    g.throughput(Throughput::Elements(recs.len() as u64));
     g.sample_size(20);
     for (name, cfg) in [
         ("R4_k5_multibank_87500", Config::multi_bank(87_500, 1)),
@@ -69,11 +69,20 @@ fn record(c: &mut Criterion) {
     ] {
         let l = Layout::new(cfg);
         // what `owl` does: batches of records (two passes per block of 32)
+        g.throughput(Throughput::Elements(recs.len() as u64));
         g.bench_function(format!("{name}_batch"), |b| {
             let mut s = Lds::new(l.clone());
             b.iter(|| s.record_many(black_box(&recs)))
         });
+        // what `owl compare` and `owl record` do: a batch of 4 096 records fresh from the
+        // dissector, still in cache, fed to every method in turn
+        g.throughput(Throughput::Elements(hot.len() as u64));
+        g.bench_function(format!("{name}_hot_batch_4096"), |b| {
+            let mut s = Lds::new(l.clone());
+            b.iter(|| s.record_many(black_box(hot)))
+        });
         // one call per packet
+        g.throughput(Throughput::Elements(recs.len() as u64));
         g.bench_function(format!("{name}_one_by_one"), |b| {
             let mut s = Lds::new(l.clone());
             b.iter(|| {
