@@ -515,21 +515,21 @@ fn sweep_points() -> Vec<LdsPath> {
 fn delay_sweep(ctx: &Ctx, sc: f64, points: &[LdsPath]) -> Result<(PathBuf, PathBuf)> {
     let mut rows = Vec::new();
     let bins = &FIG10_BINS[2..];
-    let series = |what: &str| -> Vec<Series> {
+    let series = || -> Vec<Series> {
         bins.iter()
             .map(|b| Series {
-                name: format!("LDS 17500x4, {} pkts{what}", b.2),
+                name: format!("LDS 17500x4, {} pkts", b.2),
                 points: Vec::new(),
                 err: None,
             })
             .chain(std::iter::once(Series {
-                name: format!("aggregate mean, >=100 pkts{what}"),
+                name: "aggregate mean, >=100 pkts".into(),
                 points: Vec::new(),
                 err: None,
             }))
             .collect()
     };
-    let (mut by_base, mut by_spread) = (series(""), series(""));
+    let (mut by_base, mut by_spread) = (series(), series());
     for p in points {
         ctx.progress.set_message(format!(
             "lds-accuracy: base {} ms, spread {}",
