@@ -2,42 +2,12 @@
 //! bad input, which must give one clear error line and exit status 1, never a panic.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 
-fn owl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_owl"))
-        .args(args)
-        .output()
-        .expect("run owl")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = owl(args);
-    assert!(
-        o.status.success(),
-        "owl {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
-
-/// Run a command that must fail: exit status 1, exactly one line on stderr, naming `want`.
-fn fails(args: &[&str], want: &str) -> String {
-    let o = owl(args);
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
-    assert_eq!(o.status.code(), Some(1), "owl {args:?}: {err}");
-    assert!(!err.contains("panicked"), "panic: {err}");
-    assert_eq!(
-        err.trim_end().lines().count(),
-        1,
-        "one line expected: {err}"
-    );
-    assert!(err.starts_with("owl: error: "), "{err}");
-    assert!(err.contains(want), "owl {args:?}: '{want}' not in: {err}");
-    err
-}
+mod common;
+use common::{fails, ok, owl};
 
 fn simulate(dir: &Path, extra: &[&str]) -> (PathBuf, PathBuf, Value) {
     let d = dir.to_str().unwrap();

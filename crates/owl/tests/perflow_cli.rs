@@ -2,26 +2,11 @@
 //! flow-size presets.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn owl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_owl"))
-        .args(args)
-        .output()
-        .expect("run owl")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = owl(args);
-    assert!(
-        o.status.success(),
-        "owl {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
+mod common;
+use common::{ok, owl};
 
 fn simulate(dir: &Path, extra: &[&str]) -> (PathBuf, PathBuf) {
     let d = dir.to_str().unwrap();

@@ -15,6 +15,9 @@ use owl_trace::sim::{
     TrafficSource,
 };
 
+mod common;
+use common::{fails, ok};
+
 const IDENTITY_SEED: u64 = 0x6f77_6c21;
 
 fn simulate(seed: u64, clock_offset_ns: i64) -> (Vec<PacketRecord>, Vec<PacketRecord>) {
@@ -165,33 +168,6 @@ fn clock_offset_shifts_the_rda_mean_by_delta() {
     assert!((b.mean_ns.unwrap() - d.mean_ns).abs() / d.mean_ns < 1e-9);
 }
 
-fn owl(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_owl"))
-        .args(args)
-        .output()
-        .expect("run owl")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = owl(args);
-    assert!(
-        o.status.success(),
-        "owl {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
-
-fn fails(args: &[&str], want: &str) {
-    let o = owl(args);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "owl {args:?}: {err}");
-    assert!(!err.contains("panicked") && err.contains(want), "{err}");
-}
-
-/// The command line end to end: `owl compare` runs rda, rda-fixed and finecomb beside the
-/// truth; `owl record` / `owl estimate` with rda give the same numbers; mismatched seeds and
-/// absurd budgets are one clear error.
 #[test]
 fn compare_record_and_estimate_with_rda() {
     let dir = tempfile::tempdir().unwrap();
