@@ -735,24 +735,7 @@ pub fn run_vs_probes(ctx: &Ctx) -> Result<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn quick(dir: &std::path::Path) -> Ctx {
-        Ctx {
-            out_dir: dir.to_path_buf(),
-            quick: true,
-            runs: None,
-            seed: 1,
-            progress: indicatif::ProgressBar::hidden(),
-        }
-    }
-
-    fn rows(p: &std::path::Path) -> Vec<csv::StringRecord> {
-        csv::Reader::from_path(p)
-            .unwrap()
-            .records()
-            .map(|r| r.unwrap())
-            .collect()
-    }
+    use crate::experiment::testing::{csv_rows, quick_ctx};
 
     fn num(r: &csv::StringRecord, i: usize) -> f64 {
         r[i].parse().unwrap_or(f64::NAN)
@@ -775,9 +758,9 @@ mod tests {
     #[test]
     fn lda_loss_quick() {
         let dir = tempfile::tempdir().unwrap();
-        let files = run_loss(&quick(dir.path())).unwrap();
+        let files = run_loss(&quick_ctx(dir.path())).unwrap();
         assert!(files.iter().all(|f| f.exists()));
-        let runs = rows(&files[0]);
+        let runs = csv_rows(&files[0]);
         assert_eq!(runs.len(), 6 * 3 * 3);
         // eq. (2) is a lower bound on E[S] (E[S] = α e^−α m R/(L+1), 1.2× the bound): every
         // run's S is above it wherever p < 1
@@ -793,8 +776,8 @@ mod tests {
     #[test]
     fn lda_banks_quick() {
         let dir = tempfile::tempdir().unwrap();
-        let files = run_banks(&quick(dir.path())).unwrap();
-        let sum = rows(&files[1]);
+        let files = run_banks(&quick_ctx(dir.path())).unwrap();
+        let sum = csv_rows(&files[1]);
         assert_eq!(sum.len(), 4 * 3);
         assert!(
             sum.iter().all(|r| num(r, 3).is_finite()),
@@ -808,8 +791,8 @@ mod tests {
     #[test]
     fn lda_vs_probes_quick() {
         let dir = tempfile::tempdir().unwrap();
-        let files = run_vs_probes(&quick(dir.path())).unwrap();
-        let sum = rows(&files[1]);
+        let files = run_vs_probes(&quick_ctx(dir.path())).unwrap();
+        let sum = csv_rows(&files[1]);
         assert_eq!(sum.len(), 5 * 3);
         for l in QUICK_LOSS_RATES {
             let get = |m: &str| {

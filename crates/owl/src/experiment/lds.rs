@@ -884,39 +884,22 @@ pub fn weights(ctx: &Ctx) -> Result<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::Ctx;
-
-    fn ctx(dir: &std::path::Path) -> Ctx {
-        Ctx {
-            out_dir: dir.to_path_buf(),
-            quick: true,
-            runs: None,
-            seed: 1,
-            progress: indicatif::ProgressBar::hidden(),
-        }
-    }
-
-    fn read(p: &std::path::Path) -> Vec<Vec<String>> {
-        let mut r = csv::Reader::from_path(p).unwrap();
-        r.records()
-            .map(|x| x.unwrap().iter().map(str::to_string).collect())
-            .collect()
-    }
+    use crate::experiment::testing::{csv_rows, quick_ctx};
 
     /// The quick accuracy run: files written, every method scored in every bin, and LDS with
     /// the most cells beats MPE and RLI on the flows it should (≥ 100 packets).
     #[test]
     fn accuracy_quick() {
         let dir = tempfile::tempdir().unwrap();
-        let files = accuracy(&ctx(dir.path())).unwrap();
+        let files = accuracy(&quick_ctx(dir.path())).unwrap();
         for f in &files {
             assert!(std::fs::metadata(f).unwrap().len() > 100, "{}", f.display());
         }
-        let rows = read(&files[0]);
+        let rows = csv_rows(&files[0]);
         for path in ["paper-like", "queues-only"] {
             let med = |m: &str, bin: &str| -> Option<f64> {
                 rows.iter()
-                    .find(|r| r[0] == path && r[1] == m && r[2] == bin)
+                    .find(|r| &r[0] == path && &r[1] == m && &r[2] == bin)
                     .and_then(|r| r[5].parse().ok())
             };
             for bin in ["100-499", "500-999", "1000-9999"] {
@@ -934,15 +917,15 @@ mod tests {
     #[test]
     fn loss_and_weights_quick() {
         let dir = tempfile::tempdir().unwrap();
-        let files = loss(&ctx(dir.path())).unwrap();
-        let rows = read(&files[0]);
+        let files = loss(&quick_ctx(dir.path())).unwrap();
+        let rows = csv_rows(&files[0]);
         assert_eq!(rows.len(), 2 * 4 * 5 * 2);
         // without loss every configuration estimates every large flow
-        for r in rows.iter().filter(|r| r[1] == "0") {
-            assert_eq!(r[5], "0", "{r:?}");
+        for r in rows.iter().filter(|r| &r[1] == "0") {
+            assert_eq!(&r[5], "0", "{r:?}");
         }
-        let files = weights(&ctx(dir.path())).unwrap();
-        let rows = read(&files[0]);
+        let files = weights(&quick_ctx(dir.path())).unwrap();
+        let rows = csv_rows(&files[0]);
         assert_eq!(rows.len(), 2 * 2 * 3 * 2 * 4);
     }
 

@@ -187,6 +187,34 @@ pub fn mean_ci95(xs: &[f64]) -> (f64, f64) {
     (m, t * (var / n as f64).sqrt())
 }
 
+/// What the experiments' tests share: a quick context writing into a temporary directory, and
+/// reading back a CSV an experiment wrote.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::Ctx;
+    use std::path::Path;
+
+    /// `--quick`, default runs, seed 1, no progress bar, writing into `dir`.
+    pub fn quick_ctx(dir: &Path) -> Ctx {
+        Ctx {
+            out_dir: dir.to_path_buf(),
+            quick: true,
+            runs: None,
+            seed: 1,
+            progress: indicatif::ProgressBar::hidden(),
+        }
+    }
+
+    /// The data rows of a CSV file (header skipped).
+    pub fn csv_rows(p: &Path) -> Vec<csv::StringRecord> {
+        csv::Reader::from_path(p)
+            .unwrap()
+            .records()
+            .map(|r| r.unwrap())
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -634,13 +634,13 @@ fn decode_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
 mod tests {
     use super::*;
 
+    use crate::experiment::testing::quick_ctx;
+
+    /// The quick context with one run a point.
     fn ctx(dir: &std::path::Path) -> Ctx {
         Ctx {
-            out_dir: dir.to_path_buf(),
-            quick: true,
             runs: Some(1),
-            seed: 1,
-            progress: indicatif::ProgressBar::hidden(),
+            ..quick_ctx(dir)
         }
     }
 
