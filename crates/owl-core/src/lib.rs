@@ -21,6 +21,7 @@ pub mod lda;
 pub mod lds;
 pub mod method;
 pub mod mpe;
+pub mod pipeline;
 pub mod probe;
 pub mod rda;
 pub mod record;

@@ -1,0 +1,175 @@
+//! One observation point's synopses, cut into clock-delimited intervals and closed as the point's
+//! own stream passes them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::interval::Intervals;
+use crate::method::{Method, PointSynopsis, Role};
+use crate::record::PacketRecord;
+
+use super::Timer;
+
+/// The synopses of every method for one interval at one point, in the order of the methods.
+pub type Synopses = Vec<Box<dyn PointSynopsis>>;
+
+/// What a point's stream held besides the records its intervals took.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PointCounters {
+    /// Records pushed.
+    pub records: u64,
+    /// Records before the interval origin: in no interval.
+    pub before_origin: u64,
+    /// Records whose interval had already closed (more than the disorder tolerance behind the
+    /// newest timestamp of their capture): in no interval.
+    pub out_of_order: u64,
+    /// Intervals opened.
+    pub intervals: u64,
+}
+
+/// Every method's synopsis of each open interval at one point.
+///
+/// Interval `i` closes once this point's stream has passed its end plus the disorder tolerance
+/// (the records of a capture are nearly, not exactly, in timestamp order). Memory: the open
+/// intervals, about `1 + disorder / T` of them, times the methods' synopses.
+pub struct PointStream {
+    role: Role,
+    intervals: Intervals,
+    disorder_ns: u64,
+    methods: Vec<Arc<dyn Method>>,
+    open: BTreeMap<u64, Synopses>,
+    watermark: Option<u64>,
+    closed_below: u64,
+    counters: PointCounters,
+    done: bool,
+}
+
+impl PointStream {
+    pub fn new(
+        role: Role,
+        intervals: Intervals,
+        disorder_ns: u64,
+        methods: Vec<Arc<dyn Method>>,
+    ) -> PointStream {
+        PointStream {
+            role,
+            intervals,
+            disorder_ns,
+            methods,
+            open: BTreeMap::new(),
+            watermark: None,
+            closed_below: 0,
+            counters: PointCounters::default(),
+            done: false,
+        }
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    pub fn counters(&self) -> PointCounters {
+        self.counters
+    }
+
+    /// Newest timestamp seen.
+    pub fn watermark(&self) -> Option<u64> {
+        self.watermark
+    }
+
+    /// Every interval below this index is closed (or never held a record).
+    pub fn closed_below(&self) -> u64 {
+        if self.done {
+            u64::MAX
+        } else {
+            self.closed_below
+        }
+    }
+
+    /// Intervals open now.
+    pub fn open_intervals(&self) -> usize {
+        self.open.len()
+    }
+
+    /// Feed a batch in capture order: each run of records of one interval goes to every
+    /// method's synopsis of that interval (hash once, feed many).
+    pub fn push(&mut self, batch: &[PacketRecord], timer: &mut dyn Timer) {
+        let mut start = 0;
+        while start < batch.len() {
+            let ts = batch[start].ts_ns;
+            self.counters.records += 1;
+            self.watermark = Some(self.watermark.map_or(ts, |w| w.max(ts)));
+            let i = match self.intervals.index(ts) {
+                None => {
+                    self.counters.before_origin += 1;
+                    start += 1;
+                    continue;
+                }
+                Some(i) if i < self.closed_below || self.done => {
+                    self.counters.out_of_order += 1;
+                    start += 1;
+                    continue;
+                }
+                Some(i) => i,
+            };
+            let mut end = start + 1;
+            while end < batch.len() && self.intervals.index(batch[end].ts_ns) == Some(i) {
+                let t = batch[end].ts_ns;
+                self.watermark = Some(self.watermark.map_or(t, |w| w.max(t)));
+                self.counters.records += 1;
+                end += 1;
+            }
+            let run = &batch[start..end];
+            let synopses = match self.open.entry(i) {
+                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    self.counters.intervals += 1;
+                    let role = self.role;
+                    let mut made = Vec::with_capacity(self.methods.len());
+                    for (k, m) in self.methods.iter().enumerate() {
+                        let mut s = None;
+                        timer.charge(k, &mut || s = Some(m.new_point(role)));
+                        made.extend(s);
+                    }
+                    v.insert(made)
+                }
+            };
+            for (k, s) in synopses.iter_mut().enumerate() {
+                timer.charge(k, &mut || s.record_batch(run));
+            }
+            start = end;
+        }
+    }
+
+    /// Close the intervals this point's stream has passed, in index order.
+    pub fn drain_closed(&mut self, out: &mut Vec<(u64, Synopses)>) {
+        if self.intervals.is_whole() {
+            return;
+        }
+        let Some(w) = self.watermark else { return };
+        while let Some((&i, _)) = self.open.first_key_value() {
+            let end = self
+                .intervals
+                .start_ns(i)
+                .saturating_add(self.intervals.length_ns);
+            if w < end.saturating_add(self.disorder_ns) {
+                break;
+            }
+            let (i, s) = self.open.pop_first().unwrap();
+            self.closed_below = i + 1;
+            out.push((i, s));
+        }
+        // intervals with no record are closed too, as the stream passes them
+        if let Some(i) = self.intervals.index(w.saturating_sub(self.disorder_ns)) {
+            self.closed_below = self.closed_below.max(i);
+        }
+    }
+
+    /// The stream has ended: every open interval, in index order.
+    pub fn finish(&mut self, out: &mut Vec<(u64, Synopses)>) {
+        self.done = true;
+        while let Some((i, s)) = self.open.pop_first() {
+            out.push((i, s));
+        }
+    }
+}

@@ -1,0 +1,840 @@
+//! The exact ground truth over two record streams, bounded by the horizon.
+//!
+//! The store-everything matcher of LDA §III-A, reshaped for streams: a sender packet waits at
+//! most a **horizon** `H` (in the receiver's time) for its sighting at R; a receiver packet is
+//! matched once the sender's stream has passed its timestamp plus `H`, so that every sender
+//! packet it could belong to (one-way delay down to `−H`, for clocks that disagree) has been seen.
+//! Then:
+//!
+//! - a sender packet whose `ts + H` the receiver's stream has passed without a sighting is
+//!   **lost**; its identity is remembered (up to [`TruthConfig::late_memory`] identities, the
+//!   oldest forgotten first and counted) so that a sighting that comes later still is counted as
+//!   **late**, never silently merged with the packet nor taken for a stranger;
+//! - a receiver packet with no sender packet is **unexpected**.
+//!
+//! Within one point the first sighting of an identity is the packet (the rule of
+//! [`crate::exact`]); later sightings within the horizon are duplicates. Reordering is RFC 4737's
+//! (a received packet is reordered if a packet sent after it was received before it). Receiver
+//! packets are matched in the receiver's capture order and sender packets are resolved in the
+//! sender's, so every figure is the one the read-everything [`crate::exact::Matcher`] gives
+//! whenever every delay lies in `[−H, H]` — the same numbers, in the same floating-point order.
+//!
+//! Memory is the traffic of about two horizons (the sender table and the receiver queue), the
+//! delays of the intervals not yet closed, and, for the whole-run quantiles, at most
+//! [`TruthConfig::exact_quantiles`] delays: past that, whole-run quantiles come from a
+//! log-linear histogram with a relative error of at most [`QUANTILE_RELATIVE_ERROR`], said in
+//! the result ([`StreamTruth::quantiles_exact`]). Mean, standard deviation, minimum and maximum
+//! stay exact (integer sums). Per-interval quantiles are always exact.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use hashbrown::{HashMap, HashSet};
+use serde::Serialize;
+
+use crate::exact::{FlowTruth, IntervalTruth, MatchedPacket};
+use crate::interval::Intervals;
+use crate::record::{FlowKey, PacketRecord};
+use crate::stats::DelaySummary;
+
+/// Relative error bound of whole-run quantiles once the delays no longer fit the exact budget
+/// (the histogram keeps 2¹¹ sub-buckets per power of two).
+pub const QUANTILE_RELATIVE_ERROR: f64 = 1.0 / 2048.0;
+
+/// How the streaming truth is cut and bounded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TruthConfig {
+    pub intervals: Intervals,
+    /// Largest one-way delay (plus reordering) accepted, ns.
+    pub horizon_ns: u64,
+    /// How far back in time a capture may step (records out of timestamp order), ns.
+    pub disorder_ns: u64,
+    /// Per-flow truth (keeps a flow index and a delay per matched packet until the end).
+    pub per_flow: bool,
+    /// Keep the identities of lost and unexpected packets (`--unmatched`).
+    pub keep_unmatched: bool,
+    /// Hand out every matched packet ([`StreamingTruth::drain_matched`], for `--delays`).
+    pub keep_matched: bool,
+    /// Whole-run delays kept for exact quantiles; past it, the histogram answers.
+    pub exact_quantiles: usize,
+    /// Identities of lost packets remembered to recognise late arrivals.
+    pub late_memory: usize,
+}
+
+impl TruthConfig {
+    /// Defaults for `intervals` and `horizon_ns`: 10 ms of capture disorder,
+    /// [`DEFAULT_EXACT_QUANTILES`] delays for exact quantiles, 1 Mi lost identities remembered.
+    pub fn new(intervals: Intervals, horizon_ns: u64) -> TruthConfig {
+        TruthConfig {
+            intervals,
+            horizon_ns,
+            disorder_ns: DEFAULT_DISORDER_NS,
+            per_flow: false,
+            keep_unmatched: false,
+            keep_matched: false,
+            exact_quantiles: DEFAULT_EXACT_QUANTILES,
+            late_memory: 1 << 20,
+        }
+    }
+}
+
+/// Default budget of whole-run delays kept for exact quantiles: 4 Mi (32 MiB each for the
+/// whole-run and the within-interval summaries).
+pub const DEFAULT_EXACT_QUANTILES: usize = 4 << 20;
+/// Default horizon: 1 s of one-way delay.
+pub const DEFAULT_HORIZON_NS: u64 = 1_000_000_000;
+/// Default capture disorder tolerated: 10 ms.
+pub const DEFAULT_DISORDER_NS: u64 = 10_000_000;
+
+const NOT_RECEIVED: u64 = u64::MAX;
+const NO_INTERVAL: u64 = u64::MAX;
+const NO_FLOW: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Sent {
+    ts: u64,
+    id: u64,
+    recv: u64,
+    interval: u64,
+    flow: u32,
+    /// Seen at R outside the horizon (counted late once).
+    late: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Arrival {
+    ts: u64,
+    id: u64,
+    interval: u64,
+}
+
+#[derive(Debug, Default)]
+struct OpenInterval {
+    truth: IntervalTruth,
+    delays: Vec<i64>,
+    /// Sender packets of this interval not yet resolved, receiver packets not yet matched.
+    pending: u64,
+}
+
+/// Exact mean/std by integer sums, min/max, and either every delay or a histogram.
+#[derive(Debug)]
+struct DelayAcc {
+    exact: Option<Vec<i64>>,
+    limit: usize,
+    count: u64,
+    sum: i128,
+    sum_sq: Option<i128>,
+    min: i64,
+    max: i64,
+    hist: LogHistogram,
+}
+
+impl DelayAcc {
+    fn new(limit: usize) -> DelayAcc {
+        DelayAcc {
+            exact: Some(Vec::new()),
+            limit,
+            count: 0,
+            sum: 0,
+            sum_sq: Some(0),
+            min: i64::MAX,
+            max: i64::MIN,
+            hist: LogHistogram::default(),
+        }
+    }
+
+    fn push(&mut self, d: i64) {
+        self.count += 1;
+        self.sum += d as i128;
+        self.sum_sq = self
+            .sum_sq
+            .and_then(|s| s.checked_add((d as i128).checked_mul(d as i128)?));
+        self.min = self.min.min(d);
+        self.max = self.max.max(d);
+        match self.exact.as_mut() {
+            Some(v) if v.len() < self.limit => v.push(d),
+            Some(v) => {
+                // past the budget: the histogram takes over, from every delay so far
+                for &x in v.iter() {
+                    self.hist.record(x);
+                }
+                self.hist.record(d);
+                self.exact = None;
+            }
+            None => self.hist.record(d),
+        }
+    }
+
+    fn extend_sorted(&mut self, ds: &[i64]) {
+        for &d in ds {
+            self.push(d);
+        }
+    }
+
+    /// The summary, and whether its quantiles are exact.
+    fn summary(&mut self) -> (Option<DelaySummary>, bool) {
+        if self.count == 0 {
+            return (None, true);
+        }
+        if let Some(v) = self.exact.as_mut() {
+            return (DelaySummary::from_delays(v), true);
+        }
+        let n = self.count as f64;
+        let mean = self.sum as f64 / n;
+        let var = match self
+            .sum_sq
+            .and_then(|s| s.checked_mul(self.count as i128))
+            .and_then(|a| a.checked_sub(self.sum.checked_mul(self.sum)?))
+        {
+            Some(num) => num as f64 / (n * n),
+            None => self.hist.variance_about(mean),
+        };
+        let q = |p: f64| {
+            self.hist
+                .nearest_rank(p, self.count)
+                .clamp(self.min, self.max)
+        };
+        let s = DelaySummary {
+            count: self.count,
+            mean_ns: mean,
+            std_ns: var.max(0.0).sqrt(),
+            min_ns: self.min,
+            max_ns: self.max,
+            p50_ns: q(0.50),
+            p90_ns: q(0.90),
+            p99_ns: q(0.99),
+            p999_ns: q(0.999),
+        };
+        (Some(s), false)
+    }
+}
+
+/// A mergeable log-linear histogram of signed delays: exact below 2¹¹ ns in magnitude, then
+/// 2¹¹ buckets per power of two, so a bucket's representative is within
+/// [`QUANTILE_RELATIVE_ERROR`] of every value in it.
+#[derive(Clone, Debug, Default)]
+pub struct LogHistogram {
+    /// `(signed bucket key, count)`; a key orders like the values it holds.
+    counts: HashMap<i64, u64>,
+}
+
+const SUB_BITS: u32 = 11;
+
+impl LogHistogram {
+    fn key_of_magnitude(m: u64) -> i64 {
+        if m < (1 << SUB_BITS) {
+            return m as i64;
+        }
+        let e = 63 - m.leading_zeros(); // ≥ SUB_BITS
+        let shift = e - SUB_BITS;
+        let mant = (m >> shift) as i64; // in [2^11, 2^12)
+        (((shift + 1) as i64) << SUB_BITS) + (mant - (1 << SUB_BITS))
+    }
+
+    fn magnitude_of_key(k: i64) -> u64 {
+        if k < (1 << SUB_BITS) {
+            return k as u64;
+        }
+        let shift = ((k >> SUB_BITS) - 1) as u32;
+        let mant = ((k & ((1 << SUB_BITS) - 1)) + (1 << SUB_BITS)) as u64;
+        // the middle of the bucket
+        (mant << shift) + ((1u64 << shift) >> 1)
+    }
+
+    fn key(d: i64) -> i64 {
+        let k = Self::key_of_magnitude(d.unsigned_abs());
+        if d < 0 { -k - 1 } else { k }
+    }
+
+    fn value(k: i64) -> i64 {
+        if k < 0 {
+            -(Self::magnitude_of_key((-k - 1) as u64 as i64) as i64)
+        } else {
+            Self::magnitude_of_key(k) as i64
+        }
+    }
+
+    pub fn record(&mut self, d: i64) {
+        *self.counts.entry(Self::key(d)).or_insert(0) += 1;
+    }
+
+    /// Add every count of `other`.
+    pub fn merge(&mut self, other: &LogHistogram) {
+        for (k, c) in &other.counts {
+            *self.counts.entry(*k).or_insert(0) += c;
+        }
+    }
+
+    /// The value of nearest rank `⌈p·n⌉` (bucket representative).
+    pub fn nearest_rank(&self, p: f64, n: u64) -> i64 {
+        let rank = ((p * n as f64).ceil() as u64).clamp(1, n.max(1));
+        let mut keys: Vec<(i64, u64)> = self.counts.iter().map(|(k, c)| (*k, *c)).collect();
+        keys.sort_unstable();
+        let mut seen = 0;
+        for (k, c) in &keys {
+            seen += c;
+            if seen >= rank {
+                return Self::value(*k);
+            }
+        }
+        keys.last().map(|k| Self::value(k.0)).unwrap_or(0)
+    }
+
+    fn variance_about(&self, mean: f64) -> f64 {
+        let (mut n, mut s) = (0.0, 0.0);
+        for (k, c) in &self.counts {
+            let x = Self::value(*k) as f64 - mean;
+            s += *c as f64 * x * x;
+            n += *c as f64;
+        }
+        if n > 0.0 { s / n } else { 0.0 }
+    }
+}
+
+/// Whole-run results of the streaming truth (the per-interval ones are handed out as the
+/// intervals close, [`StreamingTruth::drain_closed`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StreamTruth {
+    pub sender_records: u64,
+    pub receiver_records: u64,
+    /// Distinct packets at S.
+    pub sent: u64,
+    /// Distinct packets of S seen at R within the horizon.
+    pub received: u64,
+    /// Distinct packets of S not seen at R within the horizon (late ones included).
+    pub lost: u64,
+    pub sender_duplicates: u64,
+    pub duplicated: u64,
+    /// Distinct packets at R never seen at S (late ones excluded).
+    pub unexpected: u64,
+    pub reordered: u64,
+    pub negative_delays: u64,
+    /// Sightings at R of a packet already counted lost: later than the horizon.
+    pub late: u64,
+    /// Lost identities forgotten (beyond `late_memory`) before the run ended.
+    pub late_memory_evicted: u64,
+    /// Records more than the disorder tolerance behind their capture's newest timestamp, whose
+    /// interval had closed: counted in the whole-run figures, not in any interval.
+    pub out_of_order: [u64; 2],
+    /// Records before the interval origin: in the whole-run figures, in no interval.
+    pub before_origin: [u64; 2],
+    pub horizon_ns: u64,
+    /// Delays of every matched packet.
+    pub delay: Option<DelaySummary>,
+    /// Delays of packets matched within their interval.
+    pub in_interval: Option<DelaySummary>,
+    /// False when the whole-run quantiles (`delay`, `in_interval`) come from the histogram.
+    pub quantiles_exact: bool,
+    pub flows: Vec<FlowTruth>,
+    #[serde(skip)]
+    pub lost_ids: Vec<u64>,
+    #[serde(skip)]
+    pub unexpected_ids: Vec<u64>,
+}
+
+/// The exact matcher over two streams; see the module doc.
+#[derive(Debug)]
+pub struct StreamingTruth {
+    cfg: TruthConfig,
+    sent: VecDeque<Sent>,
+    first_seq: u64,
+    by_id: HashMap<u64, u64>,
+    arrivals: VecDeque<Arrival>,
+    wm: [Option<u64>; 2],
+    done: [bool; 2],
+    max_send_rank: Option<u64>,
+    sender_records: u64,
+    sender_duplicates: u64,
+    receiver_records: u64,
+    receiver_duplicates: u64,
+    received: u64,
+    lost: u64,
+    unexpected: u64,
+    reordered: u64,
+    negative: u64,
+    late: u64,
+    out_of_order: [u64; 2],
+    before_origin: [u64; 2],
+    lost_recent: HashSet<u64>,
+    lost_order: VecDeque<u64>,
+    lost_evicted: u64,
+    strangers: HashSet<u64>,
+    stranger_order: VecDeque<(u64, u64)>,
+    open: BTreeMap<u64, OpenInterval>,
+    /// Every interval below this index is closed.
+    closed_below: u64,
+    closed: VecDeque<IntervalTruth>,
+    all: DelayAcc,
+    in_interval: DelayAcc,
+    flow_index: HashMap<FlowKey, u32>,
+    flows: Vec<FlowKey>,
+    flow_sent: Vec<u64>,
+    flow_pairs: Vec<(u32, i64)>,
+    lost_ids: Vec<u64>,
+    unexpected_ids: Vec<u64>,
+    matched: Vec<MatchedPacket>,
+}
+
+impl StreamingTruth {
+    pub fn new(cfg: TruthConfig) -> StreamingTruth {
+        StreamingTruth {
+            cfg,
+            sent: VecDeque::new(),
+            first_seq: 0,
+            by_id: HashMap::new(),
+            arrivals: VecDeque::new(),
+            wm: [None; 2],
+            done: [false; 2],
+            max_send_rank: None,
+            sender_records: 0,
+            sender_duplicates: 0,
+            receiver_records: 0,
+            receiver_duplicates: 0,
+            received: 0,
+            lost: 0,
+            unexpected: 0,
+            reordered: 0,
+            negative: 0,
+            late: 0,
+            out_of_order: [0; 2],
+            before_origin: [0; 2],
+            lost_recent: HashSet::new(),
+            lost_order: VecDeque::new(),
+            lost_evicted: 0,
+            strangers: HashSet::new(),
+            stranger_order: VecDeque::new(),
+            open: BTreeMap::new(),
+            closed_below: 0,
+            closed: VecDeque::new(),
+            all: DelayAcc::new(cfg.exact_quantiles),
+            in_interval: DelayAcc::new(cfg.exact_quantiles),
+            flow_index: HashMap::new(),
+            flows: Vec::new(),
+            flow_sent: Vec::new(),
+            flow_pairs: Vec::new(),
+            lost_ids: Vec::new(),
+            unexpected_ids: Vec::new(),
+            matched: Vec::new(),
+        }
+    }
+
+    pub fn config(&self) -> &TruthConfig {
+        &self.cfg
+    }
+
+    /// Packets held: sender packets awaiting resolution and receiver packets awaiting a match.
+    pub fn in_flight(&self) -> usize {
+        self.sent.len() + self.arrivals.len()
+    }
+
+    /// The interval a record of point `p` is accounted in, or `NO_INTERVAL` (before the origin,
+    /// or its interval already closed).
+    fn interval_of(&mut self, p: usize, ts: u64) -> u64 {
+        match self.cfg.intervals.index(ts) {
+            None => {
+                self.before_origin[p] += 1;
+                NO_INTERVAL
+            }
+            Some(i) if i < self.closed_below() => {
+                self.out_of_order[p] += 1;
+                NO_INTERVAL
+            }
+            Some(i) => i,
+        }
+    }
+
+    fn open_at(&mut self, i: u64) -> &mut OpenInterval {
+        let iv = self.cfg.intervals;
+        self.open.entry(i).or_insert_with(|| OpenInterval {
+            truth: IntervalTruth {
+                index: i,
+                start_ns: iv.start_ns(i),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    }
+
+    fn note_wm(&mut self, p: usize, ts: u64) {
+        self.wm[p] = Some(self.wm[p].map_or(ts, |w| w.max(ts)));
+    }
+
+    /// Record packets seen at the sender.
+    pub fn push_sender(&mut self, batch: &[PacketRecord]) {
+        for rec in batch {
+            self.sender_records += 1;
+            self.note_wm(0, rec.ts_ns);
+            let seq = self.first_seq + self.sent.len() as u64;
+            match self.by_id.entry(rec.id) {
+                hashbrown::hash_map::Entry::Occupied(_) => {
+                    self.sender_duplicates += 1;
+                    continue;
+                }
+                hashbrown::hash_map::Entry::Vacant(v) => {
+                    v.insert(seq);
+                }
+            }
+            let flow = if self.cfg.per_flow || self.cfg.keep_matched {
+                self.flow_of(&rec.flow)
+            } else {
+                NO_FLOW
+            };
+            if self.cfg.per_flow {
+                self.flow_sent[flow as usize] += 1;
+            }
+            let interval = self.interval_of(0, rec.ts_ns);
+            if interval != NO_INTERVAL {
+                let o = self.open_at(interval);
+                o.truth.sent += 1;
+                o.pending += 1;
+            }
+            self.sent.push_back(Sent {
+                ts: rec.ts_ns,
+                id: rec.id,
+                recv: NOT_RECEIVED,
+                interval,
+                flow,
+                late: false,
+            });
+        }
+        self.advance();
+    }
+
+    /// Record packets seen at the receiver.
+    pub fn push_receiver(&mut self, batch: &[PacketRecord]) {
+        for rec in batch {
+            self.receiver_records += 1;
+            self.note_wm(1, rec.ts_ns);
+            let interval = self.interval_of(1, rec.ts_ns);
+            if interval != NO_INTERVAL {
+                self.open_at(interval).pending += 1;
+            }
+            self.arrivals.push_back(Arrival {
+                ts: rec.ts_ns,
+                id: rec.id,
+                interval,
+            });
+        }
+        self.advance();
+    }
+
+    /// The sender's stream has ended.
+    pub fn finish_sender(&mut self) {
+        self.done[0] = true;
+        self.advance();
+    }
+
+    /// The receiver's stream has ended.
+    pub fn finish_receiver(&mut self) {
+        self.done[1] = true;
+        self.advance();
+    }
+
+    fn flow_of(&mut self, key: &FlowKey) -> u32 {
+        if let Some(&i) = self.flow_index.get(key) {
+            return i;
+        }
+        let i = self.flows.len() as u32;
+        self.flows.push(*key);
+        self.flow_sent.push(0);
+        self.flow_index.insert(*key, i);
+        i
+    }
+
+    /// Has point `p`'s stream passed `t` (plus the disorder tolerance)?
+    fn passed(&self, p: usize, t: u64) -> bool {
+        self.done[p] || self.wm[p].is_some_and(|w| w >= t.saturating_add(self.cfg.disorder_ns))
+    }
+
+    fn advance(&mut self) {
+        let h = self.cfg.horizon_ns;
+        // Receiver packets, in R's order, once S has passed every timestamp they could match.
+        while let Some(a) = self.arrivals.front().copied() {
+            if !self.passed(0, a.ts.saturating_add(h)) {
+                break;
+            }
+            self.arrivals.pop_front();
+            self.match_arrival(a);
+        }
+        // Sender packets, in S's order, once R has passed their timestamp plus the horizon and
+        // every receiver packet before that is matched.
+        while let Some(s) = self.sent.front().copied() {
+            let limit = s.ts.saturating_add(h);
+            let ready = self.done[1]
+                || (self.passed(1, limit) && self.arrivals.front().is_none_or(|a| a.ts >= limit));
+            if !ready {
+                break;
+            }
+            self.sent.pop_front();
+            self.first_seq += 1;
+            self.resolve_sent(s);
+        }
+        // Strangers are remembered for a horizon, to count their duplicates.
+        let frontier = self.arrivals.front().map(|a| a.ts);
+        while let Some(&(ts, id)) = self.stranger_order.front() {
+            let gone = match frontier {
+                Some(f) => f > ts.saturating_add(h),
+                None => self.passed(1, ts.saturating_add(h)),
+            };
+            if !gone {
+                break;
+            }
+            self.stranger_order.pop_front();
+            self.strangers.remove(&id);
+        }
+        self.close_intervals();
+    }
+
+    fn match_arrival(&mut self, a: Arrival) {
+        let Some(&seq) = self.by_id.get(&a.id) else {
+            if self.lost_recent.contains(&a.id) {
+                self.late += 1;
+                self.settle(a.interval);
+                return;
+            }
+            if !self.strangers.insert(a.id) {
+                self.receiver_duplicates += 1;
+                self.settle(a.interval);
+                return;
+            }
+            self.stranger_order.push_back((a.ts, a.id));
+            self.unexpected += 1;
+            if self.cfg.keep_unmatched {
+                self.unexpected_ids.push(a.id);
+            }
+            if a.interval != NO_INTERVAL {
+                let o = self.open_at(a.interval);
+                o.truth.received += 1;
+                o.truth.unexpected += 1;
+            }
+            self.settle(a.interval);
+            return;
+        };
+        let h = self.cfg.horizon_ns;
+        let s = &mut self.sent[(seq - self.first_seq) as usize];
+        if s.recv != NOT_RECEIVED {
+            self.receiver_duplicates += 1;
+            self.settle(a.interval);
+            return;
+        }
+        // Outside [−H, H]: the packet is lost to the truth and this sighting is late, whatever
+        // order the streams were read in.
+        if a.ts > s.ts.saturating_add(h) || a.ts.saturating_add(h) < s.ts {
+            if !s.late {
+                s.late = true;
+                self.late += 1;
+            } else {
+                self.receiver_duplicates += 1;
+            }
+            self.settle(a.interval);
+            return;
+        }
+        // A timestamp of u64::MAX would read as "not received": nudge it (2554 AD).
+        s.recv = a.ts.min(NOT_RECEIVED - 1);
+        let si = s.interval;
+        let delay = s.recv.wrapping_sub(s.ts) as i64;
+        self.received += 1;
+        match self.max_send_rank {
+            Some(m) if seq < m => self.reordered += 1,
+            _ => self.max_send_rank = Some(seq),
+        }
+        let whole = self.cfg.intervals.is_whole();
+        if a.interval != NO_INTERVAL {
+            self.open_at(a.interval).truth.received += 1;
+        }
+        if si != NO_INTERVAL && si == a.interval {
+            let o = self.open_at(si);
+            o.truth.matched += 1;
+            // one interval: its delays are the whole run's, kept once
+            if !whole {
+                o.delays.push(delay);
+            }
+        } else {
+            if si != NO_INTERVAL {
+                self.open_at(si).truth.left += 1;
+            }
+            if a.interval != NO_INTERVAL {
+                self.open_at(a.interval).truth.unexpected += 1;
+            }
+        }
+        self.settle(a.interval);
+    }
+
+    /// One pending packet of interval `i` is accounted for.
+    fn settle(&mut self, i: u64) {
+        if i != NO_INTERVAL
+            && let Some(o) = self.open.get_mut(&i)
+        {
+            o.pending -= 1;
+        }
+    }
+
+    fn resolve_sent(&mut self, s: Sent) {
+        self.by_id.remove(&s.id);
+        if s.recv == NOT_RECEIVED {
+            self.lost += 1;
+            if s.interval != NO_INTERVAL {
+                self.open_at(s.interval).truth.lost += 1;
+            }
+            if self.cfg.keep_unmatched {
+                self.lost_ids.push(s.id);
+            }
+            if self.cfg.late_memory > 0 {
+                if self.lost_order.len() >= self.cfg.late_memory
+                    && let Some(old) = self.lost_order.pop_front()
+                {
+                    self.lost_recent.remove(&old);
+                    self.lost_evicted += 1;
+                }
+                if !s.late && self.lost_recent.insert(s.id) {
+                    self.lost_order.push_back(s.id);
+                }
+            }
+        } else {
+            let d = s.recv.wrapping_sub(s.ts) as i64;
+            self.negative += (d < 0) as u64;
+            self.all.push(d);
+            if self.cfg.per_flow {
+                self.flow_pairs.push((s.flow, d));
+            }
+            if self.cfg.keep_matched {
+                self.matched.push(MatchedPacket {
+                    id: s.id,
+                    sender_ns: s.ts,
+                    receiver_ns: s.recv,
+                    flow: self.flows.get(s.flow as usize).copied().unwrap_or_default(),
+                });
+            }
+        }
+        self.settle(s.interval);
+    }
+
+    fn close_intervals(&mut self) {
+        let iv = self.cfg.intervals;
+        while let Some((&i, o)) = self.open.first_key_value() {
+            let end = if iv.is_whole() {
+                u64::MAX
+            } else {
+                iv.start_ns(i).saturating_add(iv.length_ns)
+            };
+            let both_done = self.done[0] && self.done[1];
+            if !both_done
+                && (iv.is_whole() || o.pending > 0 || !self.passed(0, end) || !self.passed(1, end))
+            {
+                break;
+            }
+            let (_, mut o) = self.open.pop_first().unwrap();
+            o.delays.sort_unstable();
+            if !o.delays.is_empty() {
+                o.truth.delay = Some(DelaySummary::from_sorted(&o.delays));
+            }
+            self.in_interval.extend_sorted(&o.delays);
+            self.closed_below = i + 1;
+            self.closed.push_back(o.truth);
+        }
+    }
+
+    /// Every interval below this index is final: closed, or passed by both streams with nothing
+    /// pending (then it held no packet and never will).
+    pub fn closed_below(&self) -> u64 {
+        let passed = |p: usize| {
+            if self.done[p] {
+                return u64::MAX;
+            }
+            self.wm[p]
+                .and_then(|w| {
+                    self.cfg
+                        .intervals
+                        .index(w.saturating_sub(self.cfg.disorder_ns))
+                })
+                .unwrap_or(0)
+        };
+        let mut b = passed(0).min(passed(1));
+        if let Some(&i) = self.open.keys().next() {
+            b = b.min(i);
+        }
+        b.max(self.closed_below)
+    }
+
+    /// Intervals whose truth is final, in index order.
+    pub fn drain_closed(&mut self) -> impl Iterator<Item = IntervalTruth> + '_ {
+        self.closed.drain(..)
+    }
+
+    /// Matched packets resolved since the last call, in sender order (with `keep_matched`).
+    pub fn drain_matched(&mut self) -> impl Iterator<Item = MatchedPacket> + '_ {
+        self.matched.drain(..)
+    }
+
+    /// Both streams have ended: every packet resolved, every interval closed (drain them
+    /// first), the whole-run truth.
+    pub fn finish(mut self) -> (StreamTruth, Vec<IntervalTruth>) {
+        self.done = [true, true];
+        self.advance();
+        let rest: Vec<IntervalTruth> = self.closed.drain(..).collect();
+        let (delay, exact_a) = self.all.summary();
+        let (in_interval, exact_b) = if self.cfg.intervals.is_whole() {
+            (delay, exact_a)
+        } else {
+            self.in_interval.summary()
+        };
+        let flows = if self.cfg.per_flow {
+            self.flow_truth()
+        } else {
+            Vec::new()
+        };
+        let t = StreamTruth {
+            sender_records: self.sender_records,
+            receiver_records: self.receiver_records,
+            sent: self.sent_total(),
+            received: self.received,
+            lost: self.lost,
+            sender_duplicates: self.sender_duplicates,
+            duplicated: self.receiver_duplicates,
+            unexpected: self.unexpected,
+            reordered: self.reordered,
+            negative_delays: self.negative,
+            late: self.late,
+            late_memory_evicted: self.lost_evicted,
+            out_of_order: self.out_of_order,
+            before_origin: self.before_origin,
+            horizon_ns: self.cfg.horizon_ns,
+            delay,
+            in_interval,
+            quantiles_exact: exact_a && exact_b,
+            flows,
+            lost_ids: std::mem::take(&mut self.lost_ids),
+            unexpected_ids: std::mem::take(&mut self.unexpected_ids),
+        };
+        (t, rest)
+    }
+
+    fn sent_total(&self) -> u64 {
+        self.first_seq + self.sent.len() as u64
+    }
+
+    fn flow_truth(&mut self) -> Vec<FlowTruth> {
+        let mut out: Vec<FlowTruth> = self
+            .flows
+            .iter()
+            .zip(&self.flow_sent)
+            .map(|(k, &sent)| FlowTruth {
+                key: *k,
+                sent,
+                received: 0,
+                delay: None,
+            })
+            .collect();
+        let mut pairs = std::mem::take(&mut self.flow_pairs);
+        pairs.sort_unstable();
+        for group in pairs.chunk_by(|a, b| a.0 == b.0) {
+            let ds: Vec<i64> = group.iter().map(|p| p.1).collect();
+            let f = &mut out[group[0].0 as usize];
+            f.received = ds.len() as u64;
+            f.delay = Some(DelaySummary::from_sorted(&ds));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;
