@@ -47,38 +47,82 @@ impl Estimate {
     /// samples, the variance pooled as `E[w²] − μ²` over the parts that have one, bytes and
     /// samples summed. Confidence intervals are not combined.
     pub fn combine(parts: &[Estimate]) -> Estimate {
-        let mut out = Estimate::default();
-        let mut n = 0.0;
-        let mut s1 = 0.0;
-        let (mut n2, mut s2, mut s2m) = (0.0, 0.0, 0.0);
-        let mut lost = Some(0u64);
+        let mut c = Combiner::default();
         for p in parts {
-            out.samples += p.samples;
-            out.bytes += p.bytes;
-            lost = match (lost, p.lost) {
-                (Some(a), Some(b)) => Some(a + b),
-                _ => None,
-            };
-            if let Some(m) = p.mean_ns {
-                let w = p.samples as f64;
-                n += w;
-                s1 += w * m;
-                if let Some(sd) = p.std_ns {
-                    n2 += w;
-                    s2 += w * (sd * sd + m * m);
-                    s2m += w * m;
-                }
+            c.add(p);
+        }
+        c.combined()
+    }
+}
+
+/// [`Estimate::combine`] one interval at a time, so a stream of intervals needs no list of
+/// them: the same sums in the same order, hence the same figures.
+#[derive(Clone, Debug, Default)]
+pub struct Combiner {
+    samples: u64,
+    bytes: u64,
+    n: f64,
+    s1: f64,
+    n2: f64,
+    s2: f64,
+    s2m: f64,
+    lost: Option<u64>,
+    parts: u64,
+    /// The only part, while there is one.
+    first: Option<Estimate>,
+}
+
+impl Combiner {
+    pub fn add(&mut self, p: &Estimate) {
+        self.first = (self.parts == 0).then(|| p.clone());
+        self.lost = match (if self.parts == 0 { Some(0) } else { self.lost }, p.lost) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+        self.parts += 1;
+        self.samples += p.samples;
+        self.bytes += p.bytes;
+        if let Some(m) = p.mean_ns {
+            let w = p.samples as f64;
+            self.n += w;
+            self.s1 += w * m;
+            if let Some(sd) = p.std_ns {
+                self.n2 += w;
+                self.s2 += w * (sd * sd + m * m);
+                self.s2m += w * m;
             }
         }
-        if n > 0.0 {
-            out.mean_ns = Some(s1 / n);
+    }
+
+    /// Intervals added.
+    pub fn parts(&self) -> u64 {
+        self.parts
+    }
+
+    /// The combination of every part (see [`Estimate::combine`]).
+    pub fn combined(&self) -> Estimate {
+        let mut out = Estimate {
+            samples: self.samples,
+            bytes: self.bytes,
+            lost: if self.parts == 0 { None } else { self.lost },
+            ..Default::default()
+        };
+        if self.n > 0.0 {
+            out.mean_ns = Some(self.s1 / self.n);
         }
-        if n2 > 0.0 {
-            let mu = s2m / n2;
-            out.std_ns = Some((s2 / n2 - mu * mu).max(0.0).sqrt());
+        if self.n2 > 0.0 {
+            let mu = self.s2m / self.n2;
+            out.std_ns = Some((self.s2 / self.n2 - mu * mu).max(0.0).sqrt());
         }
-        out.lost = if parts.is_empty() { None } else { lost };
         out
+    }
+
+    /// The one part itself when there is one (its notes and bounds kept), else the combination.
+    pub fn overall(&self) -> Estimate {
+        match &self.first {
+            Some(e) if self.parts == 1 => e.clone(),
+            _ => self.combined(),
+        }
     }
 }
 

@@ -13,5 +13,6 @@
 pub mod capture;
 pub mod dissect;
 pub mod identity;
+pub mod lockstep;
 pub mod records;
 pub mod sim;

@@ -559,8 +559,8 @@ impl StreamingTruth {
         // every receiver packet before that is matched.
         while let Some(s) = self.sent.front().copied() {
             let limit = s.ts.saturating_add(h);
-            let ready = self.done[1]
-                || (self.passed(1, limit) && self.arrivals.front().is_none_or(|a| a.ts >= limit));
+            let ready =
+                self.passed(1, limit) && self.arrivals.front().is_none_or(|a| a.ts >= limit);
             if !ready {
                 break;
             }

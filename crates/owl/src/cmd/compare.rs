@@ -3,28 +3,44 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
-use owl_core::PacketRecord;
-use owl_core::exact::{Matcher, Truth, TruthOptions};
+use owl_core::exact::{IntervalTruth, MatchedPacket, Truth};
 use owl_core::interval::Intervals;
-use owl_core::method::{Estimate, Method, PointSynopsis, Role};
+use owl_core::method::{Combiner, Estimate, Method, PointSynopsis, Role};
+use owl_core::pipeline::truth::{DEFAULT_EXACT_QUANTILES, QUANTILE_RELATIVE_ERROR};
+use owl_core::pipeline::{
+    IntervalOutcome, PairHook, PairPipeline, PipelineConfig, PointCounters, StreamTruth, Timer,
+    TruthConfig,
+};
 use owl_core::stats::{DelaySummary, relative_error};
-use owl_core::units::{format_bytes, format_ns};
+use owl_core::units::{format_bytes, format_ns, parse_duration_u64};
+use owl_trace::capture::CaptureError;
+use owl_trace::lockstep::{End, Event, LockStep, Source};
 use owl_trace::records::InputStats;
 use serde_json::{Value, json};
 
 use super::agreed::Agreed;
-use crate::input::read_capture;
 use crate::methods::{self, EXACT};
+use crate::progress;
 
 const AFTER_HELP: &str = "How it works:
-  Both captures are read once; every packet is dissected and hashed once into its identity
-  (a hash of the bytes routers do not change) and fed to the exact matcher and to every
-  method's sender or receiver synopsis. The exact matcher is the ground truth: relative errors
-  are |estimate − truth| / truth against the packets both points recorded in the same interval.
+  Both captures are read at once, in lock-step (the one whose packets are older first), so
+  memory follows the traffic in flight, not the length of the captures; a capture can be a
+  FIFO or standard input (-). Every packet is dissected and hashed once into its identity (a
+  hash of the bytes routers do not change) and fed to the exact matcher and to every method's
+  sender or receiver synopsis. The exact matcher is the ground truth: relative errors are
+  |estimate − truth| / truth against the packets both points recorded in the same interval.
+
+Horizon:
+  The truth waits --horizon (default 1s) for each packet's sighting at R: a packet R sees
+  later than that after S is counted lost and late (reported, never silently matched), so set
+  it above the path's largest one-way delay, clock offset included. Each point closes an
+  interval once its capture has passed the interval's end plus --disorder (default 10ms, the
+  timestamp disorder a capture may have); a record older than that is counted, in no interval.
 
 Intervals:
   --interval 0 (default) measures the whole capture as one interval. --interval T cuts each
@@ -40,7 +56,10 @@ Per flow (--per-flow):
   and 95th-percentile relative error by flow size (<100, 100-999, 1000-9999, >=10000 packets).
 
 Output:
-  A table on stdout, or with --json exactly one JSON document: truth{sent, received, lost,
+  Interval rows are printed as the intervals close (--rows N limits them), then the summary.
+  --jsonl streams one JSON object per closed interval (type interval: index, start_ns,
+  truth{…}, methods[…]) and ends with a summary object (type summary, the --json fields): use it for long runs.
+  With --json, exactly one JSON document: truth{sent, received, lost,
   mean_ns, std_ns, p99_ns, …}, methods[]{name, mean_ns, std_ns, samples, bytes, …},
   intervals[] (when T > 0), flows[]{proto, src, dst, sport, dport, truth{sent, received,
   mean_ns, std_ns}, methods{NAME: {mean_ns, packets, mean_rel_err}}} and flow_error_bins[]
@@ -87,37 +106,55 @@ pub struct CompareArgs {
     /// Accept captures where most delays are negative (R's clock known to lag S's).
     #[arg(long)]
     pub allow_negative_delay: bool,
+    /// Print one JSON object per interval as it closes, then a summary object (JSON Lines).
+    #[arg(long, conflicts_with = "json")]
+    pub jsonl: bool,
+    /// Largest one-way delay accepted (plus reordering): later sightings count lost and late.
+    #[arg(long, default_value = "1s", value_parser = parse_duration_u64, value_name = "T")]
+    pub horizon: u64,
+    /// Timestamp disorder tolerated within one capture before an interval closes.
+    #[arg(long, default_value = "10ms", value_parser = parse_duration_u64, value_name = "T")]
+    pub disorder: u64,
+    /// Keep up to N whole-run delays for exact quantiles; past it they come from a histogram
+    /// (relative error under 0.05 %), and the output says so.
+    #[arg(long, default_value_t = DEFAULT_EXACT_QUANTILES, value_name = "N")]
+    pub exact_quantiles: usize,
+    /// Interval rows of the text report (default: every one).
+    #[arg(long, value_name = "N")]
+    pub rows: Option<usize>,
+    /// Accept intervals so short that the synopses dwarf the traffic (refused by default).
+    #[arg(long)]
+    pub allow_short_intervals: bool,
 }
 
-/// A method run over both captures.
-struct Running {
-    method: Box<dyn Method>,
-    points: [BTreeMap<u64, Box<dyn PointSynopsis>>; 2],
-    time: Duration,
-}
+/// Charges method work to wall-clock time per method.
+struct WallTimer(Vec<Duration>);
 
-impl Running {
-    fn feed(&mut self, role: Role, iv: &Intervals, batch: &[PacketRecord]) {
+impl Timer for WallTimer {
+    fn charge(&mut self, k: usize, f: &mut dyn FnMut()) {
         let t = Instant::now();
-        let slot = role as usize;
-        let mut start = 0;
-        while start < batch.len() {
-            let Some(i) = iv.index(batch[start].ts_ns) else {
-                start += 1;
-                continue;
-            };
-            let mut end = start + 1;
-            while end < batch.len() && iv.index(batch[end].ts_ns) == Some(i) {
-                end += 1;
+        f();
+        self.0[k] += t.elapsed();
+    }
+}
+
+/// Per-flow queries on each closed pair, before the estimators consume it.
+struct FlowHook<'a>(Option<&'a mut super::perflow::PerFlow>);
+
+impl PairHook for FlowHook<'_> {
+    fn closed_pair(
+        &mut self,
+        index: u64,
+        methods: &[Arc<dyn Method>],
+        sender: &[Box<dyn PointSynopsis>],
+        receiver: &[Box<dyn PointSynopsis>],
+    ) {
+        if let Some(pf) = self.0.as_deref_mut() {
+            for (k, m) in methods.iter().enumerate() {
+                pf.add_interval(&**m, &*sender[k], &*receiver[k], index);
             }
-            let method = &self.method;
-            self.points[slot]
-                .entry(i)
-                .or_insert_with(|| method.new_point(role))
-                .record_batch(&batch[start..end]);
-            start = end;
+            pf.presence.forget(index);
         }
-        self.time += t.elapsed();
     }
 }
 
@@ -125,36 +162,114 @@ impl Running {
 pub struct MethodResult {
     pub name: String,
     pub overall: Estimate,
+    /// Per-interval estimates, kept only for the single-document `--json`.
     pub intervals: BTreeMap<u64, Estimate>,
     pub time: Duration,
     pub error: Option<String>,
+    combiner: Combiner,
+}
+
+impl MethodResult {
+    fn new(name: &str) -> MethodResult {
+        MethodResult {
+            name: name.to_string(),
+            overall: Estimate::default(),
+            intervals: BTreeMap::new(),
+            time: Duration::ZERO,
+            error: None,
+            combiner: Combiner::default(),
+        }
+    }
+}
+
+/// What one capture held and how its reading ended.
+pub struct InputReport {
+    pub path: String,
+    pub stats: InputStats,
+    pub truncated: Option<String>,
 }
 
 /// Everything `compare` found.
 pub struct Comparison {
-    pub sender: (PathBuf, InputStats, Option<String>),
-    pub receiver: (PathBuf, InputStats, Option<String>),
+    pub sender: InputReport,
+    pub receiver: InputReport,
     pub intervals: Intervals,
     pub truth: Truth,
+    /// What the streaming truth adds: late packets, horizon, exactness of quantiles.
+    pub stream: StreamTruth,
+    pub points: [PointCounters; 2],
     pub methods: Vec<MethodResult>,
     /// Per-flow estimates (with `--per-flow`).
     pub per_flow: Option<super::perflow::PerFlow>,
+    /// Intervals reported.
+    pub interval_count: u64,
 }
 
+/// How the report is written while the captures stream.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Text,
+    Json,
+    Jsonl,
+}
+
+/// Intervals before the per-interval size guard judges (see [`check_sizes`]).
+const GUARD_AFTER: u64 = 50;
+/// Synopsis bytes per captured byte above which an interval is refused as too short.
+const GUARD_RATIO: u64 = 100;
+
 pub fn run(args: CompareArgs) -> Result<()> {
-    let c = compare(&args)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &to_json(&c, &args))?;
-        writeln!(out)?;
+    let mode = if args.jsonl {
+        Mode::Jsonl
+    } else if args.json {
+        Mode::Json
     } else {
-        print_text(&mut out, &c, &args)?;
+        Mode::Text
+    };
+    let c = compare(&args, mode, &mut out)?;
+    match mode {
+        Mode::Json => {
+            serde_json::to_writer_pretty(&mut out, &to_json(&c, &args))?;
+            writeln!(out)?;
+        }
+        Mode::Jsonl => {
+            let mut doc = to_json(&c, &args);
+            doc["type"] = json!("summary");
+            serde_json::to_writer(&mut out, &doc)?;
+            writeln!(out)?;
+        }
+        Mode::Text => print_text(&mut out, &c, &args)?,
     }
     Ok(())
 }
 
-pub fn compare(args: &CompareArgs) -> Result<Comparison> {
+/// Refuse intervals so short that the synopses dwarf the traffic they measure: more intervals
+/// than packets, or synopsis bytes above [`GUARD_RATIO`] times the captured IP bytes.
+fn check_sizes(args: &CompareArgs, intervals: u64, packets: u64, synopsis: u64, captured: u64) -> Result<()> {
+    if args.allow_short_intervals || intervals < GUARD_AFTER {
+        return Ok(());
+    }
+    if intervals > packets {
+        bail!(
+            "--interval {} is shorter than the packet spacing: {intervals} intervals for {packets} sender packets so far, so no synopsis sees enough packets to estimate anything; use a longer --interval (or --allow-short-intervals)",
+            format_ns(args.agreed.interval as f64)
+        );
+    }
+    if synopsis > GUARD_RATIO * captured {
+        bail!(
+            "--interval {} is so short that the synopses would be {}x the traffic they measure ({} of synopses for {} of IP packets over {intervals} intervals); use a longer --interval, fewer --methods or a --memory budget (or --allow-short-intervals)",
+            format_ns(args.agreed.interval as f64),
+            synopsis / captured.max(1),
+            format_bytes(synopsis),
+            format_bytes(captured)
+        );
+    }
+    Ok(())
+}
+
+fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Comparison> {
     let names = methods::parse_list(&args.methods)?;
     let iv = args.agreed.intervals()?;
     let opts = args.agreed.options();
@@ -164,209 +279,435 @@ pub fn compare(args: &CompareArgs) -> Result<Comparison> {
             bail!("--method-config sets {m}, which is not among --methods");
         }
     }
-    let mut running: Vec<Running> = Vec::new();
+    if args.top.is_some() && !args.per_flow {
+        bail!("--top selects flows of the --per-flow report: pass --per-flow too");
+    }
+    let mut built: Vec<Arc<dyn Method>> = Vec::new();
     for &n in &names {
         if n != EXACT {
-            running.push(Running {
-                method: methods::build_configured(n, &opts, &overrides)?,
-                points: [BTreeMap::new(), BTreeMap::new()],
-                time: Duration::ZERO,
-            });
+            built.push(Arc::from(methods::build_configured(n, &opts, &overrides)?));
         }
     }
-
-    let mut matcher = Matcher::new(TruthOptions {
-        intervals: iv,
+    let mut results: Vec<MethodResult> = built.iter().map(|m| MethodResult::new(m.name())).collect();
+    let mut exact = MethodResult::new(EXACT);
+    let mut timer = WallTimer(vec![Duration::ZERO; built.len()]);
+    let truth_cfg = TruthConfig {
         per_flow: args.per_flow,
         keep_unmatched: args.unmatched.is_some(),
-        keep_flows: args.delays.is_some(),
-    });
-    // Size the identity table once instead of rehashing as it grows: a capture record is
-    // rarely under 100 bytes, so this rarely over-reserves by more than a few times.
-    if let Ok(m) = std::fs::metadata(&args.sender) {
-        matcher.reserve(((m.len() / 100) as usize).min(64 << 20));
-    }
-    let mut exact_time = Duration::ZERO;
+        keep_matched: args.delays.is_some(),
+        exact_quantiles: args.exact_quantiles,
+        disorder_ns: args.disorder,
+        ..TruthConfig::new(iv, args.horizon)
+    };
+    let mut pipeline = PairPipeline::new(
+        PipelineConfig {
+            intervals: iv,
+            disorder_ns: args.disorder,
+        },
+        built.clone(),
+        Some(truth_cfg),
+    );
     let mut per_flow = args.per_flow.then(|| super::perflow::PerFlow::new(iv));
-    let s = read_capture(
-        &args.sender,
-        args.agreed.identity_seed,
-        args.allow_truncated,
-        "sender",
-        |batch| {
-            let t = Instant::now();
-            for r in batch {
-                matcher
-                    .add_sender(r)
-                    .with_context(|| args.sender.display().to_string())?;
+    let mut delays = match &args.delays {
+        Some(p) => Some(DelaysCsv::create(p)?),
+        None => None,
+    };
+    let sources = [Source::parse(&args.sender), Source::parse(&args.receiver)];
+    if sources[0] == Source::Stdin && sources[1] == Source::Stdin {
+        bail!("only one of SENDER and RECEIVER can be standard input (-)");
+    }
+    let bars = [
+        progress::bar(sources[0].size().unwrap_or(0), "reading sender", true),
+        progress::bar(sources[1].size().unwrap_or(0), "reading receiver", true),
+    ];
+    let mut reader = LockStep::start(sources.clone(), args.agreed.identity_seed, args.allow_truncated);
+    let mut ends: [Option<End>; 2] = [None, None];
+    let mut exact_time = Duration::ZERO;
+    let (mut packets, mut captured, mut synopsis, mut reported) = (0u64, 0u64, 0u64, 0u64);
+    let mut rows = RowPrinter::new(args, &built);
+    let roles = [Role::Sender, Role::Receiver];
+    while let Some(ev) = reader.next() {
+        let t = Instant::now();
+        let before: Duration = timer.0.iter().sum();
+        match ev {
+            Event::Batch(k, batch, bytes) => {
+                bars[k].set_position(bytes);
+                if k == 0 {
+                    packets += batch.len() as u64;
+                    captured += batch.iter().map(|r| r.len as u64).sum::<u64>();
+                    if let Some(pf) = per_flow.as_mut() {
+                        pf.presence.observe(&batch);
+                    }
+                }
+                let mut hook = FlowHook(per_flow.as_mut());
+                pipeline.push(roles[k], &batch, &mut timer, &mut hook);
             }
-            exact_time += t.elapsed();
-            if let Some(pf) = per_flow.as_mut() {
-                pf.presence.observe(batch);
+            Event::End(k, end) => {
+                bars[k].finish_and_clear();
+                if let Some(e) = end.error {
+                    let name = sources[k].name();
+                    return Err(match e {
+                        e if e.is_truncation() => anyhow!(
+                            "{name}: {e} (pass --allow-truncated to measure the complete records before it)"
+                        ),
+                        CaptureError::Io(io) => anyhow!("{name}: cannot read: {io}"),
+                        e => anyhow!("{name}: {e}"),
+                    });
+                }
+                ends[k] = Some(End { error: None, ..end });
+                let mut hook = FlowHook(per_flow.as_mut());
+                pipeline.finish_point(roles[k], &mut timer, &mut hook);
             }
-            for m in running.iter_mut() {
-                m.feed(Role::Sender, &iv, batch);
-            }
-            Ok(())
-        },
-    )?;
-    let r = read_capture(
-        &args.receiver,
-        args.agreed.identity_seed,
-        args.allow_truncated,
-        "receiver",
-        |batch| {
-            let t = Instant::now();
-            for r in batch {
-                matcher.add_receiver(r);
-            }
-            exact_time += t.elapsed();
-            for m in running.iter_mut() {
-                m.feed(Role::Receiver, &iv, batch);
-            }
-            Ok(())
-        },
-    )?;
-    for (who, read) in [(&args.sender, &s), (&args.receiver, &r)] {
-        if let Some(t) = &read.truncated {
+        }
+        if let Some(d) = delays.as_mut()
+            && let Some(tr) = pipeline.truth_mut()
+        {
+            d.write(tr.drain_matched())?;
+        }
+        exact_time += t.elapsed().saturating_sub(timer.0.iter().sum::<Duration>() - before);
+        for o in pipeline.drain() {
+            reported += 1;
+            synopsis += o.estimates.iter().flatten().flatten().map(|e| e.bytes).sum::<u64>();
+            take_outcome(o, iv, mode, &mut results, &mut exact, &mut rows, out)?;
+        }
+        check_sizes(args, reported, packets, synopsis, captured)?;
+    }
+    let [Some(s_end), Some(r_end)] = ends else {
+        bail!("a capture reader stopped without saying why");
+    };
+    for (k, e) in [&s_end, &r_end].into_iter().enumerate() {
+        if e.stats.ip_packets == 0 {
+            let s = e.stats;
+            bail!(
+                "{}: no IP packets to measure ({} frames: {} not IP, {} malformed IP, {} without timestamp)",
+                sources[k].name(),
+                s.frames,
+                s.non_ip,
+                s.malformed,
+                s.no_timestamp
+            );
+        }
+        if let Some(t) = &e.truncated {
             eprintln!(
                 "owl: warning: {}: {t}; measuring the {} complete packets before it",
-                who.display(),
-                read.stats.ip_packets
+                sources[k].name(),
+                e.stats.ip_packets
             );
         }
     }
     let t = Instant::now();
-    let truth = matcher.finish();
+    let (rest, stream, points) = pipeline.finish();
+    for o in rest {
+        reported += 1;
+        take_outcome(o, iv, mode, &mut results, &mut exact, &mut rows, out)?;
+    }
+    let stream = stream.expect("compare runs the truth");
+    if let Some(d) = delays.as_mut() {
+        d.finish()?;
+    }
     exact_time += t.elapsed();
-    if truth.received == 0 {
+    rows.finish(out, reported)?;
+    if stream.received == 0 {
         bail!(
-            "no packet of {} appears in {} ({} distinct packets at S, {} at R): these are not captures of the same traffic, or they were taken with different snaplens or identity seeds",
-            args.sender.display(),
-            args.receiver.display(),
-            truth.sent,
-            truth.unexpected
+            "no packet of {} appears in {} within the {} horizon ({} distinct packets at S, {} at R, {} later than the horizon): these are not captures of the same traffic, or they were taken with different snaplens or identity seeds{}",
+            sources[0].name(),
+            sources[1].name(),
+            format_ns(stream.horizon_ns as f64),
+            stream.sent,
+            stream.unexpected,
+            stream.late,
+            if stream.late > 0 { "; raise --horizon if the delay is that long" } else { "" }
         );
     }
-    if truth.negative_delays * 2 > truth.received && !args.allow_negative_delay {
+    if stream.negative_delays * 2 > stream.received && !args.allow_negative_delay {
         bail!(
             "{} of {} matched packets reach the receiver before they leave the sender (median delay {}): are SENDER and RECEIVER swapped? (pass --allow-negative-delay if R's clock is known to lag S's)",
-            truth.negative_delays,
-            truth.received,
-            format_ns(truth.delay.map(|d| d.p50_ns as f64).unwrap_or(0.0))
+            stream.negative_delays,
+            stream.received,
+            format_ns(stream.delay.map(|d| d.p50_ns as f64).unwrap_or(0.0))
         );
     }
-
+    if stream.late > 0 {
+        eprintln!(
+            "owl: warning: {} packets reached R later than the {} horizon: counted lost (and late), not in the delays; raise --horizon to measure them",
+            stream.late,
+            format_ns(stream.horizon_ns as f64)
+        );
+    }
+    let truth = Truth {
+        sender_records: stream.sender_records,
+        receiver_records: stream.receiver_records,
+        sent: stream.sent,
+        received: stream.received,
+        lost: stream.lost,
+        sender_duplicates: stream.sender_duplicates,
+        duplicated: stream.duplicated,
+        unexpected: stream.unexpected,
+        reordered: stream.reordered,
+        negative_delays: stream.negative_delays,
+        delay: stream.delay,
+        in_interval: stream.in_interval,
+        intervals: std::mem::take(&mut rows.kept),
+        flows: stream.flows.clone(),
+        lost_ids: stream.lost_ids.clone(),
+        unexpected_ids: stream.unexpected_ids.clone(),
+    };
     if let Some(dir) = &args.unmatched {
         write_unmatched(dir, args, &truth)?;
     }
-    if let Some(path) = &args.delays {
-        write_delays(path, &matcher)?;
+    exact.time = exact_time;
+    exact.overall = exact_overall(&exact, &truth, iv);
+    for (m, time) in results.iter_mut().zip(&timer.0) {
+        m.time = *time;
+        m.overall = m.combiner.overall();
     }
-    drop(matcher);
-
-    let mut results = Vec::new();
+    let mut all = Vec::new();
+    let mut results = results.into_iter();
     for &n in &names {
         if n == EXACT {
-            results.push(exact_result(&truth, &iv, exact_time));
+            all.push(std::mem::replace(&mut exact, MethodResult::new(EXACT)));
+        } else if let Some(m) = results.next() {
+            all.push(m);
         }
     }
-    for m in running {
-        results.push(estimate_all(m, per_flow.as_mut()));
-    }
-    // keep the order the user asked for
-    results.sort_by_key(|r| {
-        names
-            .iter()
-            .position(|n| *n == r.name)
-            .unwrap_or(usize::MAX)
-    });
     Ok(Comparison {
-        sender: (args.sender.clone(), s.stats, s.truncated),
-        receiver: (args.receiver.clone(), r.stats, r.truncated),
+        sender: InputReport {
+            path: args.sender.display().to_string(),
+            stats: s_end.stats,
+            truncated: s_end.truncated,
+        },
+        receiver: InputReport {
+            path: args.receiver.display().to_string(),
+            stats: r_end.stats,
+            truncated: r_end.truncated,
+        },
         intervals: iv,
         truth,
-        methods: results,
+        stream,
+        points,
+        methods: all,
         per_flow,
+        interval_count: reported,
     })
 }
 
-fn exact_result(truth: &Truth, iv: &Intervals, time: Duration) -> MethodResult {
-    let est = |d: Option<DelaySummary>, sent: u64| Estimate {
-        mean_ns: d.map(|d| d.mean_ns),
-        std_ns: d.map(|d| d.std_ns),
-        samples: d.map(|d| d.count).unwrap_or(0),
-        bytes: 16 * sent,
-        lost: None,
+/// The exact method's estimate of one interval: its matched packets.
+fn exact_estimate(it: &IntervalTruth) -> Estimate {
+    Estimate {
+        mean_ns: it.delay.map(|d| d.mean_ns),
+        std_ns: it.delay.map(|d| d.std_ns),
+        samples: it.delay.map(|d| d.count).unwrap_or(0),
+        bytes: 16 * it.sent,
+        lost: Some(it.lost + it.left),
         ..Default::default()
-    };
-    let mut intervals = BTreeMap::new();
-    if !iv.is_whole() {
-        for it in &truth.intervals {
-            let mut e = est(it.delay, it.sent);
-            e.lost = Some(it.lost + it.left);
-            intervals.insert(it.index, e);
-        }
-    }
-    let mut overall = est(truth.in_interval, truth.sent);
-    overall.lost = Some(if iv.is_whole() {
-        truth.lost
-    } else {
-        truth.intervals.iter().map(|i| i.lost + i.left).sum()
-    });
-    MethodResult {
-        name: EXACT.into(),
-        overall,
-        intervals,
-        time,
-        error: None,
     }
 }
 
-fn estimate_all(m: Running, mut per_flow: Option<&mut super::perflow::PerFlow>) -> MethodResult {
-    let Running {
-        method,
-        points: [mut s, mut r],
-        mut time,
-    } = m;
-    let t = Instant::now();
-    let mut keys: Vec<u64> = s.keys().chain(r.keys()).copied().collect();
-    keys.sort_unstable();
-    keys.dedup();
-    let mut intervals = BTreeMap::new();
-    let mut error = None;
-    for k in keys {
-        let a = s
-            .remove(&k)
-            .unwrap_or_else(|| method.new_point(Role::Sender));
-        let b = r
-            .remove(&k)
-            .unwrap_or_else(|| method.new_point(Role::Receiver));
-        if let Some(pf) = per_flow.as_deref_mut() {
-            pf.add_interval(&*method, &*a, &*b, k);
-        }
-        match method.estimate(a, b) {
-            Ok(e) => {
-                intervals.insert(k, e);
-            }
-            Err(e) => {
-                error.get_or_insert_with(|| format!("interval {k}: {e}"));
-            }
+fn exact_overall(exact: &MethodResult, truth: &Truth, iv: Intervals) -> Estimate {
+    let d = truth.in_interval;
+    Estimate {
+        mean_ns: d.map(|d| d.mean_ns),
+        std_ns: d.map(|d| d.std_ns),
+        samples: d.map(|d| d.count).unwrap_or(0),
+        bytes: 16 * truth.sent,
+        lost: Some(if iv.is_whole() {
+            truth.lost
+        } else {
+            exact.combiner.combined().lost.unwrap_or(0)
+        }),
+        ..Default::default()
+    }
+}
+
+/// File one closed interval: per-method totals, and the row, line or document entry.
+fn take_outcome(
+    o: IntervalOutcome,
+    iv: Intervals,
+    mode: Mode,
+    results: &mut [MethodResult],
+    exact: &mut MethodResult,
+    rows: &mut RowPrinter,
+    out: &mut impl Write,
+) -> Result<()> {
+    if let Some(t) = &o.truth
+        && !iv.is_whole()
+    {
+        let e = exact_estimate(t);
+        exact.combiner.add(&e);
+        if mode == Mode::Json {
+            exact.intervals.insert(o.index, e);
         }
     }
-    time += t.elapsed();
-    let parts: Vec<Estimate> = intervals.values().cloned().collect();
-    let overall = if parts.len() == 1 {
-        parts[0].clone()
-    } else {
-        Estimate::combine(&parts)
-    };
-    MethodResult {
-        name: method.name().to_string(),
-        overall,
-        intervals,
-        time,
-        error,
+    let mut ests: Vec<Option<&Estimate>> = Vec::new();
+    for (m, e) in results.iter_mut().zip(&o.estimates) {
+        match e {
+            Some(Ok(e)) => {
+                m.combiner.add(e);
+                ests.push(Some(e));
+            }
+            Some(Err(err)) => {
+                m.error.get_or_insert_with(|| format!("interval {}: {err}", o.index));
+                ests.push(None);
+            }
+            None => ests.push(None),
+        }
+    }
+    if iv.is_whole() {
+        return Ok(());
+    }
+    let truth = o.truth.clone().unwrap_or_else(|| IntervalTruth {
+        index: o.index,
+        start_ns: o.start_ns,
+        ..Default::default()
+    });
+    match mode {
+        Mode::Json => {
+            for (m, e) in results.iter_mut().zip(&ests) {
+                if let Some(e) = e {
+                    m.intervals.insert(o.index, (*e).clone());
+                }
+            }
+            rows.kept.push(truth);
+        }
+        Mode::Jsonl => {
+            let mut named: Vec<(&str, &Estimate)> = Vec::new();
+            let ex = exact_estimate(&truth);
+            if rows.exact_listed {
+                named.push((EXACT, &ex));
+            }
+            for (m, e) in results.iter().zip(&ests) {
+                if let Some(e) = e {
+                    named.push((&m.name, e));
+                }
+            }
+            let mut v = interval_json(&truth, &named);
+            v["type"] = json!("interval");
+            serde_json::to_writer(&mut *out, &v)?;
+            writeln!(out)?;
+        }
+        Mode::Text => rows.row(out, &truth, &ests)?,
+    }
+    Ok(())
+}
+
+/// Interval rows of the text report, printed as the intervals close.
+struct RowPrinter {
+    limit: usize,
+    printed: usize,
+    names: Vec<String>,
+    exact_listed: bool,
+    /// Interval truths kept for the single JSON document.
+    kept: Vec<IntervalTruth>,
+}
+
+impl RowPrinter {
+    fn new(args: &CompareArgs, built: &[Arc<dyn Method>]) -> RowPrinter {
+        RowPrinter {
+            limit: args.rows.unwrap_or(usize::MAX),
+            printed: 0,
+            names: built.iter().map(|m| m.name().to_string()).collect(),
+            exact_listed: methods::parse_list(&args.methods)
+                .map(|l| l.contains(&EXACT))
+                .unwrap_or(false),
+            kept: Vec::new(),
+        }
+    }
+
+    fn row(&mut self, out: &mut impl Write, it: &IntervalTruth, ests: &[Option<&Estimate>]) -> Result<()> {
+        if self.printed >= self.limit {
+            self.printed += 1;
+            return Ok(());
+        }
+        if self.printed == 0 {
+            write!(
+                out,
+                "{:>8} {:>9} {:>9} {:>9} {:>10}",
+                "interval", "sent", "matched", "crossing", "truth mean"
+            )?;
+            for n in &self.names {
+                write!(out, " {:>12}", format!("{n} err"))?;
+            }
+            writeln!(out)?;
+        }
+        write!(
+            out,
+            "{:>8} {:>9} {:>9} {:>9} {:>10}",
+            it.index,
+            it.sent,
+            it.matched,
+            it.left,
+            fmt_opt_ns(it.delay.map(|d| d.mean_ns))
+        )?;
+        for e in ests {
+            write!(
+                out,
+                " {:>12}",
+                fmt_err(relative_error(e.and_then(|e| e.mean_ns), it.delay.map(|d| d.mean_ns)))
+            )?;
+        }
+        writeln!(out)?;
+        out.flush()?;
+        self.printed += 1;
+        Ok(())
+    }
+
+    fn finish(&self, out: &mut impl Write, _reported: u64) -> Result<()> {
+        if self.printed > self.limit {
+            writeln!(
+                out,
+                "… {} more intervals (--rows N prints more; --jsonl streams every interval)",
+                self.printed - self.limit
+            )?;
+        }
+        if self.printed > 0 {
+            writeln!(out)?;
+        }
+        Ok(())
+    }
+}
+
+/// Every matched packet's delay, written as the truth resolves them (`--delays`).
+struct DelaysCsv {
+    path: PathBuf,
+    w: std::io::BufWriter<std::fs::File>,
+}
+
+impl DelaysCsv {
+    fn create(path: &Path) -> Result<DelaysCsv> {
+        let f = std::fs::File::create(path)
+            .with_context(|| format!("{}: cannot create", path.display()))?;
+        let mut w = std::io::BufWriter::new(f);
+        writeln!(w, "id,sender_ns,receiver_ns,delay_ns,proto,src,sport,dst,dport")?;
+        Ok(DelaysCsv {
+            path: path.to_path_buf(),
+            w,
+        })
+    }
+
+    fn write(&mut self, matched: impl Iterator<Item = MatchedPacket>) -> Result<()> {
+        for m in matched {
+            writeln!(
+                self.w,
+                "{:016x},{},{},{},{},{},{},{},{}",
+                m.id,
+                m.sender_ns,
+                m.receiver_ns,
+                m.delay_ns(),
+                m.flow.proto,
+                m.flow.src,
+                m.flow.sport,
+                m.flow.dst,
+                m.flow.dport
+            )
+            .with_context(|| format!("{}: cannot write", self.path.display()))?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        self.w
+            .flush()
+            .with_context(|| format!("{}: cannot write", self.path.display()))
     }
 }
 
@@ -394,33 +735,6 @@ fn write_unmatched(dir: &Path, args: &CompareArgs, truth: &Truth) -> Result<()> 
     Ok(())
 }
 
-fn write_delays(path: &Path, matcher: &Matcher) -> Result<()> {
-    let f = std::fs::File::create(path)
-        .with_context(|| format!("{}: cannot create", path.display()))?;
-    let mut w = std::io::BufWriter::new(f);
-    writeln!(
-        w,
-        "id,sender_ns,receiver_ns,delay_ns,proto,src,sport,dst,dport"
-    )?;
-    for m in matcher.matched() {
-        writeln!(
-            w,
-            "{:016x},{},{},{},{},{},{},{},{}",
-            m.id,
-            m.sender_ns,
-            m.receiver_ns,
-            m.delay_ns(),
-            m.flow.proto,
-            m.flow.src,
-            m.flow.sport,
-            m.flow.dst,
-            m.flow.dport
-        )?;
-    }
-    w.flush()?;
-    Ok(())
-}
-
 fn summary_json(d: &Option<DelaySummary>) -> Value {
     match d {
         Some(d) => json!({
@@ -433,10 +747,12 @@ fn summary_json(d: &Option<DelaySummary>) -> Value {
     }
 }
 
-fn input_json(x: &(PathBuf, InputStats, Option<String>)) -> Value {
-    let (p, s, t) = x;
+fn input_json(x: &InputReport, points: &PointCounters) -> Value {
+    let (p, s, t) = (&x.path, &x.stats, &x.truncated);
     json!({
-        "path": p.display().to_string(),
+        "path": p,
+        "before_origin": points.before_origin,
+        "out_of_order": points.out_of_order,
         "frames": s.frames, "ip_packets": s.ip_packets, "non_ip": s.non_ip,
         "malformed": s.malformed, "no_timestamp": s.no_timestamp,
         "first_ns": s.first_ns, "last_ns": s.last_ns, "truncated": t,
@@ -455,6 +771,26 @@ fn estimate_json(name: &str, e: &Estimate, truth: &Option<DelaySummary>) -> Valu
         "lost": e.lost,
         "mean_ci98_ns": e.mean_ci98_ns,
         "notes": e.notes,
+    })
+}
+
+/// One interval: its truth and each method's estimate against it.
+fn interval_json(it: &IntervalTruth, named: &[(&str, &Estimate)]) -> Value {
+    let ms: Vec<Value> = named
+        .iter()
+        .map(|(n, e)| estimate_json(n, e, &it.delay))
+        .collect();
+    json!({
+        "index": it.index,
+        "start_ns": it.start_ns,
+        "truth": {
+            "sent": it.sent, "received": it.received, "matched": it.matched,
+            "lost": it.lost, "left": it.left, "unexpected": it.unexpected,
+            "mean_ns": it.delay.map(|d| d.mean_ns),
+            "std_ns": it.delay.map(|d| d.std_ns),
+            "p99_ns": it.delay.map(|d| d.p99_ns),
+        },
+        "methods": ms,
     })
 }
 
@@ -481,6 +817,11 @@ pub fn to_json(c: &Comparison, args: &CompareArgs) -> Value {
         "p999_ns": d.map(|d| d.p999_ns),
     });
     truth["in_interval"] = summary_json(&t.in_interval);
+    truth["late"] = json!(c.stream.late);
+    truth["quantiles_exact"] = json!(c.stream.quantiles_exact);
+    if !c.stream.quantiles_exact {
+        truth["quantiles_relative_error"] = json!(QUANTILE_RELATIVE_ERROR);
+    }
     let methods: Vec<Value> = c
         .methods
         .iter()
@@ -493,8 +834,9 @@ pub fn to_json(c: &Comparison, args: &CompareArgs) -> Value {
         .collect();
     let mut doc = json!({
         "owl_version": env!("CARGO_PKG_VERSION"),
-        "sender": input_json(&c.sender),
-        "receiver": input_json(&c.receiver),
+        "sender": input_json(&c.sender, &c.points[0]),
+        "receiver": input_json(&c.receiver, &c.points[1]),
+        "horizon_ns": c.stream.horizon_ns,
         "interval_ns": c.intervals.length_ns,
         "origin_ns": c.intervals.origin_ns,
         "seed": args.agreed.seed,
@@ -508,29 +850,20 @@ pub fn to_json(c: &Comparison, args: &CompareArgs) -> Value {
             .intervals
             .iter()
             .map(|it| {
-                let ms: Vec<Value> = c
+                let named: Vec<(&str, &Estimate)> = c
                     .methods
                     .iter()
-                    .filter_map(|m| {
-                        m.intervals
-                            .get(&it.index)
-                            .map(|e| estimate_json(&m.name, e, &it.delay))
-                    })
+                    .filter_map(|m| m.intervals.get(&it.index).map(|e| (m.name.as_str(), e)))
                     .collect();
-                json!({
-                    "index": it.index,
-                    "start_ns": it.start_ns,
-                    "truth": {
-                        "sent": it.sent, "received": it.received, "matched": it.matched,
-                        "lost": it.lost, "left": it.left, "unexpected": it.unexpected,
-                        "mean_ns": it.delay.map(|d| d.mean_ns),
-                        "std_ns": it.delay.map(|d| d.std_ns),
-                        "p99_ns": it.delay.map(|d| d.p99_ns),
-                    },
-                    "methods": ms,
-                })
+                interval_json(it, &named)
             })
             .collect();
+        if ivs.len() > 10_000 {
+            eprintln!(
+                "owl: note: --json held all {} intervals in memory to print one document; --jsonl streams them as they close",
+                ivs.len()
+            );
+        }
         doc["intervals"] = Value::Array(ivs);
     }
     if args.per_flow {
@@ -564,27 +897,37 @@ pub fn print_text(out: &mut impl Write, c: &Comparison, args: &CompareArgs) -> R
     writeln!(
         out,
         "sender   {}: {} IP packets{}",
-        c.sender.0.display(),
-        c.sender.1.ip_packets,
-        skipped(&c.sender.1)
+        c.sender.path,
+        c.sender.stats.ip_packets,
+        skipped(&c.sender.stats, &c.points[0])
     )?;
     writeln!(
         out,
         "receiver {}: {} IP packets{}",
-        c.receiver.0.display(),
-        c.receiver.1.ip_packets,
-        skipped(&c.receiver.1)
+        c.receiver.path,
+        c.receiver.stats.ip_packets,
+        skipped(&c.receiver.stats, &c.points[1])
     )?;
     let span = if iv.is_whole() {
         "one interval over the whole capture".to_string()
     } else {
         format!(
             "{} intervals of {} (relative errors against packets matched within their interval)",
-            t.intervals.len(),
+            c.interval_count,
             format_ns(iv.length_ns as f64)
         )
     };
     writeln!(out, "measured as {span}")?;
+    writeln!(
+        out,
+        "horizon  {}: a packet counts as received if R sees it within that of S{}",
+        format_ns(c.stream.horizon_ns as f64),
+        if c.stream.late > 0 {
+            format!(" ({} packets came later: counted lost)", c.stream.late)
+        } else {
+            String::new()
+        }
+    )?;
     writeln!(out)?;
     writeln!(
         out,
@@ -610,6 +953,13 @@ pub fn print_text(out: &mut impl Write, c: &Comparison, args: &CompareArgs) -> R
             format_ns(d.p999_ns as f64),
             format_ns(d.max_ns as f64)
         )?;
+        if !c.stream.quantiles_exact {
+            writeln!(
+                out,
+                "         (quantiles from a histogram, within {:.2} % of the exact ones; --exact-quantiles N keeps up to N delays)",
+                100.0 * QUANTILE_RELATIVE_ERROR
+            )?;
+        }
     }
     writeln!(out)?;
     let w = c
@@ -645,54 +995,23 @@ pub fn print_text(out: &mut impl Write, c: &Comparison, args: &CompareArgs) -> R
             writeln!(out, "{:w$}  {n}", "")?;
         }
     }
-    if !iv.is_whole() {
-        const ROWS: usize = 20;
-        writeln!(out)?;
-        write!(
-            out,
-            "{:>8} {:>9} {:>9} {:>9} {:>10}",
-            "interval", "sent", "matched", "crossing", "truth mean"
-        )?;
-        for m in &c.methods {
-            write!(out, " {:>12}", format!("{} err", m.name))?;
-        }
-        writeln!(out)?;
-        for it in t.intervals.iter().take(ROWS) {
-            write!(
-                out,
-                "{:>8} {:>9} {:>9} {:>9} {:>10}",
-                it.index - t.intervals[0].index,
-                it.sent,
-                it.matched,
-                it.left,
-                fmt_opt_ns(it.delay.map(|d| d.mean_ns))
-            )?;
-            for m in &c.methods {
-                let e = m.intervals.get(&it.index).and_then(|e| e.mean_ns);
-                write!(
-                    out,
-                    " {:>12}",
-                    fmt_err(relative_error(e, it.delay.map(|d| d.mean_ns)))
-                )?;
-            }
-            writeln!(out)?;
-        }
-        if t.intervals.len() > ROWS {
-            writeln!(
-                out,
-                "… {} more intervals in --json",
-                t.intervals.len() - ROWS
-            )?;
-        }
-    }
     if args.per_flow {
         super::perflow::print(out, t, c.per_flow.as_ref(), args.top.unwrap_or(10))?;
     }
     Ok(())
 }
 
-fn skipped(s: &InputStats) -> String {
+fn skipped(s: &InputStats, p: &PointCounters) -> String {
     let mut parts = Vec::new();
+    if p.before_origin > 0 {
+        parts.push(format!("{} before --origin-ns, in no interval", p.before_origin));
+    }
+    if p.out_of_order > 0 {
+        parts.push(format!(
+            "{} out of timestamp order beyond --disorder, in no interval",
+            p.out_of_order
+        ));
+    }
     if s.non_ip > 0 {
         parts.push(format!("{} non-IP frames skipped", s.non_ip));
     }

@@ -100,6 +100,12 @@ pub fn run(a: DemoArgs) -> Result<()> {
         delays: None,
         allow_truncated: false,
         allow_negative_delay: false,
+        jsonl: false,
+        horizon: owl_core::pipeline::truth::DEFAULT_HORIZON_NS,
+        disorder: owl_core::pipeline::truth::DEFAULT_DISORDER_NS,
+        exact_quantiles: owl_core::pipeline::truth::DEFAULT_EXACT_QUANTILES,
+        rows: None,
+        allow_short_intervals: false,
     };
     compare::run(args)?;
     if a.keep.is_some() && !a.json {

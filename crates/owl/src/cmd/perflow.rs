@@ -61,6 +61,11 @@ impl Presence {
         }
     }
 
+    /// Drop what was noted of interval `i` (once it is estimated).
+    pub fn forget(&mut self, i: u64) {
+        self.seen.remove(&i);
+    }
+
     /// The flows seen in interval `i`, in a fixed order.
     pub fn flows(&self, i: u64) -> Vec<FlowKey> {
         let mut v: Vec<FlowKey> = self

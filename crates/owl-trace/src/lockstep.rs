@@ -1,0 +1,242 @@
+//! Two captures read concurrently and handed out in capture-time order.
+//!
+//! Each capture is read, dissected and identified by a thread of its own, which hands batches of
+//! records through a bounded channel (so a fast reader never runs more than a few batches ahead:
+//! memory does not follow the capture length). [`LockStep::next`] hands out the batch whose first
+//! record is older, so the two streams advance together in capture time, which is what lets the
+//! pipeline close intervals and resolve packets as the streams pass them.
+//!
+//! A source is a file path, a FIFO, or standard input (`-`): nothing here seeks.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::JoinHandle;
+
+use owl_core::PacketRecord;
+
+use crate::capture::{CaptureError, CaptureReader};
+use crate::records::{InputStats, RecordReader};
+
+/// Records per batch.
+pub const BATCH: usize = 4096;
+/// Batches a reader may run ahead of the consumer.
+const AHEAD: usize = 4;
+
+/// Where a capture comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    Path(PathBuf),
+    Stdin,
+}
+
+impl Source {
+    /// `-` is standard input; anything else a path (a file or a FIFO).
+    pub fn parse(s: &Path) -> Source {
+        if s.as_os_str() == "-" {
+            Source::Stdin
+        } else {
+            Source::Path(s.to_path_buf())
+        }
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            Source::Path(p) => p.display().to_string(),
+            Source::Stdin => "standard input".into(),
+        }
+    }
+
+    /// Size in bytes for progress, when the source is a regular file.
+    pub fn size(&self) -> Option<u64> {
+        match self {
+            Source::Path(p) => std::fs::metadata(p)
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| m.len()),
+            Source::Stdin => None,
+        }
+    }
+
+    /// Open it as a byte stream (blocks on a FIFO until a writer opens it).
+    pub fn open(&self) -> Result<Box<dyn Read + Send>, CaptureError> {
+        match self {
+            Source::Path(p) => {
+                if p.is_dir() {
+                    return Err(CaptureError::Io(std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        "is a directory, not a capture",
+                    )));
+                }
+                Ok(Box::new(File::open(p)?))
+            }
+            Source::Stdin => Ok(Box::new(std::io::stdin())),
+        }
+    }
+}
+
+/// How one capture ended.
+#[derive(Debug)]
+pub struct End {
+    pub stats: InputStats,
+    pub bytes_read: u64,
+    /// The truncation that ended the capture early, when it was allowed.
+    pub truncated: Option<String>,
+    /// The error that ended it (truncation included when not allowed).
+    pub error: Option<CaptureError>,
+}
+
+enum Msg {
+    Batch(Vec<PacketRecord>, u64),
+    End(End),
+}
+
+/// Something that happened on one of the two captures.
+#[derive(Debug)]
+pub enum Event {
+    /// A batch of side `0` (sender) or `1` (receiver), with the bytes read so far.
+    Batch(usize, Vec<PacketRecord>, u64),
+    /// Side `n` ended.
+    End(usize, End),
+}
+
+/// Read one source in a thread of its own.
+fn spawn(
+    src: Source,
+    identity_seed: u64,
+    allow_truncated: bool,
+    tx: SyncSender<Msg>,
+) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let end = |stats, bytes_read, truncated, error| End {
+            stats,
+            bytes_read,
+            truncated,
+            error,
+        };
+        let reader = match src.open().and_then(CaptureReader::new) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = tx.send(Msg::End(end(InputStats::default(), 0, None, Some(e))));
+                return;
+            }
+        };
+        let mut rr = RecordReader::new(reader, identity_seed);
+        loop {
+            let mut batch = Vec::with_capacity(BATCH);
+            match rr.next_batch(&mut batch, BATCH) {
+                Ok(0) => {
+                    let _ = tx.send(Msg::End(end(rr.stats(), rr.bytes_read(), None, None)));
+                    return;
+                }
+                Ok(_) => {
+                    if tx.send(Msg::Batch(batch, rr.bytes_read())).is_err() {
+                        return; // the consumer has gone
+                    }
+                }
+                Err(e) => {
+                    // the complete records before the error are in `batch`
+                    if !batch.is_empty() && tx.send(Msg::Batch(batch, rr.bytes_read())).is_err() {
+                        return;
+                    }
+                    let m = if e.is_truncation() && allow_truncated {
+                        end(rr.stats(), rr.bytes_read(), Some(e.to_string()), None)
+                    } else {
+                        end(rr.stats(), rr.bytes_read(), None, Some(e))
+                    };
+                    let _ = tx.send(Msg::End(m));
+                    return;
+                }
+            }
+        }
+    })
+}
+
+/// Two captures in lock-step; see the module doc.
+pub struct LockStep {
+    rx: [Option<Receiver<Msg>>; 2],
+    peeked: [Option<Msg>; 2],
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl LockStep {
+    /// Start reading `sources[0]` (the sender) and `sources[1]` (the receiver).
+    pub fn start(sources: [Source; 2], identity_seed: u64, allow_truncated: bool) -> LockStep {
+        let mut rx = [None, None];
+        let mut threads = Vec::new();
+        for (k, src) in sources.into_iter().enumerate() {
+            let (tx, r) = sync_channel(AHEAD);
+            threads.push(spawn(src, identity_seed, allow_truncated, tx));
+            rx[k] = Some(r);
+        }
+        LockStep {
+            rx,
+            peeked: [None, None],
+            threads,
+        }
+    }
+
+    fn peek(&mut self, k: usize) {
+        if self.peeked[k].is_none()
+            && let Some(rx) = &self.rx[k]
+        {
+            self.peeked[k] = Some(rx.recv().unwrap_or_else(|_| {
+                Msg::End(End {
+                    stats: InputStats::default(),
+                    bytes_read: 0,
+                    truncated: None,
+                    error: Some(CaptureError::Io(std::io::Error::other(
+                        "the reader thread stopped",
+                    ))),
+                })
+            }));
+        }
+    }
+
+    /// The next event, the older batch of the two first; `None` once both captures ended.
+    pub fn next(&mut self) -> Option<Event> {
+        self.peek(0);
+        self.peek(1);
+        let first = |m: &Option<Msg>| match m {
+            Some(Msg::Batch(b, _)) => b.first().map(|r| r.ts_ns),
+            _ => None,
+        };
+        // an end is handed out as soon as it is known; otherwise the older batch
+        let k = match (&self.peeked[0], &self.peeked[1]) {
+            (None, None) => return None,
+            (Some(Msg::End(_)), _) => 0,
+            (_, Some(Msg::End(_))) => 1,
+            (Some(_), None) => 0,
+            (None, Some(_)) => 1,
+            (Some(_), Some(_)) => {
+                if first(&self.peeked[1]) < first(&self.peeked[0]) {
+                    1
+                } else {
+                    0
+                }
+            }
+        };
+        match self.peeked[k].take()? {
+            Msg::Batch(b, bytes) => Some(Event::Batch(k, b, bytes)),
+            Msg::End(e) => {
+                self.rx[k] = None;
+                Some(Event::End(k, e))
+            }
+        }
+    }
+}
+
+impl Drop for LockStep {
+    fn drop(&mut self) {
+        // Close the channels so that blocked readers stop, then wait for them. A reader still
+        // blocked opening a FIFO nobody writes to is left to the process exit.
+        self.rx = [None, None];
+        self.peeked = [None, None];
+        for t in self.threads.drain(..) {
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+    }
+}
