@@ -26,7 +26,7 @@
 //! the result ([`StreamTruth::quantiles_exact`]). Mean, standard deviation, minimum and maximum
 //! stay exact (integer sums). Per-interval quantiles are always exact.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 use hashbrown::{HashMap, HashSet};
 use serde::Serialize;
@@ -359,9 +359,13 @@ pub struct StreamingTruth {
     lost_evicted: u64,
     strangers: HashSet<u64>,
     stranger_order: VecDeque<(u64, u64)>,
-    open: BTreeMap<u64, OpenInterval>,
+    /// Open intervals by index, and their indices in order (to close them in order).
+    open: HashMap<u64, OpenInterval>,
+    open_order: BTreeSet<u64>,
     /// Every interval below this index is closed.
     closed_below: u64,
+    /// [`closed_below()`](Self::closed_below) as of the start of the batch being pushed.
+    closed_below_cached: u64,
     closed: VecDeque<IntervalTruth>,
     all: DelayAcc,
     in_interval: DelayAcc,
@@ -402,8 +406,10 @@ impl StreamingTruth {
             lost_evicted: 0,
             strangers: HashSet::new(),
             stranger_order: VecDeque::new(),
-            open: BTreeMap::new(),
+            open: HashMap::new(),
+            open_order: BTreeSet::new(),
             closed_below: 0,
+            closed_below_cached: 0,
             closed: VecDeque::new(),
             all: DelayAcc::new(cfg.exact_quantiles),
             in_interval: DelayAcc::new(cfg.exact_quantiles),
@@ -434,7 +440,7 @@ impl StreamingTruth {
                 self.before_origin[p] += 1;
                 NO_INTERVAL
             }
-            Some(i) if i < self.closed_below() => {
+            Some(i) if i < self.closed_below_cached => {
                 self.out_of_order[p] += 1;
                 NO_INTERVAL
             }
@@ -444,13 +450,17 @@ impl StreamingTruth {
 
     fn open_at(&mut self, i: u64) -> &mut OpenInterval {
         let iv = self.cfg.intervals;
-        self.open.entry(i).or_insert_with(|| OpenInterval {
+        let order = &mut self.open_order;
+        self.open.entry(i).or_insert_with(|| {
+            order.insert(i);
+            OpenInterval {
             truth: IntervalTruth {
                 index: i,
                 start_ns: iv.start_ns(i),
                 ..Default::default()
             },
             ..Default::default()
+            }
         })
     }
 
@@ -460,6 +470,7 @@ impl StreamingTruth {
 
     /// Record packets seen at the sender.
     pub fn push_sender(&mut self, batch: &[PacketRecord]) {
+        self.closed_below_cached = self.closed_below();
         for rec in batch {
             self.sender_records += 1;
             self.note_wm(0, rec.ts_ns);
@@ -501,6 +512,7 @@ impl StreamingTruth {
 
     /// Record packets seen at the receiver.
     pub fn push_receiver(&mut self, batch: &[PacketRecord]) {
+        self.closed_below_cached = self.closed_below();
         for rec in batch {
             self.receiver_records += 1;
             self.note_wm(1, rec.ts_ns);
@@ -710,7 +722,8 @@ impl StreamingTruth {
 
     fn close_intervals(&mut self) {
         let iv = self.cfg.intervals;
-        while let Some((&i, o)) = self.open.first_key_value() {
+        while let Some(&i) = self.open_order.first() {
+            let o = &self.open[&i];
             let end = if iv.is_whole() {
                 u64::MAX
             } else {
@@ -722,7 +735,8 @@ impl StreamingTruth {
             {
                 break;
             }
-            let (_, mut o) = self.open.pop_first().unwrap();
+            self.open_order.pop_first();
+            let mut o = self.open.remove(&i).expect("ordered index of an open interval");
             o.delays.sort_unstable();
             if !o.delays.is_empty() {
                 o.truth.delay = Some(DelaySummary::from_sorted(&o.delays));
@@ -749,7 +763,7 @@ impl StreamingTruth {
                 .unwrap_or(0)
         };
         let mut b = passed(0).min(passed(1));
-        if let Some(&i) = self.open.keys().next() {
+        if let Some(&i) = self.open_order.first() {
             b = b.min(i);
         }
         b.max(self.closed_below)
