@@ -407,3 +407,446 @@ mod tests {
         );
     }
 }
+
+/// Version of the streamed synopsis file (`owl record` since the streaming pipeline).
+pub const STREAM_VERSION: u16 = 2;
+const TAG_BLOCK: u8 = 1;
+const TAG_END: u8 = 2;
+
+/// The streamed synopsis file: a header, then one block per interval appended as the interval
+/// closes, then a closing block — so a recording cut short by a crash keeps every interval
+/// written before it. Little-endian throughout:
+///
+/// ```text
+/// magic "OWLSYN\r\n" | u16 version 2 | str method | u8 role | u64 interval length ns
+/// | u64 interval origin ns | u64 identity seed | u32 n, n × (str field, str value)
+/// | u64 xxh64 of the header so far
+/// then per interval:  u8 1 | u64 interval index | u32 len | len bytes of method payload
+///                     | u64 xxh64 of the block so far
+/// closing block:      u8 2 | u64 number of interval blocks | u64 xxh64 of the block so far
+/// ```
+///
+/// A block whose length runs past the end of the file or whose checksum fails (a torn write)
+/// ends the readable part: [`StreamReader::next_block`] reports it once, and every block before
+/// it stays readable.
+impl SynopsisFile {
+    /// The header of a streamed file (this file's `points` are not written).
+    pub fn encode_stream_header(&self) -> Vec<u8> {
+        let mut w = WireWriter::new();
+        w.bytes(MAGIC);
+        w.u16(STREAM_VERSION);
+        w.str(&self.method);
+        w.u8(match self.role {
+            Role::Sender => 0,
+            Role::Receiver => 1,
+        });
+        w.u64(self.intervals.length_ns);
+        w.u64(self.intervals.origin_ns);
+        w.u64(self.identity_seed);
+        w.u32(self.config.len() as u32);
+        for (k, v) in &self.config {
+            w.str(k);
+            w.str(v);
+        }
+        let h = xxh64(&w.buf, 0);
+        w.u64(h);
+        w.buf
+    }
+
+    /// One interval's block of a streamed file.
+    pub fn encode_stream_block(index: u64, payload: &[u8]) -> Vec<u8> {
+        let mut w = WireWriter::new();
+        w.u8(TAG_BLOCK);
+        w.u64(index);
+        w.u32(payload.len() as u32);
+        w.bytes(payload);
+        let h = xxh64(&w.buf, 0);
+        w.u64(h);
+        w.buf
+    }
+
+    /// The closing block of a streamed file holding `blocks` interval blocks.
+    pub fn encode_stream_end(blocks: u64) -> Vec<u8> {
+        let mut w = WireWriter::new();
+        w.u8(TAG_END);
+        w.u64(blocks);
+        let h = xxh64(&w.buf, 0);
+        w.u64(h);
+        w.buf
+    }
+}
+
+/// How a streamed file ended, when it did not end with its closing block.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum StreamEnd {
+    #[error(
+        "offset {offset}: the file ends without its closing block (the recording was cut short); {blocks} complete interval(s) before it"
+    )]
+    CutShort { offset: u64, blocks: u64 },
+    #[error(
+        "offset {offset}: torn interval block ({what}); {blocks} complete interval(s) before it"
+    )]
+    Torn {
+        offset: u64,
+        blocks: u64,
+        what: String,
+    },
+}
+
+/// Reads a synopsis file block by block: streamed files (version 2) from any byte stream, in
+/// memory of one block; files of version 1 (one checksummed document) whole.
+pub struct StreamReader<R: std::io::Read> {
+    src: R,
+    /// Header as a [`SynopsisFile`] without points.
+    pub header: SynopsisFile,
+    /// Version 1: the intervals not yet handed out.
+    v1: Option<std::vec::IntoIter<(u64, Vec<u8>)>>,
+    offset: u64,
+    blocks: u64,
+    ended: bool,
+}
+
+fn read_exact_or_eof<R: std::io::Read>(src: &mut R, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match src.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// Why a synopsis file cannot be read at all.
+#[derive(Debug, Error)]
+pub enum StreamError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Decode(#[from] DecodeError),
+}
+
+impl<R: std::io::Read> StreamReader<R> {
+    /// Read the header (a version 1 file is read whole).
+    pub fn open(mut src: R) -> Result<StreamReader<R>, StreamError> {
+        let mut head = [0u8; 10];
+        let n = read_exact_or_eof(&mut src, &mut head)?;
+        if n == 0 {
+            return Err(DecodeError::Invalid {
+                offset: 0,
+                what: "empty file: not an owl synopsis file".into(),
+            }
+            .into());
+        }
+        if n < 10 || &head[..8] != MAGIC {
+            return Err(DecodeError::Invalid {
+                offset: 0,
+                what: "not an owl synopsis file (no OWLSYN magic; was it written by `owl record`?)"
+                    .into(),
+            }
+            .into());
+        }
+        let version = u16::from_le_bytes([head[8], head[9]]);
+        if version == VERSION {
+            let mut all = head.to_vec();
+            src.read_to_end(&mut all)?;
+            let mut f = SynopsisFile::decode(&all)?;
+            let points = std::mem::take(&mut f.points);
+            return Ok(StreamReader {
+                src,
+                header: f,
+                v1: Some(points.into_iter()),
+                offset: all.len() as u64,
+                blocks: 0,
+                ended: false,
+            });
+        }
+        if version != STREAM_VERSION {
+            return Err(DecodeError::Invalid {
+                offset: 8,
+                what: format!(
+                    "synopsis format version {version}, this owl reads versions {VERSION} and {STREAM_VERSION}"
+                ),
+            }
+            .into());
+        }
+        // The header: read field by field from the stream, checksummed as a whole.
+        let mut buf = head.to_vec();
+        fn need<R: std::io::Read>(
+            src: &mut R,
+            buf: &mut Vec<u8>,
+            n: usize,
+            what: &'static str,
+        ) -> Result<usize, StreamError> {
+            let at = buf.len();
+            buf.resize(at + n, 0);
+            let got = read_exact_or_eof(src, &mut buf[at..])?;
+            if got < n {
+                return Err(StreamError::Decode(DecodeError::Truncated {
+                    offset: at + got,
+                    what,
+                    needed: n,
+                    available: got,
+                }));
+            }
+            Ok(at)
+        }
+        let str_len = |b: &[u8]| u16::from_le_bytes([b[0], b[1]]) as usize;
+        let at = need(&mut src, &mut buf, 2, "method name")?;
+        let l = str_len(&buf[at..]);
+        need(&mut src, &mut buf, l, "method name")?;
+        need(
+            &mut src,
+            &mut buf,
+            1 + 24,
+            "role, intervals and identity seed",
+        )?;
+        let at = need(&mut src, &mut buf, 4, "configuration size")?;
+        let k = u32::from_le_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
+        if k > 4096 {
+            return Err(DecodeError::Invalid {
+                offset: buf.len() - 4,
+                what: format!("{k} configuration fields is absurd"),
+            }
+            .into());
+        }
+        for _ in 0..2 * k {
+            let at = need(&mut src, &mut buf, 2, "configuration")?;
+            let l = str_len(&buf[at..]);
+            need(&mut src, &mut buf, l, "configuration")?;
+        }
+        let body = buf.len();
+        let at = need(&mut src, &mut buf, 8, "header checksum")?;
+        let h = u64::from_le_bytes(buf[at..at + 8].try_into().unwrap());
+        if xxh64(&buf[..body], 0) != h {
+            return Err(DecodeError::Invalid {
+                offset: body,
+                what: "header checksum mismatch: the file is corrupted".into(),
+            }
+            .into());
+        }
+        // Parse the checked header with the version 1 field reader.
+        let mut r = WireReader::new(&buf[..body]);
+        r.take(10, "magic and version")?;
+        let method = r.str("method name")?;
+        let role = match r.u8("role")? {
+            0 => Role::Sender,
+            1 => Role::Receiver,
+            x => {
+                return Err(r
+                    .invalid(format!("role {x} is neither sender (0) nor receiver (1)"))
+                    .into());
+            }
+        };
+        let length_ns = r.u64("interval length")?;
+        let origin_ns = r.u64("interval origin")?;
+        let identity_seed = r.u64("identity seed")?;
+        let n = r.u32("configuration size")? as usize;
+        let mut config = Vec::with_capacity(n);
+        for _ in 0..n {
+            config.push((r.str("configuration field")?, r.str("configuration value")?));
+        }
+        Ok(StreamReader {
+            src,
+            header: SynopsisFile {
+                method,
+                role,
+                intervals: Intervals {
+                    length_ns,
+                    origin_ns,
+                },
+                identity_seed,
+                config,
+                points: Vec::new(),
+            },
+            v1: None,
+            offset: buf.len() as u64,
+            blocks: 0,
+            ended: false,
+        })
+    }
+
+    /// The next interval `(index, payload)`; `Ok(None)` after the closing block; `Err` once for a
+    /// file that ends early or tears (every block before it was handed out), then `Ok(None)`.
+    pub fn next_block(&mut self) -> Result<Option<(u64, Vec<u8>)>, StreamEnd> {
+        if let Some(it) = self.v1.as_mut() {
+            return Ok(it.next());
+        }
+        if self.ended {
+            return Ok(None);
+        }
+        let at = self.offset;
+        let torn = |s: &mut Self, what: String| {
+            s.ended = true;
+            Err(StreamEnd::Torn {
+                offset: at,
+                blocks: s.blocks,
+                what,
+            })
+        };
+        let mut tag = [0u8; 1];
+        match read_exact_or_eof(&mut self.src, &mut tag) {
+            Ok(0) => {
+                self.ended = true;
+                return Err(StreamEnd::CutShort {
+                    offset: at,
+                    blocks: self.blocks,
+                });
+            }
+            Ok(_) => {}
+            Err(e) => return torn(self, e.to_string()),
+        }
+        match tag[0] {
+            TAG_BLOCK => {
+                let mut h = [0u8; 12];
+                if read_exact_or_eof(&mut self.src, &mut h).ok() != Some(12) {
+                    return torn(self, "its header is cut".into());
+                }
+                let index = u64::from_le_bytes(h[..8].try_into().unwrap());
+                let len = u32::from_le_bytes(h[8..].try_into().unwrap()) as usize;
+                let mut payload = Vec::new();
+                // read in steps, so a hostile length cannot allocate before the bytes exist
+                let mut left = len;
+                let mut chunk = vec![0u8; len.min(1 << 20)];
+                while left > 0 {
+                    let n = left.min(chunk.len());
+                    match read_exact_or_eof(&mut self.src, &mut chunk[..n]) {
+                        Ok(got) if got == n => payload.extend_from_slice(&chunk[..n]),
+                        _ => {
+                            return torn(
+                                self,
+                                format!("{len} bytes announced, the file ends first"),
+                            );
+                        }
+                    }
+                    left -= n;
+                }
+                let mut sum = [0u8; 8];
+                if read_exact_or_eof(&mut self.src, &mut sum).ok() != Some(8) {
+                    return torn(self, "its checksum is cut".into());
+                }
+                let mut whole = Vec::with_capacity(13 + len);
+                whole.push(TAG_BLOCK);
+                whole.extend_from_slice(&h);
+                whole.extend_from_slice(&payload);
+                if xxh64(&whole, 0) != u64::from_le_bytes(sum) {
+                    return torn(self, "checksum mismatch".into());
+                }
+                self.offset += 21 + len as u64;
+                self.blocks += 1;
+                Ok(Some((index, payload)))
+            }
+            TAG_END => {
+                let mut b = [0u8; 16];
+                if read_exact_or_eof(&mut self.src, &mut b).ok() != Some(16) {
+                    return torn(self, "the closing block is cut".into());
+                }
+                let mut whole = vec![TAG_END];
+                whole.extend_from_slice(&b[..8]);
+                let count = u64::from_le_bytes(b[..8].try_into().unwrap());
+                if xxh64(&whole, 0) != u64::from_le_bytes(b[8..].try_into().unwrap())
+                    || count != self.blocks
+                {
+                    return torn(
+                        self,
+                        format!(
+                            "closing block claims {count} intervals, {} read",
+                            self.blocks
+                        ),
+                    );
+                }
+                self.ended = true;
+                Ok(None)
+            }
+            x => torn(self, format!("unknown block tag {x}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod stream_tests {
+    use super::*;
+
+    fn file() -> SynopsisFile {
+        SynopsisFile {
+            method: "lda".into(),
+            role: Role::Sender,
+            intervals: Intervals::aligned(1000),
+            identity_seed: 7,
+            config: vec![("rows".into(), "512".into())],
+            points: Vec::new(),
+        }
+    }
+
+    fn streamed(n: u64, close: bool) -> Vec<u8> {
+        let f = file();
+        let mut b = f.encode_stream_header();
+        for i in 0..n {
+            b.extend(SynopsisFile::encode_stream_block(
+                10 + i,
+                &vec![i as u8; 100 + i as usize],
+            ));
+        }
+        if close {
+            b.extend(SynopsisFile::encode_stream_end(n));
+        }
+        b
+    }
+
+    fn read_all(b: &[u8]) -> (Vec<(u64, Vec<u8>)>, Option<StreamEnd>) {
+        let mut r = StreamReader::open(b).unwrap();
+        assert_eq!(r.header, file());
+        let mut out = Vec::new();
+        loop {
+            match r.next_block() {
+                Ok(Some(x)) => out.push(x),
+                Ok(None) => return (out, None),
+                Err(e) => {
+                    assert_eq!(r.next_block(), Ok(None));
+                    return (out, Some(e));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn roundtrip_and_every_cut() {
+        let b = streamed(3, true);
+        let (blocks, end) = read_all(&b);
+        assert_eq!(blocks.len(), 3);
+        assert_eq!(blocks[2], (12, vec![2u8; 102]));
+        assert_eq!(end, None);
+        let header = file().encode_stream_header().len();
+        // cut anywhere after the header: the complete blocks before the cut are read, and the
+        // cut is reported once
+        for cut in header..b.len() {
+            let (blocks, end) = read_all(&b[..cut]);
+            let whole = [header + 121, header + 121 + 122, header + 121 + 122 + 123];
+            let want = whole.iter().filter(|&&e| e <= cut).count();
+            assert_eq!(blocks.len(), want, "cut at {cut}");
+            assert!(end.is_some(), "cut at {cut} reported");
+        }
+        // a flipped byte in the second block: the first stays readable
+        let mut bad = b.clone();
+        bad[header + 121 + 30] ^= 1;
+        let (blocks, end) = read_all(&bad);
+        assert_eq!(blocks.len(), 1);
+        assert!(matches!(end, Some(StreamEnd::Torn { .. })));
+        // a cut header is an error
+        for cut in [0, 5, 12, header - 1] {
+            assert!(StreamReader::open(&b[..cut]).is_err(), "{cut}");
+        }
+    }
+
+    #[test]
+    fn version_1_files_still_read() {
+        let mut f = file();
+        f.points = vec![(4, vec![1, 2, 3])];
+        let b = f.encode();
+        let mut r = StreamReader::open(&b[..]).unwrap();
+        assert_eq!(r.next_block(), Ok(Some((4, vec![1, 2, 3]))));
+        assert_eq!(r.next_block(), Ok(None));
+    }
+}

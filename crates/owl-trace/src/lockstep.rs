@@ -2,7 +2,7 @@
 //!
 //! Each capture is read, dissected and identified by a thread of its own, which hands batches of
 //! records through a bounded channel (so a fast reader never runs more than a few batches ahead:
-//! memory does not follow the capture length). [`LockStep::next`] hands out the batch whose first
+//! memory does not follow the capture length). [`LockStep::next_event`] hands out the batch whose first
 //! record is older, so the two streams advance together in capture time, which is what lets the
 //! pipeline close intervals and resolve packets as the streams pass them.
 //!
@@ -195,7 +195,7 @@ impl LockStep {
     }
 
     /// The next event, the older batch of the two first; `None` once both captures ended.
-    pub fn next(&mut self) -> Option<Event> {
+    pub fn next_event(&mut self) -> Option<Event> {
         self.peek(0);
         self.peek(1);
         let first = |m: &Option<Msg>| match m {

@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::{Result, anyhow, bail};
 use owl_core::PacketRecord;
 use owl_trace::capture::{CaptureError, CaptureReader};
+use owl_trace::lockstep::Source;
 use owl_trace::records::{InputStats, RecordReader};
 
 use crate::progress;
@@ -27,7 +28,8 @@ fn open_error(path: &Path, e: CaptureError) -> anyhow::Error {
     }
 }
 
-/// Stream `path` through `consume`, one batch at a time.
+/// Stream `path` (a file, a FIFO, or `-` for standard input) through `consume`, one batch at a
+/// time.
 pub fn read_capture(
     path: &Path,
     identity_seed: u64,
@@ -35,13 +37,18 @@ pub fn read_capture(
     label: &str,
     mut consume: impl FnMut(&[PacketRecord]) -> Result<()>,
 ) -> Result<Read> {
-    let size = std::fs::metadata(path)
-        .map_err(|e| anyhow!("{}: cannot read: {e}", path.display()))?
-        .len();
-    if std::fs::metadata(path)?.is_dir() {
-        bail!("{}: is a directory, not a capture file", path.display());
+    let src = Source::parse(path);
+    if let Source::Path(p) = &src {
+        let m = std::fs::metadata(p).map_err(|e| anyhow!("{}: cannot read: {e}", p.display()))?;
+        if m.is_dir() {
+            bail!("{}: is a directory, not a capture file", p.display());
+        }
     }
-    let reader = CaptureReader::open(path).map_err(|e| open_error(path, e))?;
+    let size = src.size().unwrap_or(0);
+    let reader = src
+        .open()
+        .and_then(CaptureReader::new)
+        .map_err(|e| open_error(path, e))?;
     let mut rr = RecordReader::new(reader, identity_seed);
     let pb = progress::bar(size, &format!("reading {label}"), true);
     let mut batch = Vec::with_capacity(BATCH);

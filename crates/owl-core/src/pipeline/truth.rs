@@ -454,12 +454,12 @@ impl StreamingTruth {
         self.open.entry(i).or_insert_with(|| {
             order.insert(i);
             OpenInterval {
-            truth: IntervalTruth {
-                index: i,
-                start_ns: iv.start_ns(i),
+                truth: IntervalTruth {
+                    index: i,
+                    start_ns: iv.start_ns(i),
+                    ..Default::default()
+                },
                 ..Default::default()
-            },
-            ..Default::default()
             }
         })
     }
@@ -736,7 +736,10 @@ impl StreamingTruth {
                 break;
             }
             self.open_order.pop_first();
-            let mut o = self.open.remove(&i).expect("ordered index of an open interval");
+            let mut o = self
+                .open
+                .remove(&i)
+                .expect("ordered index of an open interval");
             o.delays.sort_unstable();
             if !o.delays.is_empty() {
                 o.truth.delay = Some(DelaySummary::from_sorted(&o.delays));

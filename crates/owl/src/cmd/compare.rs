@@ -247,7 +247,13 @@ pub fn run(args: CompareArgs) -> Result<()> {
 
 /// Refuse intervals so short that the synopses dwarf the traffic they measure: more intervals
 /// than packets, or synopsis bytes above [`GUARD_RATIO`] times the captured IP bytes.
-fn check_sizes(args: &CompareArgs, intervals: u64, packets: u64, synopsis: u64, captured: u64) -> Result<()> {
+fn check_sizes(
+    args: &CompareArgs,
+    intervals: u64,
+    packets: u64,
+    synopsis: u64,
+    captured: u64,
+) -> Result<()> {
     if args.allow_short_intervals || intervals < GUARD_AFTER {
         return Ok(());
     }
@@ -288,7 +294,8 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
             built.push(Arc::from(methods::build_configured(n, &opts, &overrides)?));
         }
     }
-    let mut results: Vec<MethodResult> = built.iter().map(|m| MethodResult::new(m.name())).collect();
+    let mut results: Vec<MethodResult> =
+        built.iter().map(|m| MethodResult::new(m.name())).collect();
     let mut exact = MethodResult::new(EXACT);
     let mut timer = WallTimer(vec![Duration::ZERO; built.len()]);
     let truth_cfg = TruthConfig {
@@ -320,13 +327,17 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         progress::bar(sources[0].size().unwrap_or(0), "reading sender", true),
         progress::bar(sources[1].size().unwrap_or(0), "reading receiver", true),
     ];
-    let mut reader = LockStep::start(sources.clone(), args.agreed.identity_seed, args.allow_truncated);
+    let mut reader = LockStep::start(
+        sources.clone(),
+        args.agreed.identity_seed,
+        args.allow_truncated,
+    );
     let mut ends: [Option<End>; 2] = [None, None];
     let mut exact_time = Duration::ZERO;
     let (mut packets, mut captured, mut synopsis, mut reported) = (0u64, 0u64, 0u64, 0u64);
     let mut rows = RowPrinter::new(args, &built);
     let roles = [Role::Sender, Role::Receiver];
-    while let Some(ev) = reader.next() {
+    while let Some(ev) = reader.next_event() {
         let t = Instant::now();
         let before: Duration = timer.0.iter().sum();
         match ev {
@@ -364,10 +375,18 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         {
             d.write(tr.drain_matched())?;
         }
-        exact_time += t.elapsed().saturating_sub(timer.0.iter().sum::<Duration>() - before);
+        exact_time += t
+            .elapsed()
+            .saturating_sub(timer.0.iter().sum::<Duration>() - before);
         for o in pipeline.drain() {
             reported += 1;
-            synopsis += o.estimates.iter().flatten().flatten().map(|e| e.bytes).sum::<u64>();
+            synopsis += o
+                .estimates
+                .iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.bytes)
+                .sum::<u64>();
             take_outcome(o, iv, mode, &mut results, &mut exact, &mut rows, out)?;
         }
         check_sizes(args, reported, packets, synopsis, captured)?;
@@ -416,7 +435,11 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
             stream.sent,
             stream.unexpected,
             stream.late,
-            if stream.late > 0 { "; raise --horizon if the delay is that long" } else { "" }
+            if stream.late > 0 {
+                "; raise --horizon if the delay is that long"
+            } else {
+                ""
+            }
         );
     }
     if stream.negative_delays * 2 > stream.received && !args.allow_negative_delay {
@@ -546,7 +569,8 @@ fn take_outcome(
                 ests.push(Some(e));
             }
             Some(Err(err)) => {
-                m.error.get_or_insert_with(|| format!("interval {}: {err}", o.index));
+                m.error
+                    .get_or_insert_with(|| format!("interval {}: {err}", o.index));
                 ests.push(None);
             }
             None => ests.push(None),
@@ -613,7 +637,12 @@ impl RowPrinter {
         }
     }
 
-    fn row(&mut self, out: &mut impl Write, it: &IntervalTruth, ests: &[Option<&Estimate>]) -> Result<()> {
+    fn row(
+        &mut self,
+        out: &mut impl Write,
+        it: &IntervalTruth,
+        ests: &[Option<&Estimate>],
+    ) -> Result<()> {
         if self.printed >= self.limit {
             self.printed += 1;
             return Ok(());
@@ -642,7 +671,10 @@ impl RowPrinter {
             write!(
                 out,
                 " {:>12}",
-                fmt_err(relative_error(e.and_then(|e| e.mean_ns), it.delay.map(|d| d.mean_ns)))
+                fmt_err(relative_error(
+                    e.and_then(|e| e.mean_ns),
+                    it.delay.map(|d| d.mean_ns)
+                ))
             )?;
         }
         writeln!(out)?;
@@ -677,7 +709,10 @@ impl DelaysCsv {
         let f = std::fs::File::create(path)
             .with_context(|| format!("{}: cannot create", path.display()))?;
         let mut w = std::io::BufWriter::new(f);
-        writeln!(w, "id,sender_ns,receiver_ns,delay_ns,proto,src,sport,dst,dport")?;
+        writeln!(
+            w,
+            "id,sender_ns,receiver_ns,delay_ns,proto,src,sport,dst,dport"
+        )?;
         Ok(DelaysCsv {
             path: path.to_path_buf(),
             w,
@@ -1004,7 +1039,10 @@ pub fn print_text(out: &mut impl Write, c: &Comparison, args: &CompareArgs) -> R
 fn skipped(s: &InputStats, p: &PointCounters) -> String {
     let mut parts = Vec::new();
     if p.before_origin > 0 {
-        parts.push(format!("{} before --origin-ns, in no interval", p.before_origin));
+        parts.push(format!(
+            "{} before --origin-ns, in no interval",
+            p.before_origin
+        ));
     }
     if p.out_of_order > 0 {
         parts.push(format!(

@@ -7,7 +7,8 @@ use anyhow::{Context, Result, anyhow};
 use clap::Args;
 use owl_core::method::{Estimate, Role};
 use owl_core::units::{format_bytes, format_ns};
-use owl_core::wire::SynopsisFile;
+use owl_core::wire::{StreamReader, SynopsisFile};
+use owl_trace::lockstep::Source;
 use serde_json::{Value, json};
 
 use crate::methods;
@@ -33,37 +34,70 @@ pub struct EstimateArgs {
     pub json: bool,
 }
 
-fn find(f: &SynopsisFile, k: u64) -> Option<&Vec<u8>> {
-    f.points.iter().find(|p| p.0 == k).map(|p| &p.1)
+fn open(path: &Path) -> Result<StreamReader<Box<dyn std::io::Read + Send>>> {
+    let src = Source::parse(path);
+    let r = src
+        .open()
+        .map_err(|e| anyhow!("{}: cannot read: {e}", path.display()))?;
+    StreamReader::open(Box::new(std::io::BufReader::new(r)) as Box<dyn std::io::Read + Send>)
+        .map_err(|e| anyhow!("{}: {e}", path.display()))
 }
 
-fn load(path: &Path) -> Result<SynopsisFile> {
-    let b = std::fs::read(path).map_err(|e| anyhow!("{}: cannot read: {e}", path.display()))?;
-    SynopsisFile::decode(&b).map_err(|e| anyhow!("{}: {e}", path.display()))
+/// The next block of a file, warning once where a cut-short or torn file ends.
+fn next(
+    f: &mut StreamReader<Box<dyn std::io::Read + Send>>,
+    path: &Path,
+) -> Option<(u64, Vec<u8>)> {
+    match f.next_block() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("owl: warning: {}: {e}", path.display());
+            None
+        }
+    }
 }
 
 pub fn run(a: EstimateArgs) -> Result<()> {
-    let s = load(&a.sender)?;
-    let r = load(&a.receiver)?;
-    SynopsisFile::check_pair(&s, &r)
+    if a.sender.as_os_str() == "-" && a.receiver.as_os_str() == "-" {
+        return Err(anyhow!(
+            "only one of the two files can be standard input (-)"
+        ));
+    }
+    let mut s = open(&a.sender)?;
+    let mut r = open(&a.receiver)?;
+    SynopsisFile::check_pair(&s.header, &r.header)
         .map_err(|e| anyhow!("{} and {}: {e}", a.sender.display(), a.receiver.display()))?;
-    let method = methods::from_config(&s.method, &s.config)
+    let method = methods::from_config(&s.header.method, &s.header.config)
         .with_context(|| a.sender.display().to_string())?;
-    let mut keys: Vec<u64> = s.points.iter().chain(&r.points).map(|p| p.0).collect();
-    keys.sort_unstable();
-    keys.dedup();
+    // Merge-join the two files' intervals (ascending in each), one pair in memory at a time.
     let mut rows: Vec<(u64, Estimate)> = Vec::new();
-    for k in keys {
-        let sp = match find(&s, k) {
-            Some(b) => method
-                .decode_point(Role::Sender, b)
-                .map_err(|e| anyhow!("{}: interval {k}: {e}", a.sender.display()))?,
+    let mut sb = next(&mut s, &a.sender);
+    let mut rb = next(&mut r, &a.receiver);
+    loop {
+        let k = match (&sb, &rb) {
+            (None, None) => break,
+            (Some(x), None) => x.0,
+            (None, Some(y)) => y.0,
+            (Some(x), Some(y)) => x.0.min(y.0),
+        };
+        let sp = match sb.take_if(|x| x.0 == k) {
+            Some((_, b)) => {
+                let p = method
+                    .decode_point(Role::Sender, &b)
+                    .map_err(|e| anyhow!("{}: interval {k}: {e}", a.sender.display()))?;
+                sb = next(&mut s, &a.sender);
+                p
+            }
             None => method.new_point(Role::Sender),
         };
-        let rp = match find(&r, k) {
-            Some(b) => method
-                .decode_point(Role::Receiver, b)
-                .map_err(|e| anyhow!("{}: interval {k}: {e}", a.receiver.display()))?,
+        let rp = match rb.take_if(|x| x.0 == k) {
+            Some((_, b)) => {
+                let p = method
+                    .decode_point(Role::Receiver, &b)
+                    .map_err(|e| anyhow!("{}: interval {k}: {e}", a.receiver.display()))?;
+                rb = next(&mut r, &a.receiver);
+                p
+            }
             None => method.new_point(Role::Receiver),
         };
         let e = method
@@ -71,6 +105,7 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             .map_err(|e| anyhow!("interval {k}: {e}"))?;
         rows.push((k, e));
     }
+    let s = s.header;
     let parts: Vec<Estimate> = rows.iter().map(|r| r.1.clone()).collect();
     let overall = Estimate::combine(&parts);
     let iv = s.intervals;

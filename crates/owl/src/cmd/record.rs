@@ -1,13 +1,15 @@
-//! `owl record`: one observation point's synopses, interval by interval, into a file.
+//! `owl record`: one observation point's synopses, interval by interval, appended to a file as
+//! each interval closes.
 
-use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
 use clap::{Args, ValueEnum};
-use owl_core::method::{PointSynopsis, Role};
-use owl_core::units::format_bytes;
+use owl_core::method::{Method, Role};
+use owl_core::pipeline::{NoTimer, PointStream, Synopses};
+use owl_core::units::{format_bytes, parse_duration_u64};
 use owl_core::wire::SynopsisFile;
 
 use super::agreed::Agreed;
@@ -19,14 +21,21 @@ files meet (`owl estimate SENDER_FILE RECEIVER_FILE`). Both points must use the 
 configuration (--memory, --seed), --interval, --origin-ns and --identity-seed: estimate refuses a
 pair that differs and names the field.
 
+Streaming: each interval is appended to FILE as soon as the capture has passed its end (plus
+--disorder), and freed, so memory holds one or two intervals whatever the capture's length, and
+CAPTURE can be a FIFO or - (standard input), e.g. `tcpdump -w - | owl record … -`. Every block
+is checksummed: if the recording is cut short (a crash, a power cut), `owl estimate` reads every
+interval written before the cut and says where the file ends.
+
 If the capture turns out truncated or corrupt half-way, the intervals recorded before the error are
-still written to FILE, and owl exits with status 1 saying so (with --allow-truncated, a capture
-that merely ends inside a record is accepted with a warning).
+kept in FILE, and owl exits with status 1 saying so (with --allow-truncated, a capture that merely
+ends inside a record is accepted with a warning).
 
 Examples:
   owl record --method lda --role sender   S.pcap --interval 1s -o S.owl
   owl record --method lda --role receiver R.pcap --interval 1s -o R.owl
-  owl estimate S.owl R.owl";
+  owl estimate S.owl R.owl
+  tcpdump -i eth0 -w - | owl record --method lda --role sender - --interval 1s -o S.owl";
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum RoleArg {
@@ -37,7 +46,7 @@ pub enum RoleArg {
 #[derive(Args, Clone, Debug)]
 #[command(after_help = AFTER_HELP)]
 pub struct RecordArgs {
-    /// Capture of this observation point (pcap or pcapng).
+    /// Capture of this observation point (pcap or pcapng; a FIFO, or - for standard input).
     pub capture: PathBuf,
     /// Synopsis file to write.
     #[arg(short, long, value_name = "FILE")]
@@ -50,9 +59,43 @@ pub struct RecordArgs {
     pub role: RoleArg,
     #[command(flatten)]
     pub agreed: Agreed,
+    /// Timestamp disorder tolerated within the capture before an interval closes.
+    #[arg(long, default_value = "10ms", value_parser = parse_duration_u64, value_name = "T")]
+    pub disorder: u64,
     /// Accept a capture that ends inside a record (measure what is complete).
     #[arg(long)]
     pub allow_truncated: bool,
+}
+
+/// The output file, written block by block.
+struct Out {
+    path: PathBuf,
+    w: std::io::BufWriter<std::fs::File>,
+    blocks: u64,
+    bytes: u64,
+    payload: u64,
+}
+
+impl Out {
+    fn write(&mut self, b: &[u8]) -> Result<()> {
+        self.w
+            .write_all(b)
+            .and_then(|_| self.w.flush())
+            .with_context(|| format!("{}: cannot write", self.path.display()))?;
+        self.bytes += b.len() as u64;
+        Ok(())
+    }
+
+    fn intervals(&mut self, closed: &mut Vec<(u64, Synopses)>) -> Result<()> {
+        for (i, s) in closed.drain(..) {
+            let mut p = Vec::with_capacity(s[0].encoded_len());
+            s[0].encode(&mut p);
+            self.payload += p.len() as u64;
+            self.write(&SynopsisFile::encode_stream_block(i, &p))?;
+            self.blocks += 1;
+        }
+        Ok(())
+    }
 }
 
 pub fn run(a: RecordArgs) -> Result<()> {
@@ -74,31 +117,17 @@ pub fn run(a: RecordArgs) -> Result<()> {
             a.method
         ));
     }
-    let method = methods::build_configured(&a.method, &a.agreed.options(), &overrides)?;
+    let method: Arc<dyn Method> = Arc::from(methods::build_configured(
+        &a.method,
+        &a.agreed.options(),
+        &overrides,
+    )?);
     let iv = a.agreed.intervals()?;
     let role = match a.role {
         RoleArg::Sender => Role::Sender,
         RoleArg::Receiver => Role::Receiver,
     };
-    let mut points: BTreeMap<u64, Box<dyn PointSynopsis>> = BTreeMap::new();
-    let read = read_capture(
-        &a.capture,
-        a.agreed.identity_seed,
-        a.allow_truncated,
-        "capture",
-        |batch| {
-            for r in batch {
-                if let Some(i) = iv.index(r.ts_ns) {
-                    points
-                        .entry(i)
-                        .or_insert_with(|| method.new_point(role))
-                        .record(r);
-                }
-            }
-            Ok(())
-        },
-    );
-    let file = SynopsisFile {
+    let header = SynopsisFile {
         method: method.name().to_string(),
         role,
         intervals: iv,
@@ -108,15 +137,40 @@ pub fn run(a: RecordArgs) -> Result<()> {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
-        points: points
-            .iter()
-            .map(|(i, p)| {
-                let mut b = Vec::with_capacity(p.encoded_len());
-                p.encode(&mut b);
-                (*i, b)
-            })
-            .collect(),
+        points: Vec::new(),
     };
+    let file = std::fs::File::create(&a.output)
+        .with_context(|| format!("{}: cannot create", a.output.display()))?;
+    let mut out = Out {
+        path: a.output.clone(),
+        w: std::io::BufWriter::new(file),
+        blocks: 0,
+        bytes: 0,
+        payload: 0,
+    };
+    out.write(&header.encode_stream_header())?;
+    let mut point = PointStream::new(role, iv, a.disorder, vec![method]);
+    let mut closed = Vec::new();
+    let read = read_capture(
+        &a.capture,
+        a.agreed.identity_seed,
+        a.allow_truncated,
+        "capture",
+        |batch| {
+            point.push(batch, &mut NoTimer);
+            point.drain_closed(&mut closed);
+            out.intervals(&mut closed)
+        },
+    );
+    // What was recorded is kept whatever happened to the capture.
+    point.finish(&mut closed);
+    out.intervals(&mut closed)?;
+    out.write(&SynopsisFile::encode_stream_end(out.blocks))?;
+    out.w
+        .get_ref()
+        .sync_all()
+        .with_context(|| format!("{}: cannot write", a.output.display()))?;
+    let c = point.counters();
     match read {
         Ok(r) => {
             if let Some(t) = &r.truncated {
@@ -126,41 +180,30 @@ pub fn run(a: RecordArgs) -> Result<()> {
                     r.stats.ip_packets
                 );
             }
-            let bytes = write_atomically(&a.output, &file.encode())?;
+            for (n, what) in [
+                (c.before_origin, "before --origin-ns"),
+                (c.out_of_order, "out of timestamp order beyond --disorder"),
+            ] {
+                if n > 0 {
+                    eprintln!("owl: warning: {n} packets {what}: in no interval");
+                }
+            }
             println!(
-                "wrote {}: {} synopsis of {} interval(s), {} IP packets, {}",
+                "wrote {}: {} synopsis of {} interval(s), {} IP packets, {} ({} of synopses)",
                 a.output.display(),
-                file.method,
-                file.points.len(),
+                header.method,
+                out.blocks,
                 r.stats.ip_packets,
-                format_bytes(bytes)
+                format_bytes(out.bytes),
+                format_bytes(out.payload)
             );
             Ok(())
         }
-        Err(e) if !file.points.is_empty() => {
-            // keep what was recorded before the error, and say so
-            write_atomically(&a.output, &file.encode())?;
-            Err(e.context(format!(
-                "{} holds the {} interval(s) recorded before the error",
-                a.output.display(),
-                file.points.len()
-            )))
-        }
+        Err(e) if out.blocks > 0 => Err(e.context(format!(
+            "{} holds the {} interval(s) recorded before the error",
+            a.output.display(),
+            out.blocks
+        ))),
         Err(e) => Err(e),
     }
-}
-
-/// Write via a temporary file and a rename, so a reader never sees half a file.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<u64> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("{}: cannot create a file there", dir.display()))?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path)
-        .map_err(|e| anyhow!("{}: cannot write: {}", path.display(), e.error))?;
-    Ok(bytes.len() as u64)
 }
