@@ -1,5 +1,5 @@
 //! Throughput of the shared pipeline: reading + dissecting + identity hashing a capture, and
-//! exact ground-truth matching of a capture pair.
+//! exact ground-truth matching of a capture pair, read-everything and streaming.
 //!
 //! Run with `cargo bench -p owl-trace --bench pipeline`. Setup (simulating the traces) is not
 //! timed.
@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use owl_core::exact::{Matcher, TruthOptions};
+use owl_core::interval::Intervals;
+use owl_core::pipeline::{StreamingTruth, TruthConfig};
 use owl_trace::capture::CaptureFormat;
 use owl_trace::identity::DEFAULT_IDENTITY_SEED;
 use owl_trace::records::RecordReader;
@@ -78,6 +80,31 @@ fn exact_truth(c: &mut Criterion) {
                 m.add_receiver(r);
             }
             black_box(m.finish().delay)
+        })
+    });
+    // The streaming truth on the same pair, fed in lock-step batches of 4096 as `owl compare`
+    // does, with 1 s intervals and a 1 s horizon (the 5 s pair is longer than two horizons, so
+    // the tables reach their steady size).
+    g.bench_function("streaming truth 5M-packet pair, 1s intervals", |b| {
+        b.iter(|| {
+            let iv = Intervals::aligned(1_000_000_000);
+            let mut t = StreamingTruth::new(TruthConfig::new(iv, 1_000_000_000));
+            let (mut i, mut j) = (0, 0);
+            let mut closed = 0usize;
+            while i < snd.len() || j < rcv.len() {
+                if j >= rcv.len() || (i < snd.len() && snd[i].ts_ns <= rcv[j].ts_ns) {
+                    let e = (i + 4096).min(snd.len());
+                    t.push_sender(&snd[i..e]);
+                    i = e;
+                } else {
+                    let e = (j + 4096).min(rcv.len());
+                    t.push_receiver(&rcv[j..e]);
+                    j = e;
+                }
+                closed += t.drain_closed().count();
+            }
+            let (w, rest) = t.finish();
+            black_box((w.delay, closed + rest.len()))
         })
     });
     g.finish();
