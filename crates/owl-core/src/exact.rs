@@ -347,32 +347,43 @@ impl Matcher {
     }
 
     fn flow_truth(&self) -> Vec<FlowTruth> {
-        let mut out: Vec<FlowTruth> = self
-            .flows
-            .iter()
-            .map(|k| FlowTruth {
-                key: *k,
-                sent: 0,
-                received: 0,
-                delay: None,
-            })
-            .collect();
+        let mut sent = vec![0u64; self.flows.len()];
         let mut pairs: Vec<(u32, i64)> = Vec::with_capacity(self.sent.len());
         for s in &self.sent {
-            out[s.flow as usize].sent += 1;
+            sent[s.flow as usize] += 1;
             if s.recv_ns != NOT_RECEIVED {
                 pairs.push((s.flow, s.recv_ns.wrapping_sub(s.ts_ns) as i64));
             }
         }
-        pairs.sort_unstable();
-        for group in pairs.chunk_by(|a, b| a.0 == b.0) {
-            let ds: Vec<i64> = group.iter().map(|p| p.1).collect();
-            let f = &mut out[group[0].0 as usize];
-            f.received = ds.len() as u64;
-            f.delay = Some(DelaySummary::from_sorted(&ds));
-        }
-        out
+        flow_truth(&self.flows, &sent, pairs)
     }
+}
+
+/// Per-flow truth from each flow's sender count and `(flow index, delay)` of every matched
+/// packet: delays summarised per flow in sorted order.
+pub(crate) fn flow_truth(
+    keys: &[FlowKey],
+    sent: &[u64],
+    mut pairs: Vec<(u32, i64)>,
+) -> Vec<FlowTruth> {
+    let mut out: Vec<FlowTruth> = keys
+        .iter()
+        .zip(sent)
+        .map(|(k, &sent)| FlowTruth {
+            key: *k,
+            sent,
+            received: 0,
+            delay: None,
+        })
+        .collect();
+    pairs.sort_unstable();
+    for group in pairs.chunk_by(|a, b| a.0 == b.0) {
+        let ds: Vec<i64> = group.iter().map(|p| p.1).collect();
+        let f = &mut out[group[0].0 as usize];
+        f.received = ds.len() as u64;
+        f.delay = Some(DelaySummary::from_sorted(&ds));
+    }
+    out
 }
 
 /// Exact truth of a capture pair.

@@ -172,10 +172,11 @@ pub struct SynopsisFile {
 }
 
 impl SynopsisFile {
-    pub fn encode(&self) -> Vec<u8> {
-        let mut w = WireWriter::new();
+    /// Magic, `version`, method, role, intervals, identity seed and configuration: the part
+    /// both versions share.
+    fn write_header(&self, w: &mut WireWriter, version: u16) {
         w.bytes(MAGIC);
-        w.u16(VERSION);
+        w.u16(version);
         w.str(&self.method);
         w.u8(match self.role {
             Role::Sender => 0,
@@ -189,6 +190,11 @@ impl SynopsisFile {
             w.str(k);
             w.str(v);
         }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = WireWriter::new();
+        self.write_header(&mut w, VERSION);
         w.u32(self.points.len() as u32);
         for (i, p) in &self.points {
             w.u64(*i);
@@ -433,21 +439,7 @@ impl SynopsisFile {
     /// The header of a streamed file (this file's `points` are not written).
     pub fn encode_stream_header(&self) -> Vec<u8> {
         let mut w = WireWriter::new();
-        w.bytes(MAGIC);
-        w.u16(STREAM_VERSION);
-        w.str(&self.method);
-        w.u8(match self.role {
-            Role::Sender => 0,
-            Role::Receiver => 1,
-        });
-        w.u64(self.intervals.length_ns);
-        w.u64(self.intervals.origin_ns);
-        w.u64(self.identity_seed);
-        w.u32(self.config.len() as u32);
-        for (k, v) in &self.config {
-            w.str(k);
-            w.str(v);
-        }
+        self.write_header(&mut w, STREAM_VERSION);
         let h = xxh64(&w.buf, 0);
         w.u64(h);
         w.buf

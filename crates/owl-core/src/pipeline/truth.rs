@@ -830,26 +830,11 @@ impl StreamingTruth {
     }
 
     fn flow_truth(&mut self) -> Vec<FlowTruth> {
-        let mut out: Vec<FlowTruth> = self
-            .flows
-            .iter()
-            .zip(&self.flow_sent)
-            .map(|(k, &sent)| FlowTruth {
-                key: *k,
-                sent,
-                received: 0,
-                delay: None,
-            })
-            .collect();
-        let mut pairs = std::mem::take(&mut self.flow_pairs);
-        pairs.sort_unstable();
-        for group in pairs.chunk_by(|a, b| a.0 == b.0) {
-            let ds: Vec<i64> = group.iter().map(|p| p.1).collect();
-            let f = &mut out[group[0].0 as usize];
-            f.received = ds.len() as u64;
-            f.delay = Some(DelaySummary::from_sorted(&ds));
-        }
-        out
+        crate::exact::flow_truth(
+            &self.flows,
+            &self.flow_sent,
+            std::mem::take(&mut self.flow_pairs),
+        )
     }
 }
 
