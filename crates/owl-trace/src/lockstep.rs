@@ -11,8 +11,9 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, sync_channel};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use owl_core::PacketRecord;
 
@@ -157,6 +158,8 @@ fn spawn(
 pub struct LockStep {
     rx: [Option<Receiver<Msg>>; 2],
     peeked: [Option<Msg>; 2],
+    /// Newest timestamp handed out per side.
+    handed: [Option<u64>; 2],
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -173,55 +176,107 @@ impl LockStep {
         LockStep {
             rx,
             peeked: [None, None],
+            handed: [None, None],
             threads,
         }
     }
 
-    fn peek(&mut self, k: usize) {
+    fn stopped() -> Msg {
+        Msg::End(End {
+            stats: InputStats::default(),
+            bytes_read: 0,
+            truncated: None,
+            error: Some(CaptureError::Io(std::io::Error::other(
+                "the reader thread stopped",
+            ))),
+        })
+    }
+
+    /// Take what side `k` has ready, without waiting.
+    fn try_peek(&mut self, k: usize) {
         if self.peeked[k].is_none()
             && let Some(rx) = &self.rx[k]
         {
-            self.peeked[k] = Some(rx.recv().unwrap_or_else(|_| {
-                Msg::End(End {
-                    stats: InputStats::default(),
-                    bytes_read: 0,
-                    truncated: None,
-                    error: Some(CaptureError::Io(std::io::Error::other(
-                        "the reader thread stopped",
-                    ))),
-                })
-            }));
+            match rx.try_recv() {
+                Ok(m) => self.peeked[k] = Some(m),
+                Err(TryRecvError::Empty) => {}
+                Err(TryRecvError::Disconnected) => self.peeked[k] = Some(Self::stopped()),
+            }
+        }
+    }
+
+    /// Wait up to `d` for side `k`; true if something came.
+    fn wait(&mut self, k: usize, d: Duration) -> bool {
+        let Some(rx) = &self.rx[k] else { return false };
+        match rx.recv_timeout(d) {
+            Ok(m) => self.peeked[k] = Some(m),
+            Err(RecvTimeoutError::Timeout) => return false,
+            Err(RecvTimeoutError::Disconnected) => self.peeked[k] = Some(Self::stopped()),
+        }
+        true
+    }
+
+    fn take(&mut self, k: usize) -> Option<Event> {
+        match self.peeked[k].take()? {
+            Msg::Batch(b, bytes) => {
+                if let Some(last) = b.last() {
+                    self.handed[k] = Some(last.ts_ns);
+                }
+                Some(Event::Batch(k, b, bytes))
+            }
+            Msg::End(e) => {
+                self.rx[k] = None;
+                Some(Event::End(k, e))
+            }
         }
     }
 
     /// The next event, the older batch of the two first; `None` once both captures ended.
+    ///
+    /// When only one side has a batch ready, the other is waited for a moment (it may hold
+    /// older records) and then passed over: two FIFOs written in capture-time order must not
+    /// deadlock because one side's reader still waits for a whole batch (a sparse receiver
+    /// under heavy loss) while the other's pipe is full. Results do not depend on this order;
+    /// only how much is held in flight does.
     pub fn next_event(&mut self) -> Option<Event> {
-        self.peek(0);
-        self.peek(1);
+        const PATIENCE: Duration = Duration::from_millis(20);
         let first = |m: &Option<Msg>| match m {
             Some(Msg::Batch(b, _)) => b.first().map(|r| r.ts_ns),
             _ => None,
         };
-        // an end is handed out as soon as it is known; otherwise the older batch
-        let k = match (&self.peeked[0], &self.peeked[1]) {
-            (None, None) => return None,
-            (Some(Msg::End(_)), _) => 0,
-            (_, Some(Msg::End(_))) => 1,
-            (Some(_), None) => 0,
-            (None, Some(_)) => 1,
-            (Some(_), Some(_)) => {
-                if first(&self.peeked[1]) < first(&self.peeked[0]) {
-                    1
-                } else {
-                    0
+        loop {
+            self.try_peek(0);
+            self.try_peek(1);
+            for k in 0..2 {
+                if matches!(self.peeked[k], Some(Msg::End(_))) {
+                    return self.take(k);
                 }
             }
-        };
-        match self.peeked[k].take()? {
-            Msg::Batch(b, bytes) => Some(Event::Batch(k, b, bytes)),
-            Msg::End(e) => {
-                self.rx[k] = None;
-                Some(Event::End(k, e))
+            let live = [self.rx[0].is_some(), self.rx[1].is_some()];
+            if !live[0] && !live[1] {
+                return None;
+            }
+            match (self.peeked[0].is_some(), self.peeked[1].is_some()) {
+                (true, true) => {
+                    let k = usize::from(first(&self.peeked[1]) < first(&self.peeked[0]));
+                    return self.take(k);
+                }
+                (true, false) | (false, true) => {
+                    let k = usize::from(self.peeked[1].is_some());
+                    let o = 1 - k;
+                    if live[o] && self.wait(o, PATIENCE) {
+                        continue;
+                    }
+                    return self.take(k);
+                }
+                (false, false) => {
+                    // wait on the side that is behind (the other if it has ended)
+                    let mut k = usize::from(self.handed[1] < self.handed[0]);
+                    if !live[k] {
+                        k = 1 - k;
+                    }
+                    self.wait(k, PATIENCE);
+                }
             }
         }
     }

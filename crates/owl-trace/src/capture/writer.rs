@@ -128,6 +128,11 @@ impl<W: Write> CaptureWriter<W> {
         self.packets
     }
 
+    /// Push what is buffered to the underlying writer (and on, for a `BufWriter`).
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
     /// Flush and return the underlying writer.
     pub fn finish(mut self) -> io::Result<W> {
         self.out.flush()?;

@@ -705,6 +705,11 @@ impl Simulation {
 
     /// Write `sender.EXT` and `receiver.EXT` into `dir`; `progress(done, total)` is called every
     /// 64 Ki packets.
+    ///
+    /// The two files are written together in capture-time order (the older of the next sender
+    /// packet and the next receiver packet first), so that they can be FIFOs read in lock-step
+    /// by `owl compare`: `mkfifo DIR/sender.pcap DIR/receiver.pcap` before, and nothing is
+    /// stored on disk.
     pub fn write(
         &self,
         dir: &Path,
@@ -718,36 +723,44 @@ impl Simulation {
         let total = (self.source.len() + self.deliveries.len()) as u64;
         let mut buf = Vec::with_capacity(2048);
         let mut done = 0u64;
-        let mut w = CaptureWriter::new(
-            BufWriter::with_capacity(1 << 20, File::create(&sp)?),
-            format,
-            lt,
-            self.cfg.snaplen,
-        )?;
-        for i in 0..self.source.len() {
-            let (_, wire) = self.source.frame(i, self.cfg.snaplen, &mut buf);
-            w.write_packet(self.source.send_ns(i), &buf, wire)?;
+        // Small buffers, flushed together: a FIFO reader waiting for one file never waits on
+        // bytes held back in the other's buffer for long.
+        let open = |p: &Path| -> Result<_, SimError> {
+            Ok(CaptureWriter::new(
+                BufWriter::with_capacity(64 << 10, File::create(p)?),
+                format,
+                lt,
+                self.cfg.snaplen,
+            )?)
+        };
+        let mut ws = open(&sp)?;
+        let mut wr = open(&rp)?;
+        let (mut i, mut j) = (0, 0);
+        let n = self.source.len();
+        while i < n || j < self.deliveries.len() {
+            let sender_first = j >= self.deliveries.len()
+                || (i < n && self.source.send_ns(i) <= self.deliveries[j].r_ns);
+            if sender_first {
+                let (_, wire) = self.source.frame(i, self.cfg.snaplen, &mut buf);
+                ws.write_packet(self.source.send_ns(i), &buf, wire)?;
+                i += 1;
+            } else {
+                let d = &self.deliveries[j];
+                let (_, wire) = self.receiver_frame(d, &mut buf);
+                wr.write_packet(d.r_ns, &buf, wire)?;
+                j += 1;
+            }
             done += 1;
+            if done & 0xfff == 0 {
+                ws.flush()?;
+                wr.flush()?;
+            }
             if done & 0xffff == 0 {
                 progress(done, total);
             }
         }
-        w.finish()?;
-        let mut w = CaptureWriter::new(
-            BufWriter::with_capacity(1 << 20, File::create(&rp)?),
-            format,
-            lt,
-            self.cfg.snaplen,
-        )?;
-        for d in &self.deliveries {
-            let (_, wire) = self.receiver_frame(d, &mut buf);
-            w.write_packet(d.r_ns, &buf, wire)?;
-            done += 1;
-            if done & 0xffff == 0 {
-                progress(done, total);
-            }
-        }
-        w.finish()?;
+        ws.finish()?;
+        wr.finish()?;
         progress(total, total);
         Ok((sp, rp))
     }
