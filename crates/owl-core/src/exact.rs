@@ -84,7 +84,10 @@ struct Unexpected {
     id: u64,
 }
 
-/// Exact matcher. Feed every sender record, then every receiver record, then [`finish`].
+/// The read-everything exact matcher. Feed every sender record, then every receiver record,
+/// then [`finish`]. owl's commands, the exact method and the experiments use the streaming
+/// [`crate::pipeline::truth`] instead, which gives the same figures in bounded memory; this one
+/// stays as the plain reference the streaming truth is tested against.
 ///
 /// Memory is about 50 bytes per distinct sender packet.
 ///
@@ -585,7 +588,8 @@ pub mod method {
     use crate::record::PacketRecord;
     use crate::wire::{DecodeError, WireReader};
 
-    use super::{Matcher, TruthOptions};
+    use crate::interval::Intervals;
+    use crate::pipeline::truth::{TruthConfig, truth_of};
 
     /// Bytes a packet costs on the wire: identity and timestamp.
     pub const BYTES_PER_PACKET: u64 = 16;
@@ -660,24 +664,20 @@ pub mod method {
         ) -> Result<Estimate, MethodError> {
             let s = downcast::<ExactPoint>(sender, "exact")?;
             let r = downcast::<ExactPoint>(receiver, "exact")?;
-            let mut m = Matcher::new(TruthOptions::default());
-            m.reserve(s.packets.len());
-            for &(id, ts) in &s.packets {
-                m.add_sender(&PacketRecord {
-                    ts_ns: ts,
-                    id,
-                    ..Default::default()
-                })
-                .map_err(|e| MethodError::Invalid(e.to_string()))?;
-            }
-            for &(id, ts) in &r.packets {
-                m.add_receiver(&PacketRecord {
-                    ts_ns: ts,
-                    id,
-                    ..Default::default()
-                });
-            }
-            let t = m.finish();
+            let recs = |v: &[(u64, u64)]| -> Vec<PacketRecord> {
+                v.iter()
+                    .map(|&(id, ts)| PacketRecord {
+                        ts_ns: ts,
+                        id,
+                        ..Default::default()
+                    })
+                    .collect()
+            };
+            let (t, _) = truth_of(
+                &recs(&s.packets),
+                &recs(&r.packets),
+                TruthConfig::new(Intervals::WHOLE, u64::MAX),
+            );
             let mut notes = Vec::new();
             if t.unexpected > 0 {
                 notes.push(format!("{} packets only at the receiver", t.unexpected));

@@ -290,6 +290,31 @@ impl LogHistogram {
     }
 }
 
+/// The truth of two record sets held in memory (experiments, the exact method's pair
+/// estimator): the streaming truth with an unbounded horizon, fed every sender record, then every
+/// receiver record — what the read-everything [`crate::exact::Matcher`] computes. Returns the
+/// whole-run truth and every interval's.
+pub fn truth_of(
+    sender: &[PacketRecord],
+    receiver: &[PacketRecord],
+    cfg: TruthConfig,
+) -> (StreamTruth, Vec<IntervalTruth>) {
+    let mut t = StreamingTruth::new(TruthConfig {
+        horizon_ns: u64::MAX,
+        exact_quantiles: usize::MAX,
+        ..cfg
+    });
+    t.by_id.reserve(sender.len());
+    t.push_sender(sender);
+    t.finish_sender();
+    t.push_receiver(receiver);
+    t.finish_receiver();
+    let mut closed: Vec<IntervalTruth> = t.drain_closed().collect();
+    let (whole, rest) = t.finish();
+    closed.extend(rest);
+    (whole, closed)
+}
+
 /// Whole-run results of the streaming truth (the per-interval ones are handed out as the
 /// intervals close, [`StreamingTruth::drain_closed`]).
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -41,9 +41,11 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use owl_core::exact::{FlowTruth, Matcher, TruthOptions};
+use owl_core::exact::FlowTruth;
+use owl_core::interval::Intervals;
 use owl_core::lds::{Config as LdsConfig, LdsMethod, Selection, Weights};
 use owl_core::method::{Method, Role};
+use owl_core::pipeline::truth::{TruthConfig, truth_of};
 use owl_core::stats::relative_error;
 use owl_core::{FlowKey, PacketRecord, mpe, rli};
 use owl_trace::identity::DEFAULT_IDENTITY_SEED;
@@ -166,18 +168,14 @@ pub fn make_trace(scale: f64, seed: u64, loss: f64, path: &LdsPath) -> Result<Tr
     let sim = Simulation::run(&cfg).context("simulating the LDS trace")?;
     let (sender, receiver) = sim.records(DEFAULT_IDENTITY_SEED);
     drop(sim);
-    let mut m = Matcher::new(TruthOptions {
-        per_flow: true,
-        ..Default::default()
-    });
-    m.reserve(sender.len());
-    for r in &sender {
-        m.add_sender(r)?;
-    }
-    for r in &receiver {
-        m.add_receiver(r);
-    }
-    let t = m.finish();
+    let (t, _) = truth_of(
+        &sender,
+        &receiver,
+        TruthConfig {
+            per_flow: true,
+            ..TruthConfig::new(Intervals::WHOLE, u64::MAX)
+        },
+    );
     let flows: Vec<FlowTruth> = t.flows.into_iter().filter(|f| f.delay.is_some()).collect();
     Ok(Trace {
         sender,
