@@ -407,6 +407,7 @@ impl Outcome {
             bytes: cfg.buckets as u64 * BUCKET_BYTES,
             lost: Some(self.lost),
             mean_ci98_ns: None,
+            std_ci95_ns: None,
             notes,
         }
     }

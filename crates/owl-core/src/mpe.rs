@@ -331,6 +331,7 @@ impl Method for MpeMethod {
             bytes: RECORD_BYTES * s.records.len() as u64,
             lost: None,
             mean_ci98_ns: None,
+            std_ci95_ns: None,
             notes: vec![format!(
                 "{} flows recorded at sampling rate {}; unrecorded flows take the mean of all samples",
                 s.records.len(),

@@ -472,6 +472,7 @@ impl Method for ProbeMethod {
             // lost *probes* are not lost packets: the loss rate is in the notes
             lost: None,
             mean_ci98_ns: None,
+            std_ci95_ns: None,
             notes,
         })
     }

@@ -425,6 +425,7 @@ impl Method for RliMethod {
             bytes: PROBE_BYTES * s.refs.len() as u64,
             lost: None,
             mean_ci98_ns: None,
+            std_ci95_ns: None,
             notes,
         })
     }

@@ -91,11 +91,44 @@ fn fig2_worked_example() {
     assert_eq!(e.collapsed_usable, 1);
     assert_eq!(e.collapsed_samples, 3);
     assert_eq!(e.second_moment_ns2, Some(196.0 / 3.0));
-    // σ² = F − D² < 0 with one collapsed row: clamped, and the method says so
-    assert!(e.variance_ns2.unwrap() < 0.0);
-    assert_eq!(e.std_ns, Some(0.0));
+    // the paper's σ² = F − D² = 65.3 − 126.6 < 0 from one collapsed row: withheld (formerly
+    // clamped to 0), and the estimate says why; so is the centred estimator's
+    assert!(e.second_moment_ns2.unwrap() < 11.25 * 11.25);
+    for v in [&e.paper, &e.centred] {
+        assert_eq!((v.units, v.std_ns, v.std_ci95_ns), (1, None, None));
+        assert!(
+            v.withheld
+                .as_ref()
+                .unwrap()
+                .contains("1 usable collapsed rows")
+        );
+    }
+    // the rows estimator (the default) over the three usable rows: residuals Δ_i − n_i·D =
+    // 60 − 56.25, 22 − 22.5, 8 − 11.25, so Σ r²/n = 14.0625/5 + 0.25/2 + 10.5625/1 = 13.5 over
+    // K − 1 = 2 degrees of freedom
+    assert_eq!(e.std_estimator, StdEstimator::Rows);
+    assert_eq!(e.rows.units, 3);
+    assert_eq!(e.variance_ns2, Some(6.75));
+    assert_eq!(e.std_ns, Some(6.75f64.sqrt()));
+    let [lo, hi] = e.std_ci95_ns.unwrap();
+    assert!(lo < 6.75f64.sqrt() && 6.75f64.sqrt() < hi, "{lo} {hi}");
+    let c = one_bank_all(4).with_std(StdEstimator::Paper);
+    let (mut s2, mut r2) = (Aggregator::new(&c), Aggregator::new(&c));
+    for i in 0..4 {
+        s2.set_bucket(0, i, s.bucket(0, i));
+        r2.set_bucket(0, i, r.bucket(0, i));
+    }
+    let e = estimate(&s2, &r2).unwrap();
+    assert_eq!(
+        (e.std_ns, e.std_ci95_ns, e.mean_ci98_ns),
+        (None, None, None)
+    );
     let est = method::to_estimate(&e, 0);
-    assert!(est.notes.iter().any(|n| n.contains("clamped")), "{est:?}");
+    assert_eq!(est.std_ns, None);
+    assert!(
+        est.notes.iter().any(|n| n.contains("std not reported")),
+        "{est:?}"
+    );
 }
 
 /// RDA paper (`seeds/000_…`) §III-C, Fig. 2: the sender records P1–P6 in the interval, P5 is

@@ -164,6 +164,7 @@ impl Reconciled {
             bytes: self.bytes.total(),
             lost: complete.then_some(self.decoded.lost.len() as u64),
             mean_ci98_ns: None,
+            std_ci95_ns: None,
             notes,
         }
     }
