@@ -20,6 +20,18 @@
 //! A flow whose record counts differ between the routers lost sampled packets: its first or
 //! last sample may pair two different packets, so it contributes no delay sample (its estimate
 //! still uses the other flows' samples in its lifetime).
+//!
+//! # Interval of the std
+//!
+//! The aggregate estimate's std is that of the delay samples, and each sample is the exact
+//! delay of one packet chosen by the sampling hash (independently of its delay) and by its
+//! place in its flow (first or last sampled packet). Its 95 % interval is Bonett's
+//! kurtosis-adjusted one ([`crate::lda::ci::bonett_std_ci95`]), asymptotically
+//! distribution-free for independent samples. Two caveats it does not cover: a flow's first and
+//! last samples are close in time when the flow is short, and delays close in time are
+//! correlated (the assumption the per-flow estimator rests on), so the samples are not fully
+//! independent and the interval is somewhat narrow; and first and last packets of flows need
+//! not see the delays of the packets in between (a flow's first packet may be a SYN).
 
 use std::any::Any;
 
@@ -331,7 +343,8 @@ impl Method for MpeMethod {
             bytes: RECORD_BYTES * s.records.len() as u64,
             lost: None,
             mean_ci98_ns: None,
-            std_ci95_ns: None,
+            // the delay samples are exact delays (module doc, "Interval of the std")
+            std_ci95_ns: crate::lda::ci::bonett_std_ci95(&sm.delays),
             notes: vec![format!(
                 "{} flows recorded at sampling rate {}; unrecorded flows take the mean of all samples",
                 s.records.len(),
