@@ -231,6 +231,7 @@ mod tests {
         let b = Estimate {
             mean_ns: Some(10.0),
             std_ns: Some(0.0),
+            std_ci95_ns: Some([0.0, 0.5]),
             samples: 4,
             bytes: 7,
             lost: Some(2),
@@ -243,6 +244,8 @@ mod tests {
         assert!((c.mean_ns.unwrap() - m).abs() < 1e-12);
         assert!((c.std_ns.unwrap() - sd).abs() < 1e-12);
         assert_eq!((c.samples, c.bytes, c.lost), (6, 12, Some(3)));
+        // intervals are per interval: not combined
+        assert_eq!((c.mean_ci98_ns, c.std_ci95_ns), (None, None));
     }
 
     #[test]
