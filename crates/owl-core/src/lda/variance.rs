@@ -231,12 +231,12 @@ pub(crate) struct Usable<'a> {
 
 impl Usable<'_> {
     fn mean(&self) -> f64 {
-        self.t as f64 / self.s as f64
+        to_f64(self.t) / self.s as f64
     }
 
-    /// `S·x − n·T`, exact (`|T| < 2⁸⁷`, `n < 2³³`, `S < 2⁵⁶`: well inside `i128`).
-    fn scaled_residual(&self, x: i128, n: i128) -> i128 {
-        (self.s as i128) * x - n * self.t
+    /// `S·x − n·T`, exact (`|T| < 2⁸⁷`, `n < 2³³`, `S < 2⁵⁶`: well inside `i128`), as `f64`.
+    fn scaled_residual(&self, x: i128, n: i128) -> f64 {
+        to_f64((self.s as i128) * x - n * self.t)
     }
 
     pub fn estimate(&self, which: StdEstimator) -> VarianceEstimate {
@@ -282,7 +282,7 @@ impl Usable<'_> {
                 let f = (q - (p.d as f64) * (p.d as f64)) / (st - p.n) as f64;
                 let s = self.s - p.s;
                 let dm = if s > 0 {
-                    (self.t - p.t) as f64 / s as f64
+                    to_f64(self.t - p.t) / s as f64
                 } else {
                     d_mean
                 };
@@ -327,7 +327,7 @@ impl Usable<'_> {
         let dc: Vec<f64> = self
             .pairs
             .iter()
-            .map(|p| self.scaled_residual(p.d as i128, p.imbalance as i128) as f64 / s)
+            .map(|p| self.scaled_residual(p.d as i128, p.imbalance as i128) / s)
             .collect();
         let (mut q, mut pc, mut c2, mut st) = (0f64, 0f64, 0f64, 0u64);
         for (p, &d) in self.pairs.iter().zip(&dc) {
@@ -356,7 +356,7 @@ impl Usable<'_> {
                 let c = p.imbalance as f64;
                 let s_k = (self.s - p.s) as f64;
                 let eps = if s_k > 0.0 {
-                    -(self.scaled_residual(p.t, p.s as i128) as f64) / (s * s_k)
+                    -self.scaled_residual(p.t, p.s as i128) / (s * s_k)
                 } else {
                     0.0
                 };
@@ -386,7 +386,7 @@ impl Usable<'_> {
             .rows
             .iter()
             .map(|r| {
-                let res = self.scaled_residual(r.delta as i128, r.n as i128) as f64 / s;
+                let res = self.scaled_residual(r.delta as i128, r.n as i128) / s;
                 (res, r.n as f64)
             })
             .collect();
@@ -415,4 +415,10 @@ impl Usable<'_> {
             withheld: None,
         }
     }
+}
+
+/// `i128` to `f64` through `i64` when it fits (the common case: one instruction instead of
+/// the general conversion's library call).
+fn to_f64(x: i128) -> f64 {
+    i64::try_from(x).map_or_else(|_| x as f64, |v| v as f64)
 }
