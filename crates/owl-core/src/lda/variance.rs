@@ -32,8 +32,8 @@
 //! standard deviation of `σ̂²` is about `(1 + μ²/σ²)·√(2/ν)`, `ν = S̃²/Σ ñ_k²` the effective
 //! number of collapsed rows. The `μ²` term is `μ·c_k`: hash noise in the row counts, which the
 //! counters know exactly. On a path with a propagation delay (`μ/σ` of 10–1000) the estimate is
-//! noise, and at `μ/σ ≈ 2` it is already off by tens of percent at 2 × 512 rows and clamped to 0
-//! (negative `F − D²`) in some intervals. Its interval is the normal one on `σ̂²` with the
+//! noise, and at `μ/σ ≈ 2` it is already off by tens of percent at 2 × 512 rows and negative
+//! (`F − D² < 0`, formerly clamped to 0) in some intervals. Its interval is the normal one on `σ̂²` with the
 //! jackknife standard error (a difference of two moments is not χ²-like), clamped at 0.
 //!
 //! # `centred`: subtract `D·c_k` before squaring
