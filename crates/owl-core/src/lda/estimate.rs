@@ -53,7 +53,8 @@ pub struct LdaEstimate {
     pub std_ns: Option<f64>,
     /// Its 95 % interval of the standard deviation, ns.
     pub std_ci95_ns: Option<[f64; 2]>,
-    /// `D ± h` with `h` from eq. (1) at 98 % ([`hoeffding_half_width`]) and `σ` estimated.
+    /// `D ± h` with `h` from eq. (1) at 98 % ([`hoeffding_half_width`]) and `σ` estimated;
+    /// `None` when the std is withheld.
     pub mean_ci98_ns: Option<[f64; 2]>,
     /// Lost packets estimated from the counters (§III-B.2: the difference of the counter sums
     /// is the number of lost packets the LDA sampled): `Σ_j (Σ_i S_A[i, j] − Σ_i S_B[i, j])`
