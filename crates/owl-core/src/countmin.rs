@@ -255,6 +255,7 @@ impl Method for CountMinMethod {
             bytes: (s.sums.len() * CELL_BYTES) as u64,
             lost: Some(ns.saturating_sub(nr)),
             mean_ci98_ns: None,
+            std_ci95_ns: None,
             notes,
         })
     }

@@ -689,6 +689,7 @@ pub mod method {
                 bytes: BYTES_PER_PACKET * s.packets.len() as u64,
                 lost: Some(t.lost),
                 mean_ci98_ns: None,
+                std_ci95_ns: None,
                 notes,
             })
         }

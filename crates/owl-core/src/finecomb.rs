@@ -378,6 +378,12 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The common estimate. It carries no interval of the std (`std_ci95_ns: None`): FineComb's
+    /// variance is RDA eq. (1)–(3), `ΣX²/C − μ²` over adjacent bucket pairs — LDA's eq. (5)
+    /// form — whose relative spread grows as `1 + μ²/σ²` and whose sign is unreliable when
+    /// `μ ≫ σ`; a normal interval on it is not sound there (LDA's identical estimator with
+    /// such an interval covers about half the time at `μ/σ ≥ 10`, `owl experiment lda-std`),
+    /// and owl does not report one it cannot stand behind.
     pub fn to_estimate(&self, cfg: &Config) -> Estimate {
         let mut notes = Vec::new();
         let unusable = cfg.buckets - self.usable;
@@ -407,6 +413,7 @@ impl Outcome {
             bytes: cfg.buckets as u64 * BUCKET_BYTES,
             lost: Some(self.lost),
             mean_ci98_ns: None,
+            std_ci95_ns: None, // no sound interval: see above
             notes,
         }
     }

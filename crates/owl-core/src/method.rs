@@ -38,6 +38,9 @@ pub struct Estimate {
     pub lost: Option<u64>,
     /// Confidence interval of the mean where the paper gives a bound (98 %, ns).
     pub mean_ci98_ns: Option<[f64; 2]>,
+    /// 95 % confidence interval of the standard deviation, ns, where the method's samples allow
+    /// a sound one (each method's documentation says which interval, or why none).
+    pub std_ci95_ns: Option<[f64; 2]>,
     /// Human-readable remarks (decoding failures, unusable rows, …).
     pub notes: Vec<String>,
 }
@@ -45,7 +48,8 @@ pub struct Estimate {
 impl Estimate {
     /// Combine per-interval estimates into one over all intervals: the mean is weighted by
     /// samples, the variance pooled as `E[w²] − μ²` over the parts that have one, bytes and
-    /// samples summed. Confidence intervals are not combined.
+    /// samples summed. Confidence intervals (of the mean and of the std) are not combined: the
+    /// result has none.
     pub fn combine(parts: &[Estimate]) -> Estimate {
         let mut c = Combiner::default();
         for p in parts {
@@ -271,6 +275,7 @@ mod tests {
         let b = Estimate {
             mean_ns: Some(10.0),
             std_ns: Some(0.0),
+            std_ci95_ns: Some([0.0, 0.5]),
             samples: 4,
             bytes: 7,
             lost: Some(2),
@@ -283,6 +288,8 @@ mod tests {
         assert!((c.mean_ns.unwrap() - m).abs() < 1e-12);
         assert!((c.std_ns.unwrap() - sd).abs() < 1e-12);
         assert_eq!((c.samples, c.bytes, c.lost), (6, 12, Some(3)));
+        // intervals are per interval: not combined
+        assert_eq!((c.mean_ci98_ns, c.std_ci95_ns), (None, None));
     }
 
     #[test]

@@ -20,6 +20,22 @@
 //! A flow whose record counts differ between the routers lost sampled packets: its first or
 //! last sample may pair two different packets, so it contributes no delay sample (its estimate
 //! still uses the other flows' samples in its lifetime).
+//!
+//! # Interval of the std
+//!
+//! The aggregate estimate's std is that of the delay samples, and each sample is the exact
+//! delay of one packet chosen by the sampling hash (independently of its delay) and by its
+//! place in its flow (first or last sampled packet). Its 95 % interval is Bonett's
+//! kurtosis-adjusted one ([`crate::lda::ci::bonett_std_ci95`]), asymptotically
+//! distribution-free for independent samples. It is an interval for the std of the delays of
+//! the packets MPE samples, which is what the estimate's std is; three caveats separate that
+//! from the std of every packet's delay: the samples are *flow-weighted* (every recorded flow
+//! gives one or two, whatever its size), so when delays differ between flows the packet-weighted
+//! std can lie outside the interval; a flow's first and last samples are close in time when the
+//! flow is short, and delays close in time are correlated (the assumption the per-flow estimator
+//! rests on), so the samples are not fully independent and the interval is somewhat narrow; and
+//! first and last packets of flows need not see the delays of the packets in between (a flow's
+//! first packet may be a SYN).
 
 use std::any::Any;
 
@@ -331,6 +347,8 @@ impl Method for MpeMethod {
             bytes: RECORD_BYTES * s.records.len() as u64,
             lost: None,
             mean_ci98_ns: None,
+            // the delay samples are exact delays (module doc, "Interval of the std")
+            std_ci95_ns: crate::lda::ci::bonett_std_ci95(&sm.delays),
             notes: vec![format!(
                 "{} flows recorded at sampling rate {}; unrecorded flows take the mean of all samples",
                 s.records.len(),
@@ -437,6 +455,28 @@ mod tests {
         let e = m.estimate(a, b).unwrap();
         assert_eq!(e.samples, 0);
         assert_eq!(e.mean_ns, None);
+    }
+
+    /// The aggregate estimate's std comes with Bonett's interval around it once there are 10
+    /// samples or more; below, none.
+    #[test]
+    fn std_interval_of_the_samples() {
+        let (s, r, _) = traffic(32, 2_000, 1_000, 0.0);
+        let m = MpeMethod::new("mpe", Config { rate: 0.1, seed: 3 }).unwrap();
+        let (mut a, mut b) = (m.new_point(Role::Sender), m.new_point(Role::Receiver));
+        a.record_batch(&s);
+        b.record_batch(&r);
+        let e = m.estimate(a, b).unwrap();
+        assert!(e.samples > 100, "{e:?}");
+        let sd = e.std_ns.unwrap();
+        let [lo, hi] = e.std_ci95_ns.unwrap();
+        assert!(lo < sd && sd < hi, "{lo} {sd} {hi}");
+        let (mut a, mut b) = (m.new_point(Role::Sender), m.new_point(Role::Receiver));
+        a.record_batch(&s[..20]);
+        b.record_batch(&r[..20]);
+        let e = m.estimate(a, b).unwrap();
+        assert!(e.samples < 10, "{e:?}");
+        assert_eq!(e.std_ci95_ns, None);
     }
 
     #[test]

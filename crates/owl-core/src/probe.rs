@@ -338,6 +338,16 @@ pub struct ProbeEstimate {
     pub mean_ns: Option<f64>,
     /// Population standard deviation of the received probes' delays.
     pub std_ns: Option<f64>,
+    /// 95 % interval of the standard deviation of the delay the probes sample: Bonett's
+    /// kurtosis-adjusted interval ([`crate::lda::ci::bonett_std_ci95`]). Each received probe is
+    /// an exact delay of a packet at an instant chosen independently of the delays (Poisson,
+    /// PASTA), so the probes are a sample of the interval's delays; as long as they are spaced
+    /// wider than the delay's correlation time they are close to independent, and Bonett's
+    /// interval is asymptotically distribution-free (it needs a finite fourth moment, not
+    /// normality: the χ² interval on `n − 1` degrees of freedom assumes kurtosis 3 and covers
+    /// Weibull-0.6 delays, kurtosis 40, far less than 95 %). `None` below 10 probes. Probes
+    /// sent closer than the correlation time make the interval too narrow.
+    pub std_ci95_ns: Option<[f64; 2]>,
     /// `(probes + unemulated) × 64 B`: what a real prober sends.
     pub bytes: u64,
 }
@@ -352,6 +362,7 @@ pub fn estimate(s: &ProbeSender, r: &ProbeReceiver) -> ProbeEstimate {
         .filter_map(|p| r.arrival(p.id).map(|t| t as i128 - p.ts_ns as i128))
         .collect();
     let k = delays.len();
+    let exact: Vec<f64> = delays.iter().map(|&d| d as f64).collect();
     let (mean, std) = if k == 0 {
         (None, None)
     } else {
@@ -366,6 +377,7 @@ pub fn estimate(s: &ProbeSender, r: &ProbeReceiver) -> ProbeEstimate {
         unemulated: s.unemulated,
         mean_ns: mean,
         std_ns: std,
+        std_ci95_ns: crate::lda::ci::bonett_std_ci95(&exact),
         bytes: s.instants() * PROBE_BYTES,
     }
 }
@@ -472,6 +484,7 @@ impl Method for ProbeMethod {
             // lost *probes* are not lost packets: the loss rate is in the notes
             lost: None,
             mean_ci98_ns: None,
+            std_ci95_ns: e.std_ci95_ns,
             notes,
         })
     }
@@ -607,6 +620,56 @@ mod tests {
         let owned: Vec<(String, String)> =
             c.pairs().into_iter().map(|(k, v)| (k.into(), v)).collect();
         assert_eq!(Config::from_pairs(&owned).unwrap(), c);
+    }
+}
+
+#[cfg(test)]
+mod interval_tests {
+    use super::*;
+    use rand::{RngExt, SeedableRng};
+
+    /// Bonett's interval on the probes covers the interval's true std (exponential delays,
+    /// kurtosis 9) in 87–99 % of 300 probe seeds on one stream of 100 000 packets, ~400 probes
+    /// each: Bonett's coverage for exponential samples of a few hundred is about 93 %
+    /// ([`crate::lda::ci`]'s test), ± 3.5 binomial standard errors of 300 seeds (1.5 %).
+    /// The χ² interval on n − 1 degrees of freedom, from the same probes, covers markedly less
+    /// (about 75 % for kurtosis 9): the test would catch a switch to it.
+    #[test]
+    fn probe_std_interval_covers() {
+        let mut rng = Pcg64Mcg::seed_from_u64(5);
+        let n = 100_000u64;
+        let mut r = ProbeReceiver::with_capacity(n as usize);
+        let (mut ids, mut delays) = (Vec::new(), Vec::new());
+        for i in 0..n {
+            let id: u64 = rng.random();
+            let d = (-(1.0 - rng.random::<f64>()).ln() * 50_000.0).round() as u64;
+            r.record(id, 1_767_225_600_000_000_000 + 1000 * i + d);
+            ids.push(id);
+            delays.push(d as f64);
+        }
+        let m = delays.iter().sum::<f64>() / n as f64;
+        let sd = (delays.iter().map(|d| (d - m).powi(2)).sum::<f64>() / n as f64).sqrt();
+        let seeds = 300;
+        let (mut bonett, mut chi2) = (0, 0);
+        for seed in 0..seeds {
+            let cfg = Config::new(4000.0, 100 + seed).unwrap();
+            let mut s = ProbeSender::new(&cfg);
+            for (i, &id) in ids.iter().enumerate() {
+                s.record(id, 1_767_225_600_000_000_000 + 1000 * i as u64);
+            }
+            let e = estimate(&s, &r);
+            let [lo, hi] = e.std_ci95_ns.unwrap();
+            bonett += (lo <= sd && sd <= hi) as u32;
+            // the normal-theory χ² interval on the same probes
+            let k = e.received as f64;
+            let v = e.std_ns.unwrap().powi(2) * k / (k - 1.0);
+            let [clo, chi] = crate::lda::ci::satterthwaite_std_ci95(v, k - 1.0).unwrap();
+            chi2 += (clo <= sd && sd <= chi) as u32;
+        }
+        let cov = bonett as f64 / seeds as f64;
+        assert!((0.87..=0.99).contains(&cov), "Bonett coverage {cov}");
+        let cov_chi2 = chi2 as f64 / seeds as f64;
+        assert!(cov_chi2 < 0.88, "χ² coverage {cov_chi2}");
     }
 }
 

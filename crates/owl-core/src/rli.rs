@@ -425,6 +425,13 @@ impl Method for RliMethod {
             bytes: PROBE_BYTES * s.refs.len() as u64,
             lost: None,
             mean_ci98_ns: None,
+            // No interval of the std: the std is that of *interpolated* delays, not of samples.
+            // Interpolation between references smooths the delay between them, so this std
+            // underestimates the true one by an amount that depends on how fast the delay
+            // varies between references, and the interpolated values of neighbouring packets
+            // share their references' errors (they are not independent). No sample-based
+            // interval applies to them, and owl reports none.
+            std_ci95_ns: None,
             notes,
         })
     }

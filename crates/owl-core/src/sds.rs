@@ -340,6 +340,7 @@ impl Method for SdsMethod {
             bytes: STAMP_BYTES * s.stamps.len() as u64,
             lost: None,
             mean_ci98_ns: None,
+            std_ci95_ns: None,
             notes: vec![NOTE.into()],
         })
     }

@@ -788,3 +788,88 @@ fn simulate_into_fifos_and_compare() {
         assert!((mean - b["observed_delay_mean_ns"].as_f64().unwrap()).abs() < 1e-6);
     }
 }
+
+/// LDA's std comes with a 95 % interval in `owl compare --json` and `owl estimate --json`, by
+/// the default between-row estimator; the paper's eq. (5) is one flag away
+/// (`--method-config lda:std=paper`); two points recorded with different std estimators are
+/// refused naming the field.
+#[test]
+fn lda_std_estimator_and_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = simulate(
+        dir.path(),
+        &[
+            "--fifo",
+            "--loss",
+            "uniform:0.01",
+            "--delay",
+            "weibull-mean:20us:0.6",
+        ],
+    );
+    let lda_of = |j: &Value| {
+        j["methods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "lda")
+            .unwrap()
+            .clone()
+    };
+    let lda = lda_of(&compare_json(&s, &r, &["--methods", "exact,lda"]));
+    let sd = lda["std_ns"].as_f64().unwrap();
+    let ci = lda["std_ci95_ns"].as_array().unwrap();
+    let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
+    assert!(lo < sd && sd < hi, "{lda}");
+    let notes = lda["notes"].to_string();
+    assert!(notes.contains("std by the rows estimator"), "{notes}");
+    let paper = lda_of(&compare_json(
+        &s,
+        &r,
+        &["--methods", "exact,lda", "--method-config", "lda:std=paper"],
+    ));
+    assert_eq!(paper["mean_ns"], lda["mean_ns"], "only the std changes");
+    let notes = paper["notes"].to_string();
+    assert!(
+        notes.contains("std by the paper estimator") || notes.contains("the paper's F − D²"),
+        "{notes}"
+    );
+
+    let d = dir.path();
+    let rec = |cap: &Path, role: &str, out: &str, extra: &[&str]| {
+        let o = d.join(out);
+        let mut args = vec![
+            "record",
+            "--method",
+            "lda",
+            "--role",
+            role,
+            cap.to_str().unwrap(),
+            "-o",
+            o.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        ok(&args);
+        o
+    };
+    let so = rec(&s, "sender", "S.owl", &[]);
+    let ro = rec(&r, "receiver", "R.owl", &[]);
+    let e: Value = serde_json::from_str(&ok(&[
+        "estimate",
+        so.to_str().unwrap(),
+        ro.to_str().unwrap(),
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(e["config"]["std"], "rows");
+    assert_eq!(e["intervals"][0]["std_ci95_ns"], lda["std_ci95_ns"]);
+    let rp = rec(
+        &r,
+        "receiver",
+        "Rp.owl",
+        &["--method-config", "lda:std=paper"],
+    );
+    fails(
+        &["estimate", so.to_str().unwrap(), rp.to_str().unwrap()],
+        "std is rows at the sender but paper at the receiver",
+    );
+}

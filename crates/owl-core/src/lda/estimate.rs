@@ -1,6 +1,8 @@
 //! The pair estimators of §III-D (mean, effective sample size, eq. (1) bound) and §III-E
-//! (second moment from collapsed rows, eq. (3)–(5)), and the loss count from the counters.
+//! (second moment from collapsed rows, eq. (3)–(5), and the standard deviation by the estimator
+//! the configuration names, [`super::variance`]), and the loss count from the counters.
 
+use super::variance::{Pair, Row, StdEstimator, Usable, VarianceEstimate};
 use super::{Aggregator, Config};
 use crate::method::MethodError;
 
@@ -41,18 +43,39 @@ pub struct LdaEstimate {
     pub collapsed_samples: u64,
     /// `F = (1/S̃) Σ ũ_ij (T̃_B(i, j) − T̃_A(i, j))²`, eq. (5), ns².
     pub second_moment_ns2: Option<f64>,
-    /// `σ² = F − D²`, eq. (3) with its typo corrected (the paper prints `(Σ w² − μ²)/N`);
-    /// may be negative when few collapsed rows are usable.
+    /// The estimator `std_ns` comes from (the configuration's, [`Config::std`]).
+    pub std_estimator: StdEstimator,
+    /// Its variance estimate, ns² (`paper`'s `F − D²`, eq. (3) with its typo corrected — the
+    /// paper prints `(Σ w² − μ²)/N` — may be negative).
     pub variance_ns2: Option<f64>,
-    /// `√max(σ², 0)`, ns.
+    /// Its standard deviation, ns; `None` when withheld (too few usable rows, or a
+    /// non-positive `F − D²`: [`super::variance`]), never a clamped 0.
     pub std_ns: Option<f64>,
-    /// `D ± h` with `h` from eq. (1) at 98 % ([`hoeffding_half_width`]) and `σ` estimated.
+    /// Its 95 % interval of the standard deviation, ns.
+    pub std_ci95_ns: Option<[f64; 2]>,
+    /// `D ± h` with `h` from eq. (1) at 98 % ([`hoeffding_half_width`]) and `σ` estimated;
+    /// `None` when the std is withheld.
     pub mean_ci98_ns: Option<[f64; 2]>,
     /// Lost packets estimated from the counters (§III-B.2: the difference of the counter sums
     /// is the number of lost packets the LDA sampled): `Σ_j (Σ_i S_A[i, j] − Σ_i S_B[i, j])`
     /// scaled by `1 / Σ_j p_j`, since every packet is sampled by some bank with probability
     /// `Σ_j p_j` (the banks' sample sets are disjoint). Exact when `Σ_j p_j = 1`.
     pub lost: Option<f64>,
+    /// All three variance estimators on the same rows (the reported one is among them).
+    pub paper: VarianceEstimate,
+    pub centred: VarianceEstimate,
+    pub rows: VarianceEstimate,
+}
+
+impl LdaEstimate {
+    /// The result of one variance estimator.
+    pub fn variance_by(&self, which: StdEstimator) -> &VarianceEstimate {
+        match which {
+            StdEstimator::Paper => &self.paper,
+            StdEstimator::Centred => &self.centred,
+            StdEstimator::Rows => &self.rows,
+        }
+    }
 }
 
 /// Half-width of the eq. (1) interval: `Pr[|D − μ| ≥ εμ] ≤ 2·exp(−ε²Sμ²/2σ²)`. Setting the
@@ -90,13 +113,19 @@ pub enum CollapseRule {
 }
 
 /// The LDA pair estimator: the sender's and the receiver's aggregators of one interval, with
-/// owl's default [`CollapseRule::PerRow`].
+/// owl's default [`CollapseRule::PerRow`] and the configuration's std estimator
+/// ([`Config::std`]).
 pub fn estimate(sender: &Aggregator, receiver: &Aggregator) -> Result<LdaEstimate, MethodError> {
     estimate_with(sender, receiver, CollapseRule::default())
 }
 
 /// The LDA pair estimator with an explicit collapse rule ([`CollapseRule::Paper`] is the
 /// faithful eq. (5)).
+///
+/// One pass over the banks collects the usable rows (§III-D) and the usable collapsed rows
+/// (§III-E) with their exact differences; `D` follows, then all three variance estimators of
+/// [`super::variance`] (a second pass over the collected rows, centred on `D`), and the
+/// configuration's [`StdEstimator`] is the one reported.
 pub fn estimate_with(
     sender: &Aggregator,
     receiver: &Aggregator,
@@ -111,8 +140,9 @@ pub fn estimate_with(
     let mut sum: i128 = 0;
     let mut s_tilde = 0u64;
     let mut f_sum = 0.0f64;
-    let mut collapsed_usable = 0usize;
     let mut lost_sampled = 0i64;
+    let mut rows: Vec<Row> = Vec::new();
+    let mut pairs: Vec<Pair> = Vec::new();
     for (j, &p) in probs.iter().enumerate() {
         let (a, b) = (sender.bank(j), receiver.bank(j));
         let mut rep = BankReport {
@@ -132,7 +162,14 @@ pub fn estimate_with(
                 rep.usable_rows += 1;
                 rep.samples += x.count as u64;
                 // exact while the row's delay sum is in [−2⁶³, 2⁶³) (module doc)
-                sum += y.ts_sum.wrapping_sub(x.ts_sum) as i64 as i128;
+                let delta = y.ts_sum.wrapping_sub(x.ts_sum) as i64;
+                sum += delta as i128;
+                if x.count > 0 {
+                    rows.push(Row {
+                        delta,
+                        n: x.count as u64,
+                    });
+                }
             } else if y.count > x.count {
                 rep.excess_rows += 1;
             }
@@ -145,16 +182,31 @@ pub fn estimate_with(
             if sa != sb || sa == 0 {
                 continue;
             }
-            if rule == CollapseRule::PerRow && (x0.count != y0.count || x1.count != y1.count) {
+            let (u0, u1) = (x0.count == y0.count, x1.count == y1.count);
+            if rule == CollapseRule::PerRow && !(u0 && u1) {
                 continue;
             }
             let ta = x1.ts_sum.wrapping_sub(x0.ts_sum);
             let tb = y1.ts_sum.wrapping_sub(y0.ts_sum);
             // Σ s_x (b_x − a_x), exact as i64 while Σ |w_x| < 2⁶³
-            let d = tb.wrapping_sub(ta) as i64 as f64;
-            f_sum += d * d;
+            let d = tb.wrapping_sub(ta) as i64;
+            f_sum += (d as f64) * (d as f64);
             s_tilde += sa;
-            collapsed_usable += 1;
+            // what the pair's individually usable rows put into T and S
+            let (mut t, mut s) = (0i128, 0u64);
+            for (u, x, y) in [(u0, x0, y0), (u1, x1, y1)] {
+                if u {
+                    t += y.ts_sum.wrapping_sub(x.ts_sum) as i64 as i128;
+                    s += x.count as u64;
+                }
+            }
+            pairs.push(Pair {
+                d,
+                n: sa,
+                imbalance: x1.count as i64 - x0.count as i64,
+                t,
+                s,
+            });
         }
         lost_sampled += rep.sent_sampled as i64 - rep.received_sampled as i64;
         s_total += rep.samples;
@@ -164,12 +216,20 @@ pub fn estimate_with(
     let lost = lost_sampled.max(0) as f64 / p_any;
     let mean = (s_total > 0).then(|| sum as f64 / s_total as f64);
     let second = (s_tilde > 0).then(|| f_sum / s_tilde as f64);
-    let variance = match (second, mean) {
-        (Some(f), Some(d)) => Some(f - d * d),
-        _ => None,
+    let usable = Usable {
+        rows: &rows,
+        pairs: &pairs,
+        t: sum,
+        s: s_total,
     };
-    let std = variance.map(|v| v.max(0.0).sqrt());
-    let ci = match (mean, std) {
+    let [paper, centred, by_rows] = StdEstimator::ALL.map(|w| usable.estimate(w));
+    let std_estimator = c.std();
+    let chosen = match std_estimator {
+        StdEstimator::Paper => &paper,
+        StdEstimator::Centred => &centred,
+        StdEstimator::Rows => &by_rows,
+    };
+    let ci = match (mean, chosen.std_ns) {
         (Some(d), Some(sd)) => {
             let h = hoeffding_half_width(sd, s_total, CONFIDENCE);
             Some([d - h, d + h])
@@ -181,13 +241,18 @@ pub fn estimate_with(
         effective_samples: s_total,
         delay_sum_ns: sum,
         mean_ns: mean,
-        collapsed_usable,
+        collapsed_usable: pairs.len(),
         collapsed_samples: s_tilde,
         second_moment_ns2: second,
-        variance_ns2: variance,
-        std_ns: std,
+        std_estimator,
+        variance_ns2: chosen.variance_ns2,
+        std_ns: chosen.std_ns,
+        std_ci95_ns: chosen.std_ci95_ns,
         mean_ci98_ns: ci,
         lost: Some(lost),
+        paper,
+        centred,
+        rows: by_rows,
     })
 }
 

@@ -103,13 +103,23 @@ pub fn to_estimate(e: &super::LdaEstimate, bytes: u64) -> Estimate {
                 .into(),
         );
     }
-    if e.second_moment_ns2.is_none() {
-        notes.push("no usable collapsed row: no standard deviation".into());
-    } else if e.variance_ns2.is_some_and(|v| v < 0.0) {
-        notes.push(format!(
-            "variance estimate F − D² is negative ({} collapsed rows usable): std clamped to 0",
-            e.collapsed_usable
-        ));
+    let v = e.variance_by(e.std_estimator);
+    match (&v.withheld, v.dof) {
+        (Some(why), _) => notes.push(why.clone()),
+        (None, Some(nu)) => notes.push(format!(
+            "std by the {} estimator over {} {}, {nu:.0} effective degrees of freedom",
+            v.estimator,
+            v.units,
+            if v.estimator == super::StdEstimator::Rows {
+                "usable rows"
+            } else {
+                "usable collapsed rows"
+            }
+        )),
+        (None, None) => notes.push(format!(
+            "std by the {} estimator over {} units",
+            v.estimator, v.units
+        )),
     }
     let excess: usize = e.banks.iter().map(|b| b.excess_rows).sum();
     if excess > 0 {
@@ -124,6 +134,7 @@ pub fn to_estimate(e: &super::LdaEstimate, bytes: u64) -> Estimate {
         bytes,
         lost: e.lost.map(|l| l.round() as u64),
         mean_ci98_ns: e.mean_ci98_ns,
+        std_ci95_ns: e.std_ci95_ns,
         notes,
     }
 }

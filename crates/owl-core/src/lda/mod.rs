@@ -8,8 +8,23 @@
 //! so a packet updates at most one row (§III-B.4, §III-C). At the end of the interval the sender's
 //! aggregator travels to the receiver, and the pair estimator of [`estimate`] keeps the
 //! **usable** rows (equal packet counters at both points), whose timestamp differences add up
-//! to the delays of exactly the packets they hold (§III-D), and mines adjacent rows for the
-//! standard deviation (§III-E).
+//! to the delays of exactly the packets they hold (§III-D). The standard deviation comes from
+//! the same rows by one of three estimators ([`variance`], `--method-config
+//! lda:std=paper|centred|rows`): the paper's collapsed rows, eq. (5) then `σ² = F − D²`
+//! (§III-E); the same collapsed rows centred on the mean; or the spread of the usable rows
+//! around the mean, owl's default. Each comes with a 95 % interval of the std.
+//!
+//! # Standard deviation: why not eq. (5) as printed
+//!
+//! Eq. (5) is unbiased, but its relative standard deviation is about `(1 + μ²/σ²)·√(2/ν)`, `ν`
+//! the effective number of usable collapsed rows: the `μ²` term is each collapsed row's
+//! row-count imbalance `n₊ − n₋` times the mean, hash noise the counters already know. At
+//! `μ/σ ≈ 2.3` and the default 2 × 512 rows the std is off by tens of percent and some
+//! intervals get `F − D² < 0`; on real paths, where a propagation delay makes `μ/σ` 10–1000,
+//! it is noise. Subtracting `D·(n₊ − n₋)` before squaring removes the `μ` term (`centred`);
+//! using every usable row's deviation from `n_i·D` (`rows`) also about doubles the degrees of
+//! freedom. [`variance`] derives each estimator's expectation and corrects its bias; the
+//! `lda-std` experiment measures all three.
 //!
 //! # Hashes
 //!
@@ -66,9 +81,11 @@
 //! `rda_fig2_reordering_fools_lda`). The estimator notes rows where R holds *more* packets than
 //! S, the visible trace of such packets.
 
+pub mod ci;
 mod estimate;
 mod method;
 mod synopsis;
+pub mod variance;
 
 #[cfg(test)]
 mod tests;
@@ -80,6 +97,7 @@ pub use estimate::{
 };
 pub use method::LdaMethod;
 pub use synopsis::{Aggregator, BYTES_PER_ROW, Bucket, HEADER_BYTES};
+pub use variance::{StdEstimator, VarianceEstimate};
 
 use crate::hash::HashFamily;
 use crate::method::MethodError;
@@ -135,6 +153,7 @@ pub struct Config {
     rows: usize,
     sampling: Sampling,
     seed: u64,
+    std: StdEstimator,
 }
 
 /// `p = α·m/(L + 1)` with `L = loss_rate·packets` (§III-D, §IV-A), capped at 1.
@@ -204,6 +223,7 @@ impl Config {
             rows,
             sampling,
             seed,
+            std: StdEstimator::default(),
         })
     }
 
@@ -282,6 +302,15 @@ impl Config {
     pub fn seed(&self) -> u64 {
         self.seed
     }
+    /// The estimator of the standard deviation (§III-E and [`variance`]); the synopses do not
+    /// depend on it, only the estimate does.
+    pub fn std(&self) -> StdEstimator {
+        self.std
+    }
+    /// The same configuration with another std estimator.
+    pub fn with_std(self, std: StdEstimator) -> Config {
+        Config { std, ..self }
+    }
     /// Bytes of one encoded aggregator: header plus 12 bytes per row.
     pub fn encoded_len(&self) -> usize {
         HEADER_BYTES + BYTES_PER_ROW * self.rows * self.banks()
@@ -321,7 +350,15 @@ impl Config {
 
     /// Every field both points must agree on, by name: `rows` (per bank), `banks`, `sampling`
     /// (`probabilities` or `leading-zeros`), `probabilities` or `exponents` (comma lists, one
-    /// per bank, printed so that they parse back exactly), `seed`.
+    /// per bank, printed so that they parse back exactly), `seed`, `std` (the std estimator:
+    /// `paper`, `centred` or `rows`).
+    ///
+    /// `std` changes no byte of a synopsis, but it is written into synopsis files so that `owl
+    /// estimate` computes what the recording asked for, and a pair whose points asked for
+    /// different estimators is refused naming it. Files written before the field existed have
+    /// no `std`: alone or in pairs they read with the default ([`Config::from_pairs`]); a pair
+    /// mixing such a file with a newer one is refused as `std is absent at the sender but rows
+    /// at the receiver` (record both points with the same owl).
     pub fn pairs(&self) -> Vec<(&'static str, String)> {
         let mut v = vec![
             ("rows", self.rows.to_string()),
@@ -338,6 +375,7 @@ impl Config {
             }
         }
         v.push(("seed", self.seed.to_string()));
+        v.push(("std", self.std.to_string()));
         v
     }
 
@@ -346,7 +384,9 @@ impl Config {
     /// most one of `probabilities=P1,P2,…`, `exponents=K1,K2,…` (powers of 1/2 through leading
     /// zeros) or `targets=L1,L2,…` (loss rates; with `packets=N`, default 5 M, the expected
     /// packets per interval); none of them gives the paper's two banks tuned toward 0.005 and
-    /// 0.1. `banks`, if given, must equal the list's length; `sampling`, if given, must agree
+    /// 0.1. `std` picks the std estimator (`paper`, `centred` or `rows`; default
+    /// [`StdEstimator::default`], also for files recorded before the field existed).
+    /// `banks`, if given, must equal the list's length; `sampling`, if given, must agree
     /// with the list given. Unknown fields are errors naming the field.
     pub fn from_pairs(pairs: &[(String, String)]) -> Result<Config, MethodError> {
         let mut rows = DEFAULT_ROWS;
@@ -357,6 +397,7 @@ impl Config {
         let mut exps: Option<Vec<u32>> = None;
         let mut targets: Option<Vec<f64>> = None;
         let mut packets: Option<u64> = None;
+        let mut std = StdEstimator::default();
         for (k, v) in pairs {
             let bad = |what: &str| invalid(format!("LDA config {k}={v}: {what}"));
             match k.as_str() {
@@ -364,6 +405,7 @@ impl Config {
                 "seed" => seed = v.trim().parse().map_err(|_| bad("not a 64-bit seed"))?,
                 "banks" => banks = Some(v.trim().parse().map_err(|_| bad("not a bank count"))?),
                 "sampling" => sampling_name = Some(v.trim().to_string()),
+                "std" => std = v.parse().map_err(|e: String| bad(&e))?,
                 "probabilities" => probs = Some(parse_list(v).map_err(|_| bad("not numbers"))?),
                 "exponents" => exps = Some(parse_list(v).map_err(|_| bad("not integers"))?),
                 "targets" => targets = Some(parse_list(v).map_err(|_| bad("not loss rates"))?),
@@ -375,7 +417,7 @@ impl Config {
                 }
                 _ => {
                     return Err(invalid(format!(
-                        "unknown LDA config field '{k}' (known: rows, banks, seed, probabilities, exponents, targets, packets, sampling)"
+                        "unknown LDA config field '{k}' (known: rows, banks, seed, probabilities, exponents, targets, packets, sampling, std)"
                     )));
                 }
             }
@@ -429,7 +471,7 @@ impl Config {
                 )));
             }
         }
-        Ok(cfg)
+        Ok(cfg.with_std(std))
     }
 
     /// Compare two configurations field by field; the error names the first field that differs.

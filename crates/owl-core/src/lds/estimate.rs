@@ -230,6 +230,7 @@ pub fn aggregate(s: &Lds, r: &Lds) -> Result<Estimate, MethodError> {
         bytes: (cfg.rows * cfg.columns * CELL_BYTES) as u64,
         lost,
         mean_ci98_ns: None,
+        std_ci95_ns: None,
         notes,
     })
 }

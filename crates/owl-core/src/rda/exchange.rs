@@ -109,6 +109,9 @@ impl Reconciled {
     pub fn to_estimate(&self, cfg: &Config) -> Estimate {
         let mean = self.mean();
         let var = self.variance(cfg.std, cfg.pairing);
+        let std_ci = self
+            .mean()
+            .and_then(|m| estimate::std_ci95(&self.collapsed(cfg.pairing), m.mean_ns, cfg.std));
         let complete = self.decoded.complete();
         let mut notes = Vec::new();
         let m = self.sender.per_bank();
@@ -164,6 +167,7 @@ impl Reconciled {
             bytes: self.bytes.total(),
             lost: complete.then_some(self.decoded.lost.len() as u64),
             mean_ci98_ns: None,
+            std_ci95_ns: std_ci,
             notes,
         }
     }

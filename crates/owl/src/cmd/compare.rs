@@ -805,6 +805,7 @@ fn estimate_json(name: &str, e: &Estimate, truth: &Option<DelaySummary>) -> Valu
         "bytes": e.bytes,
         "lost": e.lost,
         "mean_ci98_ns": e.mean_ci98_ns,
+        "std_ci95_ns": e.std_ci95_ns,
         "notes": e.notes,
     })
 }

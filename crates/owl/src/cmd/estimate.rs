@@ -116,6 +116,7 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             json!({
                 "mean_ns": e.mean_ns, "std_ns": e.std_ns, "samples": e.samples,
                 "bytes": e.bytes, "lost": e.lost, "mean_ci98_ns": e.mean_ci98_ns,
+                "std_ci95_ns": e.std_ci95_ns,
                 "notes": e.notes,
             })
         };

@@ -7,6 +7,7 @@
 //! paper's setup.
 
 pub mod lda;
+pub mod lda_std;
 pub mod lds;
 pub mod plot;
 pub mod rda;
@@ -67,6 +68,11 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "lda-vs-probes",
         summary: "LDA Fig. 6: two-bank LDA vs Poisson probes at 1/7/144/10000 Hz under loss episodes",
         run: lda::run_vs_probes,
+    },
+    Experiment {
+        name: "lda-std",
+        summary: "LDA std estimators (paper / centred / rows) vs mean/std 0.3-1000 and loss 0-20 %, default 2 x 512 rows, 500 k packets; 95 % interval coverage",
+        run: lda_std::run,
     },
     Experiment {
         name: "lds-accuracy",
