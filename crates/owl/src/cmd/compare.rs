@@ -1027,6 +1027,15 @@ pub fn print_text(out: &mut impl Write, c: &Comparison, args: &CompareArgs) -> R
         if let Some(err) = &m.error {
             writeln!(out, "{:w$}  ! {err}", "")?;
         }
+        if let Some([lo, hi]) = e.std_ci95_ns {
+            writeln!(
+                out,
+                "{:w$}  std 95 % interval {} to {}",
+                "",
+                format_ns(lo),
+                format_ns(hi)
+            )?;
+        }
         for n in &e.notes {
             writeln!(out, "{:w$}  {n}", "")?;
         }

@@ -159,6 +159,14 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             e.lost.map(|l| l.to_string()).unwrap_or_else(|| "-".into()),
             format_bytes(e.bytes)
         )?;
+        if let Some([lo, hi]) = e.std_ci95_ns {
+            writeln!(
+                out,
+                "         std 95 % interval {} to {}",
+                format_ns(lo),
+                format_ns(hi)
+            )?;
+        }
         for n in &e.notes {
             writeln!(out, "         {n}")?;
         }
