@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
-use owl_core::method::{Estimate, Role};
+use owl_core::method::{Combiner, Estimate, Role};
 use owl_core::units::{format_bytes, format_ns};
 use owl_core::wire::{StreamReader, SynopsisFile};
 use owl_trace::lockstep::Source;
@@ -32,6 +32,9 @@ pub struct EstimateArgs {
     /// Print one JSON document instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Print one JSON object per interval as it is estimated, then a summary object.
+    #[arg(long, conflicts_with = "json")]
+    pub jsonl: bool,
 }
 
 fn open(path: &Path) -> Result<StreamReader<Box<dyn std::io::Read + Send>>> {
@@ -69,8 +72,43 @@ pub fn run(a: EstimateArgs) -> Result<()> {
         .map_err(|e| anyhow!("{} and {}: {e}", a.sender.display(), a.receiver.display()))?;
     let method = methods::from_config(&s.header.method, &s.header.config)
         .with_context(|| a.sender.display().to_string())?;
-    // Merge-join the two files' intervals (ascending in each), one pair in memory at a time.
-    let mut rows: Vec<(u64, Estimate)> = Vec::new();
+    let header = s.header.clone();
+    let iv = header.intervals;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let est = |e: &Estimate| {
+        json!({
+            "mean_ns": e.mean_ns, "std_ns": e.std_ns, "samples": e.samples,
+            "bytes": e.bytes, "lost": e.lost, "mean_ci98_ns": e.mean_ci98_ns,
+            "std_ci95_ns": e.std_ci95_ns,
+            "notes": e.notes,
+        })
+    };
+    let f = |x: Option<f64>| x.map(format_ns).unwrap_or_else(|| "-".into());
+    let row = |out: &mut dyn Write, label: &str, e: &Estimate| -> std::io::Result<()> {
+        writeln!(
+            out,
+            "{:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            label,
+            f(e.mean_ns),
+            f(e.std_ns),
+            e.samples,
+            e.lost.map(|l| l.to_string()).unwrap_or_else(|| "-".into()),
+            format_bytes(e.bytes)
+        )
+    };
+    if !a.json && !a.jsonl {
+        writeln!(out, "method {}", header.method)?;
+        writeln!(
+            out,
+            "{:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "interval", "mean", "std", "samples", "lost", "bytes"
+        )?;
+    }
+    // Merge-join the two files' intervals (ascending in each), one pair in memory at a time;
+    // each interval is printed as it is estimated.
+    let mut combiner = Combiner::default();
+    let mut kept: Vec<Value> = Vec::new();
     let mut sb = next(&mut s, &a.sender);
     let mut rb = next(&mut r, &a.receiver);
     loop {
@@ -103,88 +141,50 @@ pub fn run(a: EstimateArgs) -> Result<()> {
         let e = method
             .estimate(sp, rp)
             .map_err(|e| anyhow!("interval {k}: {e}"))?;
-        rows.push((k, e));
+        combiner.add(&e);
+        let mut v = est(&e);
+        v["index"] = json!(k);
+        v["start_ns"] = json!(iv.start_ns(k));
+        if a.json {
+            kept.push(v);
+        } else if a.jsonl {
+            v["type"] = json!("interval");
+            serde_json::to_writer(&mut out, &v)?;
+            writeln!(out)?;
+        } else {
+            row(&mut out, &k.to_string(), &e)?;
+            if let Some([lo, hi]) = e.std_ci95_ns {
+                writeln!(
+                    out,
+                    "             std 95 % interval {} to {}",
+                    format_ns(lo),
+                    format_ns(hi)
+                )?;
+            }
+            for n in &e.notes {
+                writeln!(out, "             {n}")?;
+            }
+        }
     }
-    let s = s.header;
-    let parts: Vec<Estimate> = rows.iter().map(|r| r.1.clone()).collect();
-    let overall = Estimate::combine(&parts);
-    let iv = s.intervals;
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    let overall = combiner.combined();
+    let mut doc = json!({
+        "method": header.method,
+        "config": header.config.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        "interval_ns": iv.length_ns,
+        "origin_ns": iv.origin_ns,
+        "overall": est(&overall),
+    });
     if a.json {
-        let est = |e: &Estimate| {
-            json!({
-                "mean_ns": e.mean_ns, "std_ns": e.std_ns, "samples": e.samples,
-                "bytes": e.bytes, "lost": e.lost, "mean_ci98_ns": e.mean_ci98_ns,
-                "std_ci95_ns": e.std_ci95_ns,
-                "notes": e.notes,
-            })
-        };
-        let ivs: Vec<Value> = rows
-            .iter()
-            .map(|(k, e)| {
-                let mut v = est(e);
-                v["index"] = json!(k);
-                v["start_ns"] = json!(iv.start_ns(*k));
-                v
-            })
-            .collect();
-        let doc = json!({
-            "method": s.method,
-            "config": s.config.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
-            "interval_ns": iv.length_ns,
-            "origin_ns": iv.origin_ns,
-            "overall": est(&overall),
-            "intervals": ivs,
-        });
+        doc["intervals"] = Value::Array(kept);
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
-        return Ok(());
-    }
-    writeln!(out, "method {} ({} interval(s))", s.method, rows.len())?;
-    writeln!(
-        out,
-        "{:>8} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "interval", "mean", "std", "samples", "lost", "bytes"
-    )?;
-    let f = |x: Option<f64>| x.map(format_ns).unwrap_or_else(|| "-".into());
-    for (k, e) in &rows {
-        writeln!(
-            out,
-            "{:>8} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            k - rows[0].0,
-            f(e.mean_ns),
-            f(e.std_ns),
-            e.samples,
-            e.lost.map(|l| l.to_string()).unwrap_or_else(|| "-".into()),
-            format_bytes(e.bytes)
-        )?;
-        if let Some([lo, hi]) = e.std_ci95_ns {
-            writeln!(
-                out,
-                "         std 95 % interval {} to {}",
-                format_ns(lo),
-                format_ns(hi)
-            )?;
-        }
-        for n in &e.notes {
-            writeln!(out, "         {n}")?;
-        }
-    }
-    if rows.len() > 1 {
-        writeln!(
-            out,
-            "{:>8} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            "all",
-            f(overall.mean_ns),
-            f(overall.std_ns),
-            overall.samples,
-            overall
-                .lost
-                .map(|l| l.to_string())
-                .unwrap_or_else(|| "-".into()),
-            format_bytes(overall.bytes)
-        )?;
+    } else if a.jsonl {
+        doc["type"] = json!("summary");
+        doc["intervals"] = json!(combiner.parts());
+        serde_json::to_writer(&mut out, &doc)?;
+        writeln!(out)?;
+    } else if combiner.parts() > 1 {
+        row(&mut out, &format!("all {}", combiner.parts()), &overall)?;
     }
     Ok(())
 }
