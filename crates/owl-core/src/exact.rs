@@ -377,6 +377,7 @@ pub(crate) fn flow_truth(
             sent,
             received: 0,
             delay: None,
+            records: 1,
         })
         .collect();
     pairs.sort_unstable();
@@ -457,6 +458,40 @@ pub struct FlowTruth {
     pub sent: u64,
     pub received: u64,
     pub delay: Option<DelaySummary>,
+    /// Flow records merged into this one: 1, unless the flow fell idle for longer than the
+    /// streaming truth's horizon and came back (each stretch is closed and freed as it ends,
+    /// like NetFlow's inactive timeout). Count, mean, std, min and max are merged exactly (up to
+    /// rounding); the quantiles are those of the record with the most matched packets.
+    pub records: u32,
+}
+
+impl FlowTruth {
+    /// Merge a later record of the same flow into this one.
+    pub fn merge(&mut self, b: FlowTruth) {
+        self.sent += b.sent;
+        self.received += b.received;
+        self.records += b.records;
+        self.delay = match (self.delay, b.delay) {
+            (Some(x), Some(y)) => {
+                let (n1, n2) = (x.count as f64, y.count as f64);
+                let n = n1 + n2;
+                let mean = (x.mean_ns * n1 + y.mean_ns * n2) / n;
+                let var = (n1 * (x.std_ns.powi(2) + (x.mean_ns - mean).powi(2))
+                    + n2 * (y.std_ns.powi(2) + (y.mean_ns - mean).powi(2)))
+                    / n;
+                let big = if y.count > x.count { y } else { x };
+                Some(DelaySummary {
+                    count: x.count + y.count,
+                    mean_ns: mean,
+                    std_ns: var.max(0.0).sqrt(),
+                    min_ns: x.min_ns.min(y.min_ns),
+                    max_ns: x.max_ns.max(y.max_ns),
+                    ..big
+                })
+            }
+            (a, b) => a.or(b),
+        };
+    }
 }
 
 #[cfg(test)]

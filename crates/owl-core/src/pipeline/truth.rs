@@ -100,6 +100,18 @@ struct Sent {
     late: bool,
 }
 
+/// A flow still open in the per-flow truth.
+#[derive(Debug)]
+struct FlowState {
+    key: FlowKey,
+    sent: u64,
+    /// Sender packets of the flow not yet resolved.
+    pending: u64,
+    /// Delays of its matched packets.
+    delays: Vec<i64>,
+    last_ts: u64,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Arrival {
     ts: u64,
@@ -394,10 +406,16 @@ pub struct StreamingTruth {
     closed: VecDeque<IntervalTruth>,
     all: DelayAcc,
     in_interval: DelayAcc,
+    /// Active flows (slots reused once closed) and their slot by key.
+    flow_slots: Vec<Option<FlowState>>,
+    flow_free: Vec<u32>,
     flow_index: HashMap<FlowKey, u32>,
-    flows: Vec<FlowKey>,
-    flow_sent: Vec<u64>,
-    flow_pairs: Vec<(u32, i64)>,
+    /// Closed flows, one record per key (a flow that comes back is merged into its record).
+    closed_flows: Vec<FlowTruth>,
+    closed_flow_index: HashMap<FlowKey, usize>,
+    /// Newest sender timestamp resolved, and when the next sweep of idle flows is due.
+    resolved_ts: u64,
+    flow_sweep_at: u64,
     lost_ids: Vec<u64>,
     unexpected_ids: Vec<u64>,
     matched: Vec<MatchedPacket>,
@@ -438,10 +456,13 @@ impl StreamingTruth {
             closed: VecDeque::new(),
             all: DelayAcc::new(cfg.exact_quantiles),
             in_interval: DelayAcc::new(cfg.exact_quantiles),
+            flow_slots: Vec::new(),
+            flow_free: Vec::new(),
             flow_index: HashMap::new(),
-            flows: Vec::new(),
-            flow_sent: Vec::new(),
-            flow_pairs: Vec::new(),
+            closed_flows: Vec::new(),
+            closed_flow_index: HashMap::new(),
+            resolved_ts: 0,
+            flow_sweep_at: 0,
             lost_ids: Vec::new(),
             unexpected_ids: Vec::new(),
             matched: Vec::new(),
@@ -510,13 +531,17 @@ impl StreamingTruth {
                 }
             }
             let flow = if self.cfg.per_flow || self.cfg.keep_matched {
-                self.flow_of(&rec.flow)
+                let slot = self.flow_of(&rec.flow);
+                let f = self.flow_slots[slot as usize]
+                    .as_mut()
+                    .expect("an active flow's slot");
+                f.sent += 1;
+                f.pending += 1;
+                f.last_ts = f.last_ts.max(rec.ts_ns);
+                slot
             } else {
                 NO_FLOW
             };
-            if self.cfg.per_flow {
-                self.flow_sent[flow as usize] += 1;
-            }
             let interval = self.interval_of(0, rec.ts_ns);
             if interval != NO_INTERVAL {
                 let o = self.open_at(interval);
@@ -570,11 +595,81 @@ impl StreamingTruth {
         if let Some(&i) = self.flow_index.get(key) {
             return i;
         }
-        let i = self.flows.len() as u32;
-        self.flows.push(*key);
-        self.flow_sent.push(0);
+        let state = FlowState {
+            key: *key,
+            sent: 0,
+            pending: 0,
+            delays: Vec::new(),
+            last_ts: 0,
+        };
+        let i = match self.flow_free.pop() {
+            Some(i) => {
+                self.flow_slots[i as usize] = Some(state);
+                i
+            }
+            None => {
+                self.flow_slots.push(Some(state));
+                (self.flow_slots.len() - 1) as u32
+            }
+        };
         self.flow_index.insert(*key, i);
         i
+    }
+
+    /// Close flow `slot`: its record joins the closed flows (merged with an earlier record of
+    /// the same key).
+    fn close_flow(&mut self, slot: u32) {
+        let Some(mut f) = self.flow_slots[slot as usize].take() else {
+            return;
+        };
+        self.flow_index.remove(&f.key);
+        self.flow_free.push(slot);
+        if !self.cfg.per_flow {
+            return;
+        }
+        f.delays.sort_unstable();
+        let rec = FlowTruth {
+            key: f.key,
+            sent: f.sent,
+            received: f.delays.len() as u64,
+            delay: (!f.delays.is_empty()).then(|| DelaySummary::from_sorted(&f.delays)),
+            records: 1,
+        };
+        match self.closed_flow_index.get(&f.key) {
+            Some(&k) => self.closed_flows[k].merge(rec),
+            None => {
+                self.closed_flow_index
+                    .insert(f.key, self.closed_flows.len());
+                self.closed_flows.push(rec);
+            }
+        }
+    }
+
+    /// Close the flows with nothing pending and no packet for a horizon.
+    fn sweep_flows(&mut self) {
+        let h = self.cfg.horizon_ns;
+        if self.flow_slots.is_empty() || self.resolved_ts < self.flow_sweep_at {
+            return;
+        }
+        self.flow_sweep_at = self.resolved_ts.saturating_add((h / 4).max(1_000_000));
+        let idle: Vec<u32> = self
+            .flow_slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| {
+                let f = f.as_ref()?;
+                (f.pending == 0 && f.last_ts.saturating_add(h) < self.resolved_ts)
+                    .then_some(i as u32)
+            })
+            .collect();
+        for i in idle {
+            self.close_flow(i);
+        }
+    }
+
+    /// Flows held open now.
+    pub fn open_flows(&self) -> usize {
+        self.flow_index.len()
     }
 
     /// Has point `p`'s stream passed `t` (plus the disorder tolerance)?
@@ -605,6 +700,7 @@ impl StreamingTruth {
             self.first_seq += 1;
             self.resolve_sent(s);
         }
+        self.sweep_flows();
         // Strangers are remembered for a horizon, to count their duplicates.
         let frontier = self.arrivals.front().map(|a| a.ts);
         while let Some(&(ts, id)) = self.stranger_order.front() {
@@ -730,18 +826,29 @@ impl StreamingTruth {
             let d = s.recv.wrapping_sub(s.ts) as i64;
             self.negative += (d < 0) as u64;
             self.all.push(d);
-            if self.cfg.per_flow {
-                self.flow_pairs.push((s.flow, d));
+            let flow = self
+                .flow_slots
+                .get_mut(s.flow as usize)
+                .and_then(|f| f.as_mut());
+            let key = flow.as_ref().map(|f| f.key).unwrap_or_default();
+            if self.cfg.per_flow
+                && let Some(f) = flow
+            {
+                f.delays.push(d);
             }
             if self.cfg.keep_matched {
                 self.matched.push(MatchedPacket {
                     id: s.id,
                     sender_ns: s.ts,
                     receiver_ns: s.recv,
-                    flow: self.flows.get(s.flow as usize).copied().unwrap_or_default(),
+                    flow: key,
                 });
             }
         }
+        if let Some(Some(f)) = self.flow_slots.get_mut(s.flow as usize) {
+            f.pending -= 1;
+        }
+        self.resolved_ts = self.resolved_ts.max(s.ts);
         self.settle(s.interval);
     }
 
@@ -855,11 +962,10 @@ impl StreamingTruth {
     }
 
     fn flow_truth(&mut self) -> Vec<FlowTruth> {
-        crate::exact::flow_truth(
-            &self.flows,
-            &self.flow_sent,
-            std::mem::take(&mut self.flow_pairs),
-        )
+        for i in 0..self.flow_slots.len() {
+            self.close_flow(i as u32);
+        }
+        std::mem::take(&mut self.closed_flows)
     }
 }
 

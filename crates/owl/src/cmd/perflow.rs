@@ -235,6 +235,7 @@ pub fn flows_json(t: &Truth, pf: Option<&PerFlow>, top: Option<usize>) -> Value 
                     "sent": f.sent,
                     "received": f.received,
                     "lost": f.sent - f.received,
+                    "records": f.records,
                     "mean_ns": f.delay.map(|d| d.mean_ns),
                     "std_ns": f.delay.map(|d| d.std_ns),
                     "p99_ns": f.delay.map(|d| d.p99_ns),

@@ -283,3 +283,69 @@ fn before_origin_and_out_of_order_are_counted() {
     // packets 2 and 3 are in intervals; 1 before the origin, 4 out of order
     assert_eq!(ivs.iter().map(|i| i.sent).sum::<u64>(), 2, "{ivs:?}");
 }
+
+/// Per-flow truth is bounded: a flow idle for longer than the horizon is closed and freed, and
+/// when it comes back its second record is merged into the first (counts and mean exact, std to
+/// rounding). Many short flows one after another never pile up.
+#[test]
+fn idle_flows_are_closed_and_merged() {
+    let mut s = Vec::new();
+    let mut r = Vec::new();
+    let mut id = 1u64;
+    // 2 000 flows of 50 packets each, one after another (1 µs apart), then flow 0 again
+    let mut push =
+        |flow: u16, t: u64, d: u64, s: &mut Vec<PacketRecord>, r: &mut Vec<PacketRecord>| {
+            let mut rec = PacketRecord {
+                ts_ns: t,
+                id,
+                ..Default::default()
+            };
+            rec.flow.sport = flow;
+            id += 1;
+            s.push(rec);
+            r.push(PacketRecord {
+                ts_ns: t + d,
+                ..rec
+            });
+        };
+    let mut t = 1_000_000u64;
+    for f in 0..2_000u16 {
+        for k in 0..50u64 {
+            push(f, t, 1_000 + 37 * k, &mut s, &mut r);
+            t += 1_000;
+        }
+    }
+    for k in 0..10u64 {
+        push(0, t, 5_000 + k, &mut s, &mut r);
+        t += 1_000;
+    }
+    r.sort_by_key(|x| x.ts_ns);
+    let iv = Intervals::WHOLE;
+    let a = batch_truth(&s, &r, iv);
+    let mut st = StreamingTruth::new(TruthConfig {
+        disorder_ns: 10_000,
+        ..cfg(iv, 200_000)
+    });
+    let mut peak_flows = 0;
+    for (cs, cr) in s.chunks(500).zip(r.chunks(500)) {
+        st.push_sender(cs);
+        st.push_receiver(cr);
+        peak_flows = peak_flows.max(st.open_flows());
+    }
+    let (b, _) = st.finish();
+    // a horizon of 200 µs, sweeps every 1 ms: a few dozen 50 µs flows at most, not 2 000
+    assert!(peak_flows < 50, "{peak_flows} flows open at once");
+    assert_eq!(a.flows.len(), b.flows.len());
+    let key0 = a.flows.iter().find(|f| f.key.sport == 0).unwrap();
+    let got0 = b.flows.iter().find(|f| f.key.sport == 0).unwrap();
+    assert_eq!(got0.records, 2);
+    assert_eq!((got0.sent, got0.received), (key0.sent, key0.received));
+    let (x, y) = (key0.delay.unwrap(), got0.delay.unwrap());
+    assert_eq!((x.count, x.min_ns, x.max_ns), (y.count, y.min_ns, y.max_ns));
+    assert!((x.mean_ns - y.mean_ns).abs() <= 1e-9 * x.mean_ns);
+    assert!((x.std_ns - y.std_ns).abs() <= 1e-9 * x.std_ns);
+    for f in b.flows.iter().filter(|f| f.key.sport != 0) {
+        let w = a.flows.iter().find(|g| g.key == f.key).unwrap();
+        assert_eq!(f, w, "a flow closed once is exactly the batch truth");
+    }
+}
