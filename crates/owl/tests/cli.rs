@@ -873,3 +873,48 @@ fn lda_std_estimator_and_interval() {
         "std is rows at the sender but paper at the receiver",
     );
 }
+
+/// An interval so short that every synopsis sees a packet or two, or so short that the synopses
+/// would dwarf the traffic, is refused early with an explanation; the flag lets it through.
+#[test]
+fn absurd_intervals_are_refused_early() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = simulate(dir.path(), &[]);
+    let (s, r) = (s.to_str().unwrap(), r.to_str().unwrap());
+    fails(
+        &[
+            "compare",
+            s,
+            r,
+            "--methods",
+            "exact,lda",
+            "--interval",
+            "1ns",
+        ],
+        "about the packet spacing",
+    );
+    fails(
+        &[
+            "compare",
+            s,
+            r,
+            "--methods",
+            "exact,lds",
+            "--interval",
+            "200us",
+        ],
+        "the synopses would be",
+    );
+    ok(&[
+        "compare",
+        s,
+        r,
+        "--methods",
+        "exact,lda",
+        "--interval",
+        "200us",
+        "--allow-short-intervals",
+        "--rows",
+        "2",
+    ]);
+}

@@ -213,8 +213,8 @@ enum Mode {
     Jsonl,
 }
 
-/// Intervals before the per-interval size guard judges (see [`check_sizes`]).
-const GUARD_AFTER: u64 = 50;
+/// Intervals opened before the per-interval size guard judges (see [`check_sizes`]).
+const GUARD_AFTER: u64 = 16;
 /// Synopsis bytes per captured byte above which an interval is refused as too short.
 const GUARD_RATIO: u64 = 100;
 
@@ -245,8 +245,10 @@ pub fn run(args: CompareArgs) -> Result<()> {
     Ok(())
 }
 
-/// Refuse intervals so short that the synopses dwarf the traffic they measure: more intervals
-/// than packets, or synopsis bytes above [`GUARD_RATIO`] times the captured IP bytes.
+/// Refuse intervals so short that the synopses dwarf the traffic they measure: fewer than two
+/// packets an interval, or synopsis bytes above [`GUARD_RATIO`] times the captured IP bytes.
+/// Judged on the intervals the sender point has opened (not those reported, which come a
+/// horizon later), so a run that would hold thousands of synopses stops after a few.
 fn check_sizes(
     args: &CompareArgs,
     intervals: u64,
@@ -254,12 +256,12 @@ fn check_sizes(
     synopsis: u64,
     captured: u64,
 ) -> Result<()> {
-    if args.allow_short_intervals || intervals < GUARD_AFTER {
+    if args.allow_short_intervals || intervals < GUARD_AFTER || synopsis == 0 {
         return Ok(());
     }
-    if intervals > packets {
+    if intervals * 2 > packets {
         bail!(
-            "--interval {} is shorter than the packet spacing: {intervals} intervals for {packets} sender packets so far, so no synopsis sees enough packets to estimate anything; use a longer --interval (or --allow-short-intervals)",
+            "--interval {} is about the packet spacing: {intervals} intervals for {packets} sender packets so far, so no synopsis sees enough packets to estimate anything; use a longer --interval, or --methods exact (or --allow-short-intervals)",
             format_ns(args.agreed.interval as f64)
         );
     }
@@ -336,6 +338,14 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
     let mut exact_time = Duration::ZERO;
     let (mut packets, mut captured, mut synopsis, mut reported) = (0u64, 0u64, 0u64, 0u64);
     let mut rows = RowPrinter::new(args, &built);
+    // What one interval's synopses take at least, both points (sizes of empty synopses).
+    let fresh_bytes: u64 = built
+        .iter()
+        .map(|m| {
+            (m.new_point(Role::Sender).encoded_len() + m.new_point(Role::Receiver).encoded_len())
+                as u64
+        })
+        .sum();
     let roles = [Role::Sender, Role::Receiver];
     while let Some(ev) = reader.next_event() {
         let t = Instant::now();
@@ -389,7 +399,14 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
                 .sum::<u64>();
             take_outcome(o, iv, mode, &mut results, &mut exact, &mut rows, out)?;
         }
-        check_sizes(args, reported, packets, synopsis, captured)?;
+        let opened = pipeline.point(Role::Sender).counters().intervals;
+        check_sizes(
+            args,
+            opened,
+            packets,
+            synopsis.max(opened * fresh_bytes),
+            captured,
+        )?;
     }
     let [Some(s_end), Some(r_end)] = ends else {
         bail!("a capture reader stopped without saying why");
