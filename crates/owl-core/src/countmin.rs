@@ -16,8 +16,6 @@
 //! counts do not even agree. Sums are `u128`, so minima compare true sums (wrapping sums
 //! would make a minimum meaningless).
 
-use std::any::Any;
-
 use crate::hash::{HashFamily, HashFn};
 use crate::method::{
     Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, config_value, downcast,
@@ -154,12 +152,6 @@ impl PointSynopsis for Sketch {
             out.extend_from_slice(&s.to_le_bytes());
             out.extend_from_slice(&n.to_le_bytes());
         }
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 
@@ -348,8 +340,12 @@ mod tests {
         a.encode(&mut b);
         let d = m.decode_point(Role::Sender, &b).unwrap();
         let (x, y) = (
-            d.as_any().downcast_ref::<Sketch>().unwrap(),
-            a.as_any().downcast_ref::<Sketch>().unwrap(),
+            (&*d as &dyn std::any::Any)
+                .downcast_ref::<Sketch>()
+                .unwrap(),
+            (&*a as &dyn std::any::Any)
+                .downcast_ref::<Sketch>()
+                .unwrap(),
         );
         assert_eq!((&x.sums, &x.counts), (&y.sums, &y.counts));
         assert!(m.decode_point(Role::Sender, &b[1..]).is_err());

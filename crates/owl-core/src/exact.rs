@@ -617,7 +617,6 @@ mod tests {
 /// store-everything baseline between two real points: each point keeps every (identity,
 /// timestamp), 16 bytes a packet, and the estimate is the [`Matcher`] over them.
 pub mod method {
-    use std::any::Any;
 
     use crate::method::{Estimate, Method, MethodError, PointSynopsis, Role, downcast};
     use crate::record::PacketRecord;
@@ -652,12 +651,6 @@ pub mod method {
                 out.extend_from_slice(&id.to_le_bytes());
                 out.extend_from_slice(&ts.to_le_bytes());
             }
-        }
-        fn into_any(self: Box<Self>) -> Box<dyn Any> {
-            self
-        }
-        fn as_any(&self) -> &dyn Any {
-            self
         }
     }
 

@@ -340,12 +340,6 @@ impl PointSynopsis for FineCombPoint {
     fn encode(&self, out: &mut Vec<u8>) {
         FineCombPoint::encode(self, out)
     }
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
-        self
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 /// What the repair did.

@@ -150,8 +150,9 @@ pub enum MethodError {
     Invalid(String),
 }
 
-/// One point's synopsis for one interval, as `owl compare` sees it.
-pub trait PointSynopsis: Send {
+/// One point's synopsis for one interval, as `owl compare` sees it. Estimators get their own
+/// type back by upcasting to [`Any`] ([`downcast`], [`downcast_ref`]).
+pub trait PointSynopsis: Any + Send {
     /// Record one packet.
     fn record(&mut self, rec: &PacketRecord);
     /// Record a batch of packets (methods override this to keep the loop monomorphic).
@@ -164,10 +165,6 @@ pub trait PointSynopsis: Send {
     fn encoded_len(&self) -> usize;
     /// Append the method payload of this synopsis (see [`crate::wire`]).
     fn encode(&self, out: &mut Vec<u8>);
-    /// Downcast support for the pair estimator.
-    fn into_any(self: Box<Self>) -> Box<dyn Any>;
-    /// Downcast support for estimators that only read.
-    fn as_any(&self) -> &dyn Any;
 }
 
 /// A per-flow estimate, from methods that give one.
@@ -221,8 +218,8 @@ pub fn downcast_ref<'a, T: 'static>(
     s: &'a dyn PointSynopsis,
     method: &'static str,
 ) -> Result<&'a T, MethodError> {
-    s.as_any()
-        .downcast_ref::<T>()
+    let any: &dyn Any = s;
+    any.downcast_ref::<T>()
         .ok_or(MethodError::WrongSynopsis { method })
 }
 
@@ -252,8 +249,8 @@ pub fn downcast<T: 'static>(
     s: Box<dyn PointSynopsis>,
     method: &'static str,
 ) -> Result<Box<T>, MethodError> {
-    s.into_any()
-        .downcast::<T>()
+    let any: Box<dyn Any> = s;
+    any.downcast::<T>()
         .map_err(|_| MethodError::WrongSynopsis { method })
 }
 

@@ -37,8 +37,6 @@
 //! first and last packets of flows need not see the delays of the packets in between (a flow's
 //! first packet may be a SYN).
 
-use std::any::Any;
-
 use hashbrown::HashMap;
 
 use crate::hash::{HashFamily, HashFn};
@@ -165,12 +163,6 @@ impl PointSynopsis for Cache {
             out.extend_from_slice(&r.last_ns.to_le_bytes());
             out.extend_from_slice(&r.packets.to_le_bytes());
         }
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 
@@ -503,10 +495,13 @@ mod tests {
         let mut b = Vec::new();
         a.encode(&mut b);
         let d = m.decode_point(Role::Sender, &b).unwrap();
-        let dc = d.as_any().downcast_ref::<Cache>().unwrap();
+        let dc = (&*d as &dyn std::any::Any).downcast_ref::<Cache>().unwrap();
         assert_eq!(
             &dc.records,
-            &a.as_any().downcast_ref::<Cache>().unwrap().records
+            &(&*a as &dyn std::any::Any)
+                .downcast_ref::<Cache>()
+                .unwrap()
+                .records
         );
         assert!(m.decode_point(Role::Sender, &b[..b.len() - 3]).is_err());
         let mut lie = b.clone();

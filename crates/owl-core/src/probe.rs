@@ -36,8 +36,6 @@
 //! Poisson instant of the interval (emulated, lost or not emulated); the encoded receiver point
 //! (what `owl record` would write at R) is larger and says so in its length.
 
-use std::any::Any;
-
 use hashbrown::HashMap;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -392,12 +390,6 @@ impl PointSynopsis for ProbeSender {
     fn encode(&self, out: &mut Vec<u8>) {
         ProbeSender::encode(self, out)
     }
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 impl PointSynopsis for ProbeReceiver {
@@ -409,12 +401,6 @@ impl PointSynopsis for ProbeReceiver {
     }
     fn encode(&self, out: &mut Vec<u8>) {
         ProbeReceiver::encode(self, out)
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

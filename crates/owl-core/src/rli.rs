@@ -21,8 +21,6 @@
 //! Packets before the first reference of an interval take its delay, packets after the last
 //! take the last one's. `Estimate.bytes` counts the references as 64-byte probes.
 
-use std::any::Any;
-
 use hashbrown::HashMap;
 
 use crate::method::{
@@ -205,12 +203,6 @@ impl PointSynopsis for Sender {
             out.extend_from_slice(&b.to_le_bytes());
         }
     }
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 /// The receiver point: every arrival `(identity, arrival time, flow hash)`.
@@ -234,12 +226,6 @@ impl PointSynopsis for Receiver {
                 out.extend_from_slice(&v.to_le_bytes());
             }
         }
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

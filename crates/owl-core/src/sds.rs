@@ -14,8 +14,6 @@
 //! delay, exactly what the receiver would have done online. `Estimate.bytes` counts the
 //! in-band stamps (8 bytes a packet), and every estimate carries a note saying so.
 
-use std::any::Any;
-
 use hashbrown::HashMap;
 
 use crate::hash::{HashFamily, HashFn};
@@ -217,12 +215,6 @@ impl PointSynopsis for Stamps {
         let v: Vec<[u64; 2]> = self.stamps.iter().map(|&(a, b)| [a, b]).collect();
         encode_u64s(&v, out);
     }
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 impl PointSynopsis for Arrivals {
@@ -236,12 +228,6 @@ impl PointSynopsis for Arrivals {
     fn encode(&self, out: &mut Vec<u8>) {
         let v: Vec<[u64; 3]> = self.arrivals.iter().map(|&(a, b, c)| [a, b, c]).collect();
         encode_u64s(&v, out);
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

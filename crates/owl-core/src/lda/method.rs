@@ -1,6 +1,5 @@
 //! LDA as an object-safe [`Method`] for `owl compare`, `owl record` and `owl estimate`.
 
-use std::any::Any;
 use std::sync::Arc;
 
 use super::synopsis::Shared;
@@ -37,12 +36,6 @@ impl PointSynopsis for Aggregator {
     }
     fn encode(&self, out: &mut Vec<u8>) {
         Aggregator::encode(self, out)
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

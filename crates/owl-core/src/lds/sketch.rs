@@ -1,6 +1,5 @@
 //! The per-point sketch: R rows × C cells of `(s, n, d)` (§2.3.4, Fig. 4/5).
 
-use std::any::Any;
 use std::sync::Arc;
 
 use crate::hash::{HashFamily, HashFn};
@@ -371,12 +370,6 @@ impl PointSynopsis for Lds {
     }
     fn encode(&self, out: &mut Vec<u8>) {
         self.encode_into(out);
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

@@ -252,12 +252,6 @@ impl crate::method::PointSynopsis for RdaPoint {
     fn encode(&self, out: &mut Vec<u8>) {
         RdaPoint::encode(self, out)
     }
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
-        self
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 #[cfg(test)]
