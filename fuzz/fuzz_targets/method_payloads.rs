@@ -4,56 +4,28 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use owl_core::method::{Method, Role};
-use owl_core::{countmin, finecomb, lda, lds, mpe, probe, rda, rli, sds};
+use owl_core::method::{BuildOptions, Method, Role};
+use owl_core::registry::METHODS;
 
+/// Every registered method, small where `--memory` sizes it (a budget too small for a method
+/// falls back to its defaults).
 fn methods() -> Vec<Box<dyn Method>> {
-    let small = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    };
-    vec![
-        Box::new(owl_core::exact::method::ExactMethod),
-        Box::new(lda::LdaMethod::new(
-            lda::Config::from_pairs(&small(&[("rows", "16")])).unwrap(),
-        )),
-        Box::new(probe::ProbeMethod::new(probe::Config::new(144.0, 1).unwrap())),
-        Box::new(
-            rda::RdaMethod::new("rda-fixed", rda::Config::fixed(16)).unwrap(),
-        ),
-        Box::new(rda::RdaMethod::new("rda", rda::Config::default()).unwrap()),
-        Box::new(
-            finecomb::FineCombMethod::new(
-                finecomb::Config::from_pairs(&small(&[("buckets", "16")]))
-                    .unwrap_or_default(),
-            )
-            .unwrap(),
-        ),
-        Box::new(
-            lds::LdsMethod::new(
-                "lds",
-                lds::Config::from_pairs(&small(&[("rows", "2"), ("columns", "16")])).unwrap(),
-            )
-            .unwrap(),
-        ),
-        Box::new(
-            sds::SdsMethod::new(sds::Config {
-                rows: 2,
-                columns: 16,
+    METHODS
+        .iter()
+        .map(|m| {
+            (m.build)(&BuildOptions {
                 seed: 1,
+                memory: Some(4096),
             })
-            .unwrap(),
-        ),
-        Box::new(rli::RliMethod::new(rli::Config::paper(1)).unwrap()),
-        Box::new(mpe::MpeMethod::new("mpe", mpe::Config::from_pairs(&[]).unwrap()).unwrap()),
-        Box::new(
-            countmin::CountMinMethod::new(countmin::Config {
-                rows: 2,
-                width: 16,
-                seed: 1,
+            .or_else(|_| {
+                (m.build)(&BuildOptions {
+                    seed: 1,
+                    memory: None,
+                })
             })
-            .unwrap(),
-        ),
-    ]
+            .expect("every registered method builds from its defaults")
+        })
+        .collect()
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -263,6 +263,22 @@ impl Method for CountMinMethod {
     }
 }
 
+/// `countmin`: 4 rows of `memory / (4 × 20 B)` counters.
+pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
+    name: "countmin",
+    summary: "Count-Min of timestamp sums (COLATE §6.5's strawman), 4 x 17 500 counters, per-flow",
+    per_flow: true,
+    build: |o| {
+        let width = crate::method::columns_for_memory(o.memory, 4, CELL_BYTES as u64, 17_500)?;
+        Ok(Box::new(CountMinMethod::new(Config {
+            rows: 4,
+            width,
+            seed: o.seed,
+        })?))
+    },
+    from_config: |pairs| Ok(Box::new(CountMinMethod::new(Config::from_pairs(pairs)?)?)),
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

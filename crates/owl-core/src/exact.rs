@@ -654,6 +654,20 @@ pub mod method {
         }
     }
 
+    /// `exact`: the store-everything method, which has no configuration.
+    pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
+        name: "exact",
+        summary: "store every (identity, timestamp) and match them: the ground truth, 16 B a packet",
+        per_flow: false,
+        build: |_| Ok(Box::new(ExactMethod)),
+        from_config: |pairs| match pairs.first() {
+            Some((k, _)) => Err(MethodError::Invalid(format!(
+                "the exact method has no configuration, but the file sets '{k}'"
+            ))),
+            None => Ok(Box::new(ExactMethod)),
+        },
+    };
+
     impl Method for ExactMethod {
         fn name(&self) -> &str {
             "exact"

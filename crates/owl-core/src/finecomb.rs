@@ -712,6 +712,26 @@ impl Method for FineCombMethod {
     }
 }
 
+/// `finecomb`: 5 000 buckets and a stash of 5 000 packets; `--memory B` gives `⌊B / 24⌋`
+/// buckets and a stash of as many packets.
+pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
+    name: "finecomb",
+    summary: "FineComb (RDA §III-C): 5000 buckets with parity, receiver stash repairs \
+                  reordered packets, lost ones spoil their bucket; --memory / 24 B buckets",
+    per_flow: false,
+    build: |o| {
+        let mut cfg = Config {
+            seed: o.seed,
+            ..Default::default()
+        };
+        if let Some(b) = o.memory {
+            cfg = cfg.with_memory(b)?;
+        }
+        Ok(Box::new(FineCombMethod::new(cfg)?))
+    },
+    from_config: |pairs| Ok(Box::new(FineCombMethod::new(Config::from_pairs(pairs)?)?)),
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,6 +25,7 @@ pub mod pipeline;
 pub mod probe;
 pub mod rda;
 pub mod record;
+pub mod registry;
 pub mod rli;
 pub mod sds;
 pub mod stats;

@@ -213,6 +213,65 @@ pub trait Method: Send + Sync {
     }
 }
 
+/// What every method is built from on the command line: the seed of its hashes and an optional
+/// synopsis budget per interval (`--memory`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BuildOptions {
+    pub seed: u64,
+    pub memory: Option<u64>,
+}
+
+/// One method as owl presents it: its name, a line of help, what it estimates, how to build it
+/// from the defaults and `--memory`, and how to rebuild it from its configuration fields (a
+/// synopsis file, `--method-config`). Each method module exports its descriptor(s); the list
+/// of them is [`crate::registry::METHODS`], and every list owl prints or checks (help, name
+/// lookup, the README's methods table, the fuzz target) iterates it.
+pub struct MethodInfo {
+    pub name: &'static str,
+    pub summary: &'static str,
+    /// Answers [`Method::estimate_flows`].
+    pub per_flow: bool,
+    pub build: BuildFn,
+    pub from_config: FromConfigFn,
+}
+
+/// A method from its defaults and [`BuildOptions`].
+pub type BuildFn = fn(&BuildOptions) -> Result<Box<dyn Method>, MethodError>;
+/// A method from its configuration fields, by name.
+pub type FromConfigFn = fn(&[(String, String)]) -> Result<Box<dyn Method>, MethodError>;
+
+impl std::fmt::Debug for MethodInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MethodInfo")
+            .field("name", &self.name)
+            .field("per_flow", &self.per_flow)
+            .finish()
+    }
+}
+
+/// Columns per row of a `rows`-row sketch of `cell`-byte cells within `memory` bytes, or
+/// `default` without a budget.
+pub fn columns_for_memory(
+    memory: Option<u64>,
+    rows: u64,
+    cell: u64,
+    default: usize,
+) -> Result<usize, MethodError> {
+    match memory {
+        None => Ok(default),
+        Some(m) => {
+            let c = m / (rows * cell);
+            if c == 0 {
+                return Err(MethodError::Invalid(format!(
+                    "--memory {m} bytes is below one column of {rows} rows × {cell} B ({} bytes)",
+                    rows * cell
+                )));
+            }
+            Ok(c.min(1 << 26) as usize)
+        }
+    }
+}
+
 /// Borrow a synopsis as the method's concrete type (for estimators that only read).
 pub fn downcast_ref<'a, T: 'static>(
     s: &'a dyn PointSynopsis,

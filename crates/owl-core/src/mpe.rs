@@ -361,6 +361,46 @@ impl Method for MpeMethod {
     }
 }
 
+fn mpe_default(name: &str, seed: u64) -> Config {
+    Config {
+        rate: if name == "mpe1" { 0.01 } else { 0.1 },
+        seed,
+    }
+}
+
+/// `mpe`: 10 % coordinated sampling; not sizeable by memory (its cost follows its rate).
+pub const TEN_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
+    name: "mpe",
+    summary: "NetFlow multi-point estimator, 10% coordinated packet sampling, per-flow",
+    per_flow: true,
+    build: |o| Ok(Box::new(MpeMethod::new("mpe", mpe_default("mpe", o.seed))?)),
+    from_config: |p| {
+        Ok(Box::new(MpeMethod::new(
+            "mpe",
+            Config::from_pairs_over(mpe_default("mpe", 1), p)?,
+        )?))
+    },
+};
+
+/// `mpe1`: 1 % coordinated sampling.
+pub const ONE_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
+    name: "mpe1",
+    summary: "NetFlow multi-point estimator, 1% coordinated packet sampling, per-flow",
+    per_flow: true,
+    build: |o| {
+        Ok(Box::new(MpeMethod::new(
+            "mpe1",
+            mpe_default("mpe1", o.seed),
+        )?))
+    },
+    from_config: |p| {
+        Ok(Box::new(MpeMethod::new(
+            "mpe1",
+            Config::from_pairs_over(mpe_default("mpe1", 1), p)?,
+        )?))
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

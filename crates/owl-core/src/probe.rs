@@ -476,6 +476,22 @@ impl Method for ProbeMethod {
     }
 }
 
+/// `probe`: 144 Hz, the paper's equal-bandwidth rate for 1 s intervals. Its bandwidth is
+/// `rate × 64 B` per second, so a byte budget per interval does not size it without the interval
+/// length: `--memory` leaves it alone.
+pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
+    name: "probe",
+    summary: "Poisson active probing at 144 Hz (LDA paper's baseline), each probe emulated by the packet after its instant; 64 B a probe (--memory ignored)",
+    per_flow: false,
+    build: |o| {
+        Ok(Box::new(ProbeMethod::new(Config::new(
+            DEFAULT_RATE_HZ,
+            o.seed,
+        )?)))
+    },
+    from_config: |pairs| Ok(Box::new(ProbeMethod::new(Config::from_pairs(pairs)?))),
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

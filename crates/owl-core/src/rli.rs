@@ -445,6 +445,16 @@ impl Method for RliMethod {
     }
 }
 
+/// `rli`: not sizeable by memory — its cost follows its reference rate (the estimate reports
+/// the bytes).
+pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
+    name: "rli",
+    summary: "Reference Latency Interpolation: references 1:300-1:10 by load, interpolated, per-flow",
+    per_flow: true,
+    build: |o| Ok(Box::new(RliMethod::new(Config::paper(o.seed))?)),
+    from_config: |pairs| Ok(Box::new(RliMethod::new(Config::from_pairs(pairs)?)?)),
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -353,6 +353,23 @@ impl Method for SdsMethod {
     }
 }
 
+/// `sds`: the receiver's sketch, 4 rows of `memory / (4 × 12 B)` cells (what crosses the
+/// network is the in-band timestamp of every packet, whatever the budget).
+pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
+    name: "sds",
+    summary: "Simple Delay Sketch (LDS §2.2): NEEDS sender timestamps in packets (emulated), per-flow",
+    per_flow: true,
+    build: |o| {
+        let columns = crate::method::columns_for_memory(o.memory, 4, CELL_BYTES as u64, 17_500)?;
+        Ok(Box::new(SdsMethod::new(Config {
+            rows: 4,
+            columns,
+            seed: o.seed,
+        })?))
+    },
+    from_config: |pairs| Ok(Box::new(SdsMethod::new(Config::from_pairs(pairs)?)?)),
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,146 +1,21 @@
-//! The methods `owl compare` can run, by name.
+//! The methods `owl compare`, `owl record` and `owl estimate` can run, by name: a thin layer
+//! over [`owl_core::registry`], where every method's descriptor (name, help line, defaults and
+//! `--memory` sizing, rebuilding from a configuration) lives beside its code.
 //!
-//! `exact` is the store-everything matcher that also provides the ground truth; every other
-//! name maps to an [`owl_core::method::Method`]. A method that is not finished is not listed.
-//!
-//! # `--memory` for the per-flow methods
-//!
-//! - `lds`, `lds-mb`, `lds-mb-dense`: 4 rows of `memory / (4 × 16 B)` cells (the multi-bank
-//!   ones need at least 5).
-//! - `countmin`: 4 rows of `memory / (4 × 20 B)` counters.
-//! - `sds`: the receiver's sketch, 4 rows of `memory / (4 × 12 B)` cells (what crosses the
-//!   network is the in-band timestamp of every packet, whatever the budget).
-//! - `rli`, `mpe`, `mpe1`: not sizeable by memory — their cost follows their probe or sampling
-//!   rate (the estimate reports the bytes).
-//!
-//! Not listed on purpose: the "ideal" FineComb of RDA §VII, which repairs with the ground truth
-//! and cannot exist in a deployment; the `rda-set-difference` experiment runs it directly
-//! (`owl_core::finecomb::estimate_ideal`).
+//! `exact` is the store-everything method; in `owl compare` its row is the ground truth itself.
 
-use anyhow::{Result, bail};
-use owl_core::lda::{self, LdaMethod};
-use owl_core::method::Method;
-use owl_core::probe::{self, ProbeMethod};
-use owl_core::{countmin, finecomb, lds, mpe, rda, rli, sds};
+use anyhow::{Result, anyhow, bail};
+use owl_core::method::{BuildOptions, Method, MethodInfo};
+use owl_core::registry;
 
 /// Name of the exact per-packet method (the ground truth itself).
 pub const EXACT: &str = "exact";
 
-/// A method the command line knows.
-pub struct Entry {
-    pub name: &'static str,
-    pub summary: &'static str,
-}
-
 /// Every method, in the order reports list them.
-pub const ALL: &[Entry] = &[
-    Entry {
-        name: EXACT,
-        summary: "store every (identity, timestamp) and match them: the ground truth, 16 B a packet",
-    },
-    Entry {
-        name: "lda",
-        summary: "Lossy Difference Aggregator (Kompella et al.): 2 banks x 512 rows tuned toward 0.5 % and 10 % loss of 5 M packets, 12 B a row (--memory sets the rows); mean, loss, std with a 95 % interval by the between-row estimator (lda:std=rows, default; lda:std=paper is eq. 5, lda:std=centred); assumes FIFO",
-    },
-    Entry {
-        name: "probe",
-        summary: "Poisson active probing at 144 Hz (LDA paper's baseline), each probe emulated by the packet after its instant; 64 B a probe (--memory ignored)",
-    },
-    Entry {
-        name: "rda",
-        summary: "RDA, late binding (§VIII): 3 banks of d̂ buckets from a strata estimate, decode \
-                  lost and reordered packets, repair, exact mean; --memory caps the RDA",
-    },
-    Entry {
-        name: "rda-fixed",
-        summary: "RDA of fixed size (§V/§VII): 3 banks × 1666 buckets (120 kB), or --memory / 72 B",
-    },
-    Entry {
-        name: "finecomb",
-        summary: "FineComb (RDA §III-C): 5000 buckets with parity, receiver stash repairs \
-                  reordered packets, lost ones spoil their bucket; --memory / 24 B buckets",
-    },
-    Entry {
-        name: "lds",
-        summary: "Lossy Difference Sketch (LDS §5.1): per-flow delay, 4 rows x 17 500 cells, k = 1, 1.1 MB",
-    },
-    Entry {
-        name: "lds-mb",
-        summary: "multi-bank LDS (LDS §5.2): k = 5, row sampling 0.01/0.1/0.5/1, 4 x 87 500 cells, loss-tolerant",
-    },
-    Entry {
-        name: "lds-mb-dense",
-        summary: "multi-bank LDS estimating from the densest surviving bank (owl's variant of §4.2)",
-    },
-    Entry {
-        name: "sds",
-        summary: "Simple Delay Sketch (LDS §2.2): NEEDS sender timestamps in packets (emulated), per-flow",
-    },
-    Entry {
-        name: "rli",
-        summary: "Reference Latency Interpolation: references 1:300-1:10 by load, interpolated, per-flow",
-    },
-    Entry {
-        name: "mpe",
-        summary: "NetFlow multi-point estimator, 10% coordinated packet sampling, per-flow",
-    },
-    Entry {
-        name: "mpe1",
-        summary: "NetFlow multi-point estimator, 1% coordinated packet sampling, per-flow",
-    },
-    Entry {
-        name: "countmin",
-        summary: "Count-Min of timestamp sums (COLATE §6.5's strawman), 4 x 17 500 counters, per-flow",
-    },
-];
-
-/// Columns per row for a budget, or the default.
-fn per_row(memory: Option<u64>, rows: u64, cell: u64, default: usize) -> Result<usize> {
-    match memory {
-        None => Ok(default),
-        Some(m) => {
-            let c = m / (rows * cell);
-            if c == 0 {
-                bail!(
-                    "--memory {m} bytes is below one column of {rows} rows × {cell} B ({} bytes)",
-                    rows * cell
-                );
-            }
-            Ok(c.min(1 << 26) as usize)
-        }
-    }
-}
-
-/// The default configuration of an LDS method (its `--method-config` base).
-fn lds_default(name: &str, columns: Option<usize>, seed: u64) -> lds::Config {
-    match name {
-        "lds" => lds::Config::single_bank(4, columns.unwrap_or(17_500), seed),
-        _ => {
-            let mut c = lds::Config::multi_bank(columns.unwrap_or(87_500), seed);
-            if name == "lds-mb-dense" {
-                c.selection = lds::Selection::Densest;
-            }
-            c
-        }
-    }
-}
-
-/// The default configuration of an MPE method.
-fn mpe_default(name: &str, seed: u64) -> mpe::Config {
-    mpe::Config {
-        rate: if name == "mpe1" { 0.01 } else { 0.1 },
-        seed,
-    }
-}
+pub const ALL: &[&MethodInfo] = registry::METHODS;
 
 /// Knobs every method is built from.
-#[derive(Clone, Copy, Debug)]
-pub struct Options {
-    /// Seed of the methods' hash family (both points must agree).
-    pub seed: u64,
-    /// Synopsis budget in bytes for every method, if given.
-    pub memory: Option<u64>,
-}
+pub type Options = BuildOptions;
 
 /// Parse `--methods`: a comma list of names, or `all`.
 pub fn parse_list(s: &str) -> Result<Vec<&'static str>> {
@@ -154,13 +29,10 @@ pub fn parse_list(s: &str) -> Result<Vec<&'static str>> {
             }
             continue;
         }
-        match ALL.iter().find(|e| e.name == name) {
+        match registry::find(name) {
             Some(e) if !out.contains(&e.name) => out.push(e.name),
             Some(_) => {}
-            None => bail!(
-                "unknown method '{name}'; available: {}",
-                ALL.iter().map(|e| e.name).collect::<Vec<_>>().join(", ")
-            ),
+            None => bail!("unknown method '{name}'; available: {}", registry::names()),
         }
     }
     if out.is_empty() {
@@ -169,105 +41,24 @@ pub fn parse_list(s: &str) -> Result<Vec<&'static str>> {
     Ok(out)
 }
 
-/// Build a synopsis method by name for `owl compare` (`exact` is not built here: compare's
-/// exact row is the ground-truth matcher itself).
-///
-/// - `lda`: the paper's recommended two banks tuned toward loss rates 0.005 and 0.1 for 5 M
-///   packets per interval (§IV-B); `--memory B` gives each bank `⌊(B − 10)/24⌋` rows (even),
-///   12 bytes a row, and retunes the sampling for that many rows.
-/// - `probe`: 144 Hz, the paper's equal-bandwidth rate for 1 s intervals. Its bandwidth is
-///   `rate × 64 B` per second, so a byte budget per interval does not size it without the
-///   interval length: `--memory` leaves it alone.
-/// - `rda-fixed`: 3 banks of 1 666 buckets (≈ the §VII 120 000 B); `--memory B` gives
-///   `m = ⌊B / 72⌋` buckets per bank (3 banks × 24 B).
-/// - `rda` (late binding): `--memory B` caps what crosses per interval — the receiver's strata
-///   sketch (20 736 B) first, then at most `⌊(B − 20 736) / 72⌋` buckets per bank, the floor
-///   of 683 lowered to that cap if needed; a quiet interval uses less.
-/// - `finecomb`: 5 000 buckets and a stash of 5 000 packets; `--memory B` gives `⌊B / 24⌋`
-///   buckets and a stash of as many packets.
+fn info(name: &str) -> Result<&'static MethodInfo> {
+    registry::find(name)
+        .ok_or_else(|| anyhow!("unknown method '{name}'; available: {}", registry::names()))
+}
+
+/// Build a method by name from its defaults and `--memory` (each method's descriptor says how
+/// the budget sizes it).
 pub fn build(name: &str, opts: &Options) -> Result<Box<dyn Method>> {
-    match name {
-        "lda" => {
-            let cfg = match opts.memory {
-                None => lda::Config::paper_default(opts.seed),
-                Some(b) => lda::Config::for_memory(
-                    b,
-                    &lda::DEFAULT_TARGETS,
-                    lda::PAPER_PACKETS,
-                    opts.seed,
-                )?,
-            };
-            Ok(Box::new(LdaMethod::new(cfg)))
-        }
-        "probe" => Ok(Box::new(ProbeMethod::new(probe::Config::new(
-            probe::DEFAULT_RATE_HZ,
-            opts.seed,
-        )?))),
-        "rda" | "rda-fixed" => {
-            let mut cfg = if name == "rda" {
-                rda::Config::default()
-            } else {
-                rda::Config::fixed(1666)
-            };
-            cfg.seed = opts.seed;
-            if let Some(b) = opts.memory {
-                cfg = cfg.with_memory(b)?;
-            }
-            let n = if name == "rda" { "rda" } else { "rda-fixed" };
-            Ok(Box::new(rda::RdaMethod::new(n, cfg)?))
-        }
-        "finecomb" => {
-            let mut cfg = finecomb::Config {
-                seed: opts.seed,
-                ..Default::default()
-            };
-            if let Some(b) = opts.memory {
-                cfg = cfg.with_memory(b)?;
-            }
-            Ok(Box::new(finecomb::FineCombMethod::new(cfg)?))
-        }
-        "lds" => {
-            let c = per_row(opts.memory, 4, lds::config::CELL_BYTES as u64, 17_500)?;
-            Ok(Box::new(lds::LdsMethod::new(
-                name,
-                lds_default(name, Some(c), opts.seed),
-            )?))
-        }
-        "lds-mb" | "lds-mb-dense" => {
-            let c = match opts.memory {
-                None => None,
-                Some(m) => Some(lds::Config::columns_for_memory(m, 4, 5)?),
-            };
-            Ok(Box::new(lds::LdsMethod::new(
-                name,
-                lds_default(name, c, opts.seed),
-            )?))
-        }
-        "sds" => {
-            let c = per_row(opts.memory, 4, sds::CELL_BYTES as u64, 17_500)?;
-            Ok(Box::new(sds::SdsMethod::new(sds::Config {
-                rows: 4,
-                columns: c,
-                seed: opts.seed,
-            })?))
-        }
-        "rli" => Ok(Box::new(rli::RliMethod::new(rli::Config::paper(
-            opts.seed,
-        ))?)),
-        "mpe" | "mpe1" => Ok(Box::new(mpe::MpeMethod::new(
-            name,
-            mpe_default(name, opts.seed),
-        )?)),
-        "countmin" => {
-            let w = per_row(opts.memory, 4, countmin::CELL_BYTES as u64, 17_500)?;
-            Ok(Box::new(countmin::CountMinMethod::new(countmin::Config {
-                rows: 4,
-                width: w,
-                seed: opts.seed,
-            })?))
-        }
-        _ => bail!("method '{name}' has no synopsis"),
-    }
+    Ok((info(name)?.build)(opts)?)
+}
+
+/// The per-flow methods' names, for help texts.
+pub fn per_flow_names() -> String {
+    ALL.iter()
+        .filter(|m| m.per_flow)
+        .map(|m| m.name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `--method-config METHOD:KEY=VALUE` settings, by method.
@@ -288,10 +79,10 @@ impl Overrides {
                 bail!("--method-config '{it}': expected METHOD:KEY=VALUE, e.g. lda:rows=1024");
             };
             let m = m.trim();
-            if ALL.iter().all(|e| e.name != m) {
+            if registry::find(m).is_none() {
                 bail!(
                     "--method-config '{it}': unknown method '{m}'; available: {}",
-                    ALL.iter().map(|e| e.name).collect::<Vec<_>>().join(", ")
+                    registry::names()
                 );
             }
             pairs.push((m.to_string(), k.trim().to_string(), v.trim().to_string()));
@@ -321,11 +112,7 @@ impl Overrides {
 pub fn build_configured(name: &str, opts: &Options, over: &Overrides) -> Result<Box<dyn Method>> {
     let mut pairs = over.for_method(name);
     if pairs.is_empty() {
-        return if name == EXACT {
-            Ok(Box::new(owl_core::exact::method::ExactMethod))
-        } else {
-            build(name, opts)
-        };
+        return build(name, opts);
     }
     if opts.memory.is_some() {
         bail!("give either --memory or --method-config for {name}, not both");
@@ -338,56 +125,13 @@ pub fn build_configured(name: &str, opts: &Options, over: &Overrides) -> Result<
 
 /// Rebuild a method from the configuration stored in a synopsis file (`owl estimate`).
 pub fn from_config(name: &str, pairs: &[(String, String)]) -> Result<Box<dyn Method>> {
-    match name {
-        EXACT => {
-            if let Some((k, _)) = pairs.first() {
-                bail!("the exact method has no configuration, but the file sets '{k}'");
-            }
-            Ok(Box::new(owl_core::exact::method::ExactMethod))
-        }
-        "lda" => Ok(Box::new(LdaMethod::new(lda::Config::from_pairs(pairs)?))),
-        "probe" => Ok(Box::new(ProbeMethod::new(probe::Config::from_pairs(
-            pairs,
-        )?))),
-        "rda" | "rda-fixed" => {
-            // the name says the sizing when the pairs (from --method-config) do not
-            let mut pairs = pairs.to_vec();
-            if !pairs.iter().any(|(k, _)| k == "sizing") {
-                let sizing = if name == "rda" { "late" } else { "fixed" };
-                pairs.push(("sizing".into(), sizing.into()));
-            }
-            let cfg = rda::Config::from_pairs(&pairs)?;
-            let n = rda::RdaMethod::name_of(&cfg);
-            if n != name {
-                bail!("a synopsis file of method '{name}' carries the configuration of '{n}'");
-            }
-            Ok(Box::new(rda::RdaMethod::new(n, cfg)?))
-        }
-        "finecomb" => Ok(Box::new(finecomb::FineCombMethod::new(
-            finecomb::Config::from_pairs(pairs)?,
-        )?)),
-        "lds" | "lds-mb" | "lds-mb-dense" => Ok(Box::new(lds::LdsMethod::new(
-            name,
-            lds::Config::from_pairs_over(lds_default(name, None, 1), pairs)?,
-        )?)),
-        "sds" => Ok(Box::new(sds::SdsMethod::new(sds::Config::from_pairs(
-            pairs,
-        )?)?)),
-        "rli" => Ok(Box::new(rli::RliMethod::new(rli::Config::from_pairs(
-            pairs,
-        )?)?)),
-        "mpe" | "mpe1" => Ok(Box::new(mpe::MpeMethod::new(
-            name,
-            mpe::Config::from_pairs_over(mpe_default(name, 1), pairs)?,
-        )?)),
-        "countmin" => Ok(Box::new(countmin::CountMinMethod::new(
-            countmin::Config::from_pairs(pairs)?,
-        )?)),
-        other => bail!(
-            "the file was recorded with method '{other}', which this owl does not know; available: {}",
-            ALL.iter().map(|e| e.name).collect::<Vec<_>>().join(", ")
-        ),
-    }
+    let Some(m) = registry::find(name) else {
+        bail!(
+            "the file was recorded with method '{name}', which this owl does not know; available: {}",
+            registry::names()
+        );
+    };
+    Ok((m.from_config)(pairs)?)
 }
 
 /// The help of `--methods` (a list) or `--method` (one).
@@ -407,6 +151,34 @@ pub fn help(list: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The README's methods table lists exactly the registry's methods, in its order.
+    #[test]
+    fn readme_methods_table_is_the_registry() {
+        let readme = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"),
+        )
+        .unwrap();
+        let table = readme
+            .split("## Methods")
+            .nth(1)
+            .expect("a Methods section")
+            .split("\n\n")
+            .find(|b| b.trim_start().starts_with("| name"))
+            .expect("the methods table");
+        let mut listed: Vec<String> = Vec::new();
+        for line in table.lines().skip(2) {
+            let cell = line.split('|').nth(1).unwrap_or("").trim();
+            for name in cell.split(',') {
+                listed.push(name.trim().trim_matches('`').to_string());
+            }
+        }
+        let names: Vec<String> = ALL.iter().map(|m| m.name.to_string()).collect();
+        assert_eq!(
+            listed, names,
+            "README methods table vs owl_core::registry::METHODS"
+        );
+    }
     use owl_core::method::Role;
 
     #[test]

@@ -95,7 +95,7 @@ use std::fmt::Write as _;
 pub use estimate::{
     BankReport, CollapseRule, LdaEstimate, estimate, estimate_with, hoeffding_half_width,
 };
-pub use method::LdaMethod;
+pub use method::{INFO, LdaMethod};
 pub use synopsis::{Aggregator, BYTES_PER_ROW, Bucket, HEADER_BYTES};
 pub use variance::{StdEstimator, VarianceEstimate};
 

@@ -30,6 +30,8 @@ pub mod weights;
 
 use std::sync::Arc;
 
+use crate::method::{BuildOptions, MethodInfo, columns_for_memory};
+
 pub use config::{Config, Selection};
 pub use estimate::{FlowDelay, FlowQuery, aggregate};
 pub use mining::heavy_hitters;
@@ -126,3 +128,66 @@ impl Method for LdsMethod {
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+/// The default configuration of an LDS method (its `--method-config` base).
+fn lds_default(name: &str, columns: Option<usize>, seed: u64) -> Config {
+    match name {
+        "lds" => Config::single_bank(4, columns.unwrap_or(17_500), seed),
+        _ => {
+            let mut c = Config::multi_bank(columns.unwrap_or(87_500), seed);
+            if name == "lds-mb-dense" {
+                c.selection = Selection::Densest;
+            }
+            c
+        }
+    }
+}
+
+fn lds_build(name: &'static str, o: &BuildOptions) -> Result<Box<dyn Method>, MethodError> {
+    let columns = match (name, o.memory) {
+        (_, None) => None,
+        ("lds", m) => Some(columns_for_memory(m, 4, config::CELL_BYTES as u64, 17_500)?),
+        (_, Some(m)) => Some(Config::columns_for_memory(m, 4, 5)?),
+    };
+    Ok(Box::new(LdsMethod::new(
+        name,
+        lds_default(name, columns, o.seed),
+    )?))
+}
+
+fn lds_from_config(
+    name: &'static str,
+    pairs: &[(String, String)],
+) -> Result<Box<dyn Method>, MethodError> {
+    Ok(Box::new(LdsMethod::new(
+        name,
+        Config::from_pairs_over(lds_default(name, None, 1), pairs)?,
+    )?))
+}
+
+/// `lds`: 4 rows of `memory / (4 × 16 B)` cells.
+pub const SINGLE_BANK: MethodInfo = MethodInfo {
+    name: "lds",
+    summary: "Lossy Difference Sketch (LDS §5.1): per-flow delay, 4 rows x 17 500 cells, k = 1, 1.1 MB",
+    per_flow: true,
+    build: |o| lds_build("lds", o),
+    from_config: |p| lds_from_config("lds", p),
+};
+
+/// `lds-mb`: multi-bank, as written; at least 5 columns within `--memory`.
+pub const MULTI_BANK: MethodInfo = MethodInfo {
+    name: "lds-mb",
+    summary: "multi-bank LDS (LDS §5.2): k = 5, row sampling 0.01/0.1/0.5/1, 4 x 87 500 cells, loss-tolerant",
+    per_flow: true,
+    build: |o| lds_build("lds-mb", o),
+    from_config: |p| lds_from_config("lds-mb", p),
+};
+
+/// `lds-mb-dense`: multi-bank, estimating from the densest surviving bank.
+pub const MULTI_BANK_DENSE: MethodInfo = MethodInfo {
+    name: "lds-mb-dense",
+    summary: "multi-bank LDS estimating from the densest surviving bank (owl's variant of §4.2)",
+    per_flow: true,
+    build: |o| lds_build("lds-mb-dense", o),
+    from_config: |p| lds_from_config("lds-mb-dense", p),
+};

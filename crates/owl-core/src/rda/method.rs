@@ -3,7 +3,7 @@
 use super::exchange::reconcile;
 use super::point::RdaPoint;
 use super::{Config, Sizing};
-use crate::method::{Estimate, Method, MethodError, PointSynopsis, Role, downcast};
+use crate::method::{Estimate, Method, MethodError, MethodInfo, PointSynopsis, Role, downcast};
 use crate::wire::DecodeError;
 
 /// RDA under a name (`rda` for late binding, `rda-fixed` for the fixed size of §V/§VII).
@@ -62,6 +62,67 @@ impl Method for RdaMethod {
         Ok(reconcile(&mut s, &mut r)?.to_estimate(&self.cfg))
     }
 }
+
+/// Rebuild `name` (`rda` or `rda-fixed`) from configuration fields; the name says the sizing
+/// when the fields do not.
+fn rda_from_config(
+    name: &'static str,
+    pairs: &[(String, String)],
+) -> Result<Box<dyn Method>, MethodError> {
+    let mut pairs = pairs.to_vec();
+    if !pairs.iter().any(|(k, _)| k == "sizing") {
+        let sizing = if name == "rda" { "late" } else { "fixed" };
+        pairs.push(("sizing".into(), sizing.into()));
+    }
+    let cfg = Config::from_pairs(&pairs)?;
+    let n = RdaMethod::name_of(&cfg);
+    if n != name {
+        return Err(MethodError::Invalid(format!(
+            "a synopsis file of method '{name}' carries the configuration of '{n}'"
+        )));
+    }
+    Ok(Box::new(RdaMethod::new(n, cfg)?))
+}
+
+/// `rda` (late binding): `--memory B` caps what crosses per interval — the receiver's strata
+/// sketch (20 736 B) first, then at most `⌊(B − 20 736) / 72⌋` buckets per bank, the floor of
+/// 683 lowered to that cap if needed; a quiet interval uses less.
+pub const LATE: MethodInfo = MethodInfo {
+    name: "rda",
+    summary: "RDA, late binding (§VIII): 3 banks of d̂ buckets from a strata estimate, decode \
+                  lost and reordered packets, repair, exact mean; --memory caps the RDA",
+    per_flow: false,
+    build: |o| {
+        let mut cfg = Config {
+            seed: o.seed,
+            ..Config::default()
+        };
+        if let Some(b) = o.memory {
+            cfg = cfg.with_memory(b)?;
+        }
+        Ok(Box::new(RdaMethod::new("rda", cfg)?))
+    },
+    from_config: |pairs| rda_from_config("rda", pairs),
+};
+
+/// `rda-fixed`: 3 banks of 1 666 buckets (≈ the §VII 120 000 B); `--memory B` gives
+/// `m = ⌊B / 72⌋` buckets per bank (3 banks × 24 B).
+pub const FIXED: MethodInfo = MethodInfo {
+    name: "rda-fixed",
+    summary: "RDA of fixed size (§V/§VII): 3 banks × 1666 buckets (120 kB), or --memory / 72 B",
+    per_flow: false,
+    build: |o| {
+        let mut cfg = Config {
+            seed: o.seed,
+            ..Config::fixed(1666)
+        };
+        if let Some(b) = o.memory {
+            cfg = cfg.with_memory(b)?;
+        }
+        Ok(Box::new(RdaMethod::new("rda-fixed", cfg)?))
+    },
+    from_config: |pairs| rda_from_config("rda-fixed", pairs),
+};
 
 #[cfg(test)]
 mod tests {

@@ -50,7 +50,7 @@ Intervals:
 
 Per flow (--per-flow):
   Truth per flow is the exact match over the whole capture. Every method with per-flow
-  estimates (lds, lds-mb, lds-mb-dense, sds, rli, mpe, mpe1, countmin) is asked, in each
+  estimates ({PER_FLOW}) is asked, in each
   interval, about the flows S saw in it; over several intervals a flow's mean is the mean of
   its interval means weighted by the method's own packet estimate. The summary gives median
   and 95th-percentile relative error by flow size (<100, 100-999, 1000-9999, >=10000 packets).
@@ -74,7 +74,7 @@ Examples:
   owl compare S.pcap R.pcap --unmatched debug/ --delays delays.csv";
 
 #[derive(Args, Clone, Debug)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP.replace("{PER_FLOW}", &methods::per_flow_names()))]
 pub struct CompareArgs {
     /// Capture taken at the sender point S (pcap or pcapng).
     pub sender: PathBuf,

@@ -1,0 +1,86 @@
+//! Every method owl knows, in the order reports list them: one descriptor
+//! ([`MethodInfo`]) per method, exported by the method's own module. Adding a method is its
+//! module and one line here; help texts, name lookup, `owl estimate`'s rebuilding from a file,
+//! the fuzz target and the README check all iterate this list.
+//!
+//! A method that is not finished is not listed. Not listed on purpose: the "ideal" FineComb of
+//! RDA §VII, which repairs with the ground truth and cannot exist in a deployment (the
+//! `rda-set-difference` experiment runs it directly, `finecomb::estimate_ideal`).
+
+use crate::method::MethodInfo;
+use crate::{countmin, exact, finecomb, lda, lds, mpe, probe, rda, rli, sds};
+
+pub const METHODS: &[&MethodInfo] = &[
+    &exact::method::INFO,
+    &lda::INFO,
+    &probe::INFO,
+    &rda::method::LATE,
+    &rda::method::FIXED,
+    &finecomb::INFO,
+    &lds::SINGLE_BANK,
+    &lds::MULTI_BANK,
+    &lds::MULTI_BANK_DENSE,
+    &sds::INFO,
+    &rli::INFO,
+    &mpe::TEN_PERCENT,
+    &mpe::ONE_PERCENT,
+    &countmin::INFO,
+];
+
+/// The descriptor of `name`.
+pub fn find(name: &str) -> Option<&'static MethodInfo> {
+    METHODS.iter().copied().find(|m| m.name == name)
+}
+
+/// Every name, comma-separated (for error messages).
+pub fn names() -> String {
+    METHODS
+        .iter()
+        .map(|m| m.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::method::{BuildOptions, Role};
+
+    /// Every descriptor builds a method of its own name, which rebuilds from its own
+    /// configuration and decodes its own empty synopsis; names are unique.
+    #[test]
+    fn every_descriptor_builds_and_rebuilds() {
+        let mut seen = std::collections::HashSet::new();
+        for info in METHODS {
+            assert!(seen.insert(info.name), "{} listed twice", info.name);
+            let m = (info.build)(&BuildOptions {
+                seed: 5,
+                memory: None,
+            })
+            .unwrap();
+            assert_eq!(m.name(), info.name);
+            let pairs: Vec<(String, String)> = m
+                .config()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect();
+            let again = (info.from_config)(&pairs).unwrap();
+            assert_eq!(again.config(), m.config(), "{}", info.name);
+            for role in [Role::Sender, Role::Receiver] {
+                let mut b = Vec::new();
+                m.new_point(role).encode(&mut b);
+                assert!(again.decode_point(role, &b).is_ok(), "{}", info.name);
+            }
+            // what --per-flow promises is what the method answers
+            let s = m.new_point(Role::Sender);
+            let r = m.new_point(Role::Receiver);
+            assert_eq!(
+                m.estimate_flows(&*s, &*r, &[]).is_some(),
+                info.per_flow,
+                "{}",
+                info.name
+            );
+        }
+        assert!(find("lda").is_some() && find("nope").is_none());
+    }
+}
