@@ -1,5 +1,5 @@
 //! Poisson active probing, the baseline LDA is compared against (LDA paper
-//! `seeds/003_2de2d5854b73df3b.txt` §IV-C; the *zing* tool).
+//! LDA §IV-C; the *zing* tool).
 //!
 //! A prober sends a small probe packet at the instants of a Poisson process of rate λ and the
 //! receiver timestamps it; the delay statistics are those of the probes that arrive. The paper's

@@ -1,5 +1,5 @@
 //! LDA — the Lossy Difference Aggregator (Kompella, Levchenko, Snoeren, Varghese;
-//! `seeds/003_2de2d5854b73df3b.txt` §III).
+//! LDA §III; the papers are listed in `owl_core`'s crate doc).
 //!
 //! Each observation point keeps `n` **banks** of `m` **rows**; a row is a (timestamp accumulator,
 //! packet counter) pair (§III-B, Fig. 3). A packet `x` is hashed once to a **row** `h(x)` shared
@@ -77,7 +77,7 @@
 //! LDA assumes FIFO delivery and that both points record the same packets except for losses
 //! (§III-B). A packet that crosses an interval boundary — recorded by S in one interval and by R
 //! in the next — can meet a lost packet in the same row: the counters agree, the row is deemed
-//! usable, and its difference is silently wrong (RDA `seeds/000_…` §III-C, Fig. 2; see the test
+//! usable, and its difference is silently wrong (RDA §III-C, Fig. 2; see the test
 //! `rda_fig2_reordering_fools_lda`). The estimator notes rows where R holds *more* packets than
 //! S, the visible trace of such packets.
 

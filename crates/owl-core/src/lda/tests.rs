@@ -131,7 +131,7 @@ fn fig2_worked_example() {
     );
 }
 
-/// RDA paper (`seeds/000_…`) §III-C, Fig. 2: the sender records P1–P6 in the interval, P5 is
+/// RDA paper §III-C, Fig. 2: the sender records P1–P6 in the interval, P5 is
 /// lost, and P9 (sent after the interval ended) overtakes the End message and is recorded by the
 /// receiver. P5 and P9 share a row, so every row's counters agree and LDA takes them all:
 /// ((420 − 270) + (260 − 150) + (390 − 250) + (760 − 310) + (450 − 330)) / 6 = 161.67, while the

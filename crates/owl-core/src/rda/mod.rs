@@ -1,4 +1,4 @@
-//! RDA — the Reconcilable Difference Aggregator (Fu, Barlet-Ros, Li; `seeds/000`).
+//! RDA — the Reconcilable Difference Aggregator (Fu, Barlet-Ros, Li; see `owl_core`'s list of papers).
 //!
 //! Aggregating timestamps (LDA, FineComb) is fast and small, but one packet recorded at only
 //! one point — lost, reordered across an interval boundary, or rewritten so that its identity

@@ -1,4 +1,4 @@
-//! The LDA paper's evaluation (`seeds/003_2de2d5854b73df3b.txt` §IV), regenerated:
+//! The LDA paper's evaluation (LDA §IV; papers listed in `owl_core`'s crate doc), regenerated:
 //!
 //! - `lda-loss` (Fig. 4): one bank of 1024 rows tuned to the true loss rate, uniform loss;
 //!   relative error of the mean and of the standard deviation vs loss rate for Weibull delays

@@ -2,7 +2,7 @@
 //! delay to its standard deviation, and the coverage of their 95 % intervals
 //! (`owl_core::lda::variance`; issue 11).
 //!
-//! The paper's estimator (`seeds/003_2de2d5854b73df3b.txt` §III-E, eq. (5) then eq. (3)) has a
+//! The paper's estimator (LDA §III-E, eq. (5) then eq. (3)) has a
 //! relative spread of about `(1 + μ²/σ²)·√(2/ν)`: it is fine for the paper's queues-only
 //! delays (`μ/σ ≈ 0.6`, Fig. 4(c)) and useless on a path with a propagation delay. This
 //! experiment puts a constant delay under the queueing delay to sweep `μ/σ`, and measures every
