@@ -93,7 +93,7 @@ impl std::str::FromStr for Enumeration {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
     pub buckets: usize,
-    /// Receiver stash size, packets (§VII: as many as buckets, "as recommended in [22]").
+    /// Receiver stash size, packets (§VII: as many as buckets, "as recommended in" its reference 22).
     pub stash: usize,
     pub seed: u64,
     pub enumeration: Enumeration,

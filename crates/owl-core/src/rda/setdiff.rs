@@ -4,7 +4,7 @@
 //!
 //! Two estimators:
 //!
-//! - [`MinHash`]: the paper's choice, the min-wise estimator of Broder et al. [9] in its
+//! - [`MinHash`]: the paper's choice, the min-wise estimator of Broder et al. (the paper's reference 9) in its
 //!   one-hash *bottom-K* form (the K smallest hash values of a set; Broder's "resemblance"
 //!   sketch). The K smallest values of the union of both sketches are a uniform sample of the
 //!   union; the fraction of them present in both sketches estimates the Jaccard similarity
@@ -13,7 +13,7 @@
 //!   `|S ∪ R|/√K` packets, so a difference much smaller than `|S ∪ R|/√K` reads as 0 and
 //!   one of a few per cent is off by a large factor.
 //! - [`Strata`]: the strata estimator of Eppstein, Goodrich, Uyeda and Varghese ("What's the
-//!   difference?", SIGCOMM'11, the paper's [10]) — an improvement over MinHash for this job.
+//!   difference?", SIGCOMM'11, the paper's reference 10) — an improvement over MinHash for this job.
 //!   Identities are split into strata by the number of trailing zeros of a hash (stratum `i`
 //!   receives a fraction `2^{−(i+1)}`), each stratum is a small invertible Bloom lookup table;
 //!   the sender subtracts the receiver's strata from its own and decodes them from the
