@@ -22,6 +22,43 @@ pub const LINKTYPE_LINUX_SLL: u32 = 113;
 pub const LINKTYPE_IPV4: u32 = 228;
 pub const LINKTYPE_IPV6: u32 = 229;
 pub const LINKTYPE_LINUX_SLL2: u32 = 276;
+/// OpenBSD's raw-IP link types that some files carry instead of `LINKTYPE_RAW` (DLT_RAW values).
+pub const DLT_RAW_BSD: u32 = 12;
+pub const DLT_RAW_OPENBSD: u32 = 14;
+
+/// IANA EtherType values the dissector reads.
+pub mod ethertype {
+    pub const IPV4: u16 = 0x0800;
+    pub const IPV6: u16 = 0x86dd;
+    /// IEEE 802.1Q customer VLAN tag.
+    pub const VLAN: u16 = 0x8100;
+    /// IEEE 802.1ad service VLAN tag (QinQ).
+    pub const QINQ: u16 = 0x88a8;
+    /// Pre-standard QinQ tags.
+    pub const QINQ_OLD_9100: u16 = 0x9100;
+    pub const QINQ_OLD_9200: u16 = 0x9200;
+}
+
+/// IANA IP protocol numbers (IPv4 protocol, IPv6 next header) the dissector reads.
+pub mod ipproto {
+    pub const HOPOPTS: u8 = 0;
+    pub const ICMP: u8 = 1;
+    pub const TCP: u8 = 6;
+    pub const UDP: u8 = 17;
+    pub const ROUTING: u8 = 43;
+    pub const FRAGMENT: u8 = 44;
+    pub const AH: u8 = 51;
+    pub const ICMPV6: u8 = 58;
+    pub const DSTOPTS: u8 = 60;
+    pub const SCTP: u8 = 132;
+    pub const MOBILITY: u8 = 135;
+    pub const UDPLITE: u8 = 136;
+    pub const HIP: u8 = 139;
+    pub const SHIM6: u8 = 140;
+    /// RFC 3692 experimentation and testing.
+    pub const EXPERIMENT1: u8 = 253;
+    pub const EXPERIMENT2: u8 = 254;
+}
 
 /// Whether owl can dissect a link type.
 pub fn supports_linktype(linktype: u32) -> bool {
@@ -47,7 +84,7 @@ pub fn linktype_name(linktype: u32) -> &'static str {
         LINKTYPE_ETHERNET => "LINKTYPE_ETHERNET",
         6 => "LINKTYPE_IEEE802_5",
         9 => "LINKTYPE_PPP",
-        12 | 14 | LINKTYPE_RAW => "LINKTYPE_RAW",
+        DLT_RAW_BSD | DLT_RAW_OPENBSD | LINKTYPE_RAW => "LINKTYPE_RAW",
         50 => "LINKTYPE_PPP_HDLC",
         105 => "LINKTYPE_IEEE802_11",
         LINKTYPE_LOOP => "LINKTYPE_LOOP",
@@ -132,8 +169,8 @@ pub fn dissect(linktype: u32, frame: &[u8]) -> Result<Dissected, Skip> {
 /// Skip the link layer: the IP header offset and the IP version the link layer announces.
 fn link_layer(linktype: u32, f: &[u8]) -> Result<(usize, Option<IpVersion>), Skip> {
     let from_ethertype = |t: u16| match t {
-        0x0800 => Ok(Some(IpVersion::V4)),
-        0x86dd => Ok(Some(IpVersion::V6)),
+        ethertype::IPV4 => Ok(Some(IpVersion::V4)),
+        ethertype::IPV6 => Ok(Some(IpVersion::V6)),
         _ => Err(Skip::NotIp),
     };
     match linktype {
@@ -145,7 +182,10 @@ fn link_layer(linktype: u32, f: &[u8]) -> Result<(usize, Option<IpVersion>), Ski
                 };
                 match t {
                     // 802.1Q, 802.1ad, and the pre-standard QinQ tags
-                    0x8100 | 0x88a8 | 0x9100 | 0x9200 => {
+                    ethertype::VLAN
+                    | ethertype::QINQ
+                    | ethertype::QINQ_OLD_9100
+                    | ethertype::QINQ_OLD_9200 => {
                         off += 4;
                         if off > 12 + 4 * 8 {
                             return Err(Skip::Malformed("more than 8 VLAN tags"));
@@ -165,7 +205,7 @@ fn link_layer(linktype: u32, f: &[u8]) -> Result<(usize, Option<IpVersion>), Ski
             }
             from_ethertype(be16(f, 0).unwrap_or(0)).map(|v| (20, v))
         }
-        LINKTYPE_RAW | 12 | 14 => Ok((0, None)),
+        LINKTYPE_RAW | DLT_RAW_BSD | DLT_RAW_OPENBSD => Ok((0, None)),
         LINKTYPE_IPV4 => Ok((0, Some(IpVersion::V4))),
         LINKTYPE_IPV6 => Ok((0, Some(IpVersion::V6))),
         LINKTYPE_NULL | LINKTYPE_LOOP => {
@@ -251,14 +291,21 @@ fn ipv6(ip: &[u8]) -> Result<Dissected, Skip> {
     for _ in 0..16 {
         let hdr_len = match nh {
             // hop-by-hop, routing, destination options, mobility, HIP, shim6, experimental
-            0 | 43 | 60 | 135 | 139 | 140 | 253 | 254 => match ip.get(off + 1) {
+            ipproto::HOPOPTS
+            | ipproto::ROUTING
+            | ipproto::DSTOPTS
+            | ipproto::MOBILITY
+            | ipproto::HIP
+            | ipproto::SHIM6
+            | ipproto::EXPERIMENT1
+            | ipproto::EXPERIMENT2 => match ip.get(off + 1) {
                 Some(&l) if off + 2 <= end => (l as usize + 1) * 8,
                 _ => {
                     complete = false;
                     break;
                 }
             },
-            44 => {
+            ipproto::FRAGMENT => {
                 match be16(&ip[..end], off + 2) {
                     Some(fo) => first_fragment &= (fo >> 3) == 0,
                     None => {
@@ -268,7 +315,7 @@ fn ipv6(ip: &[u8]) -> Result<Dissected, Skip> {
                 }
                 8
             }
-            51 => match ip.get(off + 1) {
+            ipproto::AH => match ip.get(off + 1) {
                 Some(&l) if off + 2 <= end => (l as usize + 2) * 4,
                 _ => {
                     complete = false;
@@ -308,15 +355,17 @@ fn ipv6(ip: &[u8]) -> Result<Dissected, Skip> {
 /// Ports (or ICMP identifier and type/code) from the transport header, 0 where absent.
 fn ports(proto: u8, l4: &[u8]) -> (u16, u16) {
     match proto {
-        6 | 17 | 132 | 136 => match (be16(l4, 0), be16(l4, 2)) {
-            (Some(s), Some(d)) => (s, d),
-            _ => (0, 0),
-        },
-        1 | 58 => {
+        ipproto::TCP | ipproto::UDP | ipproto::SCTP | ipproto::UDPLITE => {
+            match (be16(l4, 0), be16(l4, 2)) {
+                (Some(s), Some(d)) => (s, d),
+                _ => (0, 0),
+            }
+        }
+        ipproto::ICMP | ipproto::ICMPV6 => {
             let (Some(&t), Some(&c)) = (l4.first(), l4.get(1)) else {
                 return (0, 0);
             };
-            let echo_like = if proto == 1 {
+            let echo_like = if proto == ipproto::ICMP {
                 matches!(t, 0 | 8 | 13 | 14 | 15 | 16 | 17 | 18)
             } else {
                 matches!(t, 128 | 129)
