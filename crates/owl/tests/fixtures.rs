@@ -147,6 +147,12 @@ fn compare_results_are_pinned() {
     );
 }
 
+/// `owl demo --json`: the built-in example's figures.
+#[test]
+fn demo_is_pinned() {
+    pinned("demo.json", json(&["demo", "--json"]));
+}
+
 #[test]
 fn record_estimate_results_are_pinned() {
     let dir = tempfile::tempdir().unwrap();
