@@ -231,6 +231,30 @@ impl SynopsisFile {
                 ),
             });
         }
+        let mut file = SynopsisFile::read_header_fields(&mut r)?;
+        let k = r.u32("interval count")? as usize;
+        let mut points = Vec::with_capacity(k.min(r.remaining() / 12));
+        for _ in 0..k {
+            let i = r.u64("interval index")?;
+            let len = r.u32("synopsis length")? as usize;
+            points.push((i, r.take(len, "synopsis")?.to_vec()));
+        }
+        let body_end = r.offset();
+        let h = r.u64("checksum")?;
+        r.finish("checksum")?;
+        if xxh64(&b[..body_end], 0) != h {
+            return Err(DecodeError::Invalid {
+                offset: body_end,
+                what: "checksum mismatch: the file is corrupted".into(),
+            });
+        }
+        file.points = points;
+        Ok(file)
+    }
+
+    /// Method, role, intervals, identity seed and configuration, after the magic and version:
+    /// the fields both versions share ([`write_header`](Self::write_header)).
+    fn read_header_fields(r: &mut WireReader<'_>) -> Result<SynopsisFile, DecodeError> {
         let method = r.str("method name")?;
         let role = match r.u8("role")? {
             0 => Role::Sender,
@@ -250,22 +274,6 @@ impl SynopsisFile {
             let v = r.str("configuration value")?;
             config.push((k, v));
         }
-        let k = r.u32("interval count")? as usize;
-        let mut points = Vec::with_capacity(k.min(r.remaining() / 12));
-        for _ in 0..k {
-            let i = r.u64("interval index")?;
-            let len = r.u32("synopsis length")? as usize;
-            points.push((i, r.take(len, "synopsis")?.to_vec()));
-        }
-        let body_end = r.offset();
-        let h = r.u64("checksum")?;
-        r.finish("checksum")?;
-        if xxh64(&b[..body_end], 0) != h {
-            return Err(DecodeError::Invalid {
-                offset: body_end,
-                what: "checksum mismatch: the file is corrupted".into(),
-            });
-        }
         Ok(SynopsisFile {
             method,
             role,
@@ -275,7 +283,7 @@ impl SynopsisFile {
             },
             identity_seed,
             config,
-            points,
+            points: Vec::new(),
         })
     }
 
@@ -622,37 +630,10 @@ impl<R: std::io::Read> StreamReader<R> {
         // Parse the checked header with the version 1 field reader.
         let mut r = WireReader::new(&buf[..body]);
         r.take(10, "magic and version")?;
-        let method = r.str("method name")?;
-        let role = match r.u8("role")? {
-            0 => Role::Sender,
-            1 => Role::Receiver,
-            x => {
-                return Err(r
-                    .invalid(format!("role {x} is neither sender (0) nor receiver (1)"))
-                    .into());
-            }
-        };
-        let length_ns = r.u64("interval length")?;
-        let origin_ns = r.u64("interval origin")?;
-        let identity_seed = r.u64("identity seed")?;
-        let n = r.u32("configuration size")? as usize;
-        let mut config = Vec::with_capacity(n);
-        for _ in 0..n {
-            config.push((r.str("configuration field")?, r.str("configuration value")?));
-        }
+        let header = SynopsisFile::read_header_fields(&mut r)?;
         Ok(StreamReader {
             src,
-            header: SynopsisFile {
-                method,
-                role,
-                intervals: Intervals {
-                    length_ns,
-                    origin_ns,
-                },
-                identity_seed,
-                config,
-                points: Vec::new(),
-            },
+            header,
             v1: None,
             offset: buf.len() as u64,
             blocks: 0,
