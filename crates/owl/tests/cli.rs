@@ -7,16 +7,24 @@ use std::process::Command;
 use serde_json::Value;
 
 mod common;
-use common::{fails, ok, owl};
+use common::{fails, ok, owl, simulate};
 
-fn simulate(dir: &Path, extra: &[&str]) -> (PathBuf, PathBuf, Value) {
-    let d = dir.to_str().unwrap();
-    let mut args = vec!["simulate", "--out", d, "--packets", "20k", "--rate", "100k"];
+/// `owl record --method lda` of `cap` at `role` into `dir/out`, with `extra` flags.
+fn record_lda(dir: &Path, cap: &Path, role: &str, out: &str, extra: &[&str]) -> PathBuf {
+    let o = dir.join(out);
+    let mut args = vec![
+        "record",
+        "--method",
+        "lda",
+        "--role",
+        role,
+        cap.to_str().unwrap(),
+        "-o",
+        o.to_str().unwrap(),
+    ];
     args.extend_from_slice(extra);
     ok(&args);
-    let books: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("sim.json")).unwrap()).unwrap();
-    (dir.join("sender.pcap"), dir.join("receiver.pcap"), books)
+    o
 }
 
 fn compare_json(s: &Path, r: &Path, extra: &[&str]) -> Value {
@@ -536,22 +544,8 @@ fn lda_and_probe_end_to_end() {
     let probe = m("probe");
     assert_eq!(probe["bytes"].as_u64().unwrap() % 64, 0);
 
-    let d = dir.path();
     let rec = |cap: &Path, role: &str, out: &str, extra: &[&str]| {
-        let o = d.join(out);
-        let mut args = vec![
-            "record",
-            "--method",
-            "lda",
-            "--role",
-            role,
-            cap.to_str().unwrap(),
-            "-o",
-            o.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        ok(&args);
-        o
+        record_lda(dir.path(), cap, role, out, extra)
     };
     let so = rec(&s, "sender", "S.owl", &[]);
     let ro = rec(&r, "receiver", "R.owl", &[]);
@@ -834,22 +828,8 @@ fn lda_std_estimator_and_interval() {
         "{notes}"
     );
 
-    let d = dir.path();
     let rec = |cap: &Path, role: &str, out: &str, extra: &[&str]| {
-        let o = d.join(out);
-        let mut args = vec![
-            "record",
-            "--method",
-            "lda",
-            "--role",
-            role,
-            cap.to_str().unwrap(),
-            "-o",
-            o.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        ok(&args);
-        o
+        record_lda(dir.path(), cap, role, out, extra)
     };
     let so = rec(&s, "sender", "S.owl", &[]);
     let ro = rec(&r, "receiver", "R.owl", &[]);

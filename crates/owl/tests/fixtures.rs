@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 mod common;
-use common::ok;
+use common::{ok, simulate};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -74,33 +74,28 @@ fn pinned(name: &str, mut got: Value) {
 /// The pair every fixture is computed on: loss, reordering, duplicates, router rewrites and a
 /// clock offset, 20 000 packets over 0.2 s.
 fn pair(dir: &Path) -> (String, String) {
-    let d = dir.to_str().unwrap();
-    ok(&[
-        "simulate",
-        "--out",
-        d,
-        "--packets",
-        "20k",
-        "--rate",
-        "100k",
-        "--loss",
-        "uniform:0.02",
-        "--reorder",
-        "0.01:5",
-        "--duplicate",
-        "0.002",
-        "--rewrite",
-        "ttl,mac,ecn=0.1",
-        "--clock-offset",
-        "-3us",
-        "--delay",
-        "exp:40us",
-        "--seed",
-        "5",
-    ]);
+    let (s, r, _) = simulate(
+        dir,
+        &[
+            "--loss",
+            "uniform:0.02",
+            "--reorder",
+            "0.01:5",
+            "--duplicate",
+            "0.002",
+            "--rewrite",
+            "ttl,mac,ecn=0.1",
+            "--clock-offset",
+            "-3us",
+            "--delay",
+            "exp:40us",
+            "--seed",
+            "5",
+        ],
+    );
     (
-        dir.join("sender.pcap").to_str().unwrap().to_string(),
-        dir.join("receiver.pcap").to_str().unwrap().to_string(),
+        s.to_str().unwrap().to_string(),
+        r.to_str().unwrap().to_string(),
     )
 }
 

@@ -437,12 +437,12 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         reported += 1;
         take_outcome(o, iv, mode, &mut results, &mut exact, &mut rows, out)?;
     }
-    let stream = stream.expect("compare runs the truth");
+    let mut stream = stream.expect("compare runs the truth");
     if let Some(d) = delays.as_mut() {
         d.finish()?;
     }
     exact_time += t.elapsed();
-    rows.finish(out, reported)?;
+    rows.finish(out)?;
     if stream.received == 0 {
         bail!(
             "no packet of {} appears in {} within the {} horizon ({} distinct packets at S, {} at R, {} later than the horizon): these are not captures of the same traffic, or they were taken with different snaplens or identity seeds{}",
@@ -488,9 +488,9 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         delay: stream.delay,
         in_interval: stream.in_interval,
         intervals: std::mem::take(&mut rows.kept),
-        flows: stream.flows.clone(),
-        lost_ids: stream.lost_ids.clone(),
-        unexpected_ids: stream.unexpected_ids.clone(),
+        flows: std::mem::take(&mut stream.flows),
+        lost_ids: std::mem::take(&mut stream.lost_ids),
+        unexpected_ids: std::mem::take(&mut stream.unexpected_ids),
     };
     if let Some(dir) = &args.unmatched {
         write_unmatched(dir, args, &truth)?;
@@ -700,7 +700,7 @@ impl RowPrinter {
         Ok(())
     }
 
-    fn finish(&self, out: &mut impl Write, _reported: u64) -> Result<()> {
+    fn finish(&self, out: &mut impl Write) -> Result<()> {
         if self.printed > self.limit {
             writeln!(
                 out,

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
-use owl_core::method::{Combiner, Estimate, Role};
+use owl_core::method::{Combiner, Estimate, Method, PointSynopsis, Role};
 use owl_core::units::{format_bytes, format_ns};
 use owl_core::wire::{StreamReader, SynopsisFile};
 use owl_trace::lockstep::Source;
@@ -57,6 +57,28 @@ fn next(
             eprintln!("owl: warning: {}: {e}", path.display());
             None
         }
+    }
+}
+
+/// One point's synopsis of interval `k`: the file's current block if it is `k` (then the next
+/// block is read), else an empty synopsis (that point recorded nothing in `k`).
+fn point(
+    method: &dyn Method,
+    role: Role,
+    k: u64,
+    current: &mut Option<(u64, Vec<u8>)>,
+    f: &mut StreamReader<Box<dyn std::io::Read + Send>>,
+    path: &Path,
+) -> Result<Box<dyn PointSynopsis>> {
+    match current.take_if(|x| x.0 == k) {
+        Some((_, b)) => {
+            let p = method
+                .decode_point(role, &b)
+                .map_err(|e| anyhow!("{}: interval {k}: {e}", path.display()))?;
+            *current = next(f, path);
+            Ok(p)
+        }
+        None => Ok(method.new_point(role)),
     }
 }
 
@@ -118,26 +140,8 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             (None, Some(y)) => y.0,
             (Some(x), Some(y)) => x.0.min(y.0),
         };
-        let sp = match sb.take_if(|x| x.0 == k) {
-            Some((_, b)) => {
-                let p = method
-                    .decode_point(Role::Sender, &b)
-                    .map_err(|e| anyhow!("{}: interval {k}: {e}", a.sender.display()))?;
-                sb = next(&mut s, &a.sender);
-                p
-            }
-            None => method.new_point(Role::Sender),
-        };
-        let rp = match rb.take_if(|x| x.0 == k) {
-            Some((_, b)) => {
-                let p = method
-                    .decode_point(Role::Receiver, &b)
-                    .map_err(|e| anyhow!("{}: interval {k}: {e}", a.receiver.display()))?;
-                rb = next(&mut r, &a.receiver);
-                p
-            }
-            None => method.new_point(Role::Receiver),
-        };
+        let sp = point(&*method, Role::Sender, k, &mut sb, &mut s, &a.sender)?;
+        let rp = point(&*method, Role::Receiver, k, &mut rb, &mut r, &a.receiver)?;
         let e = method
             .estimate(sp, rp)
             .map_err(|e| anyhow!("interval {k}: {e}"))?;

@@ -39,3 +39,18 @@ pub fn fails(args: &[&str], want: &str) -> String {
     assert!(err.contains(want), "owl {args:?}: '{want}' not in: {err}");
     err
 }
+
+/// `owl simulate` of 20 000 packets at 100 kpps into `dir`, with `extra` flags: the two
+/// captures and the simulator's books (`sim.json`).
+pub fn simulate(
+    dir: &std::path::Path,
+    extra: &[&str],
+) -> (std::path::PathBuf, std::path::PathBuf, serde_json::Value) {
+    let d = dir.to_str().unwrap();
+    let mut args = vec!["simulate", "--out", d, "--packets", "20k", "--rate", "100k"];
+    args.extend_from_slice(extra);
+    ok(&args);
+    let books: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("sim.json")).unwrap()).unwrap();
+    (dir.join("sender.pcap"), dir.join("receiver.pcap"), books)
+}
