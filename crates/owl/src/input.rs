@@ -38,12 +38,6 @@ pub fn read_capture(
     mut consume: impl FnMut(&[PacketRecord]) -> Result<()>,
 ) -> Result<Read> {
     let src = Source::parse(path);
-    if let Source::Path(p) = &src {
-        let m = std::fs::metadata(p).map_err(|e| anyhow!("{}: cannot read: {e}", p.display()))?;
-        if m.is_dir() {
-            bail!("{}: is a directory, not a capture file", p.display());
-        }
-    }
     let size = src.size().unwrap_or(0);
     let reader = src
         .open()

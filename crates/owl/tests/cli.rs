@@ -898,3 +898,25 @@ fn absurd_intervals_are_refused_early() {
         "2",
     ]);
 }
+
+/// A capture that cannot be read leaves no synopsis file behind.
+#[test]
+fn record_of_an_unreadable_capture_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("S.owl");
+    let missing = dir.path().join("missing.pcap");
+    fails(
+        &[
+            "record",
+            "--method",
+            "lda",
+            "--role",
+            "sender",
+            missing.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        "missing.pcap: cannot read",
+    );
+    assert!(!out.exists());
+}

@@ -337,7 +337,7 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
     let mut ends: [Option<End>; 2] = [None, None];
     let mut exact_time = Duration::ZERO;
     let (mut packets, mut captured, mut synopsis, mut reported) = (0u64, 0u64, 0u64, 0u64);
-    let mut rows = RowPrinter::new(args, &built);
+    let mut rows = RowPrinter::new(args, &built, names.contains(&EXACT));
     // What one interval's synopses take at least, both points (sizes of empty synopses).
     let fresh_bytes: u64 = built
         .iter()
@@ -642,14 +642,12 @@ struct RowPrinter {
 }
 
 impl RowPrinter {
-    fn new(args: &CompareArgs, built: &[Arc<dyn Method>]) -> RowPrinter {
+    fn new(args: &CompareArgs, built: &[Arc<dyn Method>], exact_listed: bool) -> RowPrinter {
         RowPrinter {
             limit: args.rows.unwrap_or(usize::MAX),
             printed: 0,
             names: built.iter().map(|m| m.name().to_string()).collect(),
-            exact_listed: methods::parse_list(&args.methods)
-                .map(|l| l.contains(&EXACT))
-                .unwrap_or(false),
+            exact_listed,
             kept: Vec::new(),
         }
     }

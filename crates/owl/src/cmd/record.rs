@@ -68,9 +68,13 @@ pub struct RecordArgs {
 }
 
 /// The output file, written block by block.
+///
+/// The file is created, and its header written, with the first block: a capture that cannot be
+/// read leaves no file behind.
 struct Out {
     path: PathBuf,
-    w: std::io::BufWriter<std::fs::File>,
+    header: Vec<u8>,
+    w: Option<std::io::BufWriter<std::fs::File>>,
     blocks: u64,
     bytes: u64,
     payload: u64,
@@ -78,10 +82,22 @@ struct Out {
 
 impl Out {
     fn write(&mut self, b: &[u8]) -> Result<()> {
-        self.w
-            .write_all(b)
-            .and_then(|_| self.w.flush())
-            .with_context(|| format!("{}: cannot write", self.path.display()))?;
+        let path = &self.path;
+        let w = match self.w.as_mut() {
+            Some(w) => w,
+            None => {
+                let f = std::fs::File::create(path)
+                    .with_context(|| format!("{}: cannot create", path.display()))?;
+                let mut w = std::io::BufWriter::new(f);
+                w.write_all(&self.header)
+                    .with_context(|| format!("{}: cannot write", path.display()))?;
+                self.bytes += self.header.len() as u64;
+                self.w.insert(w)
+            }
+        };
+        w.write_all(b)
+            .and_then(|_| w.flush())
+            .with_context(|| format!("{}: cannot write", path.display()))?;
         self.bytes += b.len() as u64;
         Ok(())
     }
@@ -99,17 +115,6 @@ impl Out {
 }
 
 pub fn run(a: RecordArgs) -> Result<()> {
-    if methods::ALL.iter().all(|e| e.name != a.method) {
-        return Err(anyhow!(
-            "unknown method '{}'; available: {}",
-            a.method,
-            methods::ALL
-                .iter()
-                .map(|e| e.name)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
     let overrides = a.agreed.overrides()?;
     if let Some(m) = overrides.methods().into_iter().find(|m| *m != a.method) {
         return Err(anyhow!(
@@ -139,16 +144,14 @@ pub fn run(a: RecordArgs) -> Result<()> {
             .collect(),
         points: Vec::new(),
     };
-    let file = std::fs::File::create(&a.output)
-        .with_context(|| format!("{}: cannot create", a.output.display()))?;
     let mut out = Out {
         path: a.output.clone(),
-        w: std::io::BufWriter::new(file),
+        header: header.encode_stream_header(),
+        w: None,
         blocks: 0,
         bytes: 0,
         payload: 0,
     };
-    out.write(&header.encode_stream_header())?;
     let mut point = PointStream::new(role, iv, a.disorder, vec![method]);
     let mut closed = Vec::new();
     let read = read_capture(
@@ -165,11 +168,16 @@ pub fn run(a: RecordArgs) -> Result<()> {
     // What was recorded is kept whatever happened to the capture.
     point.finish(&mut closed);
     out.intervals(&mut closed)?;
+    let read = match read {
+        Err(e) if out.blocks == 0 => return Err(e),
+        r => r,
+    };
     out.write(&SynopsisFile::encode_stream_end(out.blocks))?;
-    out.w
-        .get_ref()
-        .sync_all()
-        .with_context(|| format!("{}: cannot write", a.output.display()))?;
+    if let Some(w) = &out.w {
+        w.get_ref()
+            .sync_all()
+            .with_context(|| format!("{}: cannot write", a.output.display()))?;
+    }
     let c = point.counters();
     match read {
         Ok(r) => {
@@ -199,11 +207,11 @@ pub fn run(a: RecordArgs) -> Result<()> {
             );
             Ok(())
         }
-        Err(e) if out.blocks > 0 => Err(e.context(format!(
+        // (an error before any interval was recorded has returned above, with no file)
+        Err(e) => Err(e.context(format!(
             "{} holds the {} interval(s) recorded before the error",
             a.output.display(),
             out.blocks
         ))),
-        Err(e) => Err(e),
     }
 }
