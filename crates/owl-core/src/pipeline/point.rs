@@ -94,11 +94,13 @@ impl PointStream {
     /// Feed a batch in capture order: each run of records of one interval goes to every
     /// method's synopsis of that interval (hash once, feed many).
     pub fn push(&mut self, batch: &[PacketRecord], timer: &mut dyn Timer) {
+        self.counters.records += batch.len() as u64;
+        if let Some(newest) = batch.iter().map(|r| r.ts_ns).max() {
+            self.watermark = Some(self.watermark.map_or(newest, |w| w.max(newest)));
+        }
         let mut start = 0;
         while start < batch.len() {
             let ts = batch[start].ts_ns;
-            self.counters.records += 1;
-            self.watermark = Some(self.watermark.map_or(ts, |w| w.max(ts)));
             let i = match self.intervals.index(ts) {
                 None => {
                     self.counters.before_origin += 1;
@@ -114,9 +116,6 @@ impl PointStream {
             };
             let mut end = start + 1;
             while end < batch.len() && self.intervals.index(batch[end].ts_ns) == Some(i) {
-                let t = batch[end].ts_ns;
-                self.watermark = Some(self.watermark.map_or(t, |w| w.max(t)));
-                self.counters.records += 1;
                 end += 1;
             }
             let run = &batch[start..end];
