@@ -34,24 +34,16 @@
 //! It never reads a clock, a file or a socket: every time is a capture timestamp carried by a
 //! record, so every result is a pure, reproducible function of its inputs and its seeds.
 
-pub mod countmin;
-pub mod exact;
-pub mod finecomb;
 pub mod hash;
 pub mod interval;
-pub mod lda;
-pub mod lds;
 pub mod method;
-pub mod mpe;
+mod methods;
 pub mod pipeline;
-pub mod probe;
-pub mod rda;
 pub mod record;
 pub mod registry;
-pub mod rli;
-pub mod sds;
 pub mod stats;
 pub mod units;
 pub mod wire;
 
+pub use methods::{countmin, exact, finecomb, lda, lds, mpe, probe, rda, rli, sds};
 pub use record::{FlowKey, PacketRecord};

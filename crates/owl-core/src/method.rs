@@ -1,11 +1,32 @@
-//! The interface every aggregate latency method offers to `owl compare`.
+//! The contract every method follows, and the object-safe interface `owl` runs them through.
 //!
 //! A method is a factory of per-point synopses (one per observation point and measurement
-//! interval) plus a pair estimator. Each method module keeps its own typed API (`Config`,
-//! synopsis, `estimate`); this object-safe layer only lets the command line run any set of them
-//! side by side on the same records: every record is dissected and hashed once, then fed to every
+//! interval) plus a pair estimator. Every record is dissected and hashed once, then fed to every
 //! synopsis ("hash once, feed many sketches").
-
+//!
+//! # The contract
+//!
+//! Each method is one module under `src/methods/` with the same shape and the same names:
+//!
+//! - **`Config`** — everything both points must agree on. Fields are private; it is built by
+//!   `Config::new(…)` (or a builder) that calls `validate()`, so a `Config` that exists is sound.
+//!   `Config::check_pair(&sender, &receiver)` names the first field that differs
+//!   ([`MethodError::ConfigMismatch`]).
+//! - **The per-point synopsis** — `Synopsis` when both points keep the same structure,
+//!   `SenderSynopsis` / `ReceiverSynopsis` when they differ (probing, RLI, SDS). Its doc names
+//!   the paper's structure (aggregator, sketch, cache, …). It records packets through one entry
+//!   point, `record_batch(&[PacketRecord])`, and implements [`PointSynopsis`].
+//! - **The payload** — written with [`crate::wire::WireWriter`] and read with
+//!   [`crate::wire::WireReader`], starting with a four-byte tag; its layout is in the module doc
+//!   and pinned byte for byte by a golden file (`crates/owl-core/tests/golden/`). A layout change
+//!   changes the tag.
+//! - **The pair estimator** — a free function `estimate(&sender, &receiver)` returning the
+//!   method's own typed estimate; it calls `check_pair` first.
+//! - **The adapter** — a `NameMethod` implementing [`Method`], and a [`MethodInfo`] descriptor
+//!   (`pub const INFO`, or one constant per variant) listed once in
+//!   [`crate::registry::METHODS`]. Adding a method is its module and that one line.
+//! - **Citations** — the module doc cites the paper's section and equation for each step (the
+//!   papers' titles are in the crate doc).
 use std::any::Any;
 
 use serde::Serialize;
