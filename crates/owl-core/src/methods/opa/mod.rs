@@ -5,6 +5,7 @@
 
 pub mod cah;
 pub mod recovery;
+pub mod timestamps;
 
 #[cfg(test)]
 mod tests;

@@ -456,10 +456,16 @@ impl<'a> Search<'a> {
         let mut out = [0u32; 2 * MAX_ERRORS];
         let ng = lp.len() + moves.len();
         let no = rm.len() + moves.len();
-        for (g, q) in gap.iter_mut().zip(lp.iter().chain(moves.iter().map(|m| &m.1))) {
+        for (g, q) in gap
+            .iter_mut()
+            .zip(lp.iter().chain(moves.iter().map(|m| &m.1)))
+        {
             *g = *q;
         }
-        for (o, j) in out.iter_mut().zip(rm.iter().chain(moves.iter().map(|m| &m.0))) {
+        for (o, j) in out
+            .iter_mut()
+            .zip(rm.iter().chain(moves.iter().map(|m| &m.0)))
+        {
             *o = *j;
         }
         gap[..ng].sort_unstable();

@@ -208,3 +208,162 @@ fn unknowns_always_leave_a_checking_row() {
     let r = recover(&b, 3, 30, &xs, &cah::augmented, &lim);
     assert_eq!(r.result, Err(Unrecovered::NoMapping));
 }
+
+mod codecs {
+    use super::super::timestamps::{
+        Codec, Encoder, decode, entropy_bits, forward_53, inverse_53, kept,
+    };
+    use rand::{RngExt, SeedableRng};
+    use rand_pcg::Pcg64Mcg;
+
+    /// Timestamp sequences of every awkward shape.
+    fn sequences(rng: &mut Pcg64Mcg) -> Vec<Vec<u64>> {
+        let mut v = vec![
+            vec![],
+            vec![5],
+            vec![0, u64::MAX, 0, 1 << 63],
+            vec![1_000_000; 10],
+            (0..100)
+                .map(|i| 1_767_225_600_000_000_000 + i * 1_000)
+                .collect(),
+            (0..100).map(|i| 9_000 - i * 7).collect(),
+        ];
+        let mut t = 1_767_225_600_000_000_000u64;
+        for len in [2usize, 3, 17, 300] {
+            let s: Vec<u64> = (0..len)
+                .map(|_| {
+                    t += rng.random_range(1..20_000);
+                    t
+                })
+                .collect();
+            v.push(s);
+            // microsecond captures: nanoseconds ending in 000
+            let s: Vec<u64> = (0..len)
+                .map(|_| {
+                    t += 1_000 * rng.random_range(1..50);
+                    t
+                })
+                .collect();
+            v.push(s);
+        }
+        v
+    }
+
+    #[test]
+    fn lossless_round_trips() {
+        let mut rng = Pcg64Mcg::seed_from_u64(1);
+        let seqs = sequences(&mut rng);
+        let mut e = Encoder::new(Codec::Lossless);
+        for s in &seqs {
+            e.sequence(s);
+        }
+        let b = e.bytes();
+        let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+        assert_eq!(decode(Codec::Lossless, &b, &lens).unwrap(), seqs);
+        assert_eq!(e.error().max_abs_ns, 0);
+        // a cut stream is an error, never a panic or a wrong answer passed as right
+        for cut in 0..b.len() - 1 {
+            if let Ok(d) = decode(Codec::Lossless, &b[..cut], &lens) {
+                assert_ne!(d, seqs, "cut at {cut}");
+            }
+        }
+        // nothing to code
+        let empty = Encoder::new(Codec::Lossless).bytes();
+        assert_eq!(
+            decode(Codec::Lossless, &empty, &[0, 0]).unwrap(),
+            vec![vec![]; 2]
+        );
+        assert!(decode(Codec::Lossless, &b, &[0]).is_err());
+    }
+
+    #[test]
+    fn wavelet_transform_is_reversible() {
+        let mut rng = Pcg64Mcg::seed_from_u64(2);
+        for n in 0..70usize {
+            let x: Vec<i64> = (0..n)
+                .map(|_| rng.random_range(-1_000_000..1_000_000))
+                .collect();
+            let mut c = x.clone();
+            forward_53(&mut c);
+            inverse_53(&mut c);
+            assert_eq!(c, x, "n = {n}");
+        }
+        // a constant rate is two coefficients
+        let mut ramp: Vec<i64> = (0..64).map(|i| 5 * i).collect();
+        forward_53(&mut ramp);
+        assert!(ramp.iter().filter(|&&c| c != 0).count() <= 2, "{ramp:?}");
+    }
+
+    #[test]
+    fn wavelet_codec_keeps_its_ratio_and_reports_its_error() {
+        let mut rng = Pcg64Mcg::seed_from_u64(3);
+        let seqs = sequences(&mut rng);
+        let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+        // every coefficient kept: exact
+        let mut e = Encoder::new(Codec::Wavelet { ratio: 1.0 });
+        for s in &seqs {
+            e.sequence(s);
+        }
+        assert_eq!(
+            decode(Codec::Wavelet { ratio: 1.0 }, &e.bytes(), &lens).unwrap(),
+            seqs
+        );
+        assert_eq!(e.error().max_abs_ns, 0);
+        // a tenth: the reported error is the decoder's
+        let c = Codec::Wavelet { ratio: 0.1 };
+        let mut e = Encoder::new(c);
+        for s in &seqs {
+            e.sequence(s);
+        }
+        let d = decode(c, &e.bytes(), &lens).unwrap();
+        let (mut sum, mut max, mut n) = (0.0, 0u64, 0u64);
+        for (a, b) in d.iter().flatten().zip(seqs.iter().flatten()) {
+            let err = a.wrapping_sub(*b) as i64;
+            sum += err.unsigned_abs() as f64;
+            max = max.max(err.unsigned_abs());
+            n += 1;
+        }
+        let r = e.error();
+        assert_eq!((r.packets, r.max_abs_ns), (n, max));
+        assert!((r.sum_abs_ns - sum).abs() < 1e-6 * sum.max(1.0));
+        assert!(max > 0);
+        assert_eq!(kept(0.1, 300), 30);
+        assert_eq!(kept(0.1, 1), 1);
+    }
+
+    /// On Poisson traffic, the lossless codec is within 10 % of the zeroth-order empirical
+    /// entropy of the gaps it codes when the sample pins that entropy down (many more gaps than
+    /// distinct gap values); when it does not, the empirical entropy is below the source's (at
+    /// most log₂ n for n gaps), and the codec is within 2 % of the source's, `log₂(e·μ)` for
+    /// exponential gaps of mean μ in units of the resolution.
+    #[test]
+    fn lossless_is_near_the_entropy_of_the_gaps() {
+        let mut rng = Pcg64Mcg::seed_from_u64(4);
+        for (mean_gap, unit) in [(10_000.0f64, 1u64), (3_000.0, 1_000), (200_000.0, 1)] {
+            let mut t = 1_767_225_600_000_000_000u64;
+            let mut gaps = Vec::new();
+            let seq: Vec<u64> = (0..100_000)
+                .map(|_| {
+                    let u: f64 = rng.random();
+                    let g = ((-u.ln() * mean_gap) as u64 / unit).max(1) * unit;
+                    gaps.push(g as i64);
+                    t += g;
+                    t
+                })
+                .collect();
+            let mut e = Encoder::new(Codec::Lossless);
+            for chunk in seq.chunks(512) {
+                e.sequence(chunk);
+            }
+            let bits = 8.0 * e.bytes().len() as f64 / seq.len() as f64;
+            let h0 = entropy_bits(gaps);
+            let source = (std::f64::consts::E * mean_gap / unit as f64).log2();
+            if mean_gap / (unit as f64) < 20_000.0 {
+                assert!(bits < 1.1 * h0, "{bits} vs H0 {h0}");
+            } else {
+                assert!(h0 < (seq.len() as f64).log2());
+                assert!(bits < 1.02 * source, "{bits} vs {source}");
+            }
+        }
+    }
+}
