@@ -8,7 +8,7 @@
 //! `rda-set-difference` experiment runs it directly, `finecomb::estimate_ideal`).
 
 use crate::method::MethodInfo;
-use crate::{countmin, exact, finecomb, lda, lds, mpe, probe, rda, rli, sds};
+use crate::{countmin, exact, finecomb, lda, lds, mpe, opa, probe, rda, rli, sds};
 
 pub const METHODS: &[&MethodInfo] = &[
     &exact::method::INFO,
@@ -25,6 +25,8 @@ pub const METHODS: &[&MethodInfo] = &[
     &mpe::TEN_PERCENT,
     &mpe::ONE_PERCENT,
     &countmin::INFO,
+    &opa::LOSSLESS,
+    &opa::WAVELET,
 ];
 
 /// The descriptor of `name`.
@@ -77,6 +79,12 @@ mod tests {
             assert_eq!(
                 m.estimate_flows(&*s, &*r, &[]).is_some(),
                 info.per_flow,
+                "{}",
+                info.name
+            );
+            assert_eq!(
+                m.estimate_packets(&*s, &*r).is_some(),
+                info.per_packet,
                 "{}",
                 info.name
             );

@@ -268,6 +268,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "countmin",
     summary: "Count-Min of timestamp sums (COLATE §6.5's strawman), 4 x 17 500 counters, per-flow",
     per_flow: true,
+    per_packet: false,
     build: |o| {
         let width = crate::method::columns_for_memory(o.memory, 4, CELL_BYTES as u64, 17_500)?;
         Ok(Box::new(CountMinMethod::new(Config {

@@ -659,6 +659,7 @@ pub mod method {
         name: "exact",
         summary: "store every (identity, timestamp) and match them: the ground truth, 16 B a packet",
         per_flow: false,
+        per_packet: false,
         build: |_| Ok(Box::new(ExactMethod)),
         from_config: |pairs| match pairs.first() {
             Some((k, _)) => Err(MethodError::Invalid(format!(

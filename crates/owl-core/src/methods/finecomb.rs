@@ -719,6 +719,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     summary: "FineComb (RDA §III-C): 5000 buckets with parity, receiver stash repairs \
                   reordered packets, lost ones spoil their bucket; --memory / 24 B buckets",
     per_flow: false,
+    per_packet: false,
     build: |o| {
         let mut cfg = Config {
             seed: o.seed,

@@ -373,6 +373,7 @@ pub const TEN_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "mpe",
     summary: "NetFlow multi-point estimator, 10% coordinated packet sampling, per-flow",
     per_flow: true,
+    per_packet: false,
     build: |o| Ok(Box::new(MpeMethod::new("mpe", mpe_default("mpe", o.seed))?)),
     from_config: |p| {
         Ok(Box::new(MpeMethod::new(
@@ -387,6 +388,7 @@ pub const ONE_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "mpe1",
     summary: "NetFlow multi-point estimator, 1% coordinated packet sampling, per-flow",
     per_flow: true,
+    per_packet: false,
     build: |o| {
         Ok(Box::new(MpeMethod::new(
             "mpe1",

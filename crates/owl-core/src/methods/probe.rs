@@ -483,6 +483,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "probe",
     summary: "Poisson active probing at 144 Hz (LDA paper's baseline), each probe emulated by the packet after its instant; 64 B a probe (--memory ignored)",
     per_flow: false,
+    per_packet: false,
     build: |o| {
         Ok(Box::new(ProbeMethod::new(Config::new(
             DEFAULT_RATE_HZ,

@@ -359,6 +359,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "sds",
     summary: "Simple Delay Sketch (LDS §2.2): NEEDS sender timestamps in packets (emulated), per-flow",
     per_flow: true,
+    per_packet: false,
     build: |o| {
         let columns = crate::method::columns_for_memory(o.memory, 4, CELL_BYTES as u64, 17_500)?;
         Ok(Box::new(SdsMethod::new(Config {

@@ -264,6 +264,7 @@ mod contract {
         name: "count",
         summary: "packets at each point; their difference",
         per_flow: false,
+        per_packet: false,
         build: |_| Ok(Box::new(Count)),
         from_config: |_| Ok(Box::new(Count)),
     };

@@ -357,14 +357,34 @@ impl<'a> Search<'a> {
 
     /// Every hypothesis of `m` moves, `a − m` further losses and `r − m` further insertions.
     fn pattern(&mut self, a: usize, r: usize, m: usize) -> Step {
-        let mut moves: Vec<(u32, u32)> = Vec::with_capacity(m);
-        self.moves(m, 0, &mut moves, a - m, r - m)
+        self.pattern_moves(m, a - m, r - m)
     }
 
+    /// Moves by increasing largest displacement (reordering is mostly by a position or two, so
+    /// the true mapping comes early), each move's packet after the previous one's.
+    fn pattern_moves(&mut self, m: usize, losses: usize, inserts: usize) -> Step {
+        let mut moves: Vec<(u32, u32)> = Vec::with_capacity(m);
+        if m == 0 {
+            return self.moves(0, 0, 0, false, &mut moves, losses, inserts);
+        }
+        for most in 1..=self.limits.shift {
+            match self.moves(m, 0, most, false, &mut moves, losses, inserts) {
+                Step::Next => {}
+                s => return s,
+            }
+        }
+        Step::Next
+    }
+
+    /// `left` more moves, each by at most `most` positions, one of them (if none yet, `hit`)
+    /// by exactly `most`.
+    #[allow(clippy::too_many_arguments)]
     fn moves(
         &mut self,
         left: usize,
         from_j: usize,
+        most: usize,
+        hit: bool,
         moves: &mut Vec<(u32, u32)>,
         losses: usize,
         inserts: usize,
@@ -374,20 +394,36 @@ impl<'a> Search<'a> {
             return self.losses(losses, 1, &mut lp, moves, inserts);
         }
         let n = self.xs.len();
-        let d = self.limits.shift;
-        for j in from_j..n {
-            let lo = (j + 1).saturating_sub(d).max(1);
-            let hi = (j + 1 + d).min(self.w);
-            for q in lo..=hi {
-                if moves.iter().any(|&(_, q2)| q2 as usize == q) {
-                    continue;
+        let dists = if left == 1 && !hit {
+            most..=most
+        } else {
+            1..=most
+        };
+        for dist in dists {
+            for j in from_j..n {
+                for q in [(j + 1).checked_sub(dist), Some(j + 1 + dist)] {
+                    let Some(q) = q.filter(|&q| (1..=self.w).contains(&q)) else {
+                        continue;
+                    };
+                    if moves.iter().any(|&(_, q2)| q2 as usize == q) {
+                        continue;
+                    }
+                    moves.push((j as u32, q as u32));
+                    let step = self.moves(
+                        left - 1,
+                        j + 1,
+                        most,
+                        hit || dist == most,
+                        moves,
+                        losses,
+                        inserts,
+                    );
+                    match step {
+                        Step::Next => {}
+                        s => return s,
+                    }
+                    moves.pop();
                 }
-                moves.push((j as u32, q as u32));
-                match self.moves(left - 1, j + 1, moves, losses, inserts) {
-                    Step::Next => {}
-                    s => return s,
-                }
-                moves.pop();
             }
         }
         Step::Next

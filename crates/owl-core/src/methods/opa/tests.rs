@@ -367,3 +367,261 @@ mod codecs {
         }
     }
 }
+
+mod pair {
+    use std::sync::Arc;
+
+    use rand::{RngExt, SeedableRng};
+    use rand_pcg::Pcg64Mcg;
+
+    use super::super::{Codec, Config, Fate, OpaMethod, Receiver, Sender, recover_pair};
+    use crate::method::{Method, MethodError, PointSynopsis, Role};
+    use crate::record::PacketRecord;
+
+    /// `n` packets at ~1 Mpps, FIFO delays of 20–60 µs (a packet never overtakes the one
+    /// before it), each lost with `loss`, `reorder` of them overtaken by up to 3 later packets. Returns S's and R's records and the truth
+    /// (identity → delay).
+    pub fn stream(
+        seed: u64,
+        n: usize,
+        loss: f64,
+        reorder: f64,
+    ) -> (
+        Vec<PacketRecord>,
+        Vec<PacketRecord>,
+        hashbrown::HashMap<u64, i64>,
+    ) {
+        let mut rng = Pcg64Mcg::seed_from_u64(seed);
+        let mut t = 1_767_225_600_000_000_000u64;
+        let (mut s, mut r) = (Vec::new(), Vec::new());
+        let mut truth = hashbrown::HashMap::new();
+        let mut d = 40_000u64;
+        let mut last = 0u64;
+        for _ in 0..n {
+            t += rng.random_range(200..1_800u64);
+            let id: u64 = rng.random();
+            s.push(PacketRecord {
+                ts_ns: t,
+                id,
+                ..Default::default()
+            });
+            d = (d as i64 + rng.random_range(-300..=300i64)).clamp(20_000, 60_000) as u64;
+            if rng.random_bool(loss) {
+                continue;
+            }
+            let arrival = (t + d).max(last + 1);
+            last = arrival;
+            truth.insert(id, (arrival - t) as i64);
+            r.push(PacketRecord {
+                ts_ns: arrival,
+                id,
+                ..Default::default()
+            });
+        }
+        r.sort_by_key(|p| p.ts_ns);
+        // reordering: a packet swapped behind up to 3 later ones (arrival order only; the
+        // timestamps stay, so delays are unchanged)
+        let mut i = 0;
+        while i + 4 < r.len() {
+            if rng.random_bool(reorder) {
+                let by = rng.random_range(1..=3usize);
+                let p = r.remove(i);
+                r.insert(i + by, p);
+                i += by + 1;
+            } else {
+                i += 1;
+            }
+        }
+        (s, r, truth)
+    }
+
+    fn points(cfg: &Config, s: &[PacketRecord], r: &[PacketRecord]) -> (Sender, Receiver) {
+        let cfg = Arc::new(cfg.clone());
+        let mut a = Sender::new(cfg.clone());
+        let mut b = Receiver::new(cfg);
+        a.record_batch(s);
+        b.record_batch(r);
+        (a, b)
+    }
+
+    /// Every placed packet's delay is the true one, every located loss is a true loss.
+    fn check(
+        cfg: &Config,
+        s: &[PacketRecord],
+        r: &[PacketRecord],
+        truth: &hashbrown::HashMap<u64, i64>,
+    ) -> super::super::Stats {
+        let (a, b) = points(cfg, s, r);
+        let rec = recover_pair(&a, &b).unwrap();
+        assert_eq!(rec.packets.len(), s.len());
+        let sent_at: hashbrown::HashMap<u64, u64> = s.iter().map(|p| (p.ts_ns, p.id)).collect();
+        let mut placed = 0;
+        for p in &rec.packets {
+            match p.fate {
+                Fate::Delivered { id, receiver_ns } => {
+                    assert_eq!(receiver_ns as i64 - p.sender_ns as i64, truth[&id]);
+                    placed += 1;
+                }
+                Fate::Lost => assert!(!truth.contains_key(&sent_at[&p.sender_ns])),
+                Fate::Unrecovered => {}
+            }
+        }
+        assert_eq!(placed as u64 + rec.stats.unplaced, r.len() as u64);
+        rec.stats
+    }
+
+    #[test]
+    fn every_delivered_packet_gets_its_exact_delay() {
+        let (s, r, truth) = stream(1, 60_000, 2e-4, 2e-4);
+        let cfg = Config::lossless(5);
+        let st = check(&cfg, &s, &r, &truth);
+        assert_eq!(st.unrecovered_groups, 0, "{st:?}");
+        assert_eq!(st.unplaced, 0, "{st:?}");
+        assert_eq!(
+            st.errors.lost as u64 - st.rematched,
+            (s.len() - r.len()) as u64
+        );
+        assert!(st.errors.moved > 0 && st.sender_segments > 50, "{st:?}");
+        // the paper's setup: one segment, g groups
+        let (s, r, truth) = stream(1, 60_000, 1e-3, 1e-3);
+        let paper = Config {
+            delimiter_bits: 0,
+            groups: 1000,
+            ..cfg.clone()
+        };
+        let st = check(&paper, &s, &r, &truth);
+        assert_eq!(st.groups, 1000);
+        assert!(st.unrecovered_groups <= 4, "{st:?}");
+        // wavelet timestamps: positions exact, delays within the reported error
+        let w = Config::wavelet(5);
+        let (a, b) = points(&w, &s, &r);
+        let rec = recover_pair(&a, &b).unwrap();
+        let e = rec.stats.codec_error;
+        assert!(e.max_abs_ns > 0 && e.packets == s.len() as u64);
+        for p in &rec.packets {
+            if let Fate::Delivered { id, receiver_ns } = p.fate {
+                let err = (receiver_ns as i64 - p.sender_ns as i64 - truth[&id]).unsigned_abs();
+                assert!(err <= e.max_abs_ns);
+            }
+        }
+        let per = rec.stats.payload_bytes as f64 / s.len() as f64;
+        assert!(per < 0.45, "{per} B per packet");
+    }
+
+    /// A lost delimiter merges two segments at R; a packet reordered across a delimiter is an
+    /// insertion in one and a loss in the other. Both are recovered.
+    #[test]
+    fn lost_and_reordered_delimiters() {
+        let cfg = Config::lossless(5);
+        let (s, mut r, mut truth) = stream(2, 20_000, 0.0, 0.0);
+        let delims: Vec<usize> = (0..r.len())
+            .filter(|&i| cfg.is_delimiter(r[i].id))
+            .collect();
+        assert!(delims.len() > 10);
+        // lose the 3rd delimiter; swap the 6th with the packet before it
+        let d6 = delims[6];
+        r.swap(d6 - 1, d6);
+        let lost = r.remove(delims[3]);
+        truth.remove(&lost.id);
+        let st = check(&cfg, &s, &r, &truth);
+        assert_eq!(st.merged_segments, 1, "{st:?}");
+        assert_eq!(st.rematched, 1, "{st:?}");
+        assert_eq!((st.unrecovered_groups, st.unplaced), (0, 0), "{st:?}");
+        assert_eq!(
+            st.errors.lost, 2,
+            "the delimiter, and the swapped packet before its re-match"
+        );
+    }
+
+    #[test]
+    fn payloads_round_trip_and_estimates_agree() {
+        let (s, r, _) = stream(3, 5_000, 4e-4, 0.0);
+        for cfg in [Config::lossless(1), Config::wavelet(1)] {
+            let m = OpaMethod::new(cfg).unwrap();
+            let mut a = m.new_point(Role::Sender);
+            let mut b = m.new_point(Role::Receiver);
+            a.record_batch(&s);
+            b.record_batch(&r);
+            let (mut ba, mut bb) = (Vec::new(), Vec::new());
+            a.encode(&mut ba);
+            b.encode(&mut bb);
+            assert_eq!(ba.len(), a.encoded_len());
+            let a2 = m.decode_point(Role::Sender, &ba).unwrap();
+            let b2 = m.decode_point(Role::Receiver, &bb).unwrap();
+            let p1 = m.estimate_packets(&*a, &*b).unwrap().unwrap();
+            let p2 = m.estimate_packets(&*a2, &*b2).unwrap().unwrap();
+            assert_eq!(p1, p2);
+            let e1 = m.estimate(a, b).unwrap();
+            let e2 = m.estimate(a2, b2).unwrap();
+            assert_eq!(e1, e2);
+            assert_eq!(e1.samples, r.len() as u64, "{:?}", e1.notes);
+            assert_eq!(e1.bytes, ba.len() as u64);
+            // every cut of either payload is an error
+            for cut in [0, 3, 4, 9, ba.len() / 2, ba.len() - 1] {
+                assert!(m.decode_point(Role::Sender, &ba[..cut]).is_err(), "{cut}");
+            }
+            for cut in [0, 3, 4, 9, bb.len() / 2, bb.len() - 1] {
+                assert!(m.decode_point(Role::Receiver, &bb[..cut]).is_err(), "{cut}");
+            }
+            assert!(m.decode_point(Role::Receiver, &ba).is_err());
+        }
+    }
+
+    /// Mismatched configurations between the points are errors naming the field; a payload of
+    /// the other codec or group count does not decode.
+    #[test]
+    fn mismatched_configs_are_errors() {
+        let a = OpaMethod::new(Config::lossless(1)).unwrap();
+        let b = OpaMethod::new(Config {
+            rows: 4,
+            ..Config::lossless(1)
+        })
+        .unwrap();
+        let e = a
+            .estimate(a.new_point(Role::Sender), b.new_point(Role::Receiver))
+            .unwrap_err();
+        assert!(
+            matches!(&e, MethodError::ConfigMismatch { field, .. } if field == "rows"),
+            "{e}"
+        );
+        let w = OpaMethod::new(Config::wavelet(1)).unwrap();
+        let mut p = Vec::new();
+        a.new_point(Role::Sender).encode(&mut p);
+        assert!(w.decode_point(Role::Sender, &p).is_err());
+        let g = OpaMethod::new(Config {
+            groups: 3,
+            ..Config::lossless(1)
+        })
+        .unwrap();
+        assert!(g.decode_point(Role::Sender, &p).is_err());
+        // configurations rebuild from their fields, and refuse nonsense
+        for m in [&a, &w, &g] {
+            let pairs: Vec<(String, String)> = m
+                .config()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect();
+            let c = Config::from_pairs_over(Config::lossless(9), &pairs).unwrap();
+            assert_eq!(&c, m.config_struct());
+        }
+        let bad = |k: &str, v: &str| {
+            Config::from_pairs_over(Config::lossless(1), &[(k.into(), v.into())]).is_err()
+        };
+        assert!(bad("rows", "1") && bad("rows", "9") && bad("groups", "0"));
+        assert!(bad("delimiter_bits", "2") && bad("max_errors", "5") && bad("ratio", "0.5"));
+        assert!(bad("timestamps", "zip") && bad("colour", "red"));
+        assert!(
+            Config::from_pairs_over(Config::wavelet(1), &[("ratio".into(), "0.001".into())])
+                .is_err()
+        );
+        assert_eq!(
+            Config::from_pairs_over(
+                Config::lossless(1),
+                &[("timestamps".into(), "wavelet".into())]
+            )
+            .unwrap()
+            .codec,
+            Codec::Wavelet { ratio: 0.1 }
+        );
+    }
+}

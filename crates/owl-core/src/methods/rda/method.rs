@@ -92,6 +92,7 @@ pub const LATE: MethodInfo = MethodInfo {
     summary: "RDA, late binding (§VIII): 3 banks of d̂ buckets from a strata estimate, decode \
                   lost and reordered packets, repair, exact mean; --memory caps the RDA",
     per_flow: false,
+    per_packet: false,
     build: |o| {
         let mut cfg = Config {
             seed: o.seed,
@@ -111,6 +112,7 @@ pub const FIXED: MethodInfo = MethodInfo {
     name: "rda-fixed",
     summary: "RDA of fixed size (§V/§VII): 3 banks × 1666 buckets (120 kB), or --memory / 72 B",
     per_flow: false,
+    per_packet: false,
     build: |o| {
         let mut cfg = Config {
             seed: o.seed,
