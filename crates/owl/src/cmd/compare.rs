@@ -55,6 +55,13 @@ Per flow (--per-flow):
   its interval means weighted by the method's own packet estimate. The summary gives median
   and 95th-percentile relative error by flow size (<100, 100-999, 1000-9999, >=10000 packets).
 
+Per packet (--per-packet FILE):
+  Every per-packet method ({PER_PACKET}) gives, in each interval, its packets: FILE gets
+  method,sender_ns,receiver_ns,delay_ns per packet (receiver_ns and delay_ns empty for a packet
+  lost or not placed), and the summary (and each such method's JSON: p50_ns, p90_ns, p99_ns,
+  p999_ns, per_packet{delivered, lost, unplaced, recovered_fraction, bytes_per_packet,
+  anomalies[]}) the quantiles of its delays, the packets it placed and its largest delays.
+
 Output:
   Interval rows are printed as the intervals close (--rows N limits them), then the summary.
   --jsonl streams one JSON object per closed interval (type interval: index, start_ns,
@@ -71,10 +78,13 @@ Examples:
   owl compare sender.pcap receiver.pcap
   owl compare S.pcapng R.pcapng --interval 100ms --json | jq '.intervals[].truth.mean_ns'
   owl compare S.pcap R.pcap --per-flow --top 20
-  owl compare S.pcap R.pcap --unmatched debug/ --delays delays.csv";
+  owl compare S.pcap R.pcap --unmatched debug/ --delays delays.csv
+  owl compare S.pcap R.pcap --methods exact,opa --per-packet packets.csv";
 
 #[derive(Args, Clone, Debug)]
-#[command(after_help = AFTER_HELP.replace("{PER_FLOW}", &methods::per_flow_names()))]
+#[command(after_help = AFTER_HELP
+    .replace("{PER_FLOW}", &methods::per_flow_names())
+    .replace("{PER_PACKET}", &super::perpacket::names()))]
 pub struct CompareArgs {
     /// Capture taken at the sender point S (pcap or pcapng).
     pub sender: PathBuf,
@@ -100,6 +110,10 @@ pub struct CompareArgs {
     /// Write every matched packet's delay to FILE (CSV).
     #[arg(long, value_name = "FILE")]
     pub delays: Option<PathBuf>,
+    /// Write every packet of each per-packet method to FILE (CSV:
+    /// method,sender_ns,receiver_ns,delay_ns).
+    #[arg(long = "per-packet", value_name = "FILE")]
+    pub per_packet: Option<PathBuf>,
     /// Measure the complete records of a capture that ends inside a record, instead of failing.
     #[arg(long)]
     pub allow_truncated: bool,
@@ -138,8 +152,11 @@ impl Timer for WallTimer {
     }
 }
 
-/// Per-flow queries on each closed pair, before the estimators consume it.
-struct FlowHook<'a>(Option<&'a mut super::perflow::PerFlow>);
+/// Per-flow and per-packet queries on each closed pair, before the estimators consume it.
+struct FlowHook<'a>(
+    Option<&'a mut super::perflow::PerFlow>,
+    Option<&'a mut super::perpacket::PerPacket>,
+);
 
 impl PairHook for FlowHook<'_> {
     fn closed_pair(
@@ -154,6 +171,9 @@ impl PairHook for FlowHook<'_> {
                 pf.add_interval(&**m, &*sender[k], &*receiver[k], index);
             }
             pf.presence.forget(index);
+        }
+        if let Some(pp) = self.1.as_deref_mut() {
+            pp.add_interval(index, methods, sender, receiver);
         }
     }
 }
@@ -201,6 +221,8 @@ pub struct Comparison {
     pub methods: Vec<MethodResult>,
     /// Per-flow estimates (with `--per-flow`).
     pub per_flow: Option<super::perflow::PerFlow>,
+    /// Per-packet methods' delays.
+    pub per_packet: Option<super::perpacket::PerPacket>,
     /// Intervals reported.
     pub interval_count: u64,
 }
@@ -317,6 +339,8 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         Some(truth_cfg),
     );
     let mut per_flow = args.per_flow.then(|| super::perflow::PerFlow::new(iv));
+    let mut per_packet =
+        super::perpacket::PerPacket::new(args.per_packet.as_deref(), &built, args.exact_quantiles)?;
     let mut delays = match &args.delays {
         Some(p) => Some(DelaysCsv::create(p)?),
         None => None,
@@ -360,7 +384,7 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
                         pf.presence.observe(&batch);
                     }
                 }
-                let mut hook = FlowHook(per_flow.as_mut());
+                let mut hook = FlowHook(per_flow.as_mut(), per_packet.as_mut());
                 pipeline.push(roles[k], &batch, &mut timer, &mut hook);
             }
             Event::End(k, end) => {
@@ -376,7 +400,7 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
                     });
                 }
                 ends[k] = Some(End { error: None, ..end });
-                let mut hook = FlowHook(per_flow.as_mut());
+                let mut hook = FlowHook(per_flow.as_mut(), per_packet.as_mut());
                 pipeline.finish_point(roles[k], &mut timer, &mut hook);
             }
         }
@@ -440,6 +464,9 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
     let mut stream = stream.expect("compare runs the truth");
     if let Some(d) = delays.as_mut() {
         d.finish()?;
+    }
+    if let Some(pp) = per_packet.as_mut() {
+        pp.finish()?;
     }
     exact_time += t.elapsed();
     rows.finish(out)?;
@@ -527,6 +554,7 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         points,
         methods: all,
         per_flow,
+        per_packet,
         interval_count: reported,
     })
 }
@@ -880,6 +908,9 @@ pub fn to_json(c: &Comparison, args: &CompareArgs) -> Value {
             let mut v = estimate_json(&m.name, &m.overall, &t.in_interval);
             v["time_s"] = json!(m.time.as_secs_f64());
             v["error"] = json!(m.error);
+            if let Some(pp) = &c.per_packet {
+                pp.annotate(&m.name, m.overall.bytes, t, &mut v);
+            }
             v
         })
         .collect();
@@ -1057,6 +1088,15 @@ pub fn print_text(out: &mut impl Write, c: &Comparison, args: &CompareArgs) -> R
     }
     if args.per_flow {
         super::perflow::print(out, t, c.per_flow.as_ref(), args.top.unwrap_or(10))?;
+    }
+    if let Some(pp) = &c.per_packet {
+        let bytes = |n: &str| {
+            c.methods
+                .iter()
+                .find(|m| m.name == n)
+                .map_or(0, |m| m.overall.bytes)
+        };
+        pp.print(out, t, &bytes)?;
     }
     Ok(())
 }

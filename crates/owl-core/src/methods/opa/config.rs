@@ -9,8 +9,11 @@ use super::timestamps::Codec;
 /// Longest delimiter prefix: a delimiter every 2⁴⁰ packets is no delimiter at all.
 pub const MAX_DELIMITER_BITS: u32 = 40;
 /// The interval's search budget, in mappings per sender packet: hostile or heavily reordered
-/// traffic costs at most this much recovery work per packet (about 2 µs on one core).
-pub const MAPPINGS_PER_PACKET: u64 = 64;
+/// traffic costs at most this much recovery work per packet (about a microsecond on one core),
+/// or [`MIN_BUDGET`] in a small interval.
+pub const MAPPINGS_PER_PACKET: u64 = 32;
+/// The smallest interval search budget.
+pub const MIN_BUDGET: u64 = 1 << 20;
 /// Most groups per segment.
 pub const MAX_GROUPS: u32 = 1 << 20;
 
@@ -32,7 +35,7 @@ pub struct Config {
     pub shift: u32,
     /// Most mappings tested in one group before it is given up (the enumeration's hard cap);
     /// an interval also stops searching once it has tested [`MAPPINGS_PER_PACKET`] per sender
-    /// packet (or `max_mappings`, if more).
+    /// packet (or [`MIN_BUDGET`], if more).
     pub max_mappings: u64,
     /// How the sender's timestamps travel (§V-A).
     pub codec: Codec,
@@ -56,7 +59,7 @@ const FIELDS: &[&str] = &[
 impl Config {
     /// owl's default (`opa`): segments of about 128 packets between delimiters (b = 7), one
     /// group each, k = 3 rows (the paper's 24-byte CAH), at most E = 2 errors per group as the
-    /// paper's implementation, a shift of 16 positions, 2²⁰ mappings per group at most, and
+    /// paper's implementation, a shift of 16 positions, 2²⁴ mappings per group at most, and
     /// lossless timestamps.
     pub fn lossless(seed: u64) -> Config {
         Config {
@@ -65,19 +68,20 @@ impl Config {
             delimiter_bits: 7,
             max_errors: 2,
             shift: 16,
-            max_mappings: 1 << 20,
+            max_mappings: 1 << 24,
             codec: Codec::Lossless,
             seed,
         }
     }
 
-    /// `opa-wavelet`: the paper's wavelet compression at ratio θ = 1/10 (§VI-B), in segments
-    /// of about 256 packets (b = 8) so that tuples and timestamps stay within the paper's
-    /// overhead (§VI-B: about 3 packets of 1 500 B per 10⁴, 0.45 B a packet).
+    /// `opa-wavelet`: the paper's wavelet compression (§V-A), keeping θ = 6 % of the
+    /// coefficients, so that tuples and timestamps stay within the paper's overhead (§VI-B:
+    /// about 3 packets of 1 500 B per 10⁴, 0.45 B a packet) with owl's small segments. The
+    /// paper's θ = 1/10 is `ratio=0.1`; it fits the same budget with segments of ~256 packets
+    /// (`delimiter_bits=8`), whose groups cost recovery more (see the README).
     pub fn wavelet(seed: u64) -> Config {
         Config {
-            codec: Codec::Wavelet { ratio: 0.1 },
-            delimiter_bits: 8,
+            codec: Codec::Wavelet { ratio: 0.06 },
             ..Config::lossless(seed)
         }
     }
@@ -193,7 +197,7 @@ impl Config {
         c.codec = if wavelet {
             let old = match c.codec {
                 Codec::Wavelet { ratio } => ratio,
-                Codec::Lossless => 0.1,
+                Codec::Lossless => 0.06,
             };
             Codec::Wavelet {
                 ratio: ratio.unwrap_or(old),

@@ -51,7 +51,7 @@
 //! n × u64 identity | u32 len, len bytes of the groups' arrival times (lossless stream)
 //! ```
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::hash::{HashFamily, HashFn, reduce};
 use crate::method::PointSynopsis;
@@ -60,6 +60,7 @@ use crate::wire::{DecodeError, WireReader, WireWriter};
 
 use super::cah::{self, Cah, MAX_ROWS, P};
 use super::config::Config;
+use super::method::PairRecovery;
 use super::timestamps::{self, Codec, CodecError, Encoder};
 
 pub const SENDER_TAG: &[u8; 4] = b"OPA1";
@@ -353,6 +354,36 @@ pub struct Receiver {
     pub(crate) cfg: Arc<Config>,
     h: HashFn,
     pub segments: Vec<ReceiverSegment>,
+    pub(crate) cache: RecoveryCache,
+}
+
+/// The last recovery of this receiver, by a fingerprint of the sender payload it was paired
+/// with (never written, never cloned).
+#[derive(Default)]
+pub(crate) struct RecoveryCache(Mutex<Option<(u64, Arc<PairRecovery>)>>);
+
+impl RecoveryCache {
+    pub(crate) fn get(&self, print: u64) -> Option<Arc<PairRecovery>> {
+        let g = self.0.lock().ok()?;
+        g.as_ref().filter(|c| c.0 == print).map(|c| c.1.clone())
+    }
+    pub(crate) fn put(&self, print: u64, rec: Arc<PairRecovery>) {
+        if let Ok(mut g) = self.0.lock() {
+            *g = Some((print, rec));
+        }
+    }
+}
+
+impl Clone for RecoveryCache {
+    fn clone(&self) -> Self {
+        RecoveryCache::default()
+    }
+}
+
+impl std::fmt::Debug for RecoveryCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RecoveryCache")
+    }
 }
 
 impl Receiver {
@@ -363,6 +394,7 @@ impl Receiver {
                 key: None,
                 groups: vec![Vec::new(); cfg.groups as usize],
             }],
+            cache: RecoveryCache::default(),
             cfg,
         }
     }

@@ -467,7 +467,7 @@ mod pair {
             }
         }
         assert_eq!(placed as u64 + rec.stats.unplaced, r.len() as u64);
-        rec.stats
+        rec.stats.clone()
     }
 
     #[test]
@@ -621,7 +621,7 @@ mod pair {
             )
             .unwrap()
             .codec,
-            Codec::Wavelet { ratio: 0.1 }
+            Codec::Wavelet { ratio: 0.06 }
         );
     }
 }

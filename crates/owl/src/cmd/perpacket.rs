@@ -1,0 +1,311 @@
+//! `owl compare --per-packet FILE`: every sender packet of each per-packet method (OPA, RLI),
+//! and a summary of their delays.
+//!
+//! Each method whose [`Method::estimate_packets`] answers is asked, in each measurement
+//! interval, for every packet it knows: OPA gives every sender packet (its decoded sending time,
+//! and its arrival time, or none for a packet it located as lost or could not place), RLI every
+//! received packet with its interpolated delay. The CSV has the header
+//! `method,sender_ns,receiver_ns,delay_ns`, one row per packet in sending order within each
+//! interval, `receiver_ns` and `delay_ns` empty for a packet without an arrival. (The truth's
+//! own per-packet delays are `--delays FILE`.)
+//!
+//! The summary, per method: the delays' mean, std and p50/p90/p99/p99.9 (exact up to
+//! `--exact-quantiles` delays, then from the truth's log-linear histogram), the packets placed
+//! with a delay, located lost, and not placed, the fraction of the truth's received packets
+//! given a delay, bytes per sender packet, and the largest delays as anomalies (OPA §VII-C).
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use owl_core::exact::Truth;
+use owl_core::method::{Method, PointSynopsis};
+use owl_core::pipeline::truth::{DelayAcc, QUANTILE_RELATIVE_ERROR};
+use owl_core::registry;
+use owl_core::stats::DelaySummary;
+use owl_core::units::{format_bytes, format_ns};
+use serde_json::{Value, json};
+
+/// Largest delays listed per method.
+pub const ANOMALIES: usize = 10;
+
+/// One per-packet method's books.
+struct Acc {
+    name: String,
+    delays: DelayAcc,
+    /// Packets the method reported, placed with a delay, located lost, not placed.
+    rows: u64,
+    delivered: u64,
+    lost: u64,
+    unplaced: u64,
+    /// The largest delays: `(delay, sender_ns, receiver_ns)`, largest first.
+    largest: Vec<(i64, u64, u64)>,
+    error: Option<String>,
+}
+
+/// The per-packet methods' packets of each closed interval.
+pub struct PerPacket {
+    csv: Option<(PathBuf, BufWriter<std::fs::File>)>,
+    /// Indexed like the methods; `None` for methods without per-packet estimates.
+    accs: Vec<Option<Acc>>,
+    /// The first write error (the pipeline's hook cannot return one).
+    failed: Option<anyhow::Error>,
+    /// Each method's delay summary and whether its quantiles are exact, once finished.
+    summaries: Vec<(String, Option<DelaySummary>, bool)>,
+}
+
+/// Whether `m` gives per-packet estimates.
+pub fn is_per_packet(m: &dyn Method) -> bool {
+    registry::find(m.name()).is_some_and(|i| i.per_packet)
+}
+
+/// The per-packet methods' names, for help texts.
+pub fn names() -> String {
+    registry::METHODS
+        .iter()
+        .filter(|m| m.per_packet)
+        .map(|m| m.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl PerPacket {
+    /// Books for the per-packet methods among `methods`, writing the CSV to `path` if given;
+    /// `None` when there is none and no CSV is asked for.
+    pub fn new(
+        path: Option<&Path>,
+        methods: &[Arc<dyn Method>],
+        exact_quantiles: usize,
+    ) -> Result<Option<PerPacket>> {
+        let accs: Vec<Option<Acc>> = methods
+            .iter()
+            .map(|m| {
+                is_per_packet(&**m).then(|| Acc {
+                    name: m.name().to_string(),
+                    delays: DelayAcc::new(exact_quantiles),
+                    rows: 0,
+                    delivered: 0,
+                    lost: 0,
+                    unplaced: 0,
+                    largest: Vec::new(),
+                    error: None,
+                })
+            })
+            .collect();
+        let any = accs.iter().any(Option::is_some);
+        let Some(path) = path else {
+            return Ok(any.then_some(PerPacket {
+                csv: None,
+                accs,
+                failed: None,
+                summaries: Vec::new(),
+            }));
+        };
+        if !any {
+            bail!(
+                "--per-packet needs a per-packet method among --methods ({})",
+                names()
+            );
+        }
+        let f = std::fs::File::create(path)
+            .with_context(|| format!("{}: cannot create", path.display()))?;
+        let mut w = BufWriter::new(f);
+        writeln!(w, "method,sender_ns,receiver_ns,delay_ns")
+            .with_context(|| format!("{}: cannot write", path.display()))?;
+        Ok(Some(PerPacket {
+            csv: Some((path.to_path_buf(), w)),
+            accs,
+            failed: None,
+            summaries: Vec::new(),
+        }))
+    }
+
+    /// Ask every per-packet method for the packets of one closed interval pair.
+    pub fn add_interval(
+        &mut self,
+        index: u64,
+        methods: &[Arc<dyn Method>],
+        sender: &[Box<dyn PointSynopsis>],
+        receiver: &[Box<dyn PointSynopsis>],
+    ) {
+        for (k, m) in methods.iter().enumerate() {
+            let Some(acc) = self.accs.get_mut(k).and_then(Option::as_mut) else {
+                continue;
+            };
+            let packets = match m.estimate_packets(&*sender[k], &*receiver[k]) {
+                None => continue,
+                Some(Err(e)) => {
+                    acc.error
+                        .get_or_insert_with(|| format!("interval {index}: {e}"));
+                    continue;
+                }
+                Some(Ok(p)) => p,
+            };
+            for p in &packets {
+                acc.rows += 1;
+                match (p.receiver_ns, p.delay_ns()) {
+                    (Some(r), Some(d)) => {
+                        acc.delivered += 1;
+                        acc.delays.push(d);
+                        if acc.largest.len() < ANOMALIES || d > acc.largest[ANOMALIES - 1].0 {
+                            let at = acc.largest.partition_point(|x| x.0 >= d);
+                            acc.largest.insert(at, (d, p.sender_ns, r));
+                            acc.largest.truncate(ANOMALIES);
+                        }
+                    }
+                    _ if p.placed => acc.lost += 1,
+                    _ => acc.unplaced += 1,
+                }
+            }
+            if let Some((path, w)) = self.csv.as_mut()
+                && self.failed.is_none()
+            {
+                let r = (|| -> std::io::Result<()> {
+                    for p in &packets {
+                        match (p.receiver_ns, p.delay_ns()) {
+                            (Some(r), Some(d)) => {
+                                writeln!(w, "{},{},{r},{d}", acc.name, p.sender_ns)?
+                            }
+                            _ => writeln!(w, "{},{},,", acc.name, p.sender_ns)?,
+                        }
+                    }
+                    Ok(())
+                })();
+                if let Err(e) = r {
+                    self.failed = Some(
+                        anyhow::Error::new(e).context(format!("{}: cannot write", path.display())),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Flush the CSV (the first error met while writing it) and summarise every method.
+    pub fn finish(&mut self) -> Result<()> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        if let Some((path, w)) = self.csv.as_mut() {
+            w.flush()
+                .with_context(|| format!("{}: cannot write", path.display()))?;
+        }
+        self.summaries = self
+            .accs
+            .iter_mut()
+            .flatten()
+            .map(|a| {
+                let (s, exact) = a.delays.summary();
+                (a.name.clone(), s, exact)
+            })
+            .collect();
+        Ok(())
+    }
+
+    fn acc(&self, name: &str) -> Option<&Acc> {
+        self.accs.iter().flatten().find(|a| a.name == name)
+    }
+
+    /// The per-packet fields of method `name`'s JSON: `p50_ns` … `p999_ns` beside its mean,
+    /// and `per_packet{…}`.
+    pub fn annotate(&self, name: &str, bytes: u64, truth: &Truth, v: &mut Value) {
+        let (Some(acc), Some((_, s, exact))) =
+            (self.acc(name), self.summaries.iter().find(|x| x.0 == name))
+        else {
+            return;
+        };
+        v["p50_ns"] = json!(s.map(|d| d.p50_ns));
+        v["p90_ns"] = json!(s.map(|d| d.p90_ns));
+        v["p99_ns"] = json!(s.map(|d| d.p99_ns));
+        v["p999_ns"] = json!(s.map(|d| d.p999_ns));
+        v["per_packet"] = json!({
+            "packets": acc.rows,
+            "delivered": acc.delivered,
+            "lost": acc.lost,
+            "unplaced": acc.unplaced,
+            "recovered_fraction": acc.delivered as f64 / truth.received.max(1) as f64,
+            "bytes_per_packet": bytes as f64 / truth.sent.max(1) as f64,
+            "mean_ns": s.map(|d| d.mean_ns),
+            "std_ns": s.map(|d| d.std_ns),
+            "max_ns": s.map(|d| d.max_ns),
+            "quantiles_exact": exact,
+            "anomalies": acc.largest.iter().map(|&(d, s, r)| json!({
+                "sender_ns": s, "receiver_ns": r, "delay_ns": d,
+            })).collect::<Vec<_>>(),
+            "error": acc.error,
+        });
+    }
+
+    /// The text summary, one block per per-packet method.
+    pub fn print(
+        &self,
+        out: &mut impl Write,
+        truth: &Truth,
+        bytes: &dyn Fn(&str) -> u64,
+    ) -> Result<()> {
+        writeln!(out)?;
+        writeln!(out, "per packet")?;
+        if let Some(d) = truth.delay {
+            writeln!(
+                out,
+                "  {:<12} p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+                "truth",
+                format_ns(d.p50_ns as f64),
+                format_ns(d.p90_ns as f64),
+                format_ns(d.p99_ns as f64),
+                format_ns(d.p999_ns as f64),
+                format_ns(d.max_ns as f64)
+            )?;
+        }
+        for (name, s, exact) in &self.summaries {
+            let Some(acc) = self.acc(name) else { continue };
+            match s {
+                Some(d) => writeln!(
+                    out,
+                    "  {:<12} p50 {}  p90 {}  p99 {}  p99.9 {}  max {}{}",
+                    name,
+                    format_ns(d.p50_ns as f64),
+                    format_ns(d.p90_ns as f64),
+                    format_ns(d.p99_ns as f64),
+                    format_ns(d.p999_ns as f64),
+                    format_ns(d.max_ns as f64),
+                    if *exact {
+                        String::new()
+                    } else {
+                        format!(
+                            " (quantiles within {:.2} %)",
+                            100.0 * QUANTILE_RELATIVE_ERROR
+                        )
+                    }
+                )?,
+                None => writeln!(out, "  {name:<12} no delay recovered")?,
+            }
+            let b = bytes(name);
+            writeln!(
+                out,
+                "  {:<12} {} placed with a delay ({:.4} % of the {} received), {} located lost, {} not placed; {} ({:.3} B per packet)",
+                "",
+                acc.delivered,
+                100.0 * acc.delivered as f64 / truth.received.max(1) as f64,
+                truth.received,
+                acc.lost,
+                acc.unplaced,
+                format_bytes(b),
+                b as f64 / truth.sent.max(1) as f64
+            )?;
+            if let Some(e) = &acc.error {
+                writeln!(out, "  {:<12} ! {e}", "")?;
+            }
+            if !acc.largest.is_empty() {
+                let list: Vec<String> = acc
+                    .largest
+                    .iter()
+                    .take(5)
+                    .map(|&(d, s, _)| format!("{} (sent {s})", format_ns(d as f64)))
+                    .collect();
+                writeln!(out, "  {:<12} largest: {}", "", list.join(", "))?;
+            }
+        }
+        Ok(())
+    }
+}
