@@ -9,6 +9,7 @@
 pub mod lda;
 pub mod lda_std;
 pub mod lds;
+pub mod opa;
 pub mod plot;
 pub mod rda;
 
@@ -91,6 +92,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
     },
     rda::SET_DIFFERENCE,
     rda::DECODE_TIME,
+    opa::GROUPS,
+    opa::PER_PACKET,
+    opa::VERSUS,
 ];
 
 #[derive(Args, Clone, Debug)]

@@ -62,7 +62,8 @@ pub struct Stats {
     pub no_mapping: u64,
     /// Errors found in recovered groups.
     pub errors: Errors,
-    /// Insertions placed by their solved hash in another segment (reordered across a delimiter).
+    /// Insertions placed by their solved hash at a lost position (reordered across a delimiter,
+    /// or delayed far behind their group).
     pub rematched: u64,
     /// Received packets given no sender position.
     pub unplaced: u64,
@@ -323,13 +324,11 @@ fn recover_uncached(
             }
         }
     }
-    // packets reordered across a delimiter: an insertion whose augmented hash at a lost
-    // position of a nearby segment's same group is the solved one
-    for (si, gi, (x, id, t)) in inserted {
-        let lo = si.saturating_sub(MAX_MERGED);
-        let hi = (si + MAX_MERGED).min(nseg.saturating_sub(1));
+    // packets reordered across a delimiter (or delayed past several): an insertion whose
+    // augmented hash at a lost position of its group, in any segment, is the solved one
+    for (_, gi, (x, id, t)) in inserted {
         let mut placed = false;
-        'find: for sj in lo..=hi {
+        'find: for sj in 0..nseg {
             let cell = &mut solved[sj * g + gi];
             for (n, &(q, h)) in cell.iter().enumerate() {
                 if cah::augmented(x, q as u64) == h {

@@ -22,7 +22,8 @@
 //!   segment at R (an insertion there, a loss in its own), and conversely. Both segments are
 //!   recovered with one error each; the packet's solved augmented hash in the segment that lost
 //!   it then matches it among the next segment's insertions (`Hash(id ++ q)` equal to the solved
-//!   `h_q`), and it gets its delay back.
+//!   `h_q`), and it gets its delay back. The same holds for a packet delayed past several
+//!   segments: the lost position it left is matched with the insertion it became.
 //! - **not a delimiter at S**: a packet R sees that S did not (in flight from the previous
 //!   interval, or traffic S never saw) and whose key S does not know opens no segment at R: its
 //!   packets are merged back into the segment before it.
