@@ -625,3 +625,37 @@ mod pair {
         );
     }
 }
+
+/// Writes the seeds of the `opa_payload` fuzz target (run by hand:
+/// `cargo test -p owl-core --lib opa_fuzz_seeds -- --ignored`).
+#[test]
+#[ignore]
+fn opa_fuzz_seeds() {
+    use crate::method::{Method, Role};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/opa_payload");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (s, r, _) = pair::stream(5, 700, 5e-3, 5e-3);
+    for which in 0u8..8 {
+        let base = if which & 1 == 0 {
+            super::Config::lossless(1)
+        } else {
+            super::Config::wavelet(1)
+        };
+        let m = super::OpaMethod::new(super::Config {
+            groups: if which & 2 == 0 { 1 } else { 3 },
+            max_mappings: 1 << 12,
+            ..base
+        })
+        .unwrap();
+        let (role, recs) = if which & 4 == 0 {
+            (Role::Sender, &s)
+        } else {
+            (Role::Receiver, &r)
+        };
+        let mut p = m.new_point(role);
+        p.record_batch(recs);
+        let mut b = vec![which];
+        p.encode(&mut b);
+        std::fs::write(dir.join(format!("seed-{which}")), b).unwrap();
+    }
+}
