@@ -132,7 +132,7 @@ fn interval(cfg: &Arc<Config>, loss: f64) -> (Sender, Receiver) {
     let mut got: Vec<PacketRecord> = Vec::with_capacity(recs.len());
     for &(i, t) in &recs {
         s.record_packet(i, t);
-        if h.hash(i) % every != 0 {
+        if !h.hash(i).is_multiple_of(every) {
             got.push(PacketRecord {
                 ts_ns: t + 50_000 + h.hash(!i) % 20_000,
                 id: i,
