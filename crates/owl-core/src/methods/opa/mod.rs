@@ -45,7 +45,9 @@
 //! its (decoded) sending time and its arrival time, lost, or not placed. The receiver keeps its
 //! packets' identities and arrival times for the interval (§V-C: "it is required to maintain a
 //! buffer for all receiving time stamps"): 16 bytes a packet in memory, about 9 in its file.
-//! The sender keeps the open segment's timestamps; closed segments are compressed as they close.
+//! The sender keeps every timestamp of the interval (8 bytes a packet, 12 with more than one
+//! group) and compresses them when the interval is sent, so recording is the CAH update and a
+//! push; the interval (`--interval`) bounds both points' state.
 
 pub mod cah;
 pub mod config;

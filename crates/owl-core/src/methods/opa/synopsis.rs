@@ -125,93 +125,114 @@ fn packet_hash(seed: u64) -> HashFn {
     HashFamily::new(seed).member(0x004f_5041)
 }
 
-/// The sender point: one OPA per group of each closed segment, the open segment's groups
-/// being built, and the timestamps of closed segments already compressed.
+/// The sender point: one OPA per group of every segment (the last one open), and every
+/// packet's timestamp (and group) in sending order, compressed into the timestamp stream when
+/// the synopsis is sent (`wire`, kept until the next packet): recording is the CAH update and
+/// two pushes.
 #[derive(Clone, Debug)]
 pub struct Sender {
     pub(crate) cfg: Arc<Config>,
     h: HashFn,
-    closed: Vec<SenderSegment>,
-    open: SenderSegment,
-    /// The open segment's timestamps, per group, in sending order.
-    open_ts: Vec<Vec<u64>>,
-    enc: Encoder,
+    /// Every segment's tuples; the last is open.
+    segments: Vec<SenderSegment>,
+    /// Index in `ts` of each segment's first packet.
+    starts: Vec<usize>,
+    ts: Vec<u64>,
+    /// Each packet's group (only with more than one group).
+    grp: Vec<u32>,
+    wire: std::sync::OnceLock<SenderWire>,
     /// A decoded payload: what travelled, as it travelled.
     decoded: Option<SenderWire>,
 }
 
 impl Sender {
     pub fn new(cfg: Arc<Config>) -> Sender {
-        let g = cfg.groups as usize;
         Sender {
             h: packet_hash(cfg.seed),
-            enc: Encoder::new(cfg.codec),
-            closed: Vec::new(),
-            open: SenderSegment {
-                key: None,
-                tuples: vec![
-                    Tuple {
-                        w: 0,
-                        b: [0; MAX_ROWS]
-                    };
-                    g
-                ],
-            },
-            open_ts: vec![Vec::new(); g],
+            segments: vec![Self::segment(&cfg, None)],
+            starts: vec![0],
+            ts: Vec::new(),
+            grp: Vec::new(),
+            wire: std::sync::OnceLock::new(),
             decoded: None,
             cfg,
         }
     }
 
-    fn close_segment(&mut self, next: Key) {
-        for ts in &mut self.open_ts {
-            self.enc.sequence(ts);
-            ts.clear();
-        }
-        let fresh = SenderSegment {
-            key: next,
+    fn segment(cfg: &Config, key: Key) -> SenderSegment {
+        SenderSegment {
+            key,
             tuples: vec![
                 Tuple {
                     w: 0,
                     b: [0; MAX_ROWS]
                 };
-                self.cfg.groups as usize
+                cfg.groups as usize
             ],
-        };
-        self.closed.push(std::mem::replace(&mut self.open, fresh));
+        }
     }
 
     /// Record one packet: its group, its position in it, its column of the CAH, its timestamp.
     #[inline]
     pub fn record_packet(&mut self, id: u64, ts: u64) {
+        if self.wire.get().is_some() {
+            self.wire = std::sync::OnceLock::new();
+        }
         if self.cfg.is_delimiter(id) {
-            self.close_segment(Some(id as u32));
+            self.segments
+                .push(Self::segment(&self.cfg, Some(id as u32)));
+            self.starts.push(self.ts.len());
         }
         let x = self.h.hash(id);
-        let g = reduce(x, self.open.tuples.len());
-        let t = &mut self.open.tuples[g];
+        let seg = self.segments.last_mut().expect("a segment is open");
+        let g = if seg.tuples.len() == 1 {
+            0
+        } else {
+            let g = reduce(x, seg.tuples.len());
+            self.grp.push(g as u32);
+            g
+        };
+        let t = &mut seg.tuples[g];
         t.w = t.w.wrapping_add(1);
         let j = t.w as u64;
         cah::accumulate(&mut t.b, self.cfg.rows as usize, j, cah::augmented(x, j));
-        self.open_ts[g].push(ts);
+        self.ts.push(ts);
     }
 
-    /// What this point sends.
+    /// What this point sends: the tuples, and every group's timestamps compressed.
     pub fn wire(&self) -> SenderWire {
         if let Some(w) = &self.decoded {
             return w.clone();
         }
-        let mut enc = self.enc.clone();
-        for ts in &self.open_ts {
-            enc.sequence(ts);
-        }
-        let mut segments = self.closed.clone();
-        segments.push(self.open.clone());
-        SenderWire {
-            segments,
-            stream: enc.bytes(),
-            error: enc.error(),
-        }
+        self.wire
+            .get_or_init(|| {
+                let mut enc = Encoder::new(self.cfg.codec);
+                let g = self.cfg.groups as usize;
+                let mut seq: Vec<Vec<u64>> = vec![Vec::new(); g];
+                for (k, _) in self.segments.iter().enumerate() {
+                    let a = self.starts[k];
+                    let b = self.starts.get(k + 1).copied().unwrap_or(self.ts.len());
+                    if g == 1 {
+                        enc.sequence(&self.ts[a..b]);
+                        continue;
+                    }
+                    for s in &mut seq {
+                        s.clear();
+                    }
+                    for i in a..b {
+                        seq[self.grp[i] as usize].push(self.ts[i]);
+                    }
+                    for s in &seq {
+                        enc.sequence(s);
+                    }
+                }
+                SenderWire {
+                    segments: self.segments.clone(),
+                    stream: enc.bytes(),
+                    error: enc.error(),
+                }
+            })
+            .clone()
     }
 
     pub fn decode(cfg: Arc<Config>, b: &[u8]) -> Result<Sender, DecodeError> {
@@ -326,6 +347,7 @@ impl PointSynopsis for Sender {
         self.record_packet(rec.id, rec.ts_ns);
     }
     fn record_batch(&mut self, recs: &[PacketRecord]) {
+        self.ts.reserve(recs.len());
         for r in recs {
             self.record_packet(r.id, r.ts_ns);
         }
