@@ -1,4 +1,5 @@
-//! OPA costs (issue 12, item 10): recording per packet at each point, recovery of one group
+//! OPA costs (issue 12, item 10): recording per packet at each point, compressing the
+//! sender's timestamps when the interval is sent (`seal_*`), recovery of one group
 //! with 0, 1 and 2 errors (Algorithm 1), and a whole 1 M-packet interval at 10⁻⁴ and 10⁻³
 //! loss (recovery, timestamp decoding and pairing) — the work `owl compare` does for OPA.
 //!
@@ -57,6 +58,19 @@ fn record(c: &mut Criterion) {
                 },
                 BatchSize::LargeInput,
             )
+        });
+    }
+    // compressing the interval's timestamps when it is sent (once per interval)
+    for (name, cfg) in [
+        ("seal_lossless", Config::lossless(1)),
+        ("seal_wavelet", Config::wavelet(1)),
+    ] {
+        let mut s = Sender::new(Arc::new(cfg));
+        for &(i, t) in &recs {
+            s.record_packet(i, t);
+        }
+        g.bench_function(name, |b| {
+            b.iter_batched(|| s.clone(), |s| s.wire(), BatchSize::LargeInput)
         });
     }
     let cfg = Arc::new(Config::lossless(1));

@@ -74,7 +74,8 @@ pub struct Stats {
     pub receiver_segments: u64,
     /// Sender segments whose delimiter R did not see, recovered from R's merged segment.
     pub merged_segments: u64,
-    /// R segments opened by a packet S did not see as a delimiter, merged back.
+    /// R segments opened by a packet S did not see as a delimiter, or by a delimiter out of
+    /// S's order (held behind later ones), merged back.
     pub foreign_segments: u64,
     pub tuple_bytes: u64,
     pub stream_bytes: u64,
@@ -162,13 +163,21 @@ fn recover_uncached(
     st.gap_entropy_all = timestamps::entropy_bits(sorted.windows(2).map(|w| (w[1] - w[0]) as i64));
     drop(sorted);
 
-    // R's segments, those opened by a packet S did not see as a delimiter merged back
+    // R's segments in S's order: a segment opened by a packet S did not see as a delimiter, or
+    // by a delimiter that arrived out of S's order (held behind later delimiters), is merged
+    // back into the one before it (the longest run of R's keys in S's order is kept)
     let mut s_keys: HashMap<Key, usize> = HashMap::new();
     for (i, sg) in wire.segments.iter().enumerate() {
         s_keys.entry(sg.key).or_insert(i);
     }
+    let ranks: Vec<Option<usize>> = r
+        .segments
+        .iter()
+        .map(|seg| s_keys.get(&seg.key).copied())
+        .collect();
+    let keep = in_order(&ranks);
     let mut rsegs: Vec<(Key, Vec<Vec<Got>>)> = Vec::new();
-    for seg in &r.segments {
+    for (k, seg) in r.segments.iter().enumerate() {
         let lists: Vec<Vec<Got>> = seg
             .groups
             .iter()
@@ -179,7 +188,7 @@ fn recover_uncached(
             })
             .collect();
         match rsegs.last_mut() {
-            Some(last) if seg.key.is_some() && !s_keys.contains_key(&seg.key) => {
+            Some(last) if !keep[k] => {
                 st.foreign_segments += 1;
                 for (a, b) in last.1.iter_mut().zip(lists) {
                     a.extend(b);
@@ -356,6 +365,34 @@ fn recover_uncached(
     Ok(PairRecovery { packets, stats: st })
 }
 
+/// Which of R's segments to keep as segments: those whose sender ranks form the longest
+/// increasing run (patience sorting), the first always.
+fn in_order(ranks: &[Option<usize>]) -> Vec<bool> {
+    let mut keep = vec![false; ranks.len()];
+    // tails[l]: index of the smallest last rank of an increasing run of length l + 1
+    let mut tails: Vec<usize> = Vec::new();
+    let mut prev: Vec<Option<usize>> = vec![None; ranks.len()];
+    for (i, r) in ranks.iter().enumerate() {
+        let Some(r) = *r else { continue };
+        let at = tails.partition_point(|&t| ranks[t].expect("ranked") < r);
+        prev[i] = at.checked_sub(1).map(|a| tails[a]);
+        if at == tails.len() {
+            tails.push(i);
+        } else {
+            tails[at] = i;
+        }
+    }
+    let mut at = tails.last().copied();
+    while let Some(i) = at {
+        keep[i] = true;
+        at = prev[i];
+    }
+    if let Some(k) = keep.first_mut() {
+        *k = true;
+    }
+    keep
+}
+
 /// The mappings of consecutive sender tuples over one received list, split where each tuple's
 /// packets end: `(mapping, start, end)` per tuple.
 fn assign(
@@ -451,7 +488,7 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
         ));
     }
     notes.push(format!(
-        "{} mappings tested (at most {} in a group); segments: {} at S, {} at R, {} recovered past a lost delimiter, {} opened by a packet S did not see",
+        "{} mappings tested (at most {} in a group); segments: {} at S, {} at R, {} recovered past a lost delimiter, {} opened by a packet S did not see or out of order",
         st.mappings,
         st.most_mappings,
         st.sender_segments,
