@@ -135,12 +135,17 @@ fn recovery(c: &mut Criterion) {
     g.finish();
 }
 
-/// One interval of 1 M packets at each point, `loss` of them lost and as many overtaken by
+/// One interval of 1 M packets at each point, `loss` of them lost and `reorder` overtaken by
 /// the next packet.
-fn interval(cfg: &Arc<Config>, loss: f64) -> (Sender, Receiver) {
+fn interval(cfg: &Arc<Config>, loss: f64, reorder: f64) -> (Sender, Receiver) {
     let recs = records(1_000_000, 3);
     let h = HashFamily::new(9).member(2);
     let every = (1.0 / loss) as u64;
+    let swap_every = if reorder > 0.0 {
+        (1.0 / reorder) as u64
+    } else {
+        u64::MAX
+    };
     let mut s = Sender::new(cfg.clone());
     let mut r = Receiver::new(cfg.clone());
     let mut got: Vec<PacketRecord> = Vec::with_capacity(recs.len());
@@ -156,7 +161,7 @@ fn interval(cfg: &Arc<Config>, loss: f64) -> (Sender, Receiver) {
     }
     let mut k = 0;
     while k + 1 < got.len() {
-        if h.hash(k as u64) % every == 1 {
+        if h.hash(k as u64) % swap_every == 1 {
             got.swap(k, k + 1);
             k += 2;
         } else {
@@ -172,24 +177,27 @@ fn pair(c: &mut Criterion) {
     g.sample_size(10);
     g.throughput(Throughput::Elements(1_000_000));
     let cfg = Arc::new(Config::lossless(1));
-    for loss in [1e-4, 1e-3] {
-        let (s, r) = interval(&cfg, loss);
+    for (loss, reorder) in [(1e-4, 1e-4), (1e-3, 0.0), (1e-3, 1e-3)] {
+        let (s, r) = interval(&cfg, loss, reorder);
         let rec = recover_pair(&s, &r).unwrap();
         eprintln!(
-            "loss {loss:e}: {} of {} received placed, {} unrecovered groups, {} mappings",
+            "loss {loss:e} reorder {reorder:e}: {} of {} received placed, {} unrecovered groups, {} mappings",
             rec.delays().count(),
             rec.stats.receiver_packets,
             rec.stats.unrecovered_groups,
             rec.stats.mappings
         );
-        g.bench_function(format!("recover_pair_loss_{loss:e}"), |b| {
-            // a fresh receiver each time: it keeps its last recovery
-            b.iter_batched(
-                || r.clone(),
-                |r| recover_pair(&s, &r),
-                BatchSize::LargeInput,
-            )
-        });
+        g.bench_function(
+            format!("recover_pair_loss_{loss:e}_reorder_{reorder:e}"),
+            |b| {
+                // a fresh receiver each time: it keeps its last recovery
+                b.iter_batched(
+                    || r.clone(),
+                    |r| recover_pair(&s, &r),
+                    BatchSize::LargeInput,
+                )
+            },
+        );
     }
     g.finish();
 }

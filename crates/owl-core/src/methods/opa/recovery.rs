@@ -226,6 +226,35 @@ pub fn check_mapping(
     Some((unknown.iter().map(|&q| q as u32).zip(u).collect(), checks))
 }
 
+/// Walks `from, from + 1, …` skipping a few sorted values.
+#[derive(Clone, Copy)]
+struct Cursor<'a> {
+    skip: &'a [u32],
+    at: usize,
+    next: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(skip: &'a [u32], from: usize) -> Cursor<'a> {
+        Cursor {
+            skip,
+            at: 0,
+            next: from,
+        }
+    }
+
+    #[inline]
+    fn next(&mut self) -> usize {
+        while self.at < self.skip.len() && self.skip[self.at] as usize == self.next {
+            self.at += 1;
+            self.next += 1;
+        }
+        let v = self.next;
+        self.next += 1;
+        v
+    }
+}
+
 /// Most errors a configuration may budget per group.
 pub const MAX_ERRORS: usize = 4;
 
@@ -516,19 +545,31 @@ impl<'a> Search<'a> {
         moves: &[(u32, u32)],
     ) -> Step {
         let (k, n, w) = (self.k, self.xs.len(), self.w);
-        let mut taken = vec![false; w + 2];
-        for &q in lp.iter().chain(moves.iter().map(|m| &m.1)) {
-            taken[q as usize] = true;
+        // the positions and received indices out of the runs: a handful, sorted
+        let mut gap = [0u32; 2 * MAX_ERRORS];
+        let mut out = [0u32; 2 * MAX_ERRORS];
+        let ng = lp.len() + moves.len();
+        let no = rm.len() + moves.len();
+        for (g, q) in gap
+            .iter_mut()
+            .zip(lp.iter().chain(moves.iter().map(|m| &m.1)))
+        {
+            *g = *q;
         }
-        let mut skip = vec![false; n];
-        for &j in rm.iter().chain(moves.iter().map(|m| &m.0)) {
-            skip[j as usize] = true;
+        for (o, j) in out
+            .iter_mut()
+            .zip(rm.iter().chain(moves.iter().map(|m| &m.0)))
+        {
+            *o = *j;
         }
-        let avail: Vec<usize> = (1..=w).filter(|&q| !taken[q]).collect();
-        let mono: Vec<usize> = (0..n).filter(|&j| !skip[j]).collect();
-        if avail.len() != mono.len() + 1 {
+        gap[..ng].sort_unstable();
+        out[..no].sort_unstable();
+        if w - ng != n - no + 1 {
             return Step::Next;
         }
+        // the free positions and the kept packets, in order, without building them
+        let free = Cursor::new(&gap[..ng], 1);
+        let kept = Cursor::new(&out[..no], 0);
         // the fixed part: B minus the moved packets' columns
         let mut fixed = [0u64; MAX_ROWS];
         fixed[..k].copy_from_slice(&self.b[..k]);
@@ -541,17 +582,24 @@ impl<'a> Search<'a> {
         // total(0): every kept packet one free position later
         let mut total = [0u64; MAX_ROWS];
         let mut c = [0u64; MAX_ROWS];
-        for (m, &j) in mono.iter().enumerate() {
-            self.col(j, avail[m + 1], &mut c);
-            for x in 0..k {
-                total[x] = cah::add(total[x], c[x]);
+        {
+            let (mut f, mut m) = (free, kept);
+            f.next();
+            for _ in 0..n - no {
+                let (j, pos) = (m.next(), f.next());
+                self.col(j, pos, &mut c);
+                for x in 0..k {
+                    total[x] = cah::add(total[x], c[x]);
+                }
             }
         }
-        let mut unknown: Vec<u32> = lp.to_vec();
-        unknown.push(0);
+        let mut unknown = [0u32; 2 * MAX_ERRORS];
+        unknown[..lp.len()].copy_from_slice(lp);
+        let nu = lp.len() + 1;
         let mut res = [0u64; MAX_ROWS];
-        for t in 0..avail.len() {
-            let p = avail[t];
+        let (mut f, mut m) = (free, kept);
+        let mut p = f.next();
+        for t in 0..=n - no {
             if p >= from {
                 if self.tested >= self.limits.max_mappings {
                     return Step::Cap;
@@ -560,35 +608,42 @@ impl<'a> Search<'a> {
                 for x in 0..k {
                     res[x] = cah::sub(fixed[x], total[x]);
                 }
-                *unknown.last_mut().expect("one free loss") = p as u32;
-                if let Some(u) = solve_and_check(&unknown, &res[..k]) {
+                unknown[nu - 1] = p as u32;
+                if let Some(u) = solve_and_check(&unknown[..nu], &res[..k]) {
                     let mut sigma = vec![0u32; n];
-                    for (m, &j) in mono.iter().enumerate() {
-                        sigma[j] = avail[if m < t { m } else { m + 1 }] as u32;
+                    let (mut f2, mut m2) = (free, kept);
+                    for i in 0..n - no {
+                        let mut pos = f2.next();
+                        if i == t {
+                            pos = f2.next();
+                        }
+                        sigma[m2.next()] = pos as u32;
                     }
                     for &(j, q) in moves {
                         sigma[j as usize] = q;
                     }
                     return Step::Found(Mapping {
                         sigma,
-                        lost: unknown.iter().copied().zip(u).collect(),
+                        lost: unknown[..nu].iter().copied().zip(u).collect(),
                         errors: Errors {
-                            lost: unknown.len() as u32,
+                            lost: nu as u32,
                             inserted: rm.len() as u32,
                             moved: moves.len() as u32,
                         },
                     });
                 }
             }
-            // packet t moves from the free position after p to the one before it
-            if t < mono.len() {
-                let j = mono[t];
-                self.col(j, avail[t], &mut c);
+            // kept packet t moves from the free position after p to p itself
+            if t < n - no {
+                let j = m.next();
+                let next = f.next();
+                self.col(j, p, &mut c);
                 let mut c2 = [0u64; MAX_ROWS];
-                self.col(j, avail[t + 1], &mut c2);
+                self.col(j, next, &mut c2);
                 for x in 0..k {
                     total[x] = cah::add(cah::sub(total[x], c2[x]), c[x]);
                 }
+                p = next;
             }
         }
         Step::Next
