@@ -51,6 +51,8 @@ pub struct PerPacket {
     accs: Vec<Option<Acc>>,
     /// The first write error (the pipeline's hook cannot return one).
     failed: Option<anyhow::Error>,
+    /// Time each method spent answering, by name (added to its time in the report).
+    times: Vec<(String, std::time::Duration)>,
     /// Each method's delay summary and whether its quantiles are exact, once finished.
     summaries: Vec<(String, Option<DelaySummary>, bool)>,
 }
@@ -99,6 +101,7 @@ impl PerPacket {
                 csv: None,
                 accs,
                 failed: None,
+                times: Vec::new(),
                 summaries: Vec::new(),
             }));
         };
@@ -117,6 +120,7 @@ impl PerPacket {
             csv: Some((path.to_path_buf(), w)),
             accs,
             failed: None,
+            times: Vec::new(),
             summaries: Vec::new(),
         }))
     }
@@ -133,7 +137,14 @@ impl PerPacket {
             let Some(acc) = self.accs.get_mut(k).and_then(Option::as_mut) else {
                 continue;
             };
-            let packets = match m.estimate_packets(&*sender[k], &*receiver[k]) {
+            let started = std::time::Instant::now();
+            let answer = m.estimate_packets(&*sender[k], &*receiver[k]);
+            let spent = started.elapsed();
+            match self.times.iter_mut().find(|t| t.0 == acc.name) {
+                Some(t) => t.1 += spent,
+                None => self.times.push((acc.name.clone(), spent)),
+            }
+            let packets = match answer {
                 None => continue,
                 Some(Err(e)) => {
                     acc.error
@@ -200,6 +211,19 @@ impl PerPacket {
             })
             .collect();
         Ok(())
+    }
+
+    /// Time every method spent giving its packets.
+    pub fn total_time(&self) -> std::time::Duration {
+        self.times.iter().map(|t| t.1).sum()
+    }
+
+    /// Time method `name` spent giving its packets.
+    pub fn time_of(&self, name: &str) -> std::time::Duration {
+        self.times
+            .iter()
+            .find(|t| t.0 == name)
+            .map_or(std::time::Duration::ZERO, |t| t.1)
     }
 
     fn acc(&self, name: &str) -> Option<&Acc> {
