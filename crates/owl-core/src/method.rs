@@ -17,9 +17,11 @@
 //!   the paper's structure (aggregator, sketch, cache, …). It records packets through one entry
 //!   point, `record_batch(&[PacketRecord])`, and implements [`PointSynopsis`].
 //! - **The payload** — written with [`crate::wire::WireWriter`] and read with
-//!   [`crate::wire::WireReader`], starting with a four-byte tag; its layout is in the module doc
-//!   and pinned byte for byte by a golden file (`crates/owl-core/tests/golden/`). A layout change
-//!   changes the tag.
+//!   [`crate::wire::WireReader`] (which checks every length against what is left); its layout
+//!   is in the module doc and pinned byte for byte by a golden file
+//!   (`crates/owl-core/tests/golden/`). Changing a layout changes its golden file and the
+//!   synopsis file version ([`crate::wire::STREAM_VERSION`]), with a test that files of the old
+//!   version are refused with a clear message.
 //! - **The pair estimator** — a free function `estimate(&sender, &receiver)` returning the
 //!   method's own typed estimate; it calls `check_pair` first.
 //! - **The adapter** — a `NameMethod` implementing [`Method`], and a [`MethodInfo`] descriptor

@@ -22,7 +22,7 @@ use crate::method::{
     downcast_ref, unknown_field,
 };
 use crate::record::{FlowKey, PacketRecord};
-use crate::wire::{DecodeError, WireReader};
+use crate::wire::{DecodeError, WireReader, WireWriter};
 
 /// Bytes of one counter pair on the wire: timestamp sum (u128) and count (u32).
 pub const CELL_BYTES: usize = 20;
@@ -148,9 +148,11 @@ impl PointSynopsis for Sketch {
         self.sums.len() * CELL_BYTES
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        for (s, n) in self.sums.iter().zip(&self.counts) {
-            out.extend_from_slice(&s.to_le_bytes());
-            out.extend_from_slice(&n.to_le_bytes());
+        let mut w = WireWriter::new(out);
+        w.reserve(self.encoded_len());
+        for (&s, &n) in self.sums.iter().zip(&self.counts) {
+            w.u128(s);
+            w.u32(n);
         }
     }
 }

@@ -620,7 +620,7 @@ pub mod method {
 
     use crate::method::{Estimate, Method, MethodError, PointSynopsis, Role, downcast};
     use crate::record::PacketRecord;
-    use crate::wire::{DecodeError, WireReader};
+    use crate::wire::{DecodeError, WireReader, WireWriter};
 
     use crate::interval::Intervals;
     use crate::pipeline::truth::{TruthConfig, truth_of};
@@ -646,10 +646,12 @@ pub mod method {
             8 + 16 * self.packets.len()
         }
         fn encode(&self, out: &mut Vec<u8>) {
-            out.extend_from_slice(&(self.packets.len() as u64).to_le_bytes());
-            for (id, ts) in &self.packets {
-                out.extend_from_slice(&id.to_le_bytes());
-                out.extend_from_slice(&ts.to_le_bytes());
+            let mut w = WireWriter::new(out);
+            w.reserve(self.encoded_len());
+            w.u64(self.packets.len() as u64);
+            for &(id, ts) in &self.packets {
+                w.u64(id);
+                w.u64(ts);
             }
         }
     }

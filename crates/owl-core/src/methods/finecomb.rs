@@ -252,10 +252,8 @@ impl FineCombPoint {
     /// `"FCB1" | u64 m | m × (ts, count, parity) | u64 s | s × (id, ts)` — the stash stays at
     /// the receiver in a deployment; it is in the payload so that `owl estimate` can repair.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let mut w = WireWriter {
-            buf: std::mem::take(out),
-        };
-        w.buf.reserve(self.payload_len());
+        let mut w = WireWriter::new(out);
+        w.reserve(self.payload_len());
         w.bytes(TAG);
         w.u64(self.buckets.len() as u64);
         for b in &self.buckets {
@@ -268,7 +266,6 @@ impl FineCombPoint {
             w.u64(i);
             w.u64(t);
         }
-        *out = w.buf;
     }
 
     pub fn decode(cfg: &Config, role: Role, bytes: &[u8]) -> Result<FineCombPoint, DecodeError> {

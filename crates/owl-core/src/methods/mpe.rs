@@ -45,7 +45,7 @@ use crate::method::{
     downcast_ref, unknown_field,
 };
 use crate::record::{FlowKey, PacketRecord};
-use crate::wire::{DecodeError, WireReader};
+use crate::wire::{DecodeError, WireReader, WireWriter};
 
 /// Bytes of an exported NetFlow v5 flow record.
 pub const RECORD_BYTES: u64 = 48;
@@ -156,12 +156,14 @@ impl PointSynopsis for Cache {
     fn encode(&self, out: &mut Vec<u8>) {
         let mut v: Vec<(&FlowKey, &FlowRecord)> = self.records.iter().collect();
         v.sort_by_key(|(k, _)| **k);
-        out.extend_from_slice(&(v.len() as u64).to_le_bytes());
+        let mut w = WireWriter::new(out);
+        w.reserve(self.encoded_len());
+        w.u64(v.len() as u64);
         for (k, r) in v {
-            out.extend_from_slice(&k.canonical_bytes());
-            out.extend_from_slice(&r.first_ns.to_le_bytes());
-            out.extend_from_slice(&r.last_ns.to_le_bytes());
-            out.extend_from_slice(&r.packets.to_le_bytes());
+            w.bytes(&k.canonical_bytes());
+            w.u64(r.first_ns);
+            w.u64(r.last_ns);
+            w.u64(r.packets);
         }
     }
 }

@@ -42,7 +42,7 @@ use rand_pcg::Pcg64Mcg;
 
 use crate::PacketRecord;
 use crate::method::{Estimate, Method, MethodError, PointSynopsis, Role, downcast};
-use crate::wire::{DecodeError, WireReader};
+use crate::wire::{DecodeError, WireReader, WireWriter};
 
 /// The probe rates of §IV-C, Hz.
 pub const PAPER_RATES_HZ: [f64; 4] = [1.0, 7.0, 144.0, 10_000.0];
@@ -205,12 +205,14 @@ impl ProbeSender {
     }
     /// `"PRBS"`, u64 not-emulated instants, u64 probe count, then (u64 id, u64 ts) per probe.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(TAG_SENDER);
-        out.extend_from_slice(&self.unemulated.to_le_bytes());
-        out.extend_from_slice(&(self.probes.len() as u64).to_le_bytes());
+        let mut w = WireWriter::new(out);
+        w.reserve(self.encoded_len());
+        w.bytes(TAG_SENDER);
+        w.u64(self.unemulated);
+        w.u64(self.probes.len() as u64);
         for p in &self.probes {
-            out.extend_from_slice(&p.id.to_le_bytes());
-            out.extend_from_slice(&p.ts_ns.to_le_bytes());
+            w.u64(p.id);
+            w.u64(p.ts_ns);
         }
     }
     pub fn decode(config: &Config, bytes: &[u8]) -> Result<ProbeSender, DecodeError> {
@@ -298,11 +300,13 @@ impl ProbeReceiver {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut v: Vec<(u64, u64)> = self.seen.iter().map(|(&a, &b)| (a, b)).collect();
         v.sort_unstable();
-        out.extend_from_slice(TAG_RECEIVER);
-        out.extend_from_slice(&(v.len() as u64).to_le_bytes());
+        let mut w = WireWriter::new(out);
+        w.reserve(self.encoded_len());
+        w.bytes(TAG_RECEIVER);
+        w.u64(v.len() as u64);
         for (id, ts) in v {
-            out.extend_from_slice(&id.to_le_bytes());
-            out.extend_from_slice(&ts.to_le_bytes());
+            w.u64(id);
+            w.u64(ts);
         }
     }
     pub fn decode(bytes: &[u8]) -> Result<ProbeReceiver, DecodeError> {

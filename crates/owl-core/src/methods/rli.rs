@@ -28,7 +28,7 @@ use crate::method::{
     downcast_ref, unknown_field,
 };
 use crate::record::{FlowKey, PacketRecord};
-use crate::wire::{DecodeError, WireReader};
+use crate::wire::{DecodeError, WireReader, WireWriter};
 
 /// Bytes a reference probe puts on the wire (a minimal frame carrying a timestamp).
 pub const PROBE_BYTES: u64 = 64;
@@ -197,10 +197,12 @@ impl PointSynopsis for Sender {
         8 + 16 * self.refs.len()
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.refs.len() as u64).to_le_bytes());
-        for &(a, b) in &self.refs {
-            out.extend_from_slice(&a.to_le_bytes());
-            out.extend_from_slice(&b.to_le_bytes());
+        let mut w = WireWriter::new(out);
+        w.reserve(self.encoded_len());
+        w.u64(self.refs.len() as u64);
+        for &(id, ts) in &self.refs {
+            w.u64(id);
+            w.u64(ts);
         }
     }
 }
@@ -220,11 +222,13 @@ impl PointSynopsis for Receiver {
         8 + 24 * self.log.len()
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.log.len() as u64).to_le_bytes());
-        for &(a, b, c) in &self.log {
-            for v in [a, b, c] {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
+        let mut w = WireWriter::new(out);
+        w.reserve(self.encoded_len());
+        w.u64(self.log.len() as u64);
+        for &(id, ts, flow) in &self.log {
+            w.u64(id);
+            w.u64(ts);
+            w.u64(flow);
         }
     }
 }

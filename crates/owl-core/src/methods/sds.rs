@@ -22,7 +22,7 @@ use crate::method::{
     downcast_ref, unknown_field,
 };
 use crate::record::{FlowKey, PacketRecord};
-use crate::wire::{DecodeError, WireReader};
+use crate::wire::{DecodeError, WireReader, WireWriter};
 
 /// Bytes a cell takes at the receiver: delay sum (i64) and count (u32).
 pub const CELL_BYTES: usize = 12;
@@ -171,10 +171,12 @@ pub struct Arrivals {
 }
 
 fn encode_u64s<const N: usize>(items: &[[u64; N]], out: &mut Vec<u8>) {
-    out.extend_from_slice(&(items.len() as u64).to_le_bytes());
+    let mut w = WireWriter::new(out);
+    w.reserve(8 + 8 * N * items.len());
+    w.u64(items.len() as u64);
     for it in items {
-        for v in it {
-            out.extend_from_slice(&v.to_le_bytes());
+        for &v in it {
+            w.u64(v);
         }
     }
 }

@@ -216,9 +216,7 @@ mod contract {
             8
         }
         fn encode(&self, out: &mut Vec<u8>) {
-            let mut w = WireWriter::new();
-            w.u64(self.0);
-            out.extend_from_slice(&w.buf);
+            WireWriter::new(out).u64(self.0);
         }
     }
 

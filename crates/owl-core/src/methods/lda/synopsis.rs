@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::{Config, Sampling};
 use crate::hash::{HashFn, reduce};
-use crate::wire::{DecodeError, WireReader};
+use crate::wire::{DecodeError, WireReader, WireWriter};
 
 /// Bytes of one encoded row: `u64` timestamp accumulator + `u32` packet counter.
 pub const BYTES_PER_ROW: usize = 12;
@@ -223,13 +223,14 @@ impl Aggregator {
     /// Append the encoding (module doc: header, then 12 bytes per row).
     pub fn encode(&self, out: &mut Vec<u8>) {
         let c = &self.shared.config;
-        out.reserve(self.encoded_len());
-        out.extend_from_slice(TAG);
-        out.extend_from_slice(&(c.banks() as u16).to_le_bytes());
-        out.extend_from_slice(&(c.rows() as u32).to_le_bytes());
+        let mut w = WireWriter::new(out);
+        w.reserve(self.encoded_len());
+        w.bytes(TAG);
+        w.u16(c.banks() as u16);
+        w.u32(c.rows() as u32);
         for b in &self.buckets {
-            out.extend_from_slice(&b.ts_sum.to_le_bytes());
-            out.extend_from_slice(&b.count.to_le_bytes());
+            w.u64(b.ts_sum);
+            w.u32(b.count);
         }
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::hash::{HashFamily, HashFn};
 use crate::method::PointSynopsis;
 use crate::record::{FlowKey, PacketRecord};
-use crate::wire::{DecodeError, WireReader};
+use crate::wire::{DecodeError, WireReader, WireWriter};
 
 use super::config::{CELL_BYTES, Config};
 
@@ -324,11 +324,12 @@ impl Lds {
     /// Append the wire form: every cell, row after row, as `s` u64, `n` u32, `d` u32
     /// (little-endian); `rows × columns × 16` bytes.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
-        out.reserve(self.cells.len() * CELL_BYTES);
+        let mut w = WireWriter::new(out);
+        w.reserve(self.cells.len() * CELL_BYTES);
         for c in &self.cells {
-            out.extend_from_slice(&c.s.to_le_bytes());
-            out.extend_from_slice(&c.n.to_le_bytes());
-            out.extend_from_slice(&c.d.to_le_bytes());
+            w.u64(c.s);
+            w.u32(c.n);
+            w.u32(c.d);
         }
     }
 

@@ -121,10 +121,8 @@ impl RdaPoint {
 
     /// Append the point payload (see the module documentation).
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let mut w = WireWriter {
-            buf: std::mem::take(out),
-        };
-        w.buf.reserve(self.payload_len());
+        let mut w = WireWriter::new(out);
+        w.reserve(self.payload_len());
         w.bytes(TAG);
         match self.cfg.sizing {
             Sizing::Fixed { buckets_per_bank } => {
@@ -147,7 +145,6 @@ impl RdaPoint {
             w.u64(id);
             w.u64(ts);
         }
-        *out = w.buf;
     }
 
     /// Read a payload written by [`encode`](Self::encode) under the same configuration.
