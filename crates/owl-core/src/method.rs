@@ -10,8 +10,11 @@
 //!
 //! - **`Config`** — everything both points must agree on. Fields are private; it is built by
 //!   `Config::new(…)` (or a builder) that calls `validate()`, so a `Config` that exists is sound.
-//!   `Config::check_pair(&sender, &receiver)` names the first field that differs
-//!   ([`MethodError::ConfigMismatch`]).
+//!   The pair check is named `check_pair` everywhere and names the first field that differs
+//!   ([`MethodError::ConfigMismatch`]): `Config::check_pair(&sender, &receiver)` where the
+//!   synopses carry their configuration (LDA, RDA, LDS, FineComb); for the others, both points'
+//!   configurations are compared field by field from their synopsis files
+//!   ([`crate::wire::SynopsisFile::check_pair`]).
 //! - **The per-point synopsis** — `Synopsis` when both points keep the same structure,
 //!   `SenderSynopsis` / `ReceiverSynopsis` when they differ (probing, RLI, SDS). Its doc names
 //!   the paper's structure (aggregator, sketch, cache, …). It records packets through one entry

@@ -39,26 +39,8 @@ pub mod ethertype {
     pub const QINQ_OLD_9200: u16 = 0x9200;
 }
 
-/// IANA IP protocol numbers (IPv4 protocol, IPv6 next header) the dissector reads.
-pub mod ipproto {
-    pub const HOPOPTS: u8 = 0;
-    pub const ICMP: u8 = 1;
-    pub const TCP: u8 = 6;
-    pub const UDP: u8 = 17;
-    pub const ROUTING: u8 = 43;
-    pub const FRAGMENT: u8 = 44;
-    pub const AH: u8 = 51;
-    pub const ICMPV6: u8 = 58;
-    pub const DSTOPTS: u8 = 60;
-    pub const SCTP: u8 = 132;
-    pub const MOBILITY: u8 = 135;
-    pub const UDPLITE: u8 = 136;
-    pub const HIP: u8 = 139;
-    pub const SHIM6: u8 = 140;
-    /// RFC 3692 experimentation and testing.
-    pub const EXPERIMENT1: u8 = 253;
-    pub const EXPERIMENT2: u8 = 254;
-}
+/// IANA IP protocol numbers, kept beside the flow key in `owl_core::record`.
+pub use owl_core::record::ipproto;
 
 /// Whether owl can dissect a link type.
 pub fn supports_linktype(linktype: u32) -> bool {

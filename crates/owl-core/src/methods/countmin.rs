@@ -95,18 +95,18 @@ impl Config {
 
 /// One point's pair of Count-Min sketches.
 #[derive(Clone, Debug)]
-pub struct Sketch {
+pub struct Synopsis {
     cfg: Config,
     rows: Vec<HashFn>,
     pub sums: Vec<u128>,
     pub counts: Vec<u32>,
 }
 
-impl Sketch {
-    pub fn new(cfg: Config) -> Sketch {
+impl Synopsis {
+    pub fn new(cfg: Config) -> Synopsis {
         let fam = HashFamily::new(cfg.seed);
         let n = cfg.rows * cfg.width;
-        Sketch {
+        Synopsis {
             rows: (0..cfg.rows as u64).map(|r| fam.member(ROW + r)).collect(),
             sums: vec![0; n],
             counts: vec![0; n],
@@ -134,7 +134,7 @@ impl Sketch {
     }
 }
 
-impl PointSynopsis for Sketch {
+impl PointSynopsis for Synopsis {
     fn record(&mut self, rec: &PacketRecord) {
         let fh = rec.flow.hash(self.cfg.seed);
         let w = self.cfg.width;
@@ -170,7 +170,7 @@ impl CountMinMethod {
     }
 
     /// The delay of `f`: `(t̃_R − t̃_S) / ñ_S`, each point query on its own.
-    pub fn flow(s: &Sketch, r: &Sketch, f: &FlowKey) -> FlowEstimate {
+    pub fn flow(s: &Synopsis, r: &Synopsis, f: &FlowKey) -> FlowEstimate {
         let n = s.count_query(f);
         if n == 0 {
             return FlowEstimate::default();
@@ -193,14 +193,14 @@ impl Method for CountMinMethod {
         self.cfg.pairs()
     }
     fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(Sketch::new(self.cfg.clone()))
+        Box::new(Synopsis::new(self.cfg.clone()))
     }
     fn decode_point(
         &self,
         _role: Role,
         bytes: &[u8],
     ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        let mut sk = Sketch::new(self.cfg.clone());
+        let mut sk = Synopsis::new(self.cfg.clone());
         let mut r = WireReader::new(bytes);
         let want = sk.sums.len() * CELL_BYTES;
         if bytes.len() != want {
@@ -224,8 +224,8 @@ impl Method for CountMinMethod {
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Sketch>(sender, "countmin")?;
-        let r = downcast::<Sketch>(receiver, "countmin")?;
+        let s = downcast::<Synopsis>(sender, "countmin")?;
+        let r = downcast::<Synopsis>(receiver, "countmin")?;
         // one row holds every packet once: its totals give the aggregate, right only when
         // both points saw the same packets
         let w = self.cfg.width;
@@ -259,8 +259,8 @@ impl Method for CountMinMethod {
         receiver: &dyn PointSynopsis,
         flows: &[FlowKey],
     ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
-        let pair = downcast_ref::<Sketch>(sender, "countmin")
-            .and_then(|s| Ok((s, downcast_ref::<Sketch>(receiver, "countmin")?)));
+        let pair = downcast_ref::<Synopsis>(sender, "countmin")
+            .and_then(|s| Ok((s, downcast_ref::<Synopsis>(receiver, "countmin")?)));
         Some(pair.map(|(s, r)| flows.iter().map(|f| Self::flow(s, r, f)).collect()))
     }
 }
@@ -359,10 +359,10 @@ mod tests {
         let d = m.decode_point(Role::Sender, &b).unwrap();
         let (x, y) = (
             (&*d as &dyn std::any::Any)
-                .downcast_ref::<Sketch>()
+                .downcast_ref::<Synopsis>()
                 .unwrap(),
             (&*a as &dyn std::any::Any)
-                .downcast_ref::<Sketch>()
+                .downcast_ref::<Synopsis>()
                 .unwrap(),
         );
         assert_eq!((&x.sums, &x.counts), (&y.sums, &y.counts));
@@ -378,7 +378,7 @@ mod tests {
             seed: 1,
         };
         let m = CountMinMethod::new(c.clone()).unwrap();
-        let mut sk = Sketch::new(c);
+        let mut sk = Synopsis::new(c);
         sk.sums.iter_mut().for_each(|x| *x = u128::MAX);
         sk.counts.iter_mut().for_each(|x| *x = u32::MAX);
         let e = m.estimate(Box::new(sk), m.new_point(Role::Receiver));

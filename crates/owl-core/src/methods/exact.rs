@@ -634,11 +634,11 @@ pub mod method {
 
     /// Every (identity, timestamp) one point saw in an interval, in capture order.
     #[derive(Clone, Debug, Default, PartialEq, Eq)]
-    pub struct ExactPoint {
+    pub struct Synopsis {
         pub packets: Vec<(u64, u64)>,
     }
 
-    impl PointSynopsis for ExactPoint {
+    impl PointSynopsis for Synopsis {
         fn record(&mut self, rec: &PacketRecord) {
             self.packets.push((rec.id, rec.ts_ns));
         }
@@ -678,7 +678,7 @@ pub mod method {
             Vec::new()
         }
         fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-            Box::new(ExactPoint::default())
+            Box::new(Synopsis::default())
         }
         fn decode_point(
             &self,
@@ -693,7 +693,7 @@ pub mod method {
                     r.remaining()
                 )));
             }
-            let mut p = ExactPoint {
+            let mut p = Synopsis {
                 packets: Vec::with_capacity(n as usize),
             };
             for _ in 0..n {
@@ -706,8 +706,8 @@ pub mod method {
             sender: Box<dyn PointSynopsis>,
             receiver: Box<dyn PointSynopsis>,
         ) -> Result<Estimate, MethodError> {
-            let s = downcast::<ExactPoint>(sender, "exact")?;
-            let r = downcast::<ExactPoint>(receiver, "exact")?;
+            let s = downcast::<Synopsis>(sender, "exact")?;
+            let r = downcast::<Synopsis>(receiver, "exact")?;
             let recs = |v: &[(u64, u64)]| -> Vec<PacketRecord> {
                 v.iter()
                     .map(|&(id, ts)| PacketRecord {

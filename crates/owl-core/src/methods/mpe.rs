@@ -109,16 +109,16 @@ pub struct FlowRecord {
 
 /// One router's flow cache for one interval.
 #[derive(Clone, Debug)]
-pub struct Cache {
+pub struct Synopsis {
     sample: HashFn,
     cut: u64,
     all: bool,
     pub records: HashMap<FlowKey, FlowRecord>,
 }
 
-impl Cache {
-    pub fn new(cfg: &Config) -> Cache {
-        Cache {
+impl Synopsis {
+    pub fn new(cfg: &Config) -> Synopsis {
+        Synopsis {
             sample: HashFamily::new(cfg.seed).member(SAMPLE),
             cut: (cfg.rate * 18_446_744_073_709_551_616.0).min(u64::MAX as f64) as u64,
             all: cfg.rate >= 1.0,
@@ -132,7 +132,7 @@ impl Cache {
     }
 }
 
-impl PointSynopsis for Cache {
+impl PointSynopsis for Synopsis {
     fn record(&mut self, rec: &PacketRecord) {
         if !self.sampled(rec.id) {
             return;
@@ -179,7 +179,7 @@ pub struct Samples {
 impl Samples {
     /// Every delay sample the two caches give: first and last packet of every flow recorded
     /// with the same count at both routers.
-    pub fn from_caches(s: &Cache, r: &Cache) -> Samples {
+    pub fn from_caches(s: &Synopsis, r: &Synopsis) -> Samples {
         let mut v: Vec<(u64, f64)> = Vec::new();
         for (k, a) in &s.records {
             let Some(b) = r.records.get(k) else { continue };
@@ -245,7 +245,7 @@ impl MpeMethod {
     }
 
     /// The Multiflow estimate of flow `f`.
-    pub fn flow(&self, s: &Cache, r: &Cache, samples: &Samples, f: &FlowKey) -> FlowEstimate {
+    pub fn flow(&self, s: &Synopsis, r: &Synopsis, samples: &Samples, f: &FlowKey) -> FlowEstimate {
         let fallback = FlowEstimate {
             mean_ns: samples.mean(),
             ..Default::default()
@@ -271,10 +271,10 @@ impl MpeMethod {
     fn points<'a>(
         s: &'a dyn PointSynopsis,
         r: &'a dyn PointSynopsis,
-    ) -> Result<(&'a Cache, &'a Cache), MethodError> {
+    ) -> Result<(&'a Synopsis, &'a Synopsis), MethodError> {
         Ok((
-            downcast_ref::<Cache>(s, "mpe")?,
-            downcast_ref::<Cache>(r, "mpe")?,
+            downcast_ref::<Synopsis>(s, "mpe")?,
+            downcast_ref::<Synopsis>(r, "mpe")?,
         ))
     }
 }
@@ -287,7 +287,7 @@ impl Method for MpeMethod {
         self.cfg.pairs()
     }
     fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(Cache::new(&self.cfg))
+        Box::new(Synopsis::new(&self.cfg))
     }
     fn decode_point(
         &self,
@@ -302,7 +302,7 @@ impl Method for MpeMethod {
                 r.remaining()
             )));
         }
-        let mut c = Cache::new(&self.cfg);
+        let mut c = Synopsis::new(&self.cfg);
         for _ in 0..n {
             let kb: [u8; 37] = r.take(37, "flow key")?.try_into().unwrap();
             let rec = FlowRecord {
@@ -327,8 +327,8 @@ impl Method for MpeMethod {
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Cache>(sender, "mpe")?;
-        let r = downcast::<Cache>(receiver, "mpe")?;
+        let s = downcast::<Synopsis>(sender, "mpe")?;
+        let r = downcast::<Synopsis>(receiver, "mpe")?;
         let sm = Samples::from_caches(&s, &r);
         let n = sm.delays.len();
         let std = sm
@@ -447,7 +447,7 @@ mod tests {
     fn sampled_flows_fraction_follows_packet_sampling() {
         let (s, _, flows) = traffic(31, 4_000, 10_000, 0.0);
         for rate in [0.01, 0.1] {
-            let mut c = Cache::new(&Config { rate, seed: 9 });
+            let mut c = Synopsis::new(&Config { rate, seed: 9 });
             for x in &s {
                 c.record(x);
             }
@@ -537,11 +537,13 @@ mod tests {
         let mut b = Vec::new();
         a.encode(&mut b);
         let d = m.decode_point(Role::Sender, &b).unwrap();
-        let dc = (&*d as &dyn std::any::Any).downcast_ref::<Cache>().unwrap();
+        let dc = (&*d as &dyn std::any::Any)
+            .downcast_ref::<Synopsis>()
+            .unwrap();
         assert_eq!(
             &dc.records,
             &(&*a as &dyn std::any::Any)
-                .downcast_ref::<Cache>()
+                .downcast_ref::<Synopsis>()
                 .unwrap()
                 .records
         );

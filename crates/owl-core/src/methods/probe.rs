@@ -117,7 +117,7 @@ pub struct Probe {
 
 /// The sender point: the Poisson process and the probes it emitted.
 #[derive(Clone, Debug)]
-pub struct ProbeSender {
+pub struct SenderSynopsis {
     config: Config,
     rng: Option<Pcg64Mcg>,
     /// Next Poisson instant, ns.
@@ -126,9 +126,9 @@ pub struct ProbeSender {
     unemulated: u64,
 }
 
-impl ProbeSender {
-    pub fn new(config: &Config) -> ProbeSender {
-        ProbeSender {
+impl SenderSynopsis {
+    pub fn new(config: &Config) -> SenderSynopsis {
+        SenderSynopsis {
             config: config.clone(),
             rng: None,
             next_ns: 0,
@@ -215,12 +215,12 @@ impl ProbeSender {
             w.u64(p.ts_ns);
         }
     }
-    pub fn decode(config: &Config, bytes: &[u8]) -> Result<ProbeSender, DecodeError> {
+    pub fn decode(config: &Config, bytes: &[u8]) -> Result<SenderSynopsis, DecodeError> {
         let mut r = WireReader::new(bytes);
         check_tag(&mut r, TAG_SENDER, "a probe sender point")?;
         let unemulated = r.u64("not-emulated instants")?;
         let pairs = read_pairs(&mut r)?;
-        Ok(ProbeSender {
+        Ok(SenderSynopsis {
             config: config.clone(),
             rng: None,
             next_ns: 0,
@@ -268,16 +268,16 @@ fn read_pairs(r: &mut WireReader) -> Result<Vec<(u64, u64)>, DecodeError> {
 /// module doc for why). It does not depend on the configuration (rate and seed only decide
 /// which packets the sender picks), so one receiver serves every rate and seed.
 #[derive(Clone, Debug, Default)]
-pub struct ProbeReceiver {
+pub struct ReceiverSynopsis {
     seen: HashMap<u64, u64>,
 }
 
-impl ProbeReceiver {
-    pub fn new() -> ProbeReceiver {
-        ProbeReceiver::default()
+impl ReceiverSynopsis {
+    pub fn new() -> ReceiverSynopsis {
+        ReceiverSynopsis::default()
     }
-    pub fn with_capacity(packets: usize) -> ProbeReceiver {
-        ProbeReceiver {
+    pub fn with_capacity(packets: usize) -> ReceiverSynopsis {
+        ReceiverSynopsis {
             seen: HashMap::with_capacity(packets),
         }
     }
@@ -309,7 +309,7 @@ impl ProbeReceiver {
             w.u64(ts);
         }
     }
-    pub fn decode(bytes: &[u8]) -> Result<ProbeReceiver, DecodeError> {
+    pub fn decode(bytes: &[u8]) -> Result<ReceiverSynopsis, DecodeError> {
         let mut r = WireReader::new(bytes);
         check_tag(&mut r, TAG_RECEIVER, "a probe receiver point")?;
         let pairs = read_pairs(&mut r)?;
@@ -322,7 +322,7 @@ impl ProbeReceiver {
                 });
             }
         }
-        Ok(ProbeReceiver { seen })
+        Ok(ReceiverSynopsis { seen })
     }
 }
 
@@ -357,7 +357,7 @@ pub struct ProbeEstimate {
 /// Match the sender's probes against the receiver's arrivals. (The two points' configurations
 /// are compared where they meet as files, [`crate::wire::SynopsisFile::check_pair`]; the
 /// receiver's content does not depend on them.)
-pub fn estimate(s: &ProbeSender, r: &ProbeReceiver) -> ProbeEstimate {
+pub fn estimate(s: &SenderSynopsis, r: &ReceiverSynopsis) -> ProbeEstimate {
     let delays: Vec<i128> = s
         .probes
         .iter()
@@ -384,27 +384,27 @@ pub fn estimate(s: &ProbeSender, r: &ProbeReceiver) -> ProbeEstimate {
     }
 }
 
-impl PointSynopsis for ProbeSender {
+impl PointSynopsis for SenderSynopsis {
     fn record(&mut self, rec: &PacketRecord) {
-        ProbeSender::record(self, rec.id, rec.ts_ns);
+        SenderSynopsis::record(self, rec.id, rec.ts_ns);
     }
     fn encoded_len(&self) -> usize {
-        ProbeSender::encoded_len(self)
+        SenderSynopsis::encoded_len(self)
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        ProbeSender::encode(self, out)
+        SenderSynopsis::encode(self, out)
     }
 }
 
-impl PointSynopsis for ProbeReceiver {
+impl PointSynopsis for ReceiverSynopsis {
     fn record(&mut self, rec: &PacketRecord) {
-        ProbeReceiver::record(self, rec.id, rec.ts_ns);
+        ReceiverSynopsis::record(self, rec.id, rec.ts_ns);
     }
     fn encoded_len(&self) -> usize {
-        ProbeReceiver::encoded_len(self)
+        ReceiverSynopsis::encoded_len(self)
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        ProbeReceiver::encode(self, out)
+        ReceiverSynopsis::encode(self, out)
     }
 }
 
@@ -428,8 +428,8 @@ impl Method for ProbeMethod {
     }
     fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
         match role {
-            Role::Sender => Box::new(ProbeSender::new(&self.config)),
-            Role::Receiver => Box::new(ProbeReceiver::new()),
+            Role::Sender => Box::new(SenderSynopsis::new(&self.config)),
+            Role::Receiver => Box::new(ReceiverSynopsis::new()),
         }
     }
     fn decode_point(
@@ -438,8 +438,8 @@ impl Method for ProbeMethod {
         bytes: &[u8],
     ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
         Ok(match role {
-            Role::Sender => Box::new(ProbeSender::decode(&self.config, bytes)?),
-            Role::Receiver => Box::new(ProbeReceiver::decode(bytes)?),
+            Role::Sender => Box::new(SenderSynopsis::decode(&self.config, bytes)?),
+            Role::Receiver => Box::new(ReceiverSynopsis::decode(bytes)?),
         })
     }
     fn estimate(
@@ -447,8 +447,8 @@ impl Method for ProbeMethod {
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let s = downcast::<ProbeSender>(sender, "probe")?;
-        let r = downcast::<ProbeReceiver>(receiver, "probe")?;
+        let s = downcast::<SenderSynopsis>(sender, "probe")?;
+        let r = downcast::<ReceiverSynopsis>(receiver, "probe")?;
         let e = estimate(&s, &r);
         let mut notes = vec![format!(
             "{} probes at {} Hz, {} lost ({:.2} % of the probes)",
@@ -504,10 +504,10 @@ mod tests {
 
     /// A steady stream: one packet every µs for `secs` seconds, delay 100 + (i mod 50) ns,
     /// every `loss_every`-th packet lost (0 = none).
-    fn stream(cfg: &Config, secs: f64, loss_every: u64) -> (ProbeSender, ProbeReceiver) {
-        let mut s = ProbeSender::new(cfg);
+    fn stream(cfg: &Config, secs: f64, loss_every: u64) -> (SenderSynopsis, ReceiverSynopsis) {
+        let mut s = SenderSynopsis::new(cfg);
         let n = (secs * 1e6) as u64;
-        let mut r = ProbeReceiver::with_capacity(n as usize);
+        let mut r = ReceiverSynopsis::with_capacity(n as usize);
         for i in 0..n {
             let id = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5555;
             let ts = T0 + 1000 * i;
@@ -563,7 +563,7 @@ mod tests {
     #[test]
     fn gaps_in_traffic_are_not_emulated() {
         let cfg = Config::new(1000.0, 5).unwrap();
-        let mut s = ProbeSender::new(&cfg);
+        let mut s = SenderSynopsis::new(&cfg);
         // two packets 10 s apart: ~10 000 instants in between, one emulated by the second
         s.record(1, T0);
         s.record(2, T0 + 10_000_000_000);
@@ -644,7 +644,7 @@ mod interval_tests {
     fn probe_std_interval_covers() {
         let mut rng = Pcg64Mcg::seed_from_u64(5);
         let n = 100_000u64;
-        let mut r = ProbeReceiver::with_capacity(n as usize);
+        let mut r = ReceiverSynopsis::with_capacity(n as usize);
         let (mut ids, mut delays) = (Vec::new(), Vec::new());
         for i in 0..n {
             let id: u64 = rng.random();
@@ -659,7 +659,7 @@ mod interval_tests {
         let (mut bonett, mut chi2) = (0, 0);
         for seed in 0..seeds {
             let cfg = Config::new(4000.0, 100 + seed).unwrap();
-            let mut s = ProbeSender::new(&cfg);
+            let mut s = SenderSynopsis::new(&cfg);
             for (i, &id) in ids.iter().enumerate() {
                 s.record(id, 1_767_225_600_000_000_000 + 1000 * i as u64);
             }
@@ -690,7 +690,7 @@ mod low_rate_tests {
         let (mut total, mut zero) = (0u64, 0u64);
         for seed in 0..seeds {
             let cfg = Config::new(1.0, seed).unwrap();
-            let mut s = ProbeSender::new(&cfg);
+            let mut s = SenderSynopsis::new(&cfg);
             for i in 0..10_000u64 {
                 s.record(i, 1_767_225_600_000_000_000 + i * 100_000);
             }

@@ -140,7 +140,7 @@ impl Config {
 
 /// The sender point: the references it injected, `(identity, sending time)`.
 #[derive(Clone, Debug)]
-pub struct Sender {
+pub struct SenderSynopsis {
     cfg: Config,
     pub refs: Vec<(u64, u64)>,
     since: u32,
@@ -151,9 +151,9 @@ pub struct Sender {
     gap_sum: u64,
 }
 
-impl Sender {
-    pub fn new(cfg: Config) -> Sender {
-        Sender {
+impl SenderSynopsis {
+    pub fn new(cfg: Config) -> SenderSynopsis {
+        SenderSynopsis {
             gap: cfg.upper_gap,
             since: u32::MAX,
             cfg,
@@ -182,7 +182,7 @@ impl Sender {
     }
 }
 
-impl PointSynopsis for Sender {
+impl PointSynopsis for SenderSynopsis {
     fn record(&mut self, rec: &PacketRecord) {
         self.tick(rec.ts_ns);
         self.win_bits += rec.len as f64 * 8.0;
@@ -209,12 +209,12 @@ impl PointSynopsis for Sender {
 
 /// The receiver point: every arrival `(identity, arrival time, flow hash)`.
 #[derive(Clone, Debug)]
-pub struct Receiver {
+pub struct ReceiverSynopsis {
     seed: u64,
     pub log: Vec<(u64, u64, u64)>,
 }
 
-impl PointSynopsis for Receiver {
+impl PointSynopsis for ReceiverSynopsis {
     fn record(&mut self, rec: &PacketRecord) {
         self.log.push((rec.id, rec.ts_ns, rec.flow.hash(self.seed)));
     }
@@ -267,7 +267,7 @@ pub struct Interpolation {
 
 /// The RLI receiver: interpolate every arrival's delay between the references around it and
 /// aggregate per flow.
-pub fn interpolate(s: &Sender, r: &Receiver) -> Interpolation {
+pub fn interpolate(s: &SenderSynopsis, r: &ReceiverSynopsis) -> Interpolation {
     let refs: HashMap<u64, u64> = s.refs.iter().copied().collect();
     let mut out = Interpolation::default();
     let mut order: Vec<u32> = (0..r.log.len() as u32).collect();
@@ -320,10 +320,10 @@ impl RliMethod {
     fn points<'a>(
         s: &'a dyn PointSynopsis,
         r: &'a dyn PointSynopsis,
-    ) -> Result<(&'a Sender, &'a Receiver), MethodError> {
+    ) -> Result<(&'a SenderSynopsis, &'a ReceiverSynopsis), MethodError> {
         Ok((
-            downcast_ref::<Sender>(s, "rli")?,
-            downcast_ref::<Receiver>(r, "rli")?,
+            downcast_ref::<SenderSynopsis>(s, "rli")?,
+            downcast_ref::<ReceiverSynopsis>(r, "rli")?,
         ))
     }
 }
@@ -357,8 +357,8 @@ impl Method for RliMethod {
     }
     fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
         match role {
-            Role::Sender => Box::new(Sender::new(self.cfg.clone())),
-            Role::Receiver => Box::new(Receiver {
+            Role::Sender => Box::new(SenderSynopsis::new(self.cfg.clone())),
+            Role::Receiver => Box::new(ReceiverSynopsis {
                 seed: self.cfg.seed,
                 log: Vec::new(),
             }),
@@ -371,14 +371,14 @@ impl Method for RliMethod {
     ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
         Ok(match role {
             Role::Sender => {
-                let mut s = Sender::new(self.cfg.clone());
+                let mut s = SenderSynopsis::new(self.cfg.clone());
                 s.refs = decode_list::<2>(bytes, "references")?
                     .into_iter()
                     .map(|[a, b]| (a, b))
                     .collect();
                 Box::new(s)
             }
-            Role::Receiver => Box::new(Receiver {
+            Role::Receiver => Box::new(ReceiverSynopsis {
                 seed: self.cfg.seed,
                 log: decode_list::<3>(bytes, "arrivals")?
                     .into_iter()
@@ -392,8 +392,8 @@ impl Method for RliMethod {
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Sender>(sender, "rli")?;
-        let r = downcast::<Receiver>(receiver, "rli")?;
+        let s = downcast::<SenderSynopsis>(sender, "rli")?;
+        let r = downcast::<ReceiverSynopsis>(receiver, "rli")?;
         let it = interpolate(&s, &r);
         let mut notes = vec![format!(
             "{} references emulated by trace packets (1 per {:.1} packets on average), {} reached the receiver",
@@ -480,14 +480,14 @@ mod tests {
         assert_eq!(cfg.gap(1.0), 300);
         assert_eq!(cfg.gap(0.5), 155);
         // idle link: 1500-byte packets every 1 ms on 1 Gb/s is 1.2 % load → about 1:13
-        let mut s = Sender::new(cfg.clone());
+        let mut s = SenderSynopsis::new(cfg.clone());
         for i in 0..10_000 {
             s.record(&rec(i, i * 1_000_000, 1, 1500));
         }
         let idle = 10_000.0 / s.refs.len() as f64;
         assert!((10.0..16.0).contains(&idle), "{idle}");
         // saturated: 1500-byte packets every 12 µs is 100 % → 1:300
-        let mut s = Sender::new(cfg);
+        let mut s = SenderSynopsis::new(cfg);
         for i in 0..100_000 {
             s.record(&rec(i, i * 12_000, 1, 1500));
         }

@@ -158,14 +158,14 @@ impl Sketch {
 
 /// The sender point: the timestamps it would write into the packets.
 #[derive(Clone, Debug, Default)]
-pub struct Stamps {
+pub struct SenderSynopsis {
     pub stamps: Vec<(u64, u64)>,
 }
 
 /// The receiver point: `(identity, arrival time, flow hash)` of every arrival, for the
 /// sketch update that needs the stamp.
 #[derive(Clone, Debug, Default)]
-pub struct Arrivals {
+pub struct ReceiverSynopsis {
     seed: u64,
     pub arrivals: Vec<(u64, u64, u64)>,
 }
@@ -206,7 +206,7 @@ fn decode_u64s<const N: usize>(
     Ok(v)
 }
 
-impl PointSynopsis for Stamps {
+impl PointSynopsis for SenderSynopsis {
     fn record(&mut self, rec: &PacketRecord) {
         self.stamps.push((rec.id, rec.ts_ns));
     }
@@ -219,7 +219,7 @@ impl PointSynopsis for Stamps {
     }
 }
 
-impl PointSynopsis for Arrivals {
+impl PointSynopsis for ReceiverSynopsis {
     fn record(&mut self, rec: &PacketRecord) {
         self.arrivals
             .push((rec.id, rec.ts_ns, rec.flow.hash(self.seed)));
@@ -247,7 +247,7 @@ impl SdsMethod {
 
     /// Replay the receiver's arrivals with the stamps: the receiver's sketch, and how many
     /// arrivals carried a stamp of this interval.
-    pub fn build(&self, s: &Stamps, r: &Arrivals) -> (Sketch, u64) {
+    pub fn build(&self, s: &SenderSynopsis, r: &ReceiverSynopsis) -> (Sketch, u64) {
         let stamp: HashMap<u64, u64> = s.stamps.iter().copied().collect();
         let mut sk = Sketch::new(self.cfg.clone());
         let mut used = 0u64;
@@ -263,10 +263,10 @@ impl SdsMethod {
     fn points<'a>(
         s: &'a dyn PointSynopsis,
         r: &'a dyn PointSynopsis,
-    ) -> Result<(&'a Stamps, &'a Arrivals), MethodError> {
+    ) -> Result<(&'a SenderSynopsis, &'a ReceiverSynopsis), MethodError> {
         Ok((
-            downcast_ref::<Stamps>(s, "sds")?,
-            downcast_ref::<Arrivals>(r, "sds")?,
+            downcast_ref::<SenderSynopsis>(s, "sds")?,
+            downcast_ref::<ReceiverSynopsis>(r, "sds")?,
         ))
     }
 }
@@ -280,8 +280,8 @@ impl Method for SdsMethod {
     }
     fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
         match role {
-            Role::Sender => Box::new(Stamps::default()),
-            Role::Receiver => Box::new(Arrivals {
+            Role::Sender => Box::new(SenderSynopsis::default()),
+            Role::Receiver => Box::new(ReceiverSynopsis {
                 seed: self.cfg.seed,
                 arrivals: Vec::new(),
             }),
@@ -293,13 +293,13 @@ impl Method for SdsMethod {
         bytes: &[u8],
     ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
         Ok(match role {
-            Role::Sender => Box::new(Stamps {
+            Role::Sender => Box::new(SenderSynopsis {
                 stamps: decode_u64s::<2>(bytes, "stamps")?
                     .into_iter()
                     .map(|[a, b]| (a, b))
                     .collect(),
             }),
-            Role::Receiver => Box::new(Arrivals {
+            Role::Receiver => Box::new(ReceiverSynopsis {
                 seed: self.cfg.seed,
                 arrivals: decode_u64s::<3>(bytes, "arrivals")?
                     .into_iter()
@@ -313,8 +313,8 @@ impl Method for SdsMethod {
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Stamps>(sender, "sds")?;
-        let r = downcast::<Arrivals>(receiver, "sds")?;
+        let s = downcast::<SenderSynopsis>(sender, "sds")?;
+        let r = downcast::<ReceiverSynopsis>(receiver, "sds")?;
         let (sk, used) = self.build(&s, &r);
         // every packet is in one cell of row 0: the aggregate is exact
         let c = self.cfg.columns;

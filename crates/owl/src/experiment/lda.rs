@@ -23,7 +23,7 @@
 //! The records are generated directly as arrays of (identity, S timestamp, delay) — identities
 //! random 64-bit, delays drawn by [`owl_trace::sim::DelayModel`]'s sampler, losses by
 //! [`owl_trace::sim::LossModel`]'s process, timestamps absolute ns from 2026-01-01 so every
-//! accumulator wraps — and fed to [`Aggregator::record_all`] and to the probe emulation of
+//! accumulator wraps — and fed to [`lda::Synopsis::record_all`] and to the probe emulation of
 //! [`owl_core::probe`], not written as frames and dissected: 5 M packets × hundreds of runs
 //! would spend minutes building and parsing frames that LDA never looks at (it sees an identity
 //! and a timestamp). The ground truth is the exact mean and population standard deviation of the
@@ -33,8 +33,8 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use owl_core::hash::HashFamily;
-use owl_core::lda::{self, Aggregator, LdaEstimate};
-use owl_core::probe::{self, ProbeReceiver, ProbeSender};
+use owl_core::lda::{self, LdaEstimate};
+use owl_core::probe;
 use owl_trace::sim::{DelayModel, LossModel};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -147,8 +147,8 @@ pub fn deliver(t: &Trace, loss: LossModel, seed: u64) -> Delivered {
 
 /// One LDA run: both points record, the receiver estimates.
 pub fn run_lda(cfg: &lda::Config, t: &Trace, d: &Delivered) -> Result<LdaEstimate> {
-    let mut s = Aggregator::new(cfg);
-    let mut r = Aggregator::new(cfg);
+    let mut s = lda::Synopsis::new(cfg);
+    let mut r = lda::Synopsis::new(cfg);
     s.record_all(&t.ids, &t.send);
     r.record_all(&d.ids, &d.ts);
     Ok(lda::estimate(&s, &r)?)
@@ -588,7 +588,7 @@ pub fn run_vs_probes(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             seed(ctx, 2, li as u64),
         );
         // the emulation's receiver: every delivered packet's arrival (probe module doc)
-        let mut rx = ProbeReceiver::with_capacity(d.ids.len());
+        let mut rx = probe::ReceiverSynopsis::with_capacity(d.ids.len());
         for (&id, &ts) in d.ids.iter().zip(&d.ts) {
             rx.record(id, ts);
         }
@@ -609,7 +609,7 @@ pub fn run_vs_probes(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             });
             for (k, rate) in probe::PAPER_RATES_HZ.into_iter().enumerate() {
                 let pcfg = probe::Config::new(rate, run_seed(ctx, 4 + k as u64, li, run))?;
-                let mut tx = ProbeSender::new(&pcfg);
+                let mut tx = probe::SenderSynopsis::new(&pcfg);
                 for (&id, &ts) in t.ids.iter().zip(&t.send) {
                     tx.record(id, ts);
                 }

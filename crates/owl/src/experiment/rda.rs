@@ -20,11 +20,11 @@ use std::time::Instant;
 
 use anyhow::Result;
 use hashbrown::HashMap;
-use owl_core::finecomb::{self, FineCombPoint, IdealTruth};
+use owl_core::finecomb::{self, IdealTruth};
 use owl_core::hash::HashFamily;
 use owl_core::lda;
 use owl_core::method::Role;
-use owl_core::rda::{self, Pairing, RdaPoint, StdEstimator, Subtraction, decode_faithful};
+use owl_core::rda::{self, Pairing, StdEstimator, Subtraction, decode_faithful};
 use owl_trace::sim::{DelayModel, PathConfig, SimConfig, Simulation, TrafficConfig, TrafficSource};
 
 use super::{Ctx, Experiment, Panel, Series, mean_ci95, plot_png, write_csv};
@@ -207,8 +207,8 @@ fn evaluate(iv: &Interval, seed: u64) -> Result<Vec<Row>> {
         ),
     ];
     for (cfg, stds) in variants {
-        let mut s = RdaPoint::new(cfg, Role::Sender)?;
-        let mut r = RdaPoint::new(cfg, Role::Receiver)?;
+        let mut s = rda::Synopsis::new(cfg, Role::Sender)?;
+        let mut r = rda::Synopsis::new(cfg, Role::Receiver)?;
         iv.sender.iter().for_each(|&(i, t)| {
             s.record_packet(i, t);
         });
@@ -245,8 +245,8 @@ fn evaluate(iv: &Interval, seed: u64) -> Result<Vec<Row>> {
     // LDA at 120 000 B: the paper's recommended two banks tuned toward 0.5 % and 10 % loss
     // (§IV-B of the LDA paper), for the interval's packet count
     let lc = lda::Config::for_memory(120_000, &lda::DEFAULT_TARGETS, iv.sender.len() as u64, seed)?;
-    let mut s = lda::Aggregator::new(&lc);
-    let mut r = lda::Aggregator::new(&lc);
+    let mut s = lda::Synopsis::new(&lc);
+    let mut r = lda::Synopsis::new(&lc);
     iv.sender.iter().for_each(|&(i, t)| s.record(i, t));
     iv.receiver.iter().for_each(|&(i, t)| r.record(i, t));
     let e = lda::estimate(&s, &r)?;
@@ -269,8 +269,8 @@ fn evaluate(iv: &Interval, seed: u64) -> Result<Vec<Row>> {
         seed,
         ..Default::default()
     };
-    let mut s = FineCombPoint::new(&fc, Role::Sender)?;
-    let mut r = FineCombPoint::new(&fc, Role::Receiver)?;
+    let mut s = finecomb::Synopsis::new(&fc, Role::Sender)?;
+    let mut r = finecomb::Synopsis::new(&fc, Role::Receiver)?;
     iv.sender.iter().for_each(|&(i, t)| s.record_packet(i, t));
     iv.receiver.iter().for_each(|&(i, t)| r.record_packet(i, t));
     for (method, o) in [
@@ -519,8 +519,8 @@ fn decode_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                     banks: 2,
                     ..rda::Config::fixed(m)
                 };
-                let mut s = RdaPoint::new(&cfg, Role::Sender)?;
-                let mut r = RdaPoint::new(&cfg, Role::Receiver)?;
+                let mut s = rda::Synopsis::new(&cfg, Role::Sender)?;
+                let mut r = rda::Synopsis::new(&cfg, Role::Receiver)?;
                 s_pk.iter().for_each(|&(i, t)| {
                     s.record_packet(i, t);
                 });
@@ -559,8 +559,8 @@ fn decode_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                     enumeration,
                     max_subsets: cap,
                 };
-                let mut s = FineCombPoint::new(&fc, Role::Sender)?;
-                let mut r = FineCombPoint::new(&fc, Role::Receiver)?;
+                let mut s = finecomb::Synopsis::new(&fc, Role::Sender)?;
+                let mut r = finecomb::Synopsis::new(&fc, Role::Receiver)?;
                 s_pk.iter().for_each(|&(i, t)| s.record_packet(i, t));
                 r_pk.iter().for_each(|&(i, t)| r.record_packet(i, t));
                 let reps = if enumeration == finecomb::Enumeration::Whole && d >= 18 {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::synopsis::Shared;
-use super::{Aggregator, Config, estimate};
+use super::{Config, Synopsis, estimate};
 use crate::PacketRecord;
 use crate::method::{Estimate, Method, MethodError, MethodInfo, PointSynopsis, Role, downcast};
 use crate::wire::DecodeError;
@@ -24,18 +24,18 @@ impl LdaMethod {
     }
 }
 
-impl PointSynopsis for Aggregator {
+impl PointSynopsis for Synopsis {
     fn record(&mut self, rec: &PacketRecord) {
-        Aggregator::record(self, rec.id, rec.ts_ns);
+        Synopsis::record(self, rec.id, rec.ts_ns);
     }
     fn record_batch(&mut self, recs: &[PacketRecord]) {
-        self.record_packets(recs);
+        self.record_batch(recs);
     }
     fn encoded_len(&self) -> usize {
-        Aggregator::encoded_len(self)
+        Synopsis::encoded_len(self)
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        Aggregator::encode(self, out)
+        Synopsis::encode(self, out)
     }
 }
 
@@ -49,7 +49,7 @@ impl Method for LdaMethod {
     }
 
     fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(Aggregator::with_shared(self.shared.clone()))
+        Box::new(Synopsis::with_shared(self.shared.clone()))
     }
 
     fn decode_point(
@@ -57,7 +57,7 @@ impl Method for LdaMethod {
         _role: Role,
         bytes: &[u8],
     ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        Ok(Box::new(Aggregator::decode_shared(
+        Ok(Box::new(Synopsis::decode_shared(
             self.shared.clone(),
             bytes,
         )?))
@@ -68,8 +68,8 @@ impl Method for LdaMethod {
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Aggregator>(sender, "lda")?;
-        let r = downcast::<Aggregator>(receiver, "lda")?;
+        let s = downcast::<Synopsis>(sender, "lda")?;
+        let r = downcast::<Synopsis>(receiver, "lda")?;
         let e = estimate(&s, &r)?;
         Ok(to_estimate(&e, s.encoded_len() as u64))
     }

@@ -35,7 +35,7 @@ use crate::method::{BuildOptions, MethodInfo, columns_for_memory};
 pub use config::{Config, Selection};
 pub use estimate::{FlowDelay, FlowQuery, aggregate};
 pub use mining::heavy_hitters;
-pub use sketch::{Cell, Layout, Lds};
+pub use sketch::{Cell, Layout, Synopsis};
 pub use weights::Weights;
 
 use crate::method::{
@@ -70,13 +70,13 @@ impl LdsMethod {
     }
 
     /// A fresh sketch of this configuration.
-    pub fn sketch(&self) -> Lds {
-        Lds::new(self.layout.clone())
+    pub fn sketch(&self) -> Synopsis {
+        Synopsis::new(self.layout.clone())
     }
 }
 
-fn as_lds<'a>(p: &'a dyn PointSynopsis, name: &'static str) -> Result<&'a Lds, MethodError> {
-    downcast_ref::<Lds>(p, name)
+fn as_lds<'a>(p: &'a dyn PointSynopsis, name: &'static str) -> Result<&'a Synopsis, MethodError> {
+    downcast_ref::<Synopsis>(p, name)
 }
 
 impl Method for LdsMethod {
@@ -97,7 +97,7 @@ impl Method for LdsMethod {
         _role: Role,
         bytes: &[u8],
     ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        Ok(Box::new(Lds::decode(self.layout.clone(), bytes)?))
+        Ok(Box::new(Synopsis::decode(self.layout.clone(), bytes)?))
     }
 
     fn estimate(
@@ -105,8 +105,8 @@ impl Method for LdsMethod {
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Lds>(sender, "lds")?;
-        let r = downcast::<Lds>(receiver, "lds")?;
+        let s = downcast::<Synopsis>(sender, "lds")?;
+        let r = downcast::<Synopsis>(receiver, "lds")?;
         aggregate(&s, &r)
     }
 

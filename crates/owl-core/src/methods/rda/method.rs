@@ -1,7 +1,7 @@
 //! RDA as an object-safe [`Method`] for `owl compare` (and `owl record` / `owl estimate`).
 
 use super::exchange::reconcile;
-use super::point::RdaPoint;
+use super::point::Synopsis;
 use super::{Config, Sizing};
 use crate::method::{Estimate, Method, MethodError, MethodInfo, PointSynopsis, Role, downcast};
 use crate::wire::DecodeError;
@@ -40,25 +40,23 @@ impl Method for RdaMethod {
     }
     fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
         // the configuration was validated in `new`
-        Box::new(RdaPoint::new(&self.cfg, role).expect("validated configuration"))
+        Box::new(Synopsis::new(&self.cfg, role).expect("validated configuration"))
     }
     fn decode_point(
         &self,
         role: Role,
         bytes: &[u8],
     ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        Ok(Box::new(RdaPoint::decode(&self.cfg, role, bytes)?))
+        Ok(Box::new(Synopsis::decode(&self.cfg, role, bytes)?))
     }
     fn estimate(
         &self,
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let mut s = downcast::<RdaPoint>(sender, "rda")?;
-        let mut r = downcast::<RdaPoint>(receiver, "rda")?;
-        if let Some(e) = self.cfg.mismatch(s.config()) {
-            return Err(e);
-        }
+        let mut s = downcast::<Synopsis>(sender, "rda")?;
+        let mut r = downcast::<Synopsis>(receiver, "rda")?;
+        Config::check_pair(&self.cfg, s.config())?;
         Ok(reconcile(&mut s, &mut r)?.to_estimate(&self.cfg))
     }
 }
