@@ -124,8 +124,8 @@ impl Shared {
     }
 }
 
-/// One point's LDA for one interval: `banks × rows` buckets, bank-major
-/// (`buckets[j·m + i]` is row `i` of bank `j`).
+/// One point's lossy difference aggregator (the paper's LDA, §3) for one interval:
+/// `banks × rows` buckets, bank-major (`buckets[j·m + i]` is row `i` of bank `j`).
 #[derive(Clone, Debug)]
 pub struct Synopsis {
     shared: Arc<Shared>,

@@ -150,7 +150,7 @@ impl Layout {
 /// Packets per block of [`Synopsis::record_batch`] (with 4 rows or fewer).
 pub const BLOCK: usize = 32;
 
-/// One point's LDS for one interval.
+/// One point's lossy difference sketch (LDS §3) for one interval.
 #[derive(Clone, Debug)]
 pub struct Synopsis {
     layout: Arc<Layout>,
