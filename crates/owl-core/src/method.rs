@@ -191,6 +191,16 @@ pub trait PointSynopsis: Any + Send {
     fn encoded_len(&self) -> usize;
     /// Append the method payload of this synopsis (see [`crate::wire`]).
     fn encode(&self, out: &mut Vec<u8>);
+    /// Bytes this point would put on the network for this interval in a deployment: its
+    /// synopsis message, or the probes, references or in-packet timestamps it injects. The rest
+    /// of the payload is local state or emulation data kept only so that `owl estimate` can run
+    /// offline ([`MethodInfo::crosses`] says which). Where both points keep a synopsis, one
+    /// sends it to the other, so a pair's [`Estimate::bytes`] is the larger point's (tested for
+    /// every method in the registry). `None` when only the exchange between the two points
+    /// decides it (RDA's round trip): the pair estimate's `bytes` reports it.
+    fn shipped_len(&self) -> Option<u64> {
+        Some(self.encoded_len() as u64)
+    }
 }
 
 /// A per-flow estimate, from methods that give one.
@@ -257,6 +267,9 @@ pub struct MethodInfo {
     pub summary: &'static str,
     /// Answers [`Method::estimate_flows`].
     pub per_flow: bool,
+    /// What crosses the network between the points for each interval, whether it needs a round
+    /// trip, and what a synopsis file holds beyond it (`owl record --help` lists these).
+    pub crosses: &'static str,
     pub build: BuildFn,
     pub from_config: FromConfigFn,
 }

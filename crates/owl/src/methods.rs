@@ -41,7 +41,8 @@ pub fn parse_list(s: &str) -> Result<Vec<&'static str>> {
     Ok(out)
 }
 
-fn info(name: &str) -> Result<&'static MethodInfo> {
+/// The descriptor of `name`, or an error listing the methods.
+pub fn info(name: &str) -> Result<&'static MethodInfo> {
     registry::find(name)
         .ok_or_else(|| anyhow!("unknown method '{name}'; available: {}", registry::names()))
 }
@@ -144,6 +145,20 @@ pub fn help(list: bool) -> String {
     let w = ALL.iter().map(|e| e.name.len()).max().unwrap_or(0);
     for e in ALL {
         s.push_str(&format!("  {:<w$}  {}\n", e.name, e.summary));
+    }
+    s
+}
+
+/// What crosses the network for each method, and what a synopsis file holds beyond it
+/// (`owl record --help`).
+pub fn crosses_help() -> String {
+    let mut s = String::from(
+        "What crosses the network between the points, per method (a synopsis file can hold more: \
+         local state or emulation data that a deployed point keeps or never has; `owl record` \
+         reports both sizes):\n",
+    );
+    for e in ALL {
+        s.push_str(&format!("  {}: {}\n", e.name, e.crosses));
     }
     s
 }

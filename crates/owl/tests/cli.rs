@@ -920,3 +920,47 @@ fn record_of_an_unreadable_capture_writes_nothing() {
     );
     assert!(!out.exists());
 }
+
+/// `owl record` says what of its file would cross the network: the synopsis itself (LDA), a
+/// part (FineComb's receiver keeps its stash), nothing (the probe receiver's arrival log is
+/// emulation data), or what only the exchange decides (RDA's cache is local state); and
+/// `--help` lists what crosses for every method.
+#[test]
+fn record_says_what_crosses_the_network() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = simulate(dir.path(), &[]);
+    let rec = |method: &str, role: &str, cap: &Path| {
+        let out = dir.path().join(format!("{method}.{role}.owl"));
+        ok(&[
+            "record",
+            "--method",
+            method,
+            "--role",
+            role,
+            cap.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ])
+    };
+    assert!(rec("lda", "sender", &s).contains("crosses the network: the synopses themselves"));
+    let fc = rec("finecomb", "receiver", &r);
+    assert!(
+        fc.contains("crosses the network: 117.2KiB (finecomb:"),
+        "{fc}"
+    );
+    let probe = rec("probe", "receiver", &r);
+    assert!(probe.contains("crosses the network: 0B (probe:"), "{probe}");
+    let rda = rec("rda", "sender", &s);
+    assert!(
+        rda.contains("crosses the network: decided by the exchange with the other point"),
+        "{rda}"
+    );
+    let help = ok(&["record", "--help"]);
+    for m in owl_core::registry::METHODS {
+        assert!(
+            help.contains(&format!("  {}: ", m.name)),
+            "{} missing",
+            m.name
+        );
+    }
+}

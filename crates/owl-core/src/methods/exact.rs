@@ -645,6 +645,9 @@ pub mod method {
         fn encoded_len(&self) -> usize {
             8 + 16 * self.packets.len()
         }
+        fn shipped_len(&self) -> Option<u64> {
+            Some(BYTES_PER_PACKET * self.packets.len() as u64)
+        }
         fn encode(&self, out: &mut Vec<u8>) {
             let mut w = WireWriter::new(out);
             w.reserve(self.encoded_len());
@@ -661,6 +664,7 @@ pub mod method {
         name: "exact",
         summary: "store every (identity, timestamp) and match them: the ground truth, 16 B a packet",
         per_flow: false,
+        crosses: "every (identity, timestamp) of both points, 16 B a packet each, to one place; no round trip",
         build: |_| Ok(Box::new(ExactMethod)),
         from_config: |pairs| match pairs.first() {
             Some((k, _)) => Err(MethodError::Invalid(format!(

@@ -337,6 +337,10 @@ impl PointSynopsis for Synopsis {
     fn encode(&self, out: &mut Vec<u8>) {
         Synopsis::encode(self, out)
     }
+    /// The buckets; the receiver's stash stays at the receiver.
+    fn shipped_len(&self) -> Option<u64> {
+        Some(self.buckets.len() as u64 * BUCKET_BYTES)
+    }
 }
 
 /// What the repair did.
@@ -712,6 +716,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     summary: "FineComb (RDA §III-C): 5000 buckets with parity, receiver stash repairs \
                   reordered packets, lost ones spoil their bucket; --memory / 24 B buckets",
     per_flow: false,
+    crosses: "each point's buckets (24 B each), one way; the receiver's stash of timestamps stays at the receiver and is in its file only so `owl estimate` can repair",
     build: |o| {
         let mut cfg = Config {
             seed: o.seed,

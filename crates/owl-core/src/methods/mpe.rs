@@ -153,6 +153,10 @@ impl PointSynopsis for Synopsis {
     fn encoded_len(&self) -> usize {
         8 + 61 * self.records.len()
     }
+    /// A NetFlow v5 record (48 B) per sampled flow; the file's records carry the full flow key.
+    fn shipped_len(&self) -> Option<u64> {
+        Some(RECORD_BYTES * self.records.len() as u64)
+    }
     fn encode(&self, out: &mut Vec<u8>) {
         let mut v: Vec<(&FlowKey, &FlowRecord)> = self.records.iter().collect();
         v.sort_by_key(|(k, _)| **k);
@@ -375,6 +379,7 @@ pub const TEN_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "mpe",
     summary: "NetFlow multi-point estimator, 10% coordinated packet sampling, per-flow",
     per_flow: true,
+    crosses: "each point's sampled flow records (61 B a flow), one way; no round trip",
     build: |o| Ok(Box::new(MpeMethod::new("mpe", mpe_default("mpe", o.seed))?)),
     from_config: |p| {
         Ok(Box::new(MpeMethod::new(
@@ -389,6 +394,7 @@ pub const ONE_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "mpe1",
     summary: "NetFlow multi-point estimator, 1% coordinated packet sampling, per-flow",
     per_flow: true,
+    crosses: "each point's sampled flow records (61 B a flow), one way; no round trip",
     build: |o| {
         Ok(Box::new(MpeMethod::new(
             "mpe1",

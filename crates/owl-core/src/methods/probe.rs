@@ -394,6 +394,10 @@ impl PointSynopsis for SenderSynopsis {
     fn encode(&self, out: &mut Vec<u8>) {
         SenderSynopsis::encode(self, out)
     }
+    /// The probe packets injected.
+    fn shipped_len(&self) -> Option<u64> {
+        Some(self.instants() * PROBE_BYTES)
+    }
 }
 
 impl PointSynopsis for ReceiverSynopsis {
@@ -405,6 +409,10 @@ impl PointSynopsis for ReceiverSynopsis {
     }
     fn encode(&self, out: &mut Vec<u8>) {
         ReceiverSynopsis::encode(self, out)
+    }
+    /// Nothing: the log of arrivals is emulation data.
+    fn shipped_len(&self) -> Option<u64> {
+        Some(0)
     }
 }
 
@@ -487,6 +495,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "probe",
     summary: "Poisson active probing at 144 Hz (LDA paper's baseline), each probe emulated by the packet after its instant; 64 B a probe (--memory ignored)",
     per_flow: false,
+    crosses: "probe packets the sender injects (64 B each); the receiver's file logs every arrival (16 B a packet) only so owl can tell which packet emulated each probe: emulation data",
     build: |o| {
         Ok(Box::new(ProbeMethod::new(Config::new(
             DEFAULT_RATE_HZ,

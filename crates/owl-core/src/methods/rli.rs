@@ -205,6 +205,10 @@ impl PointSynopsis for SenderSynopsis {
             w.u64(ts);
         }
     }
+    /// The reference packets injected.
+    fn shipped_len(&self) -> Option<u64> {
+        Some(self.refs.len() as u64 * PROBE_BYTES)
+    }
 }
 
 /// The receiver point: every arrival `(identity, arrival time, flow hash)`.
@@ -230,6 +234,10 @@ impl PointSynopsis for ReceiverSynopsis {
             w.u64(ts);
             w.u64(flow);
         }
+    }
+    /// Nothing: a deployed receiver interpolates as packets pass; the log is emulation data.
+    fn shipped_len(&self) -> Option<u64> {
+        Some(0)
     }
 }
 
@@ -455,6 +463,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "rli",
     summary: "Reference Latency Interpolation: references 1:300-1:10 by load, interpolated, per-flow",
     per_flow: true,
+    crosses: "reference packets the sender injects (64 B each); the receiver's file logs every arrival (24 B a packet) so owl can interpolate offline, where a deployed receiver interpolates as packets pass and keeps only per-flow sums",
     build: |o| Ok(Box::new(RliMethod::new(Config::paper(o.seed))?)),
     from_config: |pairs| Ok(Box::new(RliMethod::new(Config::from_pairs(pairs)?)?)),
 };

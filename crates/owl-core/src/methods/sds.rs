@@ -217,6 +217,10 @@ impl PointSynopsis for SenderSynopsis {
         let v: Vec<[u64; 2]> = self.stamps.iter().map(|&(a, b)| [a, b]).collect();
         encode_u64s(&v, out);
     }
+    /// The timestamp written into every packet.
+    fn shipped_len(&self) -> Option<u64> {
+        Some(self.stamps.len() as u64 * STAMP_BYTES)
+    }
 }
 
 impl PointSynopsis for ReceiverSynopsis {
@@ -230,6 +234,10 @@ impl PointSynopsis for ReceiverSynopsis {
     fn encode(&self, out: &mut Vec<u8>) {
         let v: Vec<[u64; 3]> = self.arrivals.iter().map(|&(a, b, c)| [a, b, c]).collect();
         encode_u64s(&v, out);
+    }
+    /// Nothing: the arrival log is emulation data (a deployed receiver updates its sketch).
+    fn shipped_len(&self) -> Option<u64> {
+        Some(0)
     }
 }
 
@@ -361,6 +369,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "sds",
     summary: "Simple Delay Sketch (LDS §2.2): NEEDS sender timestamps in packets (emulated), per-flow",
     per_flow: true,
+    crosses: "an 8 B sender timestamp inside every packet (the timestamp assumption); the files hold the sender's stamps and the receiver's arrival log (24 B a packet), emulation data a deployment would not keep",
     build: |o| {
         let columns = crate::method::columns_for_memory(o.memory, 4, CELL_BYTES as u64, 17_500)?;
         Ok(Box::new(SdsMethod::new(Config {

@@ -262,6 +262,7 @@ mod contract {
         name: "count",
         summary: "packets at each point; their difference",
         per_flow: false,
+        crosses: "nothing (a test method)",
         build: |_| Ok(Box::new(Count)),
         from_config: |_| Ok(Box::new(Count)),
     };

@@ -249,6 +249,11 @@ impl crate::method::PointSynopsis for Synopsis {
     fn encode(&self, out: &mut Vec<u8>) {
         Synopsis::encode(self, out)
     }
+    /// The payload is the point's cache, which stays at the point; what crosses is the round
+    /// trip of [`super::exchange`], decided by both points.
+    fn shipped_len(&self) -> Option<u64> {
+        None
+    }
 }
 
 #[cfg(test)]
