@@ -5,6 +5,7 @@ mod experiment;
 mod input;
 mod methods;
 mod progress;
+mod report;
 
 use std::process::ExitCode;
 

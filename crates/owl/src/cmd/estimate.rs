@@ -5,13 +5,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
-use owl_core::method::{Combiner, Estimate, Method, PointSynopsis, Role};
-use owl_core::units::{format_bytes, format_ns};
+use owl_core::method::{Combiner, Method, PointSynopsis, Role};
 use owl_core::wire::{StreamReader, SynopsisFile};
 use owl_trace::lockstep::Source;
-use serde_json::{Value, json};
 
 use crate::methods;
+use crate::report::{self, EstimateInterval, EstimateIntervals, EstimateReport, Line};
 
 #[derive(Args, Clone, Debug)]
 #[command(
@@ -98,39 +97,14 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     let iv = header.intervals;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let est = |e: &Estimate| {
-        json!({
-            "mean_ns": e.mean_ns, "std_ns": e.std_ns, "samples": e.samples,
-            "bytes": e.bytes, "lost": e.lost, "mean_ci98_ns": e.mean_ci98_ns,
-            "std_ci95_ns": e.std_ci95_ns,
-            "notes": e.notes,
-        })
-    };
-    let f = |x: Option<f64>| x.map(format_ns).unwrap_or_else(|| "-".into());
-    let row = |out: &mut dyn Write, label: &str, e: &Estimate| -> std::io::Result<()> {
-        writeln!(
-            out,
-            "{:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            label,
-            f(e.mean_ns),
-            f(e.std_ns),
-            e.samples,
-            e.lost.map(|l| l.to_string()).unwrap_or_else(|| "-".into()),
-            format_bytes(e.bytes)
-        )
-    };
-    if !a.json && !a.jsonl {
-        writeln!(out, "method {}", header.method)?;
-        writeln!(
-            out,
-            "{:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            "interval", "mean", "std", "samples", "lost", "bytes"
-        )?;
+    let text = !a.json && !a.jsonl;
+    if text {
+        report::text::estimate_head(&mut out, &header.method)?;
     }
     // Merge-join the two files' intervals (ascending in each), one pair in memory at a time;
     // each interval is printed as it is estimated.
     let mut combiner = Combiner::default();
-    let mut kept: Vec<Value> = Vec::new();
+    let mut kept: Vec<EstimateInterval> = Vec::new();
     let mut sb = next(&mut s, &a.sender);
     let mut rb = next(&mut r, &a.receiver);
     loop {
@@ -146,49 +120,49 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             .estimate(sp, rp)
             .map_err(|e| anyhow!("interval {k}: {e}"))?;
         combiner.add(&e);
-        let mut v = est(&e);
-        v["index"] = json!(k);
-        v["start_ns"] = json!(iv.start_ns(k));
+        let it = EstimateInterval {
+            index: k,
+            start_ns: iv.start_ns(k),
+            estimate: e,
+        };
         if a.json {
-            kept.push(v);
+            kept.push(it);
         } else if a.jsonl {
-            v["type"] = json!("interval");
-            serde_json::to_writer(&mut out, &v)?;
+            serde_json::to_writer(
+                &mut out,
+                &Line {
+                    kind: "interval",
+                    body: &it,
+                },
+            )?;
             writeln!(out)?;
         } else {
-            row(&mut out, &k.to_string(), &e)?;
-            if let Some([lo, hi]) = e.std_ci95_ns {
-                writeln!(
-                    out,
-                    "             std 95 % interval {} to {}",
-                    format_ns(lo),
-                    format_ns(hi)
-                )?;
-            }
-            for n in &e.notes {
-                writeln!(out, "             {n}")?;
-            }
+            report::text::estimate_interval(&mut out, &it)?;
         }
     }
-    let overall = combiner.combined();
-    let mut doc = json!({
-        "method": header.method,
-        "config": header.config.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
-        "interval_ns": iv.length_ns,
-        "origin_ns": iv.origin_ns,
-        "overall": est(&overall),
-    });
+    let mut report = EstimateReport {
+        method: header.method.clone(),
+        config: header.config.iter().cloned().collect(),
+        interval_ns: iv.length_ns,
+        origin_ns: iv.origin_ns,
+        overall: combiner.combined(),
+        intervals: EstimateIntervals::List(kept),
+    };
     if a.json {
-        doc["intervals"] = Value::Array(kept);
-        serde_json::to_writer_pretty(&mut out, &doc)?;
+        serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else if a.jsonl {
-        doc["type"] = json!("summary");
-        doc["intervals"] = json!(combiner.parts());
-        serde_json::to_writer(&mut out, &doc)?;
+        report.intervals = EstimateIntervals::Count(combiner.parts());
+        serde_json::to_writer(
+            &mut out,
+            &Line {
+                kind: "summary",
+                body: &report,
+            },
+        )?;
         writeln!(out)?;
-    } else if combiner.parts() > 1 {
-        row(&mut out, &format!("all {}", combiner.parts()), &overall)?;
+    } else {
+        report::text::estimate_overall(&mut out, combiner.parts(), &report.overall)?;
     }
     Ok(())
 }

@@ -15,10 +15,6 @@
 //! the relative error `|estimate − truth| / truth` of the flow means, over the flows of the bin
 //! the method gave an estimate for (the others are counted as `missing`).
 
-use std::collections::BTreeMap;
-use std::io::Write;
-
-use anyhow::Result;
 use hashbrown::HashMap;
 use owl_core::FlowKey;
 use owl_core::PacketRecord;
@@ -26,8 +22,10 @@ use owl_core::exact::{FlowTruth, Truth};
 use owl_core::interval::Intervals;
 use owl_core::method::{FlowEstimate, Method, PointSynopsis};
 use owl_core::stats::{nearest_rank, relative_error};
-use owl_core::units::format_ns;
-use serde_json::{Value, json};
+
+use crate::report::{
+    BinMethodReport, BinReport, FlowMethodReport, FlowReport, FlowTruthReport, Named,
+};
 
 /// Flow-size bins of the summary (packets at the sender): `[lo, hi)`.
 pub const BINS: [(u64, u64, &str); 4] = [
@@ -206,45 +204,47 @@ fn truth_mean(f: &FlowTruth) -> Option<f64> {
     f.delay.map(|d| d.mean_ns)
 }
 
-/// The `flows[]` array of the JSON report.
-pub fn flows_json(t: &Truth, pf: Option<&PerFlow>, top: Option<usize>) -> Value {
-    let flows: Vec<Value> = top_flows(t, top)
+/// The flows of the report, largest first, the first `top` of them: their truth and each
+/// per-flow method's estimate.
+pub fn flows_report(t: &Truth, pf: Option<&PerFlow>, top: Option<usize>) -> Vec<FlowReport> {
+    top_flows(t, top)
         .into_iter()
         .map(|f| {
-            let mut methods = serde_json::Map::new();
-            for m in pf.map(|p| p.methods.as_slice()).unwrap_or_default() {
-                let v = match m.get(&f.key) {
-                    Some(e) => json!({
-                        "mean_ns": e.mean_ns,
-                        "packets": e.packets,
-                        "std_ns": e.std_ns,
-                        "lost": e.lost,
-                        "mean_rel_err": relative_error(e.mean_ns, truth_mean(f)),
-                    }),
-                    None => json!({ "mean_ns": null, "packets": null }),
-                };
-                methods.insert(m.name.clone(), v);
-            }
-            json!({
-                "proto": f.key.proto,
-                "src": f.key.src.to_string(),
-                "dst": f.key.dst.to_string(),
-                "sport": f.key.sport,
-                "dport": f.key.dport,
-                "truth": {
-                    "sent": f.sent,
-                    "received": f.received,
-                    "lost": f.sent - f.received,
-                    "records": f.records,
-                    "mean_ns": f.delay.map(|d| d.mean_ns),
-                    "std_ns": f.delay.map(|d| d.std_ns),
-                    "p99_ns": f.delay.map(|d| d.p99_ns),
+            let methods = pf
+                .map(|p| p.methods.as_slice())
+                .unwrap_or_default()
+                .iter()
+                .map(|m| {
+                    let r = match m.get(&f.key) {
+                        Some(e) => FlowMethodReport {
+                            mean_rel_err: relative_error(e.mean_ns, truth_mean(f)),
+                            estimate: e,
+                        },
+                        None => FlowMethodReport::default(),
+                    };
+                    (m.name.clone(), r)
+                })
+                .collect();
+            FlowReport {
+                proto: f.key.proto,
+                src: f.key.src.to_string(),
+                dst: f.key.dst.to_string(),
+                sport: f.key.sport,
+                dport: f.key.dport,
+                truth: FlowTruthReport {
+                    sent: f.sent,
+                    received: f.received,
+                    lost: f.sent - f.received,
+                    records: f.records,
+                    mean_ns: f.delay.map(|d| d.mean_ns),
+                    std_ns: f.delay.map(|d| d.std_ns),
+                    p99_ns: f.delay.map(|d| d.p99_ns),
                 },
-                "methods": Value::Object(methods),
-            })
+                methods: Named(methods),
+                key: f.key,
+            }
         })
-        .collect();
-    Value::Array(flows)
+        .collect()
 }
 
 /// Relative-error quantiles of one method in one bin.
@@ -306,127 +306,33 @@ pub fn bins(t: &Truth, pf: &PerFlow) -> Vec<(&'static str, Vec<(String, BinStats
         .collect()
 }
 
-/// The `flow_error_bins[]` array of the JSON report.
-pub fn bins_json(t: &Truth, pf: &PerFlow) -> Value {
-    let v: Vec<Value> = bins(t, pf)
+/// The flow-size bins of the report: per method, median and p95 relative error.
+pub fn bins_report(t: &Truth, pf: &PerFlow) -> Vec<BinReport> {
+    bins(t, pf)
         .into_iter()
         .zip(BINS.iter())
-        .map(|((label, per), &(lo, hi, _))| {
-            let mut methods = serde_json::Map::new();
-            let mut flows = 0;
-            for (name, s) in per {
-                flows = s.flows;
-                methods.insert(
-                    name,
-                    json!({
-                        "estimated": s.estimated,
-                        "missing": s.flows - s.estimated,
-                        "median_rel_err": s.median,
-                        "p95_rel_err": s.p95,
-                    }),
-                );
-            }
-            json!({
-                "bin": label,
-                "min_packets": lo,
-                "max_packets": if hi == u64::MAX { Value::Null } else { json!(hi - 1) },
-                "flows": flows,
-                "methods": Value::Object(methods),
-            })
+        .map(|((label, per), &(lo, hi, _))| BinReport {
+            bin: label,
+            min_packets: lo,
+            max_packets: (hi != u64::MAX).then(|| hi - 1),
+            flows: per.first().map(|p| p.1.flows).unwrap_or(0),
+            methods: Named(
+                per.into_iter()
+                    .map(|(name, s)| {
+                        (
+                            name,
+                            BinMethodReport {
+                                estimated: s.estimated,
+                                missing: s.flows - s.estimated,
+                                median_rel_err: s.median,
+                                p95_rel_err: s.p95,
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
         })
-        .collect();
-    Value::Array(v)
-}
-
-fn fmt_pct(x: Option<f64>) -> String {
-    match x {
-        None => "-".into(),
-        Some(e) if e >= 10.0 => format!("{:.0}x", e),
-        Some(e) => format!("{:.2}%", 100.0 * e),
-    }
-}
-
-/// The per-flow tables of the text report.
-pub fn print(out: &mut impl Write, t: &Truth, pf: Option<&PerFlow>, top: usize) -> Result<()> {
-    let methods: &[MethodFlows] = pf.map(|p| p.methods.as_slice()).unwrap_or_default();
-    writeln!(out)?;
-    write!(
-        out,
-        "{:<58} {:>8} {:>7} {:>10} {:>10}",
-        "flow", "sent", "lost", "mean", "std"
-    )?;
-    for m in methods {
-        write!(out, " {:>12}", format!("{} err", m.name))?;
-    }
-    writeln!(out)?;
-    for f in top_flows(t, Some(top)) {
-        write!(
-            out,
-            "{:<58} {:>8} {:>7} {:>10} {:>10}",
-            f.key.to_string(),
-            f.sent,
-            f.sent - f.received,
-            f.delay
-                .map(|d| format_ns(d.mean_ns))
-                .unwrap_or_else(|| "-".into()),
-            f.delay
-                .map(|d| format_ns(d.std_ns))
-                .unwrap_or_else(|| "-".into()),
-        )?;
-        for m in methods {
-            let e = m.get(&f.key).and_then(|e| e.mean_ns);
-            write!(out, " {:>12}", fmt_pct(relative_error(e, truth_mean(f))))?;
-        }
-        writeln!(out)?;
-    }
-    if t.flows.len() > top {
-        writeln!(
-            out,
-            "… {} more flows (--top N, or --json)",
-            t.flows.len() - top
-        )?;
-    }
-    let Some(pf) = pf.filter(|p| !p.methods.is_empty()) else {
-        return Ok(());
-    };
-    for m in &pf.methods {
-        if let Some(e) = &m.error {
-            writeln!(out, "{}: ! {e}", m.name)?;
-        }
-    }
-    writeln!(out)?;
-    writeln!(
-        out,
-        "relative error of per-flow mean delay, by flow size (median / 95th percentile; all flows)"
-    )?;
-    write!(out, "{:<10} {:>7}", "packets", "flows")?;
-    for m in &pf.methods {
-        write!(out, " {:>21}", m.name)?;
-    }
-    writeln!(out)?;
-    let mut bins_map: BTreeMap<usize, _> = BTreeMap::new();
-    for (i, b) in bins(t, pf).into_iter().enumerate() {
-        bins_map.insert(i, b);
-    }
-    for (_, (label, per)) in bins_map {
-        let flows = per.first().map(|p| p.1.flows).unwrap_or(0);
-        write!(out, "{label:<10} {flows:>7}")?;
-        for (_, s) in &per {
-            let cell = if s.estimated < s.flows {
-                format!(
-                    "{} / {} ({} none)",
-                    fmt_pct(s.median),
-                    fmt_pct(s.p95),
-                    s.flows - s.estimated
-                )
-            } else {
-                format!("{} / {}", fmt_pct(s.median), fmt_pct(s.p95))
-            };
-            write!(out, " {cell:>21}")?;
-        }
-        writeln!(out)?;
-    }
-    Ok(())
+        .collect()
 }
 
 #[cfg(test)]

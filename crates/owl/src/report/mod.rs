@@ -1,0 +1,349 @@
+//! What `owl compare` and `owl estimate` found, as data.
+//!
+//! One serialisable report per command ([`CompareReport`], [`EstimateReport`]), built once; the
+//! text tables ([`text`]), the JSON document and the JSON Lines stream all read it, so the three
+//! outputs cannot disagree. Interval entries ([`IntervalReport`], [`EstimateInterval`]) are built
+//! as each interval closes, rendered at once (a text row, a JSON line) and kept only for the
+//! single JSON document.
+
+pub mod text;
+
+use std::collections::BTreeMap;
+
+use owl_core::exact::{IntervalTruth, Truth};
+use owl_core::method::{Estimate, FlowEstimate};
+use owl_core::pipeline::truth::QUANTILE_RELATIVE_ERROR;
+use owl_core::pipeline::{PointCounters, StreamTruth};
+use owl_core::stats::{DelaySummary, relative_error};
+use owl_trace::records::InputStats;
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+
+/// A list serialised as a JSON object keyed by name, in list order.
+#[derive(Clone, Debug, Default)]
+pub struct Named<T>(pub Vec<(String, T)>);
+
+impl<T: Serialize> Serialize for Named<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+/// One line of a JSON Lines stream: `{"type": KIND, …the fields of the body}`.
+#[derive(Serialize)]
+pub struct Line<'a, T: Serialize> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    #[serde(flatten)]
+    pub body: &'a T,
+}
+
+/// One capture: where it came from, what it held, what no interval took.
+#[derive(Clone, Debug, Serialize)]
+pub struct CaptureReport {
+    pub path: String,
+    /// Records before the interval origin: in no interval.
+    pub before_origin: u64,
+    /// Records behind their capture's newest timestamp by more than `--disorder`: in no interval.
+    pub out_of_order: u64,
+    #[serde(flatten)]
+    pub stats: InputStats,
+    /// The truncation that ended the capture early, when it was allowed.
+    pub truncated: Option<String>,
+}
+
+impl CaptureReport {
+    pub fn new(
+        path: String,
+        stats: InputStats,
+        points: &PointCounters,
+        truncated: Option<String>,
+    ) -> CaptureReport {
+        CaptureReport {
+            path,
+            before_origin: points.before_origin,
+            out_of_order: points.out_of_order,
+            stats,
+            truncated,
+        }
+    }
+}
+
+/// The figures of a delay summary, flat (`mean_ns`, `std_ns`, …), `null` without one.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct DelayFields {
+    pub mean_ns: Option<f64>,
+    pub std_ns: Option<f64>,
+    pub min_ns: Option<i64>,
+    pub max_ns: Option<i64>,
+    pub p50_ns: Option<i64>,
+    pub p90_ns: Option<i64>,
+    pub p99_ns: Option<i64>,
+    pub p999_ns: Option<i64>,
+}
+
+impl From<Option<DelaySummary>> for DelayFields {
+    fn from(d: Option<DelaySummary>) -> DelayFields {
+        DelayFields {
+            mean_ns: d.map(|d| d.mean_ns),
+            std_ns: d.map(|d| d.std_ns),
+            min_ns: d.map(|d| d.min_ns),
+            max_ns: d.map(|d| d.max_ns),
+            p50_ns: d.map(|d| d.p50_ns),
+            p90_ns: d.map(|d| d.p90_ns),
+            p99_ns: d.map(|d| d.p99_ns),
+            p999_ns: d.map(|d| d.p999_ns),
+        }
+    }
+}
+
+/// The exact truth of the whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct TruthReport {
+    pub sent: u64,
+    pub received: u64,
+    pub lost: u64,
+    pub loss_rate: f64,
+    pub duplicated: u64,
+    pub sender_duplicates: u64,
+    pub reordered: u64,
+    pub unexpected: u64,
+    pub negative_delays: u64,
+    /// Delays of every matched packet.
+    #[serde(flatten)]
+    pub delay_fields: DelayFields,
+    /// Delays of the packets matched within their interval: what the methods are judged against.
+    pub in_interval: Option<DelaySummary>,
+    /// Packets R saw later than the horizon (counted lost).
+    pub late: u64,
+    pub quantiles_exact: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quantiles_relative_error: Option<f64>,
+    #[serde(skip)]
+    pub delay: Option<DelaySummary>,
+}
+
+impl TruthReport {
+    pub fn new(t: &Truth, stream: &StreamTruth) -> TruthReport {
+        TruthReport {
+            sent: t.sent,
+            received: t.received,
+            lost: t.lost,
+            loss_rate: t.lost as f64 / t.sent.max(1) as f64,
+            duplicated: t.duplicated,
+            sender_duplicates: t.sender_duplicates,
+            reordered: t.reordered,
+            unexpected: t.unexpected,
+            negative_delays: t.negative_delays,
+            delay_fields: t.delay.into(),
+            in_interval: t.in_interval,
+            late: stream.late,
+            quantiles_exact: stream.quantiles_exact,
+            quantiles_relative_error: (!stream.quantiles_exact).then_some(QUANTILE_RELATIVE_ERROR),
+            delay: t.delay,
+        }
+    }
+}
+
+/// How a method ran over the whole run (absent from interval entries).
+#[derive(Clone, Debug, Serialize)]
+pub struct MethodRun {
+    /// Wall-clock time spent in the method, seconds.
+    pub time_s: f64,
+    /// The first error the method's estimator returned, with its interval.
+    pub error: Option<String>,
+}
+
+/// One method's estimate, judged against the truth of the same packets.
+#[derive(Clone, Debug, Serialize)]
+pub struct MethodReport {
+    pub name: String,
+    #[serde(flatten)]
+    pub estimate: Estimate,
+    /// `|estimate − truth| / truth` of the mean (relative).
+    pub mean_rel_err: Option<f64>,
+    /// `|estimate − truth| / truth` of the standard deviation (relative).
+    pub std_rel_err: Option<f64>,
+    #[serde(flatten)]
+    pub run: Option<MethodRun>,
+}
+
+impl MethodReport {
+    pub fn new(name: &str, e: Estimate, truth: Option<DelaySummary>) -> MethodReport {
+        MethodReport {
+            name: name.to_string(),
+            mean_rel_err: relative_error(e.mean_ns, truth.map(|t| t.mean_ns)),
+            std_rel_err: relative_error(e.std_ns, truth.map(|t| t.std_ns)),
+            estimate: e,
+            run: None,
+        }
+    }
+}
+
+/// The truth of one interval.
+#[derive(Clone, Debug, Serialize)]
+pub struct IntervalTruthReport {
+    pub sent: u64,
+    pub received: u64,
+    pub matched: u64,
+    pub lost: u64,
+    pub left: u64,
+    pub unexpected: u64,
+    pub mean_ns: Option<f64>,
+    pub std_ns: Option<f64>,
+    pub p99_ns: Option<i64>,
+}
+
+/// One closed interval: its truth and each method's estimate against it.
+#[derive(Clone, Debug, Serialize)]
+pub struct IntervalReport {
+    pub index: u64,
+    pub start_ns: u64,
+    pub truth: IntervalTruthReport,
+    /// The methods that gave an estimate, in the order of `--methods`.
+    pub methods: Vec<MethodReport>,
+}
+
+impl IntervalReport {
+    pub fn new(it: &IntervalTruth, estimates: Vec<(&str, Estimate)>) -> IntervalReport {
+        IntervalReport {
+            index: it.index,
+            start_ns: it.start_ns,
+            truth: IntervalTruthReport {
+                sent: it.sent,
+                received: it.received,
+                matched: it.matched,
+                lost: it.lost,
+                left: it.left,
+                unexpected: it.unexpected,
+                mean_ns: it.delay.map(|d| d.mean_ns),
+                std_ns: it.delay.map(|d| d.std_ns),
+                p99_ns: it.delay.map(|d| d.p99_ns),
+            },
+            methods: estimates
+                .into_iter()
+                .map(|(n, e)| MethodReport::new(n, e, it.delay))
+                .collect(),
+        }
+    }
+}
+
+/// The truth of one flow.
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowTruthReport {
+    pub sent: u64,
+    pub received: u64,
+    pub lost: u64,
+    pub records: u32,
+    pub mean_ns: Option<f64>,
+    pub std_ns: Option<f64>,
+    pub p99_ns: Option<i64>,
+}
+
+/// One method's estimate of one flow (every field `null` where it gave none).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FlowMethodReport {
+    #[serde(flatten)]
+    pub estimate: FlowEstimate,
+    /// `|estimate − truth| / truth` of the flow's mean (relative).
+    pub mean_rel_err: Option<f64>,
+}
+
+/// One flow: its truth and each per-flow method's estimate.
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowReport {
+    pub proto: u8,
+    pub src: String,
+    pub dst: String,
+    pub sport: u16,
+    pub dport: u16,
+    pub truth: FlowTruthReport,
+    pub methods: Named<FlowMethodReport>,
+    #[serde(skip)]
+    pub key: owl_core::FlowKey,
+}
+
+/// One method's relative errors over the flows of one size bin.
+#[derive(Clone, Debug, Serialize)]
+pub struct BinMethodReport {
+    pub estimated: usize,
+    pub missing: usize,
+    pub median_rel_err: Option<f64>,
+    pub p95_rel_err: Option<f64>,
+}
+
+/// Flows of one size bin (packets at the sender) and each method's errors over them.
+#[derive(Clone, Debug, Serialize)]
+pub struct BinReport {
+    pub bin: &'static str,
+    pub min_packets: u64,
+    pub max_packets: Option<u64>,
+    pub flows: usize,
+    pub methods: Named<BinMethodReport>,
+}
+
+/// Everything `owl compare` found.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompareReport {
+    pub owl_version: &'static str,
+    pub sender: CaptureReport,
+    pub receiver: CaptureReport,
+    pub horizon_ns: u64,
+    pub interval_ns: u64,
+    pub origin_ns: u64,
+    pub seed: u64,
+    pub identity_seed: u64,
+    pub memory: Option<u64>,
+    pub truth: TruthReport,
+    /// Every method asked for, the exact one included when listed, in the order of `--methods`.
+    pub methods: Vec<MethodReport>,
+    /// Per-interval breakdown (with `--interval T > 0`, in the single JSON document).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intervals: Option<Vec<IntervalReport>>,
+    /// Per-flow breakdown (with `--per-flow`), the largest flows first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flows: Option<Vec<FlowReport>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow_error_bins: Option<Vec<BinReport>>,
+    /// Intervals reported.
+    #[serde(skip)]
+    pub interval_count: u64,
+    /// Flows in the truth (`flows` may hold only the largest).
+    #[serde(skip)]
+    pub flows_total: usize,
+    /// Per-flow methods' errors (with `--per-flow`).
+    #[serde(skip)]
+    pub flow_errors: Vec<(String, String)>,
+}
+
+/// One interval of `owl estimate`.
+#[derive(Clone, Debug, Serialize)]
+pub struct EstimateInterval {
+    pub index: u64,
+    pub start_ns: u64,
+    #[serde(flatten)]
+    pub estimate: Estimate,
+}
+
+/// The intervals of `owl estimate`: every one (one JSON document) or how many (JSON Lines).
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum EstimateIntervals {
+    List(Vec<EstimateInterval>),
+    Count(u64),
+}
+
+/// Everything `owl estimate` found.
+#[derive(Clone, Debug, Serialize)]
+pub struct EstimateReport {
+    pub method: String,
+    pub config: BTreeMap<String, String>,
+    pub interval_ns: u64,
+    pub origin_ns: u64,
+    pub overall: Estimate,
+    pub intervals: EstimateIntervals,
+}

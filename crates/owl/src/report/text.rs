@@ -1,0 +1,390 @@
+//! The text tables of `owl compare` and `owl estimate`, read from their reports.
+
+use std::io::Write;
+
+use anyhow::Result;
+use owl_core::units::{format_bytes, format_ns};
+
+use super::{CompareReport, Estimate, EstimateInterval, IntervalReport, MethodReport};
+
+pub fn fmt_opt_ns(x: Option<f64>) -> String {
+    x.map(format_ns).unwrap_or_else(|| "-".into())
+}
+
+/// A relative error, `-` where there is none.
+pub fn fmt_err(x: Option<f64>) -> String {
+    match x {
+        None => "-".into(),
+        Some(0.0) => "0".into(),
+        Some(e) => format!("{e:.2e}"),
+    }
+}
+
+/// A relative error as a percentage (or a multiple, from 10x up).
+pub fn fmt_pct(x: Option<f64>) -> String {
+    match x {
+        None => "-".into(),
+        Some(e) if e >= 10.0 => format!("{:.0}x", e),
+        Some(e) => format!("{:.2}%", 100.0 * e),
+    }
+}
+
+/// Interval rows of the compare report, printed as the intervals close.
+pub struct IntervalTable {
+    limit: usize,
+    printed: usize,
+    names: Vec<String>,
+}
+
+impl IntervalTable {
+    /// A table with one error column per method of `names` (the exact method excluded: its
+    /// row is the truth).
+    pub fn new(limit: Option<usize>, names: Vec<String>) -> IntervalTable {
+        IntervalTable {
+            limit: limit.unwrap_or(usize::MAX),
+            printed: 0,
+            names,
+        }
+    }
+
+    pub fn row(&mut self, out: &mut impl Write, it: &IntervalReport) -> Result<()> {
+        if self.printed >= self.limit {
+            self.printed += 1;
+            return Ok(());
+        }
+        if self.printed == 0 {
+            write!(
+                out,
+                "{:>8} {:>9} {:>9} {:>9} {:>10}",
+                "interval", "sent", "matched", "crossing", "truth mean"
+            )?;
+            for n in &self.names {
+                write!(out, " {:>12}", format!("{n} err"))?;
+            }
+            writeln!(out)?;
+        }
+        let t = &it.truth;
+        write!(
+            out,
+            "{:>8} {:>9} {:>9} {:>9} {:>10}",
+            it.index,
+            t.sent,
+            t.matched,
+            t.left,
+            fmt_opt_ns(t.mean_ns)
+        )?;
+        for n in &self.names {
+            let e = it
+                .methods
+                .iter()
+                .find(|m| &m.name == n)
+                .and_then(|m| m.mean_rel_err);
+            write!(out, " {:>12}", fmt_err(e))?;
+        }
+        writeln!(out)?;
+        out.flush()?;
+        self.printed += 1;
+        Ok(())
+    }
+
+    pub fn finish(&self, out: &mut impl Write) -> Result<()> {
+        if self.printed > self.limit {
+            writeln!(
+                out,
+                "… {} more intervals (--rows N prints more; --jsonl streams every interval)",
+                self.printed - self.limit
+            )?;
+        }
+        if self.printed > 0 {
+            writeln!(out)?;
+        }
+        Ok(())
+    }
+}
+
+fn skipped(c: &super::CaptureReport) -> String {
+    let s = &c.stats;
+    let mut parts = Vec::new();
+    if c.before_origin > 0 {
+        parts.push(format!(
+            "{} before --origin-ns, in no interval",
+            c.before_origin
+        ));
+    }
+    if c.out_of_order > 0 {
+        parts.push(format!(
+            "{} out of timestamp order beyond --disorder, in no interval",
+            c.out_of_order
+        ));
+    }
+    if s.non_ip > 0 {
+        parts.push(format!("{} non-IP frames skipped", s.non_ip));
+    }
+    if s.malformed > 0 {
+        parts.push(format!("{} malformed skipped", s.malformed));
+    }
+    if s.no_timestamp > 0 {
+        parts.push(format!("{} without timestamp skipped", s.no_timestamp));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
+/// The summary of `owl compare` (after the interval rows).
+pub fn compare(out: &mut impl Write, c: &CompareReport, top: usize) -> Result<()> {
+    let t = &c.truth;
+    for (label, x) in [("sender  ", &c.sender), ("receiver", &c.receiver)] {
+        writeln!(
+            out,
+            "{label} {}: {} IP packets{}",
+            x.path,
+            x.stats.ip_packets,
+            skipped(x)
+        )?;
+    }
+    let span = if c.interval_ns == 0 {
+        "one interval over the whole capture".to_string()
+    } else {
+        format!(
+            "{} intervals of {} (relative errors against packets matched within their interval)",
+            c.interval_count,
+            format_ns(c.interval_ns as f64)
+        )
+    };
+    writeln!(out, "measured as {span}")?;
+    writeln!(
+        out,
+        "horizon  {}: a packet counts as received if R sees it within that of S{}",
+        format_ns(c.horizon_ns as f64),
+        if t.late > 0 {
+            format!(" ({} packets came later: counted lost)", t.late)
+        } else {
+            String::new()
+        }
+    )?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "truth    sent {}  received {}  lost {} ({:.3}%)  duplicated {}  reordered {}  unexpected {}",
+        t.sent,
+        t.received,
+        t.lost,
+        100.0 * t.loss_rate,
+        t.duplicated,
+        t.reordered,
+        t.unexpected
+    )?;
+    if let Some(d) = t.delay {
+        writeln!(
+            out,
+            "delay    mean {}  std {}  min {}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+            format_ns(d.mean_ns),
+            format_ns(d.std_ns),
+            format_ns(d.min_ns as f64),
+            format_ns(d.p50_ns as f64),
+            format_ns(d.p90_ns as f64),
+            format_ns(d.p99_ns as f64),
+            format_ns(d.p999_ns as f64),
+            format_ns(d.max_ns as f64)
+        )?;
+        if let Some(q) = t.quantiles_relative_error {
+            writeln!(
+                out,
+                "         (quantiles from a histogram, within {:.2} % of the exact ones; --exact-quantiles N keeps up to N delays)",
+                100.0 * q
+            )?;
+        }
+    }
+    writeln!(out)?;
+    methods(out, &c.methods)?;
+    if let (Some(flows), Some(bins)) = (&c.flows, &c.flow_error_bins) {
+        per_flow(out, c, flows, bins, top)?;
+    } else if let Some(flows) = &c.flows {
+        per_flow(out, c, flows, &[], top)?;
+    }
+    Ok(())
+}
+
+/// The methods table: each method's overall estimate and its relative errors.
+fn methods(out: &mut impl Write, ms: &[MethodReport]) -> Result<()> {
+    let w = ms.iter().map(|m| m.name.len()).max().unwrap_or(0).max(6);
+    writeln!(
+        out,
+        "{:<w$} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9}",
+        "method", "mean", "std", "mean err", "std err", "samples", "bytes", "time"
+    )?;
+    for m in ms {
+        let e = &m.estimate;
+        writeln!(
+            out,
+            "{:<w$} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9}",
+            m.name,
+            fmt_opt_ns(e.mean_ns),
+            fmt_opt_ns(e.std_ns),
+            fmt_err(m.mean_rel_err),
+            fmt_err(m.std_rel_err),
+            e.samples,
+            format_bytes(e.bytes),
+            m.run
+                .as_ref()
+                .map(|r| format_ns(r.time_s * 1e9))
+                .unwrap_or_default()
+        )?;
+        if let Some(err) = m.run.as_ref().and_then(|r| r.error.as_ref()) {
+            writeln!(out, "{:w$}  ! {err}", "")?;
+        }
+        if let Some([lo, hi]) = e.std_ci95_ns {
+            writeln!(
+                out,
+                "{:w$}  std 95 % interval {} to {}",
+                "",
+                format_ns(lo),
+                format_ns(hi)
+            )?;
+        }
+        for n in &e.notes {
+            writeln!(out, "{:w$}  {n}", "")?;
+        }
+    }
+    Ok(())
+}
+
+/// The per-flow tables: the largest flows, then errors by flow size.
+fn per_flow(
+    out: &mut impl Write,
+    c: &CompareReport,
+    flows: &[super::FlowReport],
+    bins: &[super::BinReport],
+    top: usize,
+) -> Result<()> {
+    let names: Vec<&str> = bins
+        .first()
+        .map(|b| b.methods.0.iter().map(|m| m.0.as_str()).collect())
+        .or_else(|| {
+            flows
+                .first()
+                .map(|f| f.methods.0.iter().map(|m| m.0.as_str()).collect())
+        })
+        .unwrap_or_default();
+    writeln!(out)?;
+    write!(
+        out,
+        "{:<58} {:>8} {:>7} {:>10} {:>10}",
+        "flow", "sent", "lost", "mean", "std"
+    )?;
+    for n in &names {
+        write!(out, " {:>12}", format!("{n} err"))?;
+    }
+    writeln!(out)?;
+    for f in flows.iter().take(top) {
+        write!(
+            out,
+            "{:<58} {:>8} {:>7} {:>10} {:>10}",
+            f.key.to_string(),
+            f.truth.sent,
+            f.truth.lost,
+            fmt_opt_ns(f.truth.mean_ns),
+            fmt_opt_ns(f.truth.std_ns),
+        )?;
+        for (_, m) in &f.methods.0 {
+            write!(out, " {:>12}", fmt_pct(m.mean_rel_err))?;
+        }
+        writeln!(out)?;
+    }
+    if c.flows_total > top {
+        writeln!(
+            out,
+            "… {} more flows (--top N, or --json)",
+            c.flows_total - top
+        )?;
+    }
+    if bins.is_empty() || names.is_empty() {
+        return Ok(());
+    }
+    for (name, e) in &c.flow_errors {
+        writeln!(out, "{name}: ! {e}")?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "relative error of per-flow mean delay, by flow size (median / 95th percentile; all flows)"
+    )?;
+    write!(out, "{:<10} {:>7}", "packets", "flows")?;
+    for n in &names {
+        write!(out, " {:>21}", n)?;
+    }
+    writeln!(out)?;
+    for b in bins {
+        write!(out, "{:<10} {:>7}", b.bin, b.flows)?;
+        for (_, s) in &b.methods.0 {
+            let cell = if s.missing > 0 {
+                format!(
+                    "{} / {} ({} none)",
+                    fmt_pct(s.median_rel_err),
+                    fmt_pct(s.p95_rel_err),
+                    s.missing
+                )
+            } else {
+                format!("{} / {}", fmt_pct(s.median_rel_err), fmt_pct(s.p95_rel_err))
+            };
+            write!(out, " {cell:>21}")?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// One row of the `owl estimate` table.
+fn estimate_row(out: &mut impl Write, label: &str, e: &Estimate) -> Result<()> {
+    writeln!(
+        out,
+        "{:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        label,
+        fmt_opt_ns(e.mean_ns),
+        fmt_opt_ns(e.std_ns),
+        e.samples,
+        e.lost.map(|l| l.to_string()).unwrap_or_else(|| "-".into()),
+        format_bytes(e.bytes)
+    )?;
+    Ok(())
+}
+
+/// The head of the `owl estimate` table.
+pub fn estimate_head(out: &mut impl Write, method: &str) -> Result<()> {
+    writeln!(out, "method {method}")?;
+    writeln!(
+        out,
+        "{:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "interval", "mean", "std", "samples", "lost", "bytes"
+    )?;
+    Ok(())
+}
+
+/// One interval of `owl estimate`, with its std interval and notes.
+pub fn estimate_interval(out: &mut impl Write, it: &EstimateInterval) -> Result<()> {
+    let e = &it.estimate;
+    estimate_row(out, &it.index.to_string(), e)?;
+    if let Some([lo, hi]) = e.std_ci95_ns {
+        writeln!(
+            out,
+            "             std 95 % interval {} to {}",
+            format_ns(lo),
+            format_ns(hi)
+        )?;
+    }
+    for n in &e.notes {
+        writeln!(out, "             {n}")?;
+    }
+    Ok(())
+}
+
+/// The overall row of `owl estimate`, when there are several intervals.
+pub fn estimate_overall(out: &mut impl Write, parts: u64, e: &Estimate) -> Result<()> {
+    if parts > 1 {
+        estimate_row(out, &format!("all {parts}"), e)?;
+    }
+    Ok(())
+}
