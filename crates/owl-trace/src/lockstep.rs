@@ -18,7 +18,7 @@ use std::time::Duration;
 use owl_core::PacketRecord;
 
 use crate::capture::{CaptureError, CaptureReader};
-use crate::records::{InputStats, RecordReader};
+use crate::records::{InputStats, ReadOptions, RecordReader};
 
 /// Records per batch.
 pub const BATCH: usize = 4096;
@@ -105,7 +105,7 @@ pub enum Event {
 /// Read one source in a thread of its own.
 fn spawn(
     src: Source,
-    identity_seed: u64,
+    options: ReadOptions,
     allow_truncated: bool,
     tx: SyncSender<Msg>,
 ) -> JoinHandle<()> {
@@ -116,14 +116,17 @@ fn spawn(
             truncated,
             error,
         };
-        let reader = match src.open().and_then(CaptureReader::new) {
+        let opened = src
+            .open()
+            .and_then(CaptureReader::new)
+            .and_then(|r| RecordReader::with_options(r, &options));
+        let mut rr = match opened {
             Ok(r) => r,
             Err(e) => {
                 let _ = tx.send(Msg::End(end(InputStats::default(), 0, None, Some(e))));
                 return;
             }
         };
-        let mut rr = RecordReader::new(reader, identity_seed);
         loop {
             let mut batch = Vec::with_capacity(BATCH);
             match rr.next_batch(&mut batch, BATCH) {
@@ -166,11 +169,22 @@ pub struct LockStep {
 impl LockStep {
     /// Start reading `sources[0]` (the sender) and `sources[1]` (the receiver).
     pub fn start(sources: [Source; 2], identity_seed: u64, allow_truncated: bool) -> LockStep {
+        let o = ReadOptions::with_seed(identity_seed);
+        LockStep::start_with(sources, [o, o], allow_truncated)
+    }
+
+    /// [`LockStep::start`] with reading options for each side (the identity fields must be
+    /// the same at both).
+    pub fn start_with(
+        sources: [Source; 2],
+        options: [ReadOptions; 2],
+        allow_truncated: bool,
+    ) -> LockStep {
         let mut rx = [None, None];
         let mut threads = Vec::new();
-        for (k, src) in sources.into_iter().enumerate() {
+        for (k, (src, o)) in sources.into_iter().zip(options).enumerate() {
             let (tx, r) = sync_channel(AHEAD);
-            threads.push(spawn(src, identity_seed, allow_truncated, tx));
+            threads.push(spawn(src, o, allow_truncated, tx));
             rx[k] = Some(r);
         }
         LockStep {

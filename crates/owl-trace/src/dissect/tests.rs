@@ -239,7 +239,7 @@ fn skips() {
     assert_eq!(dissect(LINKTYPE_RAW, &[0x10; 30]), Err(Skip::NotIp));
     assert_eq!(dissect(147, &ipv4_tcp(0)), Err(Skip::UnsupportedLinkType));
     assert!(!supports_linktype(147));
-    assert_eq!(linktype_name(147), "LINKTYPE_USERn");
+    assert_eq!(linktype_name(147), "LINKTYPE_USER0");
 }
 
 proptest! {
