@@ -654,10 +654,14 @@ mod tests {
         for line in csv.lines().skip(1) {
             let f: Vec<&str> = line.split(',').collect();
             let (d, method, mean_err) = (f[1], f[2], f[3].parse::<f64>().unwrap());
-            if method.starts_with("RDA") && (d == "0" || d == "1000" || method.contains("late")) {
-                assert!(line.contains("complete;"), "{line}");
+            // decoded completely ⇒ exact, whatever the seed; with nothing to decode, always
+            // complete (how often a full decode happens is a rate: see the test below)
+            if method.starts_with("RDA") && line.contains("complete;") {
                 assert!(mean_err < 1e-9, "{line}");
                 seen += 1;
+            }
+            if method.starts_with("RDA") && d == "0" {
+                assert!(line.contains("complete;"), "{line}");
             }
             if method == "LDA" && d == "1000" {
                 assert!(
@@ -672,7 +676,44 @@ mod tests {
                 );
             }
         }
-        assert_eq!(seen, 4 * 2 + 2);
+        // d = 0 (4 variants) at least, and d = 1 000 in the large majority of seeds
+        assert!(seen >= 4, "{seen}");
+    }
+
+    /// How often RDA decodes d = 1 000 problematic packets of 100 000 completely, over seeds.
+    /// Measured over seeds 1–200 (this test with 200 seeds): k = 2 (2 × 2 500 buckets, no retry)
+    /// completes in 182 (91 %), k = 3 and late binding in all 200. With 20 seeds, k = 2 must
+    /// complete at least 13 times: at p = 0.91 fewer happens with probability 2·10⁻⁴ (binomial
+    /// tail; mean 18.2, sd 1.3); k = 3 and late binding must complete at least 19 times.
+    #[test]
+    fn rda_completes_d_1000_at_its_measured_rate() {
+        let mut complete: Vec<(&'static str, u32)> = Vec::new();
+        for seed in 1..=20u64 {
+            let trace = simulate(seed, 100_000, 500).unwrap();
+            let iv = interval(&trace, 1000, seed);
+            for row in evaluate(&iv, seed).unwrap() {
+                if !row.method.starts_with("RDA") {
+                    continue;
+                }
+                let done = row.note.contains("complete;");
+                if done {
+                    assert!(row.mean_err < 1e-9, "{} {}", row.method, row.note);
+                }
+                match complete.iter_mut().find(|c| c.0 == row.method) {
+                    Some(c) => c.1 += done as u32,
+                    None => complete.push((row.method, done as u32)),
+                }
+            }
+        }
+        assert_eq!(complete.len(), 4, "{complete:?}");
+        for (method, n) in complete {
+            let need = if method.starts_with("RDA k=2") {
+                13
+            } else {
+                19
+            };
+            assert!(n >= need, "{method}: {n} of 20 complete");
+        }
     }
 
     #[test]

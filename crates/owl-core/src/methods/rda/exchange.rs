@@ -431,11 +431,11 @@ mod tests {
             "{:?}",
             e.notes
         );
-        if let Some(m) = e.mean_ns {
-            // an unbiased estimate from the clean remainder (delays uniform, sd ≈ 58 µs)
-            let se = 58_000.0 / (rec.packets.max(1) as f64).sqrt();
-            assert!((m - mu).abs() < 6.0 * se, "{m} vs {mu}");
-        }
+        // an unbiased estimate from the clean remainder (delays uniform, sd ≈ 58 µs)
+        assert!(rec.packets > 1_000, "{}", rec.packets);
+        let m = e.mean_ns.expect("a mean from the clean remainder");
+        let se = 58_000.0 / (rec.packets as f64).sqrt();
+        assert!((m - mu).abs() < 6.0 * se, "{m} vs {mu}");
     }
 
     #[test]
@@ -466,11 +466,12 @@ mod tests {
         let once = reconcile(&mut s, &mut r).unwrap();
         let (mut s, mut r, _, _) = scenario(&tight(6), 60_000, 300, 300, 0, 5);
         let retried = reconcile(&mut s, &mut r).unwrap();
+        assert!(
+            !once.decoded.complete(),
+            "the tight sizing decodes only partly"
+        );
         assert!(retried.decoded.complete());
-        assert!(retried.attempts >= once.attempts);
-        if !once.decoded.complete() {
-            assert!(retried.attempts > 1);
-        }
+        assert!(retried.attempts > 1);
     }
 
     #[test]
