@@ -69,6 +69,24 @@ pub struct Estimate {
     pub std_ci95_ns: Option<[f64; 2]>,
     /// Human-readable remarks (decoding failures, unusable rows, …).
     pub notes: Vec<String>,
+    /// Delay quantiles, from methods that recover individual delays (in the JSON, the fields of
+    /// [`Quantiles`] sit beside `mean_ns`, and are absent for methods without them).
+    #[serde(flatten)]
+    pub quantiles: Option<Quantiles>,
+}
+
+/// Delay quantiles (nearest rank), each with a 95 % confidence interval where the method's
+/// samples allow a sound one, ns.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Quantiles {
+    pub p50_ns: f64,
+    pub p90_ns: f64,
+    pub p99_ns: f64,
+    pub p999_ns: f64,
+    pub p50_ci95_ns: Option<[f64; 2]>,
+    pub p90_ci95_ns: Option<[f64; 2]>,
+    pub p99_ci95_ns: Option<[f64; 2]>,
+    pub p999_ci95_ns: Option<[f64; 2]>,
 }
 
 impl Estimate {

@@ -731,6 +731,7 @@ pub mod method {
                 notes.push(format!("{} packets only at the receiver", t.unexpected));
             }
             Ok(Estimate {
+                quantiles: None,
                 mean_ns: t.delay.map(|d| d.mean_ns),
                 std_ns: t.delay.map(|d| d.std_ns),
                 samples: t.received,

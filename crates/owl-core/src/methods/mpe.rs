@@ -339,6 +339,7 @@ impl Method for MpeMethod {
             .mean()
             .map(|m| (sm.delays.iter().map(|d| (d - m) * (d - m)).sum::<f64>() / n as f64).sqrt());
         Ok(Estimate {
+            quantiles: None,
             mean_ns: sm.mean(),
             std_ns: std,
             samples: n as u64,

@@ -475,6 +475,7 @@ impl Method for ProbeMethod {
             notes.push("no probe arrived: no estimate".into());
         }
         Ok(Estimate {
+            quantiles: None,
             mean_ns: e.mean_ns,
             std_ns: e.std_ns,
             samples: e.received,

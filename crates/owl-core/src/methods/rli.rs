@@ -417,6 +417,7 @@ impl Method for RliMethod {
             notes.push("no reference reached the receiver: nothing to interpolate".into());
         }
         Ok(Estimate {
+            quantiles: None,
             mean_ns: it.all.mean(),
             std_ns: it.all.std(),
             samples: it.references,

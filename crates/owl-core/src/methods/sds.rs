@@ -330,6 +330,7 @@ impl Method for SdsMethod {
             (a + sk.sum[j] as i128, b + sk.n[j] as u64)
         });
         Ok(Estimate {
+            quantiles: None,
             mean_ns: (n > 0).then(|| sum as f64 / n as f64),
             std_ns: None,
             samples: used,
