@@ -195,6 +195,9 @@ impl<R: Read> CaptureReader<R> {
         let (input, compression) = Input::new(reader)?;
         let mut src = ByteSource::new(input);
         let have = src.ensure(4)?;
+        if have < 4 && src.inner().truncated {
+            end_of_input(&src)?;
+        }
         if have == 0 {
             return match compression {
                 Compression::None => Err(CaptureError::Empty),
