@@ -307,6 +307,30 @@ impl<R: Read> CaptureReader<R> {
     }
 }
 
+/// A record or block that the end of the input cuts: the compressed stream's truncation when
+/// that is why the input ended.
+pub(crate) fn cut<R: Read>(
+    src: &ByteSource<Input<R>>,
+    offset: u64,
+    what: &'static str,
+    needed: u64,
+    have: usize,
+) -> CaptureError {
+    let input = src.inner();
+    if input.truncated {
+        return CaptureError::TruncatedStream {
+            offset,
+            compression: input.compression().name(),
+        };
+    }
+    CaptureError::Truncated {
+        offset,
+        what,
+        needed,
+        available: have as u64,
+    }
+}
+
 /// At the end of the input: a cut compressed stream is an error (the container parsers call
 /// this where they find the end between two records).
 pub(crate) fn end_of_input<R: Read>(src: &ByteSource<Input<R>>) -> Result<(), CaptureError> {
