@@ -195,6 +195,9 @@ impl<R: Read> CaptureReader<R> {
         let (input, compression) = Input::new(reader)?;
         let mut src = ByteSource::new(input);
         let have = src.ensure(4)?;
+        if have < 4 && src.inner().truncated {
+            end_of_input(&src)?;
+        }
         if have == 0 {
             return match compression {
                 Compression::None => Err(CaptureError::Empty),
@@ -301,6 +304,30 @@ impl<R: Read> CaptureReader<R> {
             self.stats.packets += 1;
         }
         Ok(r)
+    }
+}
+
+/// A record or block that the end of the input cuts: the compressed stream's truncation when
+/// that is why the input ended.
+pub(crate) fn cut<R: Read>(
+    src: &ByteSource<Input<R>>,
+    offset: u64,
+    what: &'static str,
+    needed: u64,
+    have: usize,
+) -> CaptureError {
+    let input = src.inner();
+    if input.truncated {
+        return CaptureError::TruncatedStream {
+            offset,
+            compression: input.compression().name(),
+        };
+    }
+    CaptureError::Truncated {
+        offset,
+        what,
+        needed,
+        available: have as u64,
     }
 }
 

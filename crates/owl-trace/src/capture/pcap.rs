@@ -5,7 +5,7 @@ use std::io::Read;
 use super::bytes::ByteSource;
 use super::compressed::Input;
 use super::{
-    CaptureError, Endian, InterfaceInfo, MAX_BLOCK, MAX_SNAPLEN, RawPacket, ReaderStats,
+    CaptureError, Endian, InterfaceInfo, MAX_BLOCK, MAX_SNAPLEN, RawPacket, ReaderStats, cut,
     end_of_input,
 };
 
@@ -57,12 +57,7 @@ impl PcapState {
         };
         let have = src.ensure(HEADER)?;
         if have < HEADER {
-            return Err(CaptureError::Truncated {
-                offset: 0,
-                what: "pcap file header",
-                needed: HEADER as u64,
-                available: have as u64,
-            });
+            return Err(cut(src, 0, "pcap file header", HEADER as u64, have));
         }
         let e = Endian { big };
         let h = src.take(HEADER);
@@ -127,12 +122,7 @@ impl PcapState {
                 return Ok(None);
             }
             if have < RECORD {
-                return Err(CaptureError::Truncated {
-                    offset,
-                    what: "pcap record header",
-                    needed: RECORD as u64,
-                    available: have as u64,
-                });
+                return Err(cut(src, offset, "pcap record header", RECORD as u64, have));
             }
             let e = self.endian;
             let h = &src.peek()[..RECORD];
@@ -156,12 +146,7 @@ impl PcapState {
             let total = RECORD + caplen as usize;
             let have = src.ensure(total)?;
             if have < total {
-                return Err(CaptureError::Truncated {
-                    offset,
-                    what: "pcap record",
-                    needed: total as u64,
-                    available: have as u64,
-                });
+                return Err(cut(src, offset, "pcap record", total as u64, have));
             }
             let unit = if self.nanosecond { 1 } else { 1_000 };
             if frac * unit >= 1_000_000_000 {

@@ -4,7 +4,9 @@ use std::io::Read;
 
 use super::bytes::ByteSource;
 use super::compressed::Input;
-use super::{CaptureError, Endian, InterfaceInfo, MAX_BLOCK, RawPacket, ReaderStats, end_of_input};
+use super::{
+    CaptureError, Endian, InterfaceInfo, MAX_BLOCK, RawPacket, ReaderStats, cut, end_of_input,
+};
 
 pub(crate) const SHB_TYPE: u32 = 0x0a0d_0d0a;
 const BYTE_ORDER_MAGIC: u32 = 0x1a2b_3c4d;
@@ -65,12 +67,7 @@ impl PcapngState {
         let offset = src.offset();
         let have = src.ensure(12)?;
         if have < 12 {
-            return Err(CaptureError::Truncated {
-                offset,
-                what: "pcapng section header",
-                needed: 12,
-                available: have as u64,
-            });
+            return Err(cut(src, offset, "pcapng section header", 12, have));
         }
         let p = src.peek();
         let bom = u32::from_le_bytes(p[8..12].try_into().unwrap());
@@ -117,12 +114,7 @@ impl PcapngState {
         let offset = src.offset();
         let have = src.ensure(8)?;
         if have < 8 {
-            return Err(CaptureError::Truncated {
-                offset,
-                what,
-                needed: 8,
-                available: have as u64,
-            });
+            return Err(cut(src, offset, what, 8, have));
         }
         let len = self.endian.u32(&src.peek()[4..]) as usize;
         if len < 12 || !len.is_multiple_of(4) || len > MAX_BLOCK {
@@ -135,12 +127,7 @@ impl PcapngState {
         }
         let have = src.ensure(len)?;
         if have < len {
-            return Err(CaptureError::Truncated {
-                offset,
-                what,
-                needed: len as u64,
-                available: have as u64,
-            });
+            return Err(cut(src, offset, what, len as u64, have));
         }
         let e = self.endian;
         let b = src.take(len);
@@ -179,12 +166,7 @@ impl PcapngState {
                 return Ok(None);
             }
             if have < 8 {
-                return Err(CaptureError::Truncated {
-                    offset,
-                    what: "pcapng block header",
-                    needed: 8,
-                    available: have as u64,
-                });
+                return Err(cut(src, offset, "pcapng block header", 8, have));
             }
             let btype = self.endian.u32(src.peek());
             if btype == SHB_TYPE {
