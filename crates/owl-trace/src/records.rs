@@ -27,6 +27,24 @@ pub struct InputStats {
     /// First and last record timestamps, ns.
     pub first_ns: Option<u64>,
     pub last_ns: Option<u64>,
+    /// The capture's snaplen (see [`CaptureReader::snaplen`]); `None` for no limit.
+    pub snaplen: Option<u32>,
+    /// Largest captured length of a frame, bytes.
+    pub longest_frame: u32,
+    /// Frames were dissected and identified on their first this many bytes (the smaller
+    /// snaplen of two captures, so that both points hash the same bytes).
+    pub identified_within: Option<u32>,
+    /// Frames captured longer than `identified_within`, identified on fewer bytes than captured.
+    pub cut_to_common: u64,
+}
+
+/// A packet read ahead (to learn the snaplen of a pcapng interface) and not yet turned into a
+/// record.
+struct Held {
+    ts_ns: u64,
+    linktype: u32,
+    data: Vec<u8>,
+    offset: u64,
 }
 
 /// Reads records from a capture.
@@ -34,6 +52,7 @@ pub struct RecordReader<R: Read> {
     reader: CaptureReader<R>,
     seed: u64,
     stats: InputStats,
+    held: Option<Held>,
 }
 
 impl RecordReader<File> {
@@ -48,6 +67,7 @@ impl<R: Read> RecordReader<R> {
             reader,
             seed: identity_seed,
             stats: InputStats::default(),
+            held: None,
         }
     }
 
@@ -55,8 +75,34 @@ impl<R: Read> RecordReader<R> {
         let ReaderStats { no_timestamp, .. } = self.reader.stats();
         InputStats {
             no_timestamp,
+            snaplen: self.reader.snaplen(),
             ..self.stats
         }
+    }
+
+    /// Read the first packet ahead (it stays first in line for [`next_batch`](Self::next_batch))
+    /// and return the capture's snaplen as it is then known (a pcapng declares it in the
+    /// interface block before its packets).
+    pub fn first_snaplen(&mut self) -> Result<Option<u32>, CaptureError> {
+        if self.held.is_none()
+            && self.stats.frames == 0
+            && let Some(p) = self.reader.next_packet()?
+        {
+            self.held = Some(Held {
+                ts_ns: p.ts_ns,
+                linktype: p.linktype,
+                data: p.data.to_vec(),
+                offset: p.offset,
+            });
+        }
+        Ok(self.reader.snaplen())
+    }
+
+    /// Dissect and identify every frame on at most its first `bytes` bytes, as if the capture
+    /// had that snaplen: two points captured with different snaplens then hash the same bytes
+    /// of each packet (`None`: every captured byte).
+    pub fn identify_within(&mut self, bytes: Option<u32>) {
+        self.stats.identified_within = bytes;
     }
 
     pub fn bytes_read(&self) -> u64 {
@@ -71,37 +117,80 @@ impl<R: Read> RecordReader<R> {
         max: usize,
     ) -> Result<usize, CaptureError> {
         out.clear();
+        if let Some(h) = self.held.take() {
+            record(
+                &mut self.stats,
+                self.seed,
+                h.ts_ns,
+                h.linktype,
+                &h.data,
+                h.offset,
+                out,
+            )?;
+        }
         while out.len() < max {
             let Some(p) = self.reader.next_packet()? else {
                 break;
             };
-            self.stats.frames += 1;
-            match dissect(p.linktype, p.data) {
-                Ok(d) => {
-                    let id = frame_identity(p.data, &d, self.seed);
-                    self.stats.ip_packets += 1;
-                    self.stats.first_ns.get_or_insert(p.ts_ns);
-                    self.stats.last_ns = Some(p.ts_ns);
-                    out.push(PacketRecord {
-                        ts_ns: p.ts_ns,
-                        id,
-                        flow: d.flow,
-                        len: d.ip_len,
-                    });
-                }
-                Err(Skip::NotIp) => self.stats.non_ip += 1,
-                Err(Skip::Malformed(_)) => self.stats.malformed += 1,
-                Err(Skip::UnsupportedLinkType) => {
-                    return Err(CaptureError::UnsupportedLinkType {
-                        offset: p.offset,
-                        linktype: p.linktype,
-                        name: linktype_name(p.linktype),
-                    });
-                }
-            }
+            record(
+                &mut self.stats,
+                self.seed,
+                p.ts_ns,
+                p.linktype,
+                p.data,
+                p.offset,
+                out,
+            )?;
         }
         Ok(out.len())
     }
+}
+
+/// Dissect and identify one frame into `out` (or count why not).
+fn record(
+    stats: &mut InputStats,
+    seed: u64,
+    ts_ns: u64,
+    linktype: u32,
+    data: &[u8],
+    offset: u64,
+    out: &mut Vec<PacketRecord>,
+) -> Result<(), CaptureError> {
+    stats.frames += 1;
+    stats.longest_frame = stats
+        .longest_frame
+        .max(u32::try_from(data.len()).unwrap_or(u32::MAX));
+    let data = match stats.identified_within {
+        Some(n) if data.len() > n as usize => {
+            stats.cut_to_common += 1;
+            &data[..n as usize]
+        }
+        _ => data,
+    };
+    match dissect(linktype, data) {
+        Ok(d) => {
+            let id = frame_identity(data, &d, seed);
+            stats.ip_packets += 1;
+            stats.first_ns.get_or_insert(ts_ns);
+            stats.last_ns = Some(ts_ns);
+            out.push(PacketRecord {
+                ts_ns,
+                id,
+                flow: d.flow,
+                len: d.ip_len,
+            });
+        }
+        Err(Skip::NotIp) => stats.non_ip += 1,
+        Err(Skip::Malformed(_)) => stats.malformed += 1,
+        Err(Skip::UnsupportedLinkType) => {
+            return Err(CaptureError::UnsupportedLinkType {
+                offset,
+                linktype,
+                name: linktype_name(linktype),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// What [`extract`] wrote.
@@ -115,11 +204,13 @@ pub struct Extracted {
 
 /// Copy the frames of capture `src` whose identity is in `ids` to a new pcap file `dst`,
 /// unchanged (same link layer, same timestamps). Used to hand a user the packets only one point
-/// saw.
+/// saw. `within`: identities were taken on at most that many bytes of each frame
+/// ([`RecordReader::identify_within`]).
 pub fn extract(
     src: &Path,
     dst: &Path,
     identity_seed: u64,
+    within: Option<u32>,
     ids: &hashbrown::HashSet<u64>,
 ) -> Result<Extracted, CaptureError> {
     use crate::capture::{CaptureFormat, CaptureWriter};
@@ -135,10 +226,14 @@ pub fn extract(
             Err(e) if e.is_truncation() => break,
             Err(e) => return Err(e),
         };
-        let Ok(d) = dissect(p.linktype, p.data) else {
+        let cut = match within {
+            Some(n) => &p.data[..p.data.len().min(n as usize)],
+            None => p.data,
+        };
+        let Ok(d) = dissect(p.linktype, cut) else {
             continue;
         };
-        if !ids.contains(&frame_identity(p.data, &d, identity_seed)) {
+        if !ids.contains(&frame_identity(cut, &d, identity_seed)) {
             continue;
         }
         if pending_header {

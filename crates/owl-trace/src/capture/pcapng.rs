@@ -132,6 +132,16 @@ impl PcapngState {
         Ok(&b[8..len - 4])
     }
 
+    /// The smallest snaplen of the interfaces of the current section (`None` before any, or
+    /// when every one is 0, pcapng's "no limit").
+    pub fn snaplen(&self) -> Option<u32> {
+        self.interfaces
+            .iter()
+            .map(|i| i.snaplen)
+            .filter(|&s| s != 0)
+            .min()
+    }
+
     pub fn next<'a, R: Read>(
         &mut self,
         src: &'a mut ByteSource<R>,
@@ -242,7 +252,6 @@ fn parse_idb(e: Endian, body: &[u8], offset: u64) -> Result<Interface, CaptureEr
         resol: (false, 6),
         offset_s: 0,
     };
-    let _ = iface.snaplen;
     let mut p = 8;
     while p + 4 <= body.len() {
         let code = e.u16(&body[p..]);

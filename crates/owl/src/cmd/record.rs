@@ -196,7 +196,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
                     eprintln!("owl: warning: {n} packets {what}: in no interval");
                 }
             }
-            println!(
+            say!(
                 "wrote {}: {} synopsis of {} interval(s), {} IP packets, {} ({} of synopses)",
                 a.output.display(),
                 header.method,
@@ -204,7 +204,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
                 r.stats.ip_packets,
                 format_bytes(out.bytes),
                 format_bytes(out.payload)
-            );
+            )?;
             Ok(())
         }
         // (an error before any interval was recorded has returned above, with no file)
