@@ -48,6 +48,24 @@ pub struct InputStats {
     /// First and last record timestamps, ns.
     pub first_ns: Option<u64>,
     pub last_ns: Option<u64>,
+    /// The capture's snaplen (see [`CaptureReader::snaplen`]); `None` for no limit.
+    pub snaplen: Option<u32>,
+    /// Largest captured length of a frame, bytes.
+    pub longest_frame: u32,
+    /// Frames were dissected and identified on their first this many bytes (the smaller
+    /// snaplen of two captures, so that both points hash the same bytes).
+    pub identified_within: Option<u32>,
+    /// Frames captured longer than `identified_within`, identified on fewer bytes than captured.
+    pub cut_to_common: u64,
+}
+
+/// A packet read ahead (to learn the snaplen of a pcapng interface) and not yet turned into a
+/// record.
+struct Held {
+    ts_ns: u64,
+    linktype: u32,
+    data: Vec<u8>,
+    offset: u64,
 }
 
 /// How a capture is turned into records: what both points must agree on (the identity) and
@@ -81,6 +99,7 @@ pub struct RecordReader<R: Read> {
     stats: InputStats,
     /// Offset of the first packet skipped for its link type.
     first_unsupported_offset: u64,
+    held: Option<Held>,
 }
 
 impl RecordReader<File> {
@@ -97,6 +116,7 @@ impl<R: Read> RecordReader<R> {
             identity_bytes: None,
             stats: InputStats::default(),
             first_unsupported_offset: 0,
+            held: None,
         }
     }
 
@@ -130,8 +150,34 @@ impl<R: Read> RecordReader<R> {
             no_timestamp,
             fcs_stripped,
             other_interface,
+            snaplen: self.reader.snaplen(),
             ..self.stats
         }
+    }
+
+    /// Read the first packet ahead (it stays first in line for [`next_batch`](Self::next_batch))
+    /// and return the capture's snaplen as it is then known (a pcapng declares it in the
+    /// interface block before its packets).
+    pub fn first_snaplen(&mut self) -> Result<Option<u32>, CaptureError> {
+        if self.held.is_none()
+            && self.stats.frames == 0
+            && let Some(p) = self.reader.next_packet()?
+        {
+            self.held = Some(Held {
+                ts_ns: p.ts_ns,
+                linktype: p.linktype,
+                data: p.data.to_vec(),
+                offset: p.offset,
+            });
+        }
+        Ok(self.reader.snaplen())
+    }
+
+    /// Dissect and identify every frame on at most its first `bytes` bytes, as if the capture
+    /// had that snaplen: two points captured with different snaplens then hash the same bytes
+    /// of each packet (`None`: every captured byte).
+    pub fn identify_within(&mut self, bytes: Option<u32>) {
+        self.stats.identified_within = bytes;
     }
 
     pub fn bytes_read(&self) -> u64 {
@@ -147,6 +193,24 @@ impl<R: Read> RecordReader<R> {
     ) -> Result<usize, CaptureError> {
         out.clear();
         let pcap = matches!(self.reader.container(), Container::Pcap { .. });
+        let (seed, limit) = (self.seed, self.identity_bytes);
+        if let Some(h) = self.held.take() {
+            let f = Frame {
+                ts_ns: h.ts_ns,
+                linktype: h.linktype,
+                data: &h.data,
+                offset: h.offset,
+            };
+            record(
+                &mut self.stats,
+                &mut self.first_unsupported_offset,
+                pcap,
+                seed,
+                limit,
+                f,
+                out,
+            )?;
+        }
         while out.len() < max {
             let Some(p) = self.reader.next_packet()? else {
                 // a pcapng file all of whose packets are on interfaces owl cannot read
@@ -159,53 +223,100 @@ impl<R: Read> RecordReader<R> {
                 }
                 break;
             };
-            let d = match dissect(p.linktype, p.data) {
-                Ok(d) => d,
-                Err(Skip::UnsupportedLinkType) if pcap => {
-                    return Err(CaptureError::UnsupportedLinkType {
-                        offset: p.offset,
-                        linktype: p.linktype,
-                        name: linktype_name(p.linktype),
-                    });
-                }
-                Err(Skip::UnsupportedLinkType) => {
-                    self.stats.unsupported_link += 1;
-                    if self.stats.unsupported_linktype.is_none() {
-                        self.stats.unsupported_linktype = Some(p.linktype);
-                        self.first_unsupported_offset = p.offset;
-                    }
-                    continue;
-                }
-                Err(Skip::NotIp) => {
-                    self.stats.frames += 1;
-                    self.stats.non_ip += 1;
-                    continue;
-                }
-                Err(Skip::Malformed(_)) => {
-                    self.stats.frames += 1;
-                    self.stats.malformed += 1;
-                    continue;
-                }
-            };
-            self.stats.frames += 1;
-            let captured = (d.ip_end - d.ip_offset) as u64;
-            let wanted = u64::from(d.ip_len).min(self.identity_bytes.map_or(u64::MAX, u64::from));
-            if captured < wanted {
-                self.stats.identity_short += 1;
-            }
-            let id = frame_identity_within(p.data, &d, self.seed, self.identity_bytes);
-            self.stats.ip_packets += 1;
-            self.stats.first_ns.get_or_insert(p.ts_ns);
-            self.stats.last_ns = Some(p.ts_ns);
-            out.push(PacketRecord {
+            let f = Frame {
                 ts_ns: p.ts_ns,
-                id,
-                flow: d.flow,
-                len: d.ip_len,
-            });
+                linktype: p.linktype,
+                data: p.data,
+                offset: p.offset,
+            };
+            record(
+                &mut self.stats,
+                &mut self.first_unsupported_offset,
+                pcap,
+                seed,
+                limit,
+                f,
+                out,
+            )?;
         }
         Ok(out.len())
     }
+}
+
+/// One frame as read.
+struct Frame<'a> {
+    ts_ns: u64,
+    linktype: u32,
+    data: &'a [u8],
+    offset: u64,
+}
+
+/// Dissect and identify one frame into `out`, or count why not (a link type owl cannot read
+/// is an error in a pcap file, and a counted skip on one pcapng interface).
+fn record(
+    stats: &mut InputStats,
+    first_unsupported_offset: &mut u64,
+    pcap: bool,
+    seed: u64,
+    identity_bytes: Option<u32>,
+    f: Frame<'_>,
+    out: &mut Vec<PacketRecord>,
+) -> Result<(), CaptureError> {
+    let data = match stats.identified_within {
+        Some(n) if f.data.len() > n as usize => {
+            stats.cut_to_common += 1;
+            &f.data[..n as usize]
+        }
+        _ => f.data,
+    };
+    let d = match dissect(f.linktype, data) {
+        Ok(d) => d,
+        Err(Skip::UnsupportedLinkType) if pcap => {
+            return Err(CaptureError::UnsupportedLinkType {
+                offset: f.offset,
+                linktype: f.linktype,
+                name: linktype_name(f.linktype),
+            });
+        }
+        Err(Skip::UnsupportedLinkType) => {
+            stats.unsupported_link += 1;
+            if stats.unsupported_linktype.is_none() {
+                stats.unsupported_linktype = Some(f.linktype);
+                *first_unsupported_offset = f.offset;
+            }
+            return Ok(());
+        }
+        Err(Skip::NotIp) => {
+            stats.frames += 1;
+            stats.non_ip += 1;
+            return Ok(());
+        }
+        Err(Skip::Malformed(_)) => {
+            stats.frames += 1;
+            stats.malformed += 1;
+            return Ok(());
+        }
+    };
+    stats.frames += 1;
+    stats.longest_frame = stats
+        .longest_frame
+        .max(u32::try_from(f.data.len()).unwrap_or(u32::MAX));
+    let captured = (d.ip_end - d.ip_offset) as u64;
+    let wanted = u64::from(d.ip_len).min(identity_bytes.map_or(u64::MAX, u64::from));
+    if captured < wanted {
+        stats.identity_short += 1;
+    }
+    let id = frame_identity_within(data, &d, seed, identity_bytes);
+    stats.ip_packets += 1;
+    stats.first_ns.get_or_insert(f.ts_ns);
+    stats.last_ns = Some(f.ts_ns);
+    out.push(PacketRecord {
+        ts_ns: f.ts_ns,
+        id,
+        flow: d.flow,
+        len: d.ip_len,
+    });
+    Ok(())
 }
 
 /// What [`extract`] wrote.
@@ -219,14 +330,22 @@ pub struct Extracted {
 
 /// Copy the frames of capture `src` whose identity is in `ids` to a new pcap file `dst`,
 /// unchanged (same link layer, same timestamps). Used to hand a user the packets only one point
-/// saw.
+/// saw. `within`: identities were taken on at most that many bytes of each frame
+/// ([`RecordReader::identify_within`]).
 pub fn extract(
     src: &Path,
     dst: &Path,
     identity_seed: u64,
+    within: Option<u32>,
     ids: &hashbrown::HashSet<u64>,
 ) -> Result<Extracted, CaptureError> {
-    extract_with(src, dst, &ReadOptions::with_seed(identity_seed), ids)
+    extract_with(
+        src,
+        dst,
+        &ReadOptions::with_seed(identity_seed),
+        within,
+        ids,
+    )
 }
 
 /// [`extract`] with the identity and interface of `options`, which must be those the
@@ -235,6 +354,7 @@ pub fn extract_with(
     src: &Path,
     dst: &Path,
     options: &ReadOptions,
+    within: Option<u32>,
     ids: &hashbrown::HashSet<u64>,
 ) -> Result<Extracted, CaptureError> {
     use crate::capture::{CaptureFormat, CaptureWriter};
@@ -251,10 +371,14 @@ pub fn extract_with(
             Err(e) if e.is_truncation() => break,
             Err(e) => return Err(e),
         };
-        let Ok(d) = dissect(p.linktype, p.data) else {
+        let cut = match within {
+            Some(n) => &p.data[..p.data.len().min(n as usize)],
+            None => p.data,
+        };
+        let Ok(d) = dissect(p.linktype, cut) else {
             continue;
         };
-        let id = frame_identity_within(p.data, &d, options.identity_seed, options.identity_bytes);
+        let id = frame_identity_within(cut, &d, options.identity_seed, options.identity_bytes);
         if !ids.contains(&id) {
             continue;
         }

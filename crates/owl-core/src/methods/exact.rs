@@ -447,6 +447,9 @@ pub struct IntervalTruth {
     pub left: u64,
     /// Received in this interval but not sent in it (sent earlier, or never seen at S).
     pub unexpected: u64,
+    /// Packets of this interval only one point could have seen (outside the other capture's
+    /// span): in no other figure ([`crate::pipeline::TruthConfig::trim`]).
+    pub trimmed: u64,
     /// Delays of the `matched` packets.
     pub delay: Option<DelaySummary>,
 }

@@ -281,6 +281,15 @@ impl<R: Read> CaptureReader<R> {
         }
     }
 
+    /// The most bytes of a frame the capture keeps: the pcap header's snaplen, or the smallest
+    /// of the pcapng interfaces read so far (read a packet first). `None` for no limit.
+    pub fn snaplen(&self) -> Option<u32> {
+        match &self.inner {
+            Inner::Pcap(p) => p.snaplen(),
+            Inner::Pcapng(p) => p.snaplen(),
+        }
+    }
+
     /// Bytes taken from the input so far (compressed bytes for a compressed capture), to set
     /// against the file size for progress.
     pub fn bytes_read(&self) -> u64 {

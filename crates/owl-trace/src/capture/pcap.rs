@@ -109,6 +109,11 @@ impl PcapState {
         }
     }
 
+    /// The snaplen of the file header (`None` for 0, which some writers use for "unlimited").
+    pub fn snaplen(&self) -> Option<u32> {
+        (self.snaplen != 0).then_some(self.snaplen)
+    }
+
     pub fn next<'a, R: Read>(
         &mut self,
         src: &'a mut ByteSource<Input<R>>,

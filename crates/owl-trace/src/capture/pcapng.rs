@@ -143,6 +143,16 @@ impl PcapngState {
         Ok(&b[8..len - 4])
     }
 
+    /// The smallest snaplen of the interfaces of the current section (`None` before any, or
+    /// when every one is 0, pcapng's "no limit").
+    pub fn snaplen(&self) -> Option<u32> {
+        self.interfaces
+            .iter()
+            .map(|i| i.snaplen)
+            .filter(|&s| s != 0)
+            .min()
+    }
+
     /// The next packet (of interface `selected` only, when given).
     pub fn next<'a, R: Read>(
         &mut self,

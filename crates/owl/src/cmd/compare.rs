@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
+use owl_core::PacketRecord;
 use owl_core::exact::{IntervalTruth, MatchedPacket, Truth};
 use owl_core::interval::Intervals;
 use owl_core::method::{Combiner, Estimate, Method, PointSynopsis, Role};
@@ -17,14 +18,47 @@ use owl_core::pipeline::{
 use owl_core::units::{format_bytes, format_ns, parse_duration_u64};
 use owl_trace::capture::CaptureError;
 use owl_trace::lockstep::{End, Event, LockStep, Source};
+use owl_trace::records::ReadOptions;
 
 use super::agreed::Agreed;
 use crate::methods::{self, EXACT};
 use crate::progress;
 use crate::report::text::{self, IntervalTable};
 use crate::report::{
-    CaptureReport, CompareReport, IntervalReport, Line, MethodReport, MethodRun, TruthReport,
+    self, CaptureReport, CompareReport, IntervalReport, Line, MethodReport, MethodRun, Status,
+    TruthReport,
 };
+
+/// How long compare waits for each capture's first batch to learn where it starts.
+const FIRST_PATIENCE: Duration = Duration::from_secs(2);
+
+/// Where each point's records start counting for the methods, given both captures' first
+/// batches: a point that started first loses what it saw before the other started, less (at
+/// S) the largest delay of the packets both batches hold, which were in flight; with none in
+/// common, the later start itself.
+fn lead_in(s: &[PacketRecord], r: &[PacketRecord]) -> [(u64, u64); 2] {
+    let first = |b: &[PacketRecord]| b.iter().map(|x| x.ts_ns).min().unwrap_or(0);
+    let (s0, r0) = (first(s), first(r));
+    let sent: hashbrown::HashMap<u64, u64> = s.iter().map(|x| (x.id, x.ts_ns)).collect();
+    let in_flight = r
+        .iter()
+        .filter_map(|x| Some(x.ts_ns.saturating_sub(*sent.get(&x.id)?)))
+        .max()
+        .unwrap_or(0);
+    [
+        (r0.saturating_sub(in_flight).max(s0), u64::MAX),
+        (s0.max(r0), u64::MAX),
+    ]
+}
+
+/// Are `a` and `b` the same regular file, whatever the paths say?
+fn same_file(a: &Path, b: &Path) -> bool {
+    a.is_file()
+        && matches!(
+            (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+            (Ok(x), Ok(y)) if x == y
+        )
+}
 
 const AFTER_HELP: &str = "How it works:
   Both captures are read at once, in lock-step (the one whose packets are older first), so
@@ -91,7 +125,7 @@ pub struct CompareArgs {
     #[arg(long)]
     pub per_flow: bool,
     /// With --per-flow: only the N flows with the most packets (tables default to 10).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_parser = crate::numbers::usize_arg, value_name = "N")]
     pub top: Option<usize>,
     /// Write the packets only S saw (lost) and only R saw (unexpected) to DIR as pcap files.
     #[arg(long, value_name = "DIR")]
@@ -116,14 +150,18 @@ pub struct CompareArgs {
     pub disorder: u64,
     /// Keep up to N whole-run delays for exact quantiles; past it they come from a histogram
     /// (relative error under 0.05 %), and the output says so.
-    #[arg(long, default_value_t = DEFAULT_EXACT_QUANTILES, value_name = "N")]
+    #[arg(long, value_parser = crate::numbers::usize_arg, default_value_t = DEFAULT_EXACT_QUANTILES, value_name = "N")]
     pub exact_quantiles: usize,
     /// Interval rows of the text report (default: every one).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_parser = crate::numbers::usize_arg, value_name = "N")]
     pub rows: Option<usize>,
     /// Accept intervals so short that the synopses dwarf the traffic (refused by default).
     #[arg(long)]
     pub allow_short_intervals: bool,
+    /// Measure packets outside the window both points captured too (by default a lead-in or
+    /// lead-out only one capture has is trimmed and counted, not taken for loss).
+    #[arg(long)]
+    pub no_trim: bool,
 }
 
 /// Charges method work to wall-clock time per method.
@@ -284,6 +322,7 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         keep_matched: args.delays.is_some(),
         exact_quantiles: args.exact_quantiles,
         disorder_ns: args.disorder,
+        trim: !args.no_trim,
         ..TruthConfig::new(iv, args.horizon)
     };
     let mut pipeline = PairPipeline::new(
@@ -303,15 +342,34 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
     if sources[0] == Source::Stdin && sources[1] == Source::Stdin {
         bail!("only one of SENDER and RECEIVER can be standard input (-)");
     }
+    if same_file(&args.sender, &args.receiver) {
+        bail!(
+            "{} and {} are the same file: S and R must be captures taken at two points (every delay would be 0)",
+            args.sender.display(),
+            args.receiver.display()
+        );
+    }
     let bars = [
         progress::bar(sources[0].size().unwrap_or(0), "reading sender", true),
         progress::bar(sources[1].size().unwrap_or(0), "reading receiver", true),
     ];
-    let mut reader = LockStep::start(
-        sources.clone(),
-        args.agreed.identity_seed,
-        args.allow_truncated,
-    );
+    let roles = [Role::Sender, Role::Receiver];
+    let read = ReadOptions::with_seed(args.agreed.identity_seed);
+    let mut reader =
+        LockStep::start_with(sources.clone(), [read, read], args.allow_truncated, true);
+    // The methods take only the window both points captured (the truth takes every record
+    // and trims exactly, TruthConfig::trim): from where the later capture starts, less the
+    // largest delay of the packets both first batches hold (those in flight when it started),
+    // to where the earlier one stops, plus the largest delay matched by then.
+    let mut windows = [(0, u64::MAX); 2];
+    if !args.no_trim
+        && let [Some(sb), Some(rb)] = reader.first_batches(FIRST_PATIENCE)
+    {
+        windows = lead_in(sb, rb);
+        for (k, role) in roles.into_iter().enumerate() {
+            pipeline.trim(role, windows[k].0, windows[k].1);
+        }
+    }
     let mut ends: [Option<End>; 2] = [None, None];
     let mut exact_time = Duration::ZERO;
     let (mut packets, mut captured, mut synopsis) = (0u64, 0u64, 0u64);
@@ -333,7 +391,6 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
                 as u64
         })
         .sum();
-    let roles = [Role::Sender, Role::Receiver];
     while let Some(ev) = reader.next_event() {
         let t = Instant::now();
         let before: Duration = timer.0.iter().sum();
@@ -362,9 +419,18 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
                         e => anyhow!("{name}: {e}"),
                     });
                 }
+                let last = end.stats.last_ns;
                 ends[k] = Some(End { error: None, ..end });
                 let mut hook = FlowHook(per_flow.as_mut());
                 pipeline.finish_point(roles[k], &mut timer, &mut hook);
+                if !args.no_trim
+                    && let Some(last) = last
+                {
+                    let d = pipeline.truth().map_or(0, |t| t.max_delay());
+                    let w = &mut windows[1 - k];
+                    w.1 = w.1.min(last.saturating_add(d));
+                    pipeline.trim(roles[1 - k], w.0, w.1);
+                }
             }
         }
         if let Some(d) = delays.as_mut()
@@ -432,13 +498,21 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
     }
     if stream.received == 0 {
         bail!(
-            "no packet of {} appears in {} within the {} horizon ({} distinct packets at S, {} at R, {} later than the horizon): these are not captures of the same traffic, or they were taken with different snaplens or identity seeds{}",
+            "no packet of {} appears in {} within the {} horizon ({} distinct packets at S, {} at R, {} later than the horizon{}): these are not captures of the same traffic, or they were taken with different identity seeds{}",
             sources[0].name(),
             sources[1].name(),
             format_ns(stream.horizon_ns as f64),
             stream.sent,
             stream.unexpected,
             stream.late,
+            if stream.trimmed != [0, 0] {
+                format!(
+                    ", {} at S and {} at R while the other point was not capturing",
+                    stream.trimmed[0], stream.trimmed[1]
+                )
+            } else {
+                String::new()
+            },
             if stream.late > 0 {
                 "; raise --horizon if the delay is that long"
             } else {
@@ -454,12 +528,16 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
             format_ns(stream.delay.map(|d| d.p50_ns as f64).unwrap_or(0.0))
         );
     }
-    if stream.late > 0 {
-        eprintln!(
-            "owl: warning: {} packets reached R later than the {} horizon: counted lost (and late), not in the delays; raise --horizon to measure them",
-            stream.late,
-            format_ns(stream.horizon_ns as f64)
-        );
+    let checks = report::checks::compare(
+        [&s_end.stats, &r_end.stats],
+        &points,
+        &stream,
+        !args.no_trim,
+    );
+    for (name, status, summary) in checks.lines() {
+        if status == Status::Warning {
+            eprintln!("owl: warning: {name}: {summary}");
+        }
     }
     let truth = Truth {
         sender_records: stream.sender_records,
@@ -480,7 +558,7 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         unexpected_ids: std::mem::take(&mut stream.unexpected_ids),
     };
     if let Some(dir) = &args.unmatched {
-        write_unmatched(dir, args, &truth)?;
+        write_unmatched(dir, args, s_end.stats.identified_within, &truth)?;
     }
     exact.time = exact_time;
     for (m, time) in results.iter_mut().zip(&timer.0) {
@@ -526,6 +604,7 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
             &points[1],
             r_end.truncated,
         ),
+        checks,
         horizon_ns: stream.horizon_ns,
         interval_ns: iv.length_ns,
         origin_ns: iv.origin_ns,
@@ -600,6 +679,14 @@ fn take_outcome(
     closed: &mut Closed,
     out: &mut impl Write,
 ) -> Result<()> {
+    // an interval wholly outside the window both points captured: nothing to measure
+    if let Some(t) = &o.truth
+        && t.trimmed > 0
+        && t.sent == 0
+        && t.received == 0
+    {
+        return Ok(());
+    }
     closed.reported += 1;
     if let Some(t) = &o.truth
         && !iv.is_whole()
@@ -704,7 +791,12 @@ impl DelaysCsv {
     }
 }
 
-fn write_unmatched(dir: &Path, args: &CompareArgs, truth: &Truth) -> Result<()> {
+fn write_unmatched(
+    dir: &Path,
+    args: &CompareArgs,
+    within: Option<u32>,
+    truth: &Truth,
+) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
     for (src, ids, name) in [
         (&args.sender, &truth.lost_ids, "sender-only.pcap"),
@@ -712,7 +804,7 @@ fn write_unmatched(dir: &Path, args: &CompareArgs, truth: &Truth) -> Result<()> 
     ] {
         let set: hashbrown::HashSet<u64> = ids.iter().copied().collect();
         let dst = dir.join(name);
-        let x = owl_trace::records::extract(src, &dst, args.agreed.identity_seed, &set)
+        let x = owl_trace::records::extract(src, &dst, args.agreed.identity_seed, within, &set)
             .with_context(|| format!("writing {}", dst.display()))?;
         if x.other_linktype > 0 {
             eprintln!(

@@ -22,7 +22,7 @@ pub struct DemoArgs {
     #[arg(long, value_name = "DIR")]
     pub keep: Option<PathBuf>,
     /// Seed of the simulation and of the methods.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, value_parser = crate::numbers::u64_arg, default_value_t = 1)]
     pub seed: u64,
     /// Print the comparison as JSON.
     #[arg(long)]
@@ -68,14 +68,14 @@ pub fn run(a: DemoArgs) -> Result<()> {
         json: false,
     };
     if !a.json {
-        println!(
+        say!(
             "owl demo: simulating 200 000 packets through a router into {}",
             dir.display()
-        );
-        println!(
+        )?;
+        say!(
             "  (= owl simulate --out {} --packets 200k --rate 100k --delay weibull-mean:10us:0.7 --fifo --loss uniform:0.01 --reorder 0.001:8 --duplicate 0.0005)",
             dir.display()
-        );
+        )?;
     }
     let cfg = simulate::config(&sim)?;
     let s = owl_trace::sim::Simulation::run(&cfg)?;
@@ -85,8 +85,8 @@ pub fn run(a: DemoArgs) -> Result<()> {
         &mut |_, _| {},
     )?;
     if !a.json {
-        println!("  = owl compare {} {}", sp.display(), rp.display());
-        println!();
+        say!("  = owl compare {} {}", sp.display(), rp.display())?;
+        say!()?;
     }
     let args = CompareArgs {
         sender: sp,
@@ -106,11 +106,12 @@ pub fn run(a: DemoArgs) -> Result<()> {
         exact_quantiles: owl_core::pipeline::truth::DEFAULT_EXACT_QUANTILES,
         rows: None,
         allow_short_intervals: false,
+        no_trim: false,
     };
     compare::run(args)?;
     if a.keep.is_some() && !a.json {
-        println!();
-        println!("captures kept in {}", dir.display());
+        say!()?;
+        say!("captures kept in {}", dir.display())?;
     }
     Ok(())
 }

@@ -202,7 +202,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
                     eprintln!("owl: warning: {n} packets {what}: in no interval");
                 }
             }
-            println!(
+            say!(
                 "wrote {}: {} synopsis of {} interval(s), {} IP packets, {} ({} of synopses)",
                 a.output.display(),
                 header.method,
@@ -210,22 +210,23 @@ pub fn run(a: RecordArgs) -> Result<()> {
                 r.stats.ip_packets,
                 format_bytes(out.bytes),
                 format_bytes(out.payload)
-            );
+            )?;
             match out.shipped {
                 Some(b) if b == out.payload => {
-                    println!("  crosses the network: the synopses themselves")
+                    say!("  crosses the network: the synopses themselves")?
                 }
-                Some(b) => println!(
+                Some(b) => say!(
                     "  crosses the network: {} ({}: {})",
                     format_bytes(b),
                     header.method,
                     info.crosses
-                ),
-                None => println!(
+                )?,
+                None => say!(
                     "  crosses the network: decided by the exchange with the other point, which \
                      `owl estimate` reports as bytes ({}: {})",
-                    header.method, info.crosses
-                ),
+                    header.method,
+                    info.crosses
+                )?,
             }
             Ok(())
         }

@@ -85,7 +85,7 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Seed of every random choice (traffic and path use separate streams).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, value_parser = crate::numbers::u64_arg, default_value_t = 1)]
     pub seed: u64,
     /// Number of packets sent (accepts 100k, 5M, 1e6).
     #[arg(long, default_value = "100k", value_parser = parse_count)]
@@ -97,7 +97,7 @@ pub struct SimulateArgs {
     #[arg(long, value_enum, default_value = "poisson")]
     pub arrivals: ArrivalArg,
     /// Time of the first packet, ns since the epoch (default 2026-01-01T00:00:00Z).
-    #[arg(long, default_value_t = 1_767_225_600_000_000_000)]
+    #[arg(long, value_parser = crate::numbers::u64_arg, default_value_t = 1_767_225_600_000_000_000)]
     pub start_ns: u64,
     /// Number of flows, their sizes Pareto distributed [default: 1000, or the packet count if
     /// smaller].
@@ -162,7 +162,7 @@ pub struct SimulateArgs {
     )]
     pub clock_offset: String,
     /// Bytes captured per packet at both points (0 = whole packets).
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, value_parser = crate::numbers::u32_arg, default_value_t = 128)]
     pub snaplen: u32,
     /// Capture file format.
     #[arg(long, value_enum, default_value = "pcap")]
@@ -283,10 +283,12 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         Format::Pcapng => CaptureFormat::Pcapng,
     };
     let pb = progress::bar(0, "writing captures", false);
-    let (sp, rp) = sim.write(&a.out, format, &mut |done, total| {
-        pb.set_length(total);
-        pb.set_position(done);
-    })?;
+    let (sp, rp) = sim
+        .write(&a.out, format, &mut |done, total| {
+            pb.set_length(total);
+            pb.set_position(done);
+        })
+        .with_context(|| format!("{}: cannot write the captures", a.out.display()))?;
     pb.finish_and_clear();
     let rep = sim.report();
     let books = serde_json::json!({
@@ -301,18 +303,18 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     std::fs::write(&jp, serde_json::to_string_pretty(&books)? + "\n")
         .with_context(|| format!("{}: cannot write", jp.display()))?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&books)?);
+        say!("{}", serde_json::to_string_pretty(&books)?)?;
     } else {
-        println!("wrote {} ({} packets)", sp.display(), rep.sent);
-        println!(
+        say!("wrote {} ({} packets)", sp.display(), rep.sent)?;
+        say!(
             "wrote {} ({} packets: {} delivered, {} duplicates)",
             rp.display(),
             rep.delivered + rep.duplicated,
             rep.delivered,
             rep.duplicated
-        );
-        println!("wrote {} (the simulator's books)", jp.display());
-        println!(
+        )?;
+        say!("wrote {} (the simulator's books)", jp.display())?;
+        say!(
             "path: delay {} (mean {}), drawn mean {} std {}; lost {} ({:.3}%), reordered {}, duplicated {}, clock offset {}",
             cfg.path.delay,
             format_ns(rep.model_mean_ns),
@@ -323,8 +325,8 @@ pub fn run(a: SimulateArgs) -> Result<()> {
             rep.reordered,
             rep.duplicated,
             format_ns(rep.clock_offset_ns as f64)
-        );
-        println!("next: owl compare {} {}", sp.display(), rp.display());
+        )?;
+        say!("next: owl compare {} {}", sp.display(), rp.display())?;
     }
     Ok(())
 }

@@ -110,10 +110,10 @@ pub struct ExperimentArgs {
     #[arg(long)]
     pub quick: bool,
     /// Runs per point (default: the paper's, or 3 with --quick).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::numbers::usize_arg)]
     pub runs: Option<usize>,
     /// Base seed.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, value_parser = crate::numbers::u64_arg, default_value_t = 1)]
     pub seed: u64,
     /// Output directory (default out/experiments/NAME).
     #[arg(long, value_name = "DIR")]
@@ -123,7 +123,7 @@ pub struct ExperimentArgs {
 pub fn run(a: ExperimentArgs) -> Result<()> {
     if a.list || a.name.is_none() {
         for e in EXPERIMENTS {
-            println!("{:<22} {}", e.name, e.summary);
+            say!("{:<22} {}", e.name, e.summary)?;
         }
         return Ok(());
     }
@@ -156,7 +156,7 @@ pub fn run(a: ExperimentArgs) -> Result<()> {
     let files = (e.run)(&ctx)?;
     ctx.progress.finish_and_clear();
     for f in files {
-        println!("wrote {}", f.display());
+        say!("wrote {}", f.display())?;
     }
     Ok(())
 }

@@ -6,6 +6,7 @@
 //! as each interval closes, rendered at once (a text row, a JSON line) and kept only for the
 //! single JSON document.
 
+pub mod checks;
 pub mod text;
 
 use std::collections::BTreeMap;
@@ -50,6 +51,8 @@ pub struct CaptureReport {
     pub before_origin: u64,
     /// Records behind their capture's newest timestamp by more than `--disorder`: in no interval.
     pub out_of_order: u64,
+    /// Records outside the window both points captured, kept from the methods.
+    pub trimmed: u64,
     #[serde(flatten)]
     pub stats: InputStats,
     /// The truncation that ended the capture early, when it was allowed.
@@ -67,6 +70,7 @@ impl CaptureReport {
             path,
             before_origin: points.before_origin,
             out_of_order: points.out_of_order,
+            trimmed: points.trimmed,
             stats,
             truncated,
         }
@@ -292,6 +296,8 @@ pub struct CompareReport {
     pub owl_version: &'static str,
     pub sender: CaptureReport,
     pub receiver: CaptureReport,
+    /// What owl verified about the pair.
+    pub checks: Checks,
     pub horizon_ns: u64,
     pub interval_ns: u64,
     pub origin_ns: u64,
@@ -337,13 +343,164 @@ pub enum EstimateIntervals {
     Count(u64),
 }
 
+/// Intervals recorded at one or both points (`owl estimate`).
+#[derive(Clone, Debug, Serialize)]
+pub struct IntervalsCheck {
+    pub both: u64,
+    pub sender_only: u64,
+    pub receiver_only: u64,
+}
+
+/// Intervals left out: only one point recorded them, before the other started or after it
+/// stopped (per point: sender, receiver).
+#[derive(Clone, Debug, Serialize)]
+pub struct EstimateTrimCheck {
+    pub enabled: bool,
+    pub intervals: [u64; 2],
+}
+
+/// Negative estimated means.
+#[derive(Clone, Debug, Serialize)]
+pub struct EstimateClockCheck {
+    pub negative_intervals: u64,
+    pub intervals_with_mean: u64,
+}
+
+/// What owl verified about a pair of synopsis files (`owl estimate`).
+#[derive(Clone, Debug, Serialize)]
+pub struct EstimateChecks {
+    pub intervals: Check<IntervalsCheck>,
+    pub trimmed: Check<EstimateTrimCheck>,
+    pub clock: Check<EstimateClockCheck>,
+}
+
+impl EstimateChecks {
+    pub fn lines(&self) -> Vec<(&'static str, Status, &str)> {
+        vec![
+            ("intervals", self.intervals.status, &self.intervals.summary),
+            ("trimmed", self.trimmed.status, &self.trimmed.summary),
+            ("clock", self.clock.status, &self.clock.summary),
+        ]
+    }
+}
+
 /// Everything `owl estimate` found.
 #[derive(Clone, Debug, Serialize)]
 pub struct EstimateReport {
+    pub checks: EstimateChecks,
     pub method: String,
     pub config: BTreeMap<String, String>,
     pub interval_ns: u64,
     pub origin_ns: u64,
     pub overall: Estimate,
     pub intervals: EstimateIntervals,
+}
+
+/// How one check of the input came out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// The assumption holds.
+    Ok,
+    /// It did not hold, and owl measured around it (said how in the summary).
+    Adjusted,
+    /// It did not hold: figures may be off (the summary says which).
+    Warning,
+}
+
+/// One check: its outcome, one line saying it, and its figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct Check<T: Serialize> {
+    pub status: Status,
+    pub summary: String,
+    #[serde(flatten)]
+    pub data: T,
+}
+
+/// Snaplens of the two captures and the bytes packets were identified on.
+#[derive(Clone, Debug, Serialize)]
+pub struct SnaplenCheck {
+    /// Per point (sender, receiver); `null`: no limit.
+    pub snaplen: [Option<u32>; 2],
+    /// Both identified every frame on at most this many bytes (the smaller snaplen).
+    pub identified_within: Option<u32>,
+    /// Frames per point captured longer than that.
+    pub cut_to_common: [u64; 2],
+}
+
+/// When each capture ran, and the window both did.
+#[derive(Clone, Debug, Serialize)]
+pub struct SpanCheck {
+    /// Oldest and newest record per point, ns since the epoch.
+    pub sender_ns: Option<(u64, u64)>,
+    pub receiver_ns: Option<(u64, u64)>,
+    /// Length of the window both captured, ns (0 when they do not overlap).
+    pub overlap_ns: u64,
+    /// Time only one point was capturing before the other started, and after the other
+    /// stopped, ns, with the point that was (`sender`, `receiver`).
+    pub lead_in: Option<(String, u64)>,
+    pub lead_out: Option<(String, u64)>,
+}
+
+/// Packets outside the window both points captured.
+#[derive(Clone, Debug, Serialize)]
+pub struct TrimCheck {
+    /// Trimming was on (`--no-trim` turns it off).
+    pub enabled: bool,
+    /// Packets only one point could have seen, per point, in no figure of the truth.
+    pub packets: [u64; 2],
+    /// Records kept from the methods, per point.
+    pub records: [u64; 2],
+}
+
+/// Packets later than the horizon.
+#[derive(Clone, Debug, Serialize)]
+pub struct LateCheck {
+    pub late: u64,
+    pub horizon_ns: u64,
+    /// Lost identities forgotten before the run ended (a later sighting would be unexpected).
+    pub late_memory_evicted: u64,
+}
+
+/// Records no figure could use, per point.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct InvalidCheck {
+    pub non_ip: [u64; 2],
+    pub malformed: [u64; 2],
+    pub no_timestamp: [u64; 2],
+    pub out_of_order: [u64; 2],
+    pub before_origin: [u64; 2],
+}
+
+/// Do the two clocks make sense together: no delay below zero.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClockCheck {
+    pub negative_delays: u64,
+    pub matched: u64,
+    pub min_delay_ns: Option<i64>,
+}
+
+/// What owl verified about the pair of captures (`owl compare`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Checks {
+    pub snaplen: Check<SnaplenCheck>,
+    pub spans: Check<SpanCheck>,
+    pub trimmed: Check<TrimCheck>,
+    pub late: Check<LateCheck>,
+    pub invalid: Check<InvalidCheck>,
+    pub clock: Check<ClockCheck>,
+}
+
+impl Checks {
+    /// `(name, status, summary)` of every check, in order.
+    pub fn lines(&self) -> Vec<(&'static str, Status, &str)> {
+        vec![
+            ("snaplen", self.snaplen.status, &self.snaplen.summary),
+            ("spans", self.spans.status, &self.spans.summary),
+            ("trimmed", self.trimmed.status, &self.trimmed.summary),
+            ("late", self.late.status, &self.late.summary),
+            ("invalid", self.invalid.status, &self.invalid.summary),
+            ("clock", self.clock.status, &self.clock.summary),
+        ]
+    }
 }

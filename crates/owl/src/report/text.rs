@@ -165,6 +165,7 @@ pub fn compare(out: &mut impl Write, c: &CompareReport, top: usize) -> Result<()
             String::new()
         }
     )?;
+    checks(out, &c.checks.lines())?;
     writeln!(out)?;
     writeln!(
         out,
@@ -204,6 +205,20 @@ pub fn compare(out: &mut impl Write, c: &CompareReport, top: usize) -> Result<()
         per_flow(out, c, flows, bins, top)?;
     } else if let Some(flows) = &c.flows {
         per_flow(out, c, flows, &[], top)?;
+    }
+    Ok(())
+}
+
+/// The checks block: one line per assumption the figures rest on.
+pub fn checks(out: &mut impl Write, lines: &[(&str, super::Status, &str)]) -> Result<()> {
+    for (k, &(name, status, summary)) in lines.iter().enumerate() {
+        let status = match status {
+            super::Status::Ok => "ok",
+            super::Status::Adjusted => "adjusted",
+            super::Status::Warning => "WARNING",
+        };
+        let head = if k == 0 { "checks" } else { "" };
+        writeln!(out, "{head:<8} {name:<8} {status:<8} {summary}")?;
     }
     Ok(())
 }

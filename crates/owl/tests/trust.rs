@@ -1,0 +1,360 @@
+//! No silent wrong answers: each broken assumption of a capture pair (different snaplens,
+//! capture windows that do not overlap, an origin inside the capture, swapped roles, the same
+//! capture twice, …) is measured around, reported in the checks, or refused — never turned
+//! into a plausible wrong figure.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+mod common;
+use common::{fails, ok, owl, recapture, simulate};
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn compare_json(sender: &Path, receiver: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["compare", s(sender), s(receiver), "--json"];
+    args.extend_from_slice(extra);
+    serde_json::from_str(&ok(&args)).expect("one JSON document")
+}
+
+/// A lossless pair of 20 000 packets (IMIX sizes, snaplen 128) with exponential delays.
+fn pair(dir: &Path) -> (PathBuf, PathBuf, Value) {
+    simulate(dir, &["--delay", "exp:40us", "--seed", "3"])
+}
+
+#[test]
+fn different_snaplens_identify_on_the_common_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, books) = pair(dir.path());
+    let r100 = dir.path().join("r100.pcap");
+    recapture(&rp, &r100, 100, |_, _| true);
+    let j = compare_json(&sp, &r100, &["--methods", "exact,lda"]);
+    let t = &j["truth"];
+    // before: 41.7 % lost and as many unexpected (every packet longer than 100 bytes)
+    assert_eq!(t["lost"], books["report"]["lost"], "{t}");
+    assert_eq!(t["unexpected"], 0, "{t}");
+    let c = &j["checks"]["snaplen"];
+    assert_eq!(c["status"], "adjusted", "{c}");
+    assert_eq!(c["identified_within"], 100);
+    assert_eq!(c["snaplen"], serde_json::json!([128, 100]));
+    assert!(c["cut_to_common"][0].as_u64().unwrap() > 1000, "{c}");
+    // the same figures as the pair captured alike
+    let alike = compare_json(&sp, &rp, &["--methods", "exact"]);
+    assert_eq!(t["mean_ns"], alike["truth"]["mean_ns"]);
+    // the packets only one point saw are found again with the same identities
+    let unmatched = dir.path().join("unmatched");
+    ok(&["compare", s(&sp), s(&r100), "--unmatched", s(&unmatched)]);
+}
+
+#[test]
+fn capture_windows_that_do_not_overlap_are_trimmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, books) = pair(dir.path());
+    assert_eq!(books["report"]["lost"], 0);
+    // R started 6 000 packets late
+    let late = dir.path().join("late.pcap");
+    recapture(&rp, &late, 128, |i, _| i >= 6_000);
+    let j = compare_json(&sp, &late, &["--methods", "exact,lda"]);
+    let t = &j["truth"];
+    // what was sent within the largest delay (~0.45 ms, ~45 packets) of R's first record
+    // may have been lost: it stays counted lost; everything earlier is trimmed
+    let lost = t["lost"].as_u64().unwrap();
+    assert!(lost < 100, "lead-in taken for loss: {t}");
+    assert_eq!(t["unexpected"], 0, "{t}");
+    let c = &j["checks"];
+    assert_eq!(c["trimmed"]["status"], "adjusted");
+    let trimmed = c["trimmed"]["packets"][0].as_u64().unwrap();
+    assert!((5_900..=6_000).contains(&trimmed), "{trimmed}");
+    assert_eq!(lost + trimmed, 6_000);
+    assert_eq!(t["sent"].as_u64().unwrap() + trimmed, 20_000);
+    assert_eq!(c["spans"]["lead_in"][0], "sender");
+    assert!(c["spans"]["lead_in"][1].as_u64().unwrap() > 50_000_000);
+    // the methods measured the common window too: LDA's loss estimate is not the lead-in
+    let lda = &j["methods"][1];
+    assert!(lda["lost"].as_u64().unwrap() < 500, "{lda}");
+    // --no-trim keeps the old behaviour: the lead-in counts lost
+    let raw = compare_json(&sp, &late, &["--methods", "exact", "--no-trim"]);
+    assert!(raw["truth"]["lost"].as_u64().unwrap() >= 5_990);
+    // R stopped 6 000 packets early: at most the packets in flight when it stopped count lost
+    let early = dir.path().join("early.pcap");
+    recapture(&rp, &early, 128, |i, _| i < 14_000);
+    let j = compare_json(&sp, &early, &["--methods", "exact", "--interval", "20ms"]);
+    let lost = j["truth"]["lost"].as_u64().unwrap();
+    assert!(lost < 100, "{}", j["truth"]);
+    let trimmed = j["checks"]["trimmed"]["packets"][0].as_u64().unwrap();
+    assert!((5_900..=6_000).contains(&trimmed), "{trimmed}");
+    assert_eq!(j["checks"]["spans"]["lead_out"][0], "sender");
+    // intervals wholly after R stopped are not reported as lost intervals
+    for it in j["intervals"].as_array().unwrap() {
+        assert!(it["truth"]["lost"].as_u64().unwrap() < 100, "{it}");
+    }
+}
+
+#[test]
+fn an_origin_inside_the_capture_drops_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    // the capture starts at 2026-01-01T00:00:00Z; the origin is 103 ms later
+    let origin = (1_767_225_600_000_000_000u64 + 103_000_000).to_string();
+    let j = compare_json(
+        &sp,
+        &rp,
+        &[
+            "--methods",
+            "exact,lda",
+            "--interval",
+            "10ms",
+            "--origin-ns",
+            &origin,
+        ],
+    );
+    assert_eq!(j["sender"]["before_origin"], 0, "{}", j["sender"]);
+    assert_eq!(j["receiver"]["before_origin"], 0);
+    let ivs = j["intervals"].as_array().unwrap();
+    let sent: u64 = ivs
+        .iter()
+        .map(|i| i["truth"]["sent"].as_u64().unwrap())
+        .sum();
+    assert_eq!(sent, 20_000);
+    // boundaries at the origin: 3 ms past a multiple of 10 ms
+    for it in ivs {
+        assert_eq!(it["start_ns"].as_u64().unwrap() % 10_000_000, 3_000_000);
+    }
+    // the same grid with the origin an interval earlier: the same figures
+    let before = (1_767_225_600_000_000_000u64 + 3_000_000).to_string();
+    let k = compare_json(
+        &sp,
+        &rp,
+        &[
+            "--methods",
+            "exact",
+            "--interval",
+            "10ms",
+            "--origin-ns",
+            &before,
+        ],
+    );
+    assert_eq!(j["truth"]["in_interval"], k["truth"]["in_interval"]);
+}
+
+fn record(dir: &Path, method: &str, cap: &Path, role: &str, out: &str) -> PathBuf {
+    let o = dir.join(out);
+    ok(&[
+        "record",
+        "--method",
+        method,
+        "--role",
+        role,
+        s(cap),
+        "--interval",
+        "50ms",
+        "-o",
+        s(&o),
+    ]);
+    o
+}
+
+#[test]
+fn estimate_refuses_swapped_roles_for_every_method() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    for m in ["exact", "lda", "rda", "lds", "mpe"] {
+        // R's capture recorded as the sender's, S's as the receiver's
+        let so = record(dir.path(), m, &rp, "sender", &format!("{m}-s.owl"));
+        let ro = record(dir.path(), m, &sp, "receiver", &format!("{m}-r.owl"));
+        fails(&["estimate", s(&so), s(&ro)], "swapped");
+        let j: Value = serde_json::from_str(&ok(&[
+            "estimate",
+            s(&so),
+            s(&ro),
+            "--json",
+            "--allow-negative-delay",
+        ]))
+        .unwrap();
+        assert_eq!(j["checks"]["clock"]["status"], "warning", "{m}");
+        assert!(j["overall"]["mean_ns"].as_f64().unwrap() < 0.0, "{m}");
+    }
+}
+
+#[test]
+fn estimate_trims_intervals_one_point_did_not_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    let late = dir.path().join("late.pcap");
+    // R starts 160 ms late: S alone recorded the intervals [0, 50) and [50, 100) ms (the one
+    // just before R's first, [100, 150), is kept: packets in flight cross into R's next)
+    recapture(&rp, &late, 128, |i, _| i >= 16_000);
+    let so = record(dir.path(), "exact", &sp, "sender", "s.owl");
+    let ro = record(dir.path(), "exact", &late, "receiver", "r.owl");
+    let j: Value = serde_json::from_str(&ok(&["estimate", s(&so), s(&ro), "--json"])).unwrap();
+    let c = &j["checks"]["trimmed"];
+    assert_eq!(c["status"], "adjusted", "{c}");
+    assert_eq!(c["intervals"][0], 2, "{c}");
+    // before: the intervals before R started were estimated as 100 % lost
+    assert!(j["intervals"][0]["mean_ns"].is_null());
+    for it in &j["intervals"].as_array().unwrap()[1..] {
+        assert!(it["mean_ns"].is_number(), "{it}");
+    }
+    let raw: Value =
+        serde_json::from_str(&ok(&["estimate", s(&so), s(&ro), "--json", "--no-trim"])).unwrap();
+    assert_eq!(
+        raw["intervals"].as_array().unwrap().len(),
+        j["intervals"].as_array().unwrap().len() + 2
+    );
+}
+
+#[test]
+fn the_same_capture_twice_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, _, _) = pair(dir.path());
+    fails(&["compare", s(&sp), s(&sp)], "same file");
+    // a copy: said, in the checks and on stderr
+    let copy = dir.path().join("copy.pcap");
+    std::fs::copy(&sp, &copy).unwrap();
+    let o = owl(&["compare", s(&sp), s(&copy), "--json", "--methods", "exact"]);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("same capture"), "{err}");
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["checks"]["clock"]["status"], "warning");
+    assert!(
+        j["checks"]["clock"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("same capture")
+    );
+}
+
+#[test]
+fn checks_are_printed_in_text_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    let text = ok(&["compare", s(&sp), s(&rp), "--methods", "exact,lda"]);
+    for name in ["snaplen", "spans", "trimmed", "late", "invalid", "clock"] {
+        assert!(
+            text.lines()
+                .any(|l| l.split_whitespace().take(3).any(|w| w == name)),
+            "{name}: {text}"
+        );
+    }
+    let j = compare_json(&sp, &rp, &["--methods", "exact"]);
+    for name in ["snaplen", "spans", "trimmed", "late", "invalid", "clock"] {
+        assert_eq!(j["checks"][name]["status"], "ok", "{name}: {}", j["checks"]);
+    }
+    let so = record(dir.path(), "lda", &sp, "sender", "s.owl");
+    let ro = record(dir.path(), "lda", &rp, "receiver", "r.owl");
+    let text = ok(&["estimate", s(&so), s(&ro)]);
+    assert!(text.contains("checks"), "{text}");
+    let j: Value = serde_json::from_str(&ok(&["estimate", s(&so), s(&ro), "--json"])).unwrap();
+    for name in ["intervals", "trimmed", "clock"] {
+        assert_eq!(j["checks"][name]["status"], "ok", "{name}: {}", j["checks"]);
+    }
+}
+
+/// `owl compare … | head -1`: the reader closes the pipe; owl stops quietly with status 0.
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_owl"))
+        .args([
+            "compare",
+            s(&sp),
+            s(&rp),
+            "--interval",
+            "1ms",
+            "--jsonl",
+            "--allow-short-intervals",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with('{'));
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{:?}: {err}", o.status);
+    assert!(err.trim().is_empty(), "{err}");
+}
+
+/// Each cause said once; the path given, not a temporary one.
+#[test]
+fn errors_name_the_file_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let e = fails(&["simulate", "--out", s(&file)], "a-file");
+    assert_eq!(e.matches("os error").count(), 1, "{e}");
+    let e = fails(
+        &[
+            "simulate",
+            "--out",
+            s(&dir.path().join("x")),
+            "--from",
+            "missing.pcap",
+        ],
+        "missing.pcap",
+    );
+    assert_eq!(e.matches("os error").count(), 1, "{e}");
+    let (sp, _, _) = pair(dir.path());
+    let e = fails(
+        &[
+            "record",
+            "--method",
+            "lda",
+            "--role",
+            "sender",
+            s(&sp),
+            "-o",
+            "/nonexistent/x.owl",
+        ],
+        "/nonexistent/x.owl",
+    );
+    assert_eq!(e.matches("os error").count(), 1, "{e}");
+}
+
+/// Argument errors: one line, exit status 1, saying what is wrong with the value.
+#[test]
+fn argument_errors_are_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    let (sp, rp) = (s(&sp), s(&rp));
+    for (args, want) in [
+        (vec!["compare", sp, rp, "--seed", "-1"], "negative"),
+        (
+            vec!["compare", sp, rp, "--origin-ns", "99999999999999999999"],
+            "too large",
+        ),
+        (vec!["compare", sp, rp, "--interval", "1e30s"], "too long"),
+        (vec!["compare", sp, rp, "--interval", "-1s"], "negative"),
+        (
+            vec!["compare", sp, rp, "--top", "-3", "--per-flow"],
+            "negative",
+        ),
+        (vec!["compare", sp], "RECEIVER"),
+        (vec!["compare", sp, rp, "--bogus"], "--bogus"),
+        (
+            vec!["simulate", "--out", "x", "--packets", "-5"],
+            "non-negative",
+        ),
+        (
+            vec!["simulate", "--out", "x", "--snaplen", "5000000000"],
+            "too large",
+        ),
+    ] {
+        let e = fails(&args, want);
+        assert!(!e.contains("'-- "), "clap's tip: {e}");
+    }
+    // help and version are not errors
+    let o = owl(&["compare", "--help"]);
+    assert!(o.status.success());
+}
