@@ -32,13 +32,30 @@ const ROW: u64 = 0xc0_0100;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     /// d: rows (hash functions).
-    pub rows: usize,
+    rows: usize,
     /// w: counters per row.
-    pub width: usize,
-    pub seed: u64,
+    width: usize,
+    seed: u64,
 }
 
 impl Config {
+    /// A configuration from its fields, refused unless [`validate`](Self::validate) accepts
+    /// it: the only way to build one outside this module, so every `Config` is sound.
+    pub fn new(rows: usize, width: usize, seed: u64) -> Result<Config, MethodError> {
+        let c = Config { rows, width, seed };
+        c.validate()?;
+        Ok(c)
+    }
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    pub fn width(&self) -> usize {
+        self.width
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
     pub fn validate(&self) -> Result<(), MethodError> {
         if self.rows == 0 || self.width == 0 {
             return Err(MethodError::Invalid(format!(

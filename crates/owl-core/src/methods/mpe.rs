@@ -55,11 +55,25 @@ const SAMPLE: u64 = 0x3be_0100;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// Packet sampling rate, in (0, 1].
-    pub rate: f64,
-    pub seed: u64,
+    rate: f64,
+    seed: u64,
 }
 
 impl Config {
+    /// A configuration from its fields, refused unless [`validate`](Self::validate) accepts
+    /// it: the only way to build one outside this module, so every `Config` is sound.
+    pub fn new(rate: f64, seed: u64) -> Result<Config, MethodError> {
+        let c = Config { rate, seed };
+        c.validate()?;
+        Ok(c)
+    }
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
     pub fn validate(&self) -> Result<(), MethodError> {
         if !(self.rate > 0.0 && self.rate <= 1.0) {
             return Err(MethodError::Invalid(format!(

@@ -37,18 +37,53 @@ pub const PROBE_BYTES: u64 = 64;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// One reference per `lower_gap` packets at full utilisation (300).
-    pub lower_gap: u32,
+    lower_gap: u32,
     /// One reference per `upper_gap` packets on an idle link (10).
-    pub upper_gap: u32,
+    upper_gap: u32,
     /// Link capacity, bits per second, to compute the utilisation.
-    pub capacity_bps: f64,
+    capacity_bps: f64,
     /// Utilisation window, ns.
-    pub window_ns: u64,
+    window_ns: u64,
     /// Seed of the flow hash the receiver keys its per-flow counters by.
-    pub seed: u64,
+    seed: u64,
 }
 
 impl Config {
+    /// A configuration from its fields, refused unless [`validate`](Self::validate) accepts
+    /// it: the only way to build one outside this module, so every `Config` is sound.
+    pub fn new(
+        lower_gap: u32,
+        upper_gap: u32,
+        capacity_bps: f64,
+        window_ns: u64,
+        seed: u64,
+    ) -> Result<Config, MethodError> {
+        let c = Config {
+            lower_gap,
+            upper_gap,
+            capacity_bps,
+            window_ns,
+            seed,
+        };
+        c.validate()?;
+        Ok(c)
+    }
+    pub fn lower_gap(&self) -> u32 {
+        self.lower_gap
+    }
+    pub fn upper_gap(&self) -> u32 {
+        self.upper_gap
+    }
+    pub fn capacity_bps(&self) -> f64 {
+        self.capacity_bps
+    }
+    pub fn window_ns(&self) -> u64 {
+        self.window_ns
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
     /// RLI's published limits, 1:300 to 1:10, on a 1 Gb/s link measured every 10 ms.
     pub fn paper(seed: u64) -> Config {
         Config {

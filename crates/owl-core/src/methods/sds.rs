@@ -36,12 +36,33 @@ const ROW: u64 = 0x5d5_0100;
 /// What both points agree on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
-    pub rows: usize,
-    pub columns: usize,
-    pub seed: u64,
+    rows: usize,
+    columns: usize,
+    seed: u64,
 }
 
 impl Config {
+    /// A configuration from its fields, refused unless [`validate`](Self::validate) accepts
+    /// it: the only way to build one outside this module, so every `Config` is sound.
+    pub fn new(rows: usize, columns: usize, seed: u64) -> Result<Config, MethodError> {
+        let c = Config {
+            rows,
+            columns,
+            seed,
+        };
+        c.validate()?;
+        Ok(c)
+    }
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    pub fn columns(&self) -> usize {
+        self.columns
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
     /// The paper's reference size, 4 × 17 500 (§5.1).
     pub fn reference(seed: u64) -> Config {
         Config {
