@@ -234,6 +234,27 @@ pub struct FlowEstimate {
     pub lost: Option<f64>,
 }
 
+/// One sender packet as a per-packet method reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct PacketEstimate {
+    /// The packet's identity, where the method knows it (a packet R received).
+    pub id: Option<u64>,
+    /// When S sent it, ns, as the method has it (decoded, or reconstructed).
+    pub sender_ns: u64,
+    /// When R received it; `None` for a packet found lost, or not placed.
+    pub receiver_ns: Option<u64>,
+    /// Whether the method placed the packet (as received or as lost); `false` where it could
+    /// not tell.
+    pub placed: bool,
+}
+
+impl PacketEstimate {
+    pub fn delay_ns(&self) -> Option<i64> {
+        self.receiver_ns
+            .map(|r| r.wrapping_sub(self.sender_ns) as i64)
+    }
+}
+
 /// An aggregate latency method, object-safe.
 pub trait Method: Send + Sync {
     /// Short name used on the command line and in reports (`lda`, `rda`, …).
@@ -265,6 +286,15 @@ pub trait Method: Send + Sync {
     ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
         None
     }
+    /// Every packet of the interval, in sending order, for methods that give per-packet
+    /// delays; `None` for the others.
+    fn estimate_packets(
+        &self,
+        _sender: &dyn PointSynopsis,
+        _receiver: &dyn PointSynopsis,
+    ) -> Option<Result<Vec<PacketEstimate>, MethodError>> {
+        None
+    }
 }
 
 /// What every method is built from on the command line: the seed of its hashes and an optional
@@ -285,6 +315,8 @@ pub struct MethodInfo {
     pub summary: &'static str,
     /// Answers [`Method::estimate_flows`].
     pub per_flow: bool,
+    /// Answers [`Method::estimate_packets`].
+    pub per_packet: bool,
     /// What crosses the network between the points for each interval, whether it needs a round
     /// trip, and what a synopsis file holds beyond it (`owl record --help` lists these).
     pub crosses: &'static str,
@@ -302,6 +334,7 @@ impl std::fmt::Debug for MethodInfo {
         f.debug_struct("MethodInfo")
             .field("name", &self.name)
             .field("per_flow", &self.per_flow)
+            .field("per_packet", &self.per_packet)
             .finish()
     }
 }

@@ -8,7 +8,7 @@
 //! `rda-set-difference` experiment runs it directly, `finecomb::estimate_ideal`).
 
 use crate::method::MethodInfo;
-use crate::{countmin, exact, finecomb, lda, lds, mpe, probe, rda, rli, sample, sds};
+use crate::{countmin, exact, finecomb, lda, lds, mpe, opa, probe, rda, rli, sample, sds};
 
 pub const METHODS: &[&MethodInfo] = &[
     &exact::method::INFO,
@@ -26,6 +26,8 @@ pub const METHODS: &[&MethodInfo] = &[
     &mpe::ONE_PERCENT,
     &countmin::INFO,
     &sample::INFO,
+    &opa::LOSSLESS,
+    &opa::WAVELET,
 ];
 
 /// The descriptor of `name`.
@@ -78,6 +80,12 @@ mod tests {
             assert_eq!(
                 m.estimate_flows(&*s, &*r, &[]).is_some(),
                 info.per_flow,
+                "{}",
+                info.name
+            );
+            assert_eq!(
+                m.estimate_packets(&*s, &*r).is_some(),
+                info.per_packet,
                 "{}",
                 info.name
             );

@@ -668,6 +668,7 @@ pub mod method {
         summary: "store every (identity, timestamp) and match them: the ground truth, 16 B a packet",
         per_flow: false,
         crosses: "every (identity, timestamp) of both points, 16 B a packet each, to one place; no round trip",
+        per_packet: false,
         build: |_| Ok(Box::new(ExactMethod)),
         from_config: |pairs| match pairs.first() {
             Some((k, _)) => Err(MethodError::Invalid(format!(

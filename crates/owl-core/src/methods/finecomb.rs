@@ -718,6 +718,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
                   reordered packets, lost ones spoil their bucket; --memory / 24 B buckets",
     per_flow: false,
     crosses: "each point's buckets (24 B each), one way; the receiver's stash of timestamps stays at the receiver and is in its file only so `owl estimate` can repair",
+    per_packet: false,
     build: |o| {
         let mut cfg = Config {
             seed: o.seed,

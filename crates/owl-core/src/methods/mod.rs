@@ -14,6 +14,7 @@ pub mod finecomb;
 pub mod lda;
 pub mod lds;
 pub mod mpe;
+pub mod opa;
 pub mod probe;
 pub mod rda;
 pub mod rli;

@@ -395,6 +395,7 @@ pub const TEN_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
     summary: "NetFlow multi-point estimator, 10% coordinated packet sampling, per-flow",
     per_flow: true,
     crosses: "each point's sampled flow records (61 B a flow), one way; no round trip",
+    per_packet: false,
     build: |o| Ok(Box::new(MpeMethod::new("mpe", mpe_default("mpe", o.seed))?)),
     from_config: |p| {
         Ok(Box::new(MpeMethod::new(
@@ -410,6 +411,7 @@ pub const ONE_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
     summary: "NetFlow multi-point estimator, 1% coordinated packet sampling, per-flow",
     per_flow: true,
     crosses: "each point's sampled flow records (61 B a flow), one way; no round trip",
+    per_packet: false,
     build: |o| {
         Ok(Box::new(MpeMethod::new(
             "mpe1",

@@ -24,8 +24,8 @@
 use hashbrown::HashMap;
 
 use crate::method::{
-    Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, config_value, downcast,
-    downcast_ref, unknown_field,
+    Estimate, FlowEstimate, Method, MethodError, PacketEstimate, PointSynopsis, Role, config_value,
+    downcast, downcast_ref, unknown_field,
 };
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader, WireWriter};
@@ -311,38 +311,49 @@ pub struct Interpolation {
 /// The RLI receiver: interpolate every arrival's delay between the references around it and
 /// aggregate per flow.
 pub fn interpolate(s: &SenderSynopsis, r: &ReceiverSynopsis) -> Interpolation {
+    interpolate_each(s, r, |_, _, _| {})
+}
+
+/// [`interpolate`], handing every arrival's `(identity, arrival time, interpolated delay)` to
+/// `each` as well (RLI's per-packet delays, OPA §VII-C).
+pub fn interpolate_each(
+    s: &SenderSynopsis,
+    r: &ReceiverSynopsis,
+    mut each: impl FnMut(u64, u64, f64),
+) -> Interpolation {
     let refs: HashMap<u64, u64> = s.refs.iter().copied().collect();
     let mut out = Interpolation::default();
     let mut order: Vec<u32> = (0..r.log.len() as u32).collect();
     order.sort_by_key(|&i| r.log[i as usize].1);
-    let mut pending: Vec<(u64, u64)> = Vec::new();
+    let mut pending: Vec<(u64, u64, u64)> = Vec::new();
     let mut last: Option<(u64, f64)> = None;
-    let add = |out: &mut Interpolation, fh: u64, d: f64| {
+    let mut add = |out: &mut Interpolation, id: u64, t: u64, fh: u64, d: f64| {
         out.flows.entry(fh).or_default().add(d);
         out.all.add(d);
+        each(id, t, d);
     };
     for &i in &order {
         let (id, t, fh) = r.log[i as usize];
         let Some(&t0) = refs.get(&id) else {
-            pending.push((t, fh));
+            pending.push((id, t, fh));
             continue;
         };
         let d = t.wrapping_sub(t0) as i64 as f64;
-        for &(tp, fp) in &pending {
+        for &(ip, tp, fp) in &pending {
             let e = match last {
                 Some((t1, d1)) if t > t1 => d1 + (d - d1) * (tp - t1) as f64 / (t - t1) as f64,
                 _ => d,
             };
-            add(&mut out, fp, e);
+            add(&mut out, ip, tp, fp, e);
         }
         pending.clear();
-        add(&mut out, fh, d);
+        add(&mut out, id, t, fh, d);
         out.references += 1;
         last = Some((t, d));
     }
     if let Some((_, d)) = last {
-        for &(_, fp) in &pending {
-            add(&mut out, fp, d);
+        for &(ip, tp, fp) in &pending {
+            add(&mut out, ip, tp, fp, d);
         }
     }
     out
@@ -491,6 +502,27 @@ impl Method for RliMethod {
                 .collect()
         }))
     }
+    /// Every received packet with its interpolated delay (its sending time is the arrival
+    /// minus that delay); packets that never arrived are unknown to RLI.
+    fn estimate_packets(
+        &self,
+        sender: &dyn PointSynopsis,
+        receiver: &dyn PointSynopsis,
+    ) -> Option<Result<Vec<PacketEstimate>, MethodError>> {
+        Some(Self::points(sender, receiver).map(|(s, r)| {
+            let mut out = Vec::with_capacity(r.log.len());
+            interpolate_each(s, r, |id, t, d| {
+                out.push(PacketEstimate {
+                    id: Some(id),
+                    sender_ns: t.wrapping_sub(d.round() as i64 as u64),
+                    receiver_ns: Some(t),
+                    placed: true,
+                })
+            });
+            out.sort_by_key(|p| p.sender_ns);
+            out
+        }))
+    }
 }
 
 /// `rli`: not sizeable by memory — its cost follows its reference rate (the estimate reports
@@ -500,6 +532,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     summary: "Reference Latency Interpolation: references 1:300-1:10 by load, interpolated, per-flow",
     per_flow: true,
     crosses: "reference packets the sender injects (64 B each); the receiver's file logs every arrival (24 B a packet) so owl can interpolate offline, where a deployed receiver interpolates as packets pass and keeps only per-flow sums",
+    per_packet: true,
     build: |o| Ok(Box::new(RliMethod::new(Config::paper(o.seed))?)),
     from_config: |pairs| Ok(Box::new(RliMethod::new(Config::from_pairs(pairs)?)?)),
 };

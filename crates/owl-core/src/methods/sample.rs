@@ -399,6 +399,7 @@ pub const INFO: MethodInfo = MethodInfo {
     name: "sample",
     summary: "coordinated packet sampling (trajectory sampling): the 4096 packets of smallest identity hash a point and interval (64 KiB; --memory / 16 B), exact delays of a uniform sample; mean, std, loss, p50/p90/p99/p99.9 with distribution-free 95 % intervals",
     per_flow: false,
+    per_packet: false,
     crosses: "each point's sampled (identity, timestamp) pairs, 16 B a sample, one way; no round trip",
     build: |o: &BuildOptions| {
         let cfg = match o.memory {

@@ -263,6 +263,7 @@ mod contract {
         summary: "packets at each point; their difference",
         per_flow: false,
         crosses: "nothing (a test method)",
+        per_packet: false,
         build: |_| Ok(Box::new(Count)),
         from_config: |_| Ok(Box::new(Count)),
     };

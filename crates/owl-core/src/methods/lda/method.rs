@@ -141,6 +141,7 @@ pub const INFO: MethodInfo = MethodInfo {
     summary: "Lossy Difference Aggregator (Kompella et al.): 2 banks x 512 rows tuned toward 0.5 % and 10 % loss of 5 M packets, 12 B a row (--memory sets the rows); mean, loss, std with a 95 % interval by the between-row estimator (lda:std=rows, default; lda:std=paper is eq. 5, lda:std=centred); assumes FIFO",
     per_flow: false,
     crosses: "each point's aggregator (12 B a row), one way; no round trip",
+    per_packet: false,
     build: |o| {
         let cfg = match o.memory {
             None => Config::paper_default(o.seed),

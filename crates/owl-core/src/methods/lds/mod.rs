@@ -171,6 +171,7 @@ pub const SINGLE_BANK: MethodInfo = MethodInfo {
     summary: "Lossy Difference Sketch (LDS §5.1): per-flow delay, 4 rows x 17 500 cells, k = 1, 1.1 MB",
     per_flow: true,
     crosses: "each point's sketch (16 B a cell), one way; no round trip",
+    per_packet: false,
     build: |o| lds_build("lds", o),
     from_config: |p| lds_from_config("lds", p),
 };
@@ -181,6 +182,7 @@ pub const MULTI_BANK: MethodInfo = MethodInfo {
     summary: "multi-bank LDS (LDS §5.2): k = 5, row sampling 0.01/0.1/0.5/1, 4 x 87 500 cells, loss-tolerant",
     per_flow: true,
     crosses: "each point's sketch (16 B a cell), one way; no round trip",
+    per_packet: false,
     build: |o| lds_build("lds-mb", o),
     from_config: |p| lds_from_config("lds-mb", p),
 };
@@ -191,6 +193,7 @@ pub const MULTI_BANK_DENSE: MethodInfo = MethodInfo {
     summary: "multi-bank LDS estimating from the densest surviving bank (owl's variant of §4.2)",
     per_flow: true,
     crosses: "each point's sketch (16 B a cell), one way; no round trip",
+    per_packet: false,
     build: |o| lds_build("lds-mb-dense", o),
     from_config: |p| lds_from_config("lds-mb-dense", p),
 };

@@ -91,6 +91,7 @@ pub const LATE: MethodInfo = MethodInfo {
                   lost and reordered packets, repair, exact mean; --memory caps the RDA",
     per_flow: false,
     crosses: "a round trip: a strata sketch of the set difference, then RDA banks sized from it, then a request and a response for the timestamps of decoded packets (`bytes` counts all of it); the file holds the point's timestamp cache (16 B a packet), local state that a deployed point never sends",
+    per_packet: false,
     build: |o| {
         let mut cfg = Config {
             seed: o.seed,
@@ -111,6 +112,7 @@ pub const FIXED: MethodInfo = MethodInfo {
     summary: "RDA of fixed size (§V/§VII): 3 banks × 1666 buckets (120 kB), or --memory / 72 B",
     per_flow: false,
     crosses: "a round trip: the RDA banks, then a request and a response for the timestamps of decoded packets (`bytes` counts all of it); the file holds the point's timestamp cache (16 B a packet), local state that a deployed point never sends",
+    per_packet: false,
     build: |o| {
         let mut cfg = Config {
             seed: o.seed,

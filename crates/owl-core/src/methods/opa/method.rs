@@ -1,0 +1,603 @@
+//! The pair estimator (Algorithms 1 and 2 over every group of an interval) and OPA as a
+//! [`Method`].
+
+use std::sync::Arc;
+
+use hashbrown::HashMap;
+
+use crate::method::{
+    Estimate, Method, MethodError, MethodInfo, PacketEstimate, PointSynopsis, Role, downcast,
+    downcast_ref,
+};
+use crate::wire::DecodeError;
+
+use super::cah;
+use super::config::{Config, MAPPINGS_PER_PACKET};
+use super::recovery::{Errors, Mapping, Unrecovered, recover};
+use super::synopsis::{Key, Receiver, Sender, Tuple};
+use super::timestamps::{self, Codec, CodecError};
+
+/// Most consecutive sender segments one receiver segment may be split into (delimiters lost
+/// in a row); a longer run is not searched.
+pub const MAX_MERGED: usize = 4;
+
+/// What became of one sender packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// Received, at `receiver_ns`, as the packet of identity `id`.
+    Delivered { id: u64, receiver_ns: u64 },
+    /// Located as lost (its position solved by Eq. 5).
+    Lost,
+    /// In a group recovery could not resolve.
+    Unrecovered,
+}
+
+/// One sender packet: its timestamp as the receiver decodes it, and its fate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SenderPacket {
+    pub sender_ns: u64,
+    pub fate: Fate,
+}
+
+/// What recovery found over an interval.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Stats {
+    pub sender_packets: u64,
+    pub receiver_packets: u64,
+    pub groups: u64,
+    /// Groups with `w′ = w` and `B′ = B` (§IV-C).
+    pub exact_groups: u64,
+    /// Groups recovered with errors (§IV-D).
+    pub recovered_groups: u64,
+    pub unrecovered_groups: u64,
+    pub unrecovered_sent: u64,
+    pub unrecovered_received: u64,
+    /// Unrecovered groups by reason.
+    pub too_many_errors: u64,
+    pub capped: u64,
+    pub no_mapping: u64,
+    /// Errors found in recovered groups.
+    pub errors: Errors,
+    /// Insertions placed by their solved hash in another segment (reordered across a delimiter).
+    pub rematched: u64,
+    /// Received packets given no sender position.
+    pub unplaced: u64,
+    /// Mappings tested (Algorithm 1's loop), and the most in one group.
+    pub mappings: u64,
+    pub most_mappings: u64,
+    pub sender_segments: u64,
+    pub receiver_segments: u64,
+    /// Sender segments whose delimiter R did not see, recovered from R's merged segment.
+    pub merged_segments: u64,
+    /// R segments opened by a packet S did not see as a delimiter, merged back.
+    pub foreign_segments: u64,
+    pub tuple_bytes: u64,
+    pub stream_bytes: u64,
+    pub payload_bytes: u64,
+    pub codec_error: CodecError,
+    /// Zeroth-order empirical entropy of the sender's inter-packet gaps, bits per gap: within
+    /// each group (what the codec codes) and over all packets in time order.
+    pub gap_entropy_group: f64,
+    pub gap_entropy_all: f64,
+}
+
+/// Every sender packet's fate over an interval, in the sender's segment, group, position order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairRecovery {
+    pub packets: Vec<SenderPacket>,
+    pub stats: Stats,
+}
+
+impl PairRecovery {
+    /// The delays of delivered packets, ns.
+    pub fn delays(&self) -> impl Iterator<Item = i64> + '_ {
+        self.packets.iter().filter_map(|p| match p.fate {
+            Fate::Delivered { receiver_ns, .. } => {
+                Some(receiver_ns.wrapping_sub(p.sender_ns) as i64)
+            }
+            _ => None,
+        })
+    }
+}
+
+/// A received packet: its hash, identity, arrival time.
+type Got = (u64, u64, u64);
+
+/// Recover an interval: decode the sender's timestamps, line the two points' segments up,
+/// recover each group (Algorithm 1), pair positions with timestamps (Algorithm 2).
+pub fn recover_pair(s: &Sender, r: &Receiver) -> Result<PairRecovery, MethodError> {
+    Config::check_pair(&s.cfg, &r.cfg)?;
+    let cfg = &*s.cfg;
+    let wire = s.wire();
+    let g = cfg.groups as usize;
+    let mut st = Stats {
+        sender_segments: wire.segments.len() as u64,
+        receiver_segments: r.segments.len() as u64,
+        sender_packets: wire.packets(),
+        receiver_packets: r.packets(),
+        codec_error: wire.error,
+        ..Default::default()
+    };
+    let (tb, sb) = wire.split_bytes(cfg.rows as usize);
+    st.tuple_bytes = tb;
+    st.stream_bytes = sb;
+    let mut payload = Vec::new();
+    s.encode(&mut payload);
+    st.payload_bytes = payload.len() as u64;
+    let lengths: Vec<usize> = wire
+        .segments
+        .iter()
+        .flat_map(|sg| sg.tuples.iter().map(|t| t.w as usize))
+        .collect();
+    let ts = timestamps::decode(cfg.codec, &wire.stream, &lengths)
+        .map_err(|e| MethodError::Invalid(format!("opa: the sender's timestamps: {e}")))?;
+    st.gap_entropy_group = timestamps::entropy_bits(
+        ts.iter()
+            .flat_map(|t| t.windows(2).map(|w| w[1].wrapping_sub(w[0]) as i64)),
+    );
+    let mut sorted: Vec<u64> = ts.iter().flatten().copied().collect();
+    sorted.sort_unstable();
+    st.gap_entropy_all = timestamps::entropy_bits(sorted.windows(2).map(|w| (w[1] - w[0]) as i64));
+    drop(sorted);
+
+    // R's segments, those opened by a packet S did not see as a delimiter merged back
+    let mut s_keys: HashMap<Key, usize> = HashMap::new();
+    for (i, sg) in wire.segments.iter().enumerate() {
+        s_keys.entry(sg.key).or_insert(i);
+    }
+    let mut rsegs: Vec<(Key, Vec<Vec<Got>>)> = Vec::new();
+    for seg in &r.segments {
+        let lists: Vec<Vec<Got>> = seg
+            .groups
+            .iter()
+            .map(|grp| {
+                grp.iter()
+                    .map(|&(id, t)| (r.packet_hash(id), id, t))
+                    .collect()
+            })
+            .collect();
+        match rsegs.last_mut() {
+            Some(last) if seg.key.is_some() && !s_keys.contains_key(&seg.key) => {
+                st.foreign_segments += 1;
+                for (a, b) in last.1.iter_mut().zip(lists) {
+                    a.extend(b);
+                }
+            }
+            _ => rsegs.push((seg.key, lists)),
+        }
+    }
+    // runs: one R segment and the S segments it holds (more than one when delimiters were lost)
+    let mut r_keys: HashMap<Key, usize> = HashMap::new();
+    for (i, (k, _)) in rsegs.iter().enumerate() {
+        r_keys.entry(*k).or_insert(i);
+    }
+    let mut used = vec![false; rsegs.len()];
+    let mut runs: Vec<(Option<usize>, Vec<usize>)> = Vec::new();
+    for (i, sg) in wire.segments.iter().enumerate() {
+        match r_keys.get(&sg.key) {
+            Some(&ri) if !used[ri] => {
+                used[ri] = true;
+                runs.push((Some(ri), vec![i]));
+            }
+            _ => match runs.last_mut() {
+                Some(run) => run.1.push(i),
+                None => runs.push((None, vec![i])),
+            },
+        }
+    }
+    for (ri, u) in used.iter().enumerate() {
+        if !u {
+            st.unplaced += rsegs[ri].1.iter().map(|l| l.len() as u64).sum::<u64>();
+        }
+    }
+
+    // each group of each run, within the interval's search budget
+    let mut budget = (MAPPINGS_PER_PACKET.saturating_mul(st.sender_packets)).max(cfg.max_mappings);
+    let nseg = wire.segments.len();
+    let mut fates: Vec<Vec<Fate>> = lengths
+        .iter()
+        .map(|&w| vec![Fate::Unrecovered; w])
+        .collect();
+    let mut solved: Vec<Vec<(u32, u64)>> = vec![Vec::new(); nseg * g];
+    let mut inserted: Vec<(usize, usize, Got)> = Vec::new(); // (run's first S segment, group, packet)
+    let mut seg_of_run: Vec<usize> = Vec::new();
+    for (ri, segs) in &runs {
+        st.merged_segments += segs.len() as u64 - 1;
+        seg_of_run.push(segs[0]);
+        for gi in 0..g {
+            let list: &[Got] = match ri {
+                Some(ri) => &rsegs[*ri].1[gi],
+                None => &[],
+            };
+            let tuples: Vec<Tuple> = segs.iter().map(|&i| wire.segments[i].tuples[gi]).collect();
+            st.groups += tuples.len() as u64;
+            let found = if segs.len() > MAX_MERGED || ri.is_none() {
+                Err(Unrecovered::NoMapping)
+            } else {
+                assign(cfg, list, &tuples, &mut st, &mut budget)
+            };
+            match found {
+                Ok(parts) => {
+                    for (&si, (m, start, end)) in segs.iter().zip(parts) {
+                        let f = &mut fates[si * g + gi];
+                        for &(q, h) in &m.lost {
+                            f[q as usize - 1] = Fate::Lost;
+                            solved[si * g + gi].push((q, h));
+                        }
+                        for (&q, p) in m.sigma.iter().zip(&list[start..end]) {
+                            if q == 0 {
+                                inserted.push((si, gi, *p));
+                            } else {
+                                f[q as usize - 1] = Fate::Delivered {
+                                    id: p.1,
+                                    receiver_ns: p.2,
+                                };
+                            }
+                        }
+                        st.errors.lost += m.errors.lost;
+                        st.errors.inserted += m.errors.inserted;
+                        st.errors.moved += m.errors.moved;
+                        if m.errors.total() == 0 {
+                            st.exact_groups += 1;
+                        } else {
+                            st.recovered_groups += 1;
+                        }
+                    }
+                }
+                Err(why) => {
+                    st.unrecovered_groups += tuples.len() as u64;
+                    st.unrecovered_sent += tuples.iter().map(|t| t.w as u64).sum::<u64>();
+                    st.unrecovered_received += list.len() as u64;
+                    st.unplaced += list.len() as u64;
+                    match why {
+                        Unrecovered::TooManyErrors => st.too_many_errors += tuples.len() as u64,
+                        Unrecovered::Cap => st.capped += tuples.len() as u64,
+                        Unrecovered::NoMapping => st.no_mapping += tuples.len() as u64,
+                    }
+                }
+            }
+        }
+    }
+    // packets reordered across a delimiter: an insertion whose augmented hash at a lost
+    // position of a nearby segment's same group is the solved one
+    for (si, gi, (x, id, t)) in inserted {
+        let lo = si.saturating_sub(MAX_MERGED);
+        let hi = (si + MAX_MERGED).min(nseg.saturating_sub(1));
+        let mut placed = false;
+        'find: for sj in lo..=hi {
+            let cell = &mut solved[sj * g + gi];
+            for (n, &(q, h)) in cell.iter().enumerate() {
+                if cah::augmented(x, q as u64) == h {
+                    fates[sj * g + gi][q as usize - 1] = Fate::Delivered { id, receiver_ns: t };
+                    cell.swap_remove(n);
+                    st.rematched += 1;
+                    placed = true;
+                    break 'find;
+                }
+            }
+        }
+        if !placed {
+            st.unplaced += 1;
+        }
+    }
+    let packets = ts
+        .iter()
+        .zip(&fates)
+        .flat_map(|(t, f)| {
+            t.iter()
+                .zip(f)
+                .map(|(&sender_ns, &fate)| SenderPacket { sender_ns, fate })
+        })
+        .collect();
+    Ok(PairRecovery { packets, stats: st })
+}
+
+/// The mappings of consecutive sender tuples over one received list, split where each tuple's
+/// packets end: `(mapping, start, end)` per tuple.
+fn assign(
+    cfg: &Config,
+    list: &[Got],
+    tuples: &[Tuple],
+    st: &mut Stats,
+    budget: &mut u64,
+) -> Result<Vec<(Mapping, usize, usize)>, Unrecovered> {
+    let k = cfg.rows as usize;
+    let run = |part: &[Got], t: &Tuple, st: &mut Stats, budget: &mut u64| {
+        let mut lim = cfg.limits();
+        lim.max_mappings = lim.max_mappings.min(*budget).max(1);
+        let xs: Vec<u64> = part.iter().map(|p| p.0).collect();
+        let r = recover(&t.b, k, t.w as usize, &xs, &cah::augmented, &lim);
+        *budget = budget.saturating_sub(r.tested);
+        st.mappings += r.tested;
+        st.most_mappings = st.most_mappings.max(r.tested);
+        r.result
+    };
+    let [t0, rest @ ..] = tuples else {
+        return Ok(Vec::new());
+    };
+    if rest.is_empty() {
+        return run(list, t0, st, budget).map(|m| vec![(m, 0, list.len())]);
+    }
+    // the first tuple's packets end near its count: try there first, then outwards
+    let w0 = t0.w as i64;
+    let e = cfg.max_errors as i64;
+    let mut last = Unrecovered::NoMapping;
+    for off in (0..=e).flat_map(|o| if o == 0 { vec![0] } else { vec![-o, o] }) {
+        let c = w0 + off;
+        if c < 0 || c > list.len() as i64 {
+            continue;
+        }
+        let c = c as usize;
+        match run(&list[..c], t0, st, budget) {
+            Ok(m0) => match assign(cfg, &list[c..], rest, st, budget) {
+                Ok(more) => {
+                    let mut out = vec![(m0, 0, c)];
+                    out.extend(more.into_iter().map(|(m, a, b)| (m, a + c, b + c)));
+                    return Ok(out);
+                }
+                Err(why) => last = why,
+            },
+            Err(why) => last = why,
+        }
+    }
+    Err(last)
+}
+
+/// An interval's estimate from its recovery: the exact mean and std of the recovered delays,
+/// and what they rest on.
+pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
+    let st = &rec.stats;
+    let delays: Vec<i64> = rec.delays().collect();
+    let n = delays.len();
+    let (mean, std) = if n == 0 {
+        (None, None)
+    } else {
+        let sum: i128 = delays.iter().map(|&d| d as i128).sum();
+        let m = sum as f64 / n as f64;
+        let ss: f64 = delays.iter().map(|&d| (d as f64 - m).powi(2)).sum();
+        (Some(m), Some((ss / n as f64).sqrt()))
+    };
+    let lost_located = rec.packets.iter().filter(|p| p.fate == Fate::Lost).count() as u64;
+    let lost = lost_located + st.unrecovered_sent.saturating_sub(st.unrecovered_received);
+    let per = |b: u64| b as f64 / st.sender_packets.max(1) as f64;
+    let mut notes = vec![format!(
+        "{n} of {} received packets placed with their delay, {lost_located} of {} sent located lost; {} groups: {} exact, {} recovered ({} lost, {} inserted, {} moved, {} re-matched across a delimiter), {} unrecovered",
+        st.receiver_packets,
+        st.sender_packets,
+        st.groups,
+        st.exact_groups,
+        st.recovered_groups,
+        st.errors.lost,
+        st.errors.inserted,
+        st.errors.moved,
+        st.rematched,
+        st.unrecovered_groups
+    )];
+    if st.unrecovered_groups > 0 {
+        notes.push(format!(
+            "unrecovered groups hold {} sent and {} received packets ({} over {} errors, {} at the cap of {} mappings, {} with no mapping within the budget); their loss counted as the difference",
+            st.unrecovered_sent,
+            st.unrecovered_received,
+            st.too_many_errors,
+            cfg.max_errors,
+            st.capped,
+            cfg.max_mappings,
+            st.no_mapping
+        ));
+    }
+    notes.push(format!(
+        "{} mappings tested (at most {} in a group); segments: {} at S, {} at R, {} recovered past a lost delimiter, {} opened by a packet S did not see",
+        st.mappings,
+        st.most_mappings,
+        st.sender_segments,
+        st.receiver_segments,
+        st.merged_segments,
+        st.foreign_segments
+    ));
+    let (h_group, h_all) = (st.gap_entropy_group, st.gap_entropy_all);
+    let codec = match cfg.codec {
+        Codec::Lossless => "lossless".to_string(),
+        Codec::Wavelet { ratio } => format!("wavelet θ = {ratio}"),
+    };
+    notes.push(format!(
+        "bytes per packet: {:.3} ({:.3} OPA tuples, {:.3} timestamps {codec}); zeroth-order entropy of the sender's gaps: {:.3} B per packet in group order, {:.3} B in S order",
+        per(st.payload_bytes),
+        per(st.tuple_bytes),
+        per(st.stream_bytes),
+        h_group / 8.0,
+        h_all / 8.0
+    ));
+    if let Codec::Wavelet { .. } = cfg.codec {
+        let e = &st.codec_error;
+        notes.push(format!(
+            "sender timestamp error per packet (wavelet): mean |e| {:.1} ns, mean e {:.2} ns, max |e| {} ns",
+            e.mean_abs_ns(),
+            e.mean_ns(),
+            e.max_abs_ns
+        ));
+    }
+    Estimate {
+        mean_ns: mean,
+        std_ns: std,
+        samples: n as u64,
+        bytes: st.payload_bytes,
+        lost: Some(lost),
+        // The mean and std are those of the recovered packets themselves, exact for the
+        // lossless codec: no sampling interval applies. What they leave out (the unrecovered
+        // groups) is in the notes.
+        mean_ci98_ns: None,
+        std_ci95_ns: None,
+        notes,
+        quantiles: exact_quantiles(cfg, delays),
+    }
+}
+
+/// With lossless timestamps the recovered delays are exact, and so are their quantiles (of the
+/// recovered packets; no sampling interval applies). The wavelet codec's quantiles would need
+/// its timestamp error carried into an interval: not given yet.
+fn exact_quantiles(cfg: &Config, mut delays: Vec<i64>) -> Option<crate::method::Quantiles> {
+    if !matches!(cfg.codec, Codec::Lossless) || delays.is_empty() {
+        return None;
+    }
+    delays.sort_unstable();
+    let q = |p| crate::stats::nearest_rank(&delays, p) as f64;
+    Some(crate::method::Quantiles {
+        p50_ns: q(0.50),
+        p90_ns: q(0.90),
+        p99_ns: q(0.99),
+        p999_ns: q(0.999),
+        ..Default::default()
+    })
+}
+
+/// OPA under a name: `opa` (lossless timestamps) or `opa-wavelet`.
+#[derive(Clone, Debug)]
+pub struct OpaMethod {
+    name: &'static str,
+    cfg: Arc<Config>,
+}
+
+impl OpaMethod {
+    pub fn new(cfg: Config) -> Result<OpaMethod, MethodError> {
+        cfg.validate()?;
+        let name = Self::name_of(&cfg);
+        Ok(OpaMethod {
+            name,
+            cfg: Arc::new(cfg),
+        })
+    }
+
+    /// The name a configuration is registered under.
+    pub fn name_of(cfg: &Config) -> &'static str {
+        match cfg.codec {
+            Codec::Lossless => "opa",
+            Codec::Wavelet { .. } => "opa-wavelet",
+        }
+    }
+
+    pub fn config_struct(&self) -> &Config {
+        &self.cfg
+    }
+
+    fn points<'a>(
+        s: &'a dyn PointSynopsis,
+        r: &'a dyn PointSynopsis,
+    ) -> Result<(&'a Sender, &'a Receiver), MethodError> {
+        Ok((
+            downcast_ref::<Sender>(s, "opa")?,
+            downcast_ref::<Receiver>(r, "opa")?,
+        ))
+    }
+}
+
+impl Method for OpaMethod {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn config(&self) -> Vec<(&'static str, String)> {
+        self.cfg.pairs()
+    }
+    fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
+        match role {
+            Role::Sender => Box::new(Sender::new(self.cfg.clone())),
+            Role::Receiver => Box::new(Receiver::new(self.cfg.clone())),
+        }
+    }
+    fn decode_point(
+        &self,
+        role: Role,
+        bytes: &[u8],
+    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
+        Ok(match role {
+            Role::Sender => Box::new(Sender::decode(self.cfg.clone(), bytes)?),
+            Role::Receiver => Box::new(Receiver::decode(self.cfg.clone(), bytes)?),
+        })
+    }
+    fn estimate(
+        &self,
+        sender: Box<dyn PointSynopsis>,
+        receiver: Box<dyn PointSynopsis>,
+    ) -> Result<Estimate, MethodError> {
+        let s = downcast::<Sender>(sender, "opa")?;
+        let r = downcast::<Receiver>(receiver, "opa")?;
+        Ok(to_estimate(&s.cfg, &recover_pair(&s, &r)?))
+    }
+    fn estimate_packets(
+        &self,
+        sender: &dyn PointSynopsis,
+        receiver: &dyn PointSynopsis,
+    ) -> Option<Result<Vec<PacketEstimate>, MethodError>> {
+        Some(Self::points(sender, receiver).and_then(|(s, r)| {
+            let rec = recover_pair(s, r)?;
+            let mut out: Vec<PacketEstimate> = rec
+                .packets
+                .iter()
+                .map(|p| match p.fate {
+                    Fate::Delivered { id, receiver_ns } => PacketEstimate {
+                        id: Some(id),
+                        sender_ns: p.sender_ns,
+                        receiver_ns: Some(receiver_ns),
+                        placed: true,
+                    },
+                    Fate::Lost => PacketEstimate {
+                        id: None,
+                        sender_ns: p.sender_ns,
+                        receiver_ns: None,
+                        placed: true,
+                    },
+                    Fate::Unrecovered => PacketEstimate {
+                        id: None,
+                        sender_ns: p.sender_ns,
+                        receiver_ns: None,
+                        placed: false,
+                    },
+                })
+                .collect();
+            out.sort_by_key(|p| p.sender_ns);
+            Ok(out)
+        }))
+    }
+}
+
+/// Rebuild `name` from configuration fields; the name says the codec when they do not.
+fn from_config(
+    name: &'static str,
+    pairs: &[(String, String)],
+) -> Result<Box<dyn Method>, MethodError> {
+    let base = if name == "opa" {
+        Config::lossless(1)
+    } else {
+        Config::wavelet(1)
+    };
+    let cfg = Config::from_pairs_over(base, pairs)?;
+    let n = OpaMethod::name_of(&cfg);
+    if n != name {
+        return Err(MethodError::Invalid(format!(
+            "a synopsis of method '{name}' carries the configuration of '{n}'"
+        )));
+    }
+    Ok(Box::new(OpaMethod::new(cfg)?))
+}
+
+/// `opa`: not sizeable by `--memory` — what crosses follows the traffic (about a third of a
+/// byte per packet; each estimate reports its bytes).
+pub const LOSSLESS: MethodInfo = MethodInfo {
+    name: "opa",
+    summary: "OPA (Every Packet Counts): Vandermonde-coded order per group + lossless timestamps, exact per-packet delay and loss",
+    per_flow: false,
+    per_packet: true,
+    crosses: "each point's OPA tuples (Vandermonde-coded hashes per group) and the sender's losslessly compressed timestamps, one way (about a third of a byte a packet); no round trip",
+    build: |o| Ok(Box::new(OpaMethod::new(Config::lossless(o.seed))?)),
+    from_config: |pairs| from_config("opa", pairs),
+};
+
+/// `opa-wavelet`: the paper's wavelet-compressed timestamps (θ = 1/10).
+pub const WAVELET: MethodInfo = MethodInfo {
+    name: "opa-wavelet",
+    summary: "OPA with the paper's wavelet timestamps (θ = 0.1): per-packet delay within the reported timestamp error",
+    per_flow: false,
+    per_packet: true,
+    crosses: "each point's OPA tuples and the sender's wavelet-compressed timestamps (θ = 0.1), one way; no round trip",
+    build: |o| Ok(Box::new(OpaMethod::new(Config::wavelet(o.seed))?)),
+    from_config: |pairs| from_config("opa-wavelet", pairs),
+};

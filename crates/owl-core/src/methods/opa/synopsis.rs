@@ -1,0 +1,550 @@
+//! Segments, groups and the two points' synopses (§II, §IV-B), with their payloads.
+//!
+//! # Segments
+//!
+//! Both points cut their packets into the same segments without talking: each measurement
+//! interval is cut again at every **delimiter packet**, a packet whose identity has its top `b`
+//! bits zero (about one packet in `2^b`). A segment is keyed by the low 32 bits of the identity
+//! of the delimiter that opens it (the delimiter is its first packet); the packets of an
+//! interval before its first delimiter form the segment with no key. Within a segment a
+//! packet's group is a hash of its identity into `g` groups, and its position `j` is its rank
+//! in its group in the point's own order (sending order at S, arrival order at R).
+//!
+//! What §II leaves to the reader — a delimiter lost, or reordered across the boundary it makes:
+//!
+//! - **lost**: R never opens its segment, so R's segment before it holds the packets of both.
+//!   The receiver finds S's key missing among its own and splits its merged segment group by
+//!   group: the first part takes about as many packets as S's first tuple counts (within the
+//!   error budget either way), and both parts must check against their tuples. The paper
+//!   discards the segment instead (§II: "If a delimiter packet is lost, we discard the
+//!   corresponding segment"); owl recovers it when the errors allow.
+//! - **reordered**: a packet sent before the delimiter but arriving after it sits in the next
+//!   segment at R (an insertion there, a loss in its own), and conversely. Both segments are
+//!   recovered with one error each; the packet's solved augmented hash in the segment that lost
+//!   it then matches it among the next segment's insertions (`Hash(id ++ q)` equal to the solved
+//!   `h_q`), and it gets its delay back.
+//! - **not a delimiter at S**: a packet R sees that S did not (in flight from the previous
+//!   interval, or traffic S never saw) and whose key S does not know opens no segment at R: its
+//!   packets are merged back into the segment before it.
+//!
+//! A clock-delimited interval boundary is no such agreement: the packets in flight across it
+//! are in S's last segment of interval `i` and R's first segment of interval `i + 1`. Those two
+//! segments see them as losses and insertions, and are recovered only when they fit the error
+//! budget; `--interval 0` (one interval over the whole capture, owl's default) or intervals long
+//! against the delay keep the effect small, and every unrecovered group is reported.
+//!
+//! # Payloads
+//!
+//! Sender (what travels: the OPA tuples and the compressed timestamps), tag `OPA1`:
+//!
+//! ```text
+//! "OPA1" | u8 codec (0 lossless, 1 wavelet) | u32 g | u8 k | u32 segments
+//! | per segment: u8 keyed, [u32 key] | per group: varint w, k × u64 B (each < 2⁶¹ − 1)
+//! | u32 len, len bytes of timestamp stream (every group's w timestamps, segment by segment)
+//! | wavelet only: u64 packets, f64 Σ|e|, f64 Σe, u64 max |e| (the sender's timestamp error)
+//! ```
+//!
+//! Receiver (its local state, kept for the estimate), tag `OPR1`:
+//!
+//! ```text
+//! "OPR1" | u32 g | u32 segments | per segment: u8 keyed, [u32 key] | per group: varint n,
+//! n × u64 identity | u32 len, len bytes of the groups' arrival times (lossless stream)
+//! ```
+
+use std::sync::Arc;
+
+use crate::hash::{HashFamily, HashFn, reduce};
+use crate::method::PointSynopsis;
+use crate::record::PacketRecord;
+use crate::wire::{DecodeError, WireReader, WireWriter};
+
+use super::cah::{self, Cah, MAX_ROWS, P};
+use super::config::Config;
+use super::timestamps::{self, Codec, CodecError, Encoder};
+
+pub const SENDER_TAG: &[u8; 4] = b"OPA1";
+pub const RECEIVER_TAG: &[u8; 4] = b"OPR1";
+
+/// Timestamps a sender payload may announce per byte of payload (a lossless stream of a
+/// constant rate takes about a quarter of a bit per packet; the wavelet at its smallest ratio
+/// a tenth of a byte): a larger count is forged, and is refused before anything is allocated.
+pub const MAX_PACKETS_PER_BYTE: u64 = 128;
+
+/// A segment's key: the low 32 bits of its delimiter's identity, `None` for the interval's
+/// first segment.
+pub type Key = Option<u32>;
+
+/// The OPA of one group: `(B, w)` (§IV-B).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tuple {
+    pub w: u32,
+    pub b: Cah,
+}
+
+/// One segment's tuples at the sender.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SenderSegment {
+    pub key: Key,
+    pub tuples: Vec<Tuple>,
+}
+
+/// What the sender sends: its segments' tuples and the timestamp stream.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SenderWire {
+    pub segments: Vec<SenderSegment>,
+    pub stream: Vec<u8>,
+    pub error: CodecError,
+}
+
+impl SenderWire {
+    /// Bytes of the OPA tuples (and segment keys), and of the timestamp stream.
+    pub fn split_bytes(&self, k: usize) -> (u64, u64) {
+        let mut t = 0u64;
+        for s in &self.segments {
+            t += 1 + 4 * s.key.is_some() as u64;
+            for g in &s.tuples {
+                t += varint_len(g.w as u64) as u64 + 8 * k as u64;
+            }
+        }
+        (t, self.stream.len() as u64)
+    }
+
+    pub fn packets(&self) -> u64 {
+        self.segments
+            .iter()
+            .flat_map(|s| &s.tuples)
+            .map(|t| t.w as u64)
+            .sum()
+    }
+}
+
+/// The packet's hash every group and augmented hash derives from.
+fn packet_hash(seed: u64) -> HashFn {
+    HashFamily::new(seed).member(0x004f_5041)
+}
+
+/// The sender point: one OPA per group of each closed segment, the open segment's groups
+/// being built, and the timestamps of closed segments already compressed.
+#[derive(Clone, Debug)]
+pub struct Sender {
+    pub(crate) cfg: Arc<Config>,
+    h: HashFn,
+    closed: Vec<SenderSegment>,
+    open: SenderSegment,
+    /// The open segment's timestamps, per group, in sending order.
+    open_ts: Vec<Vec<u64>>,
+    enc: Encoder,
+    /// A decoded payload: what travelled, as it travelled.
+    decoded: Option<SenderWire>,
+}
+
+impl Sender {
+    pub fn new(cfg: Arc<Config>) -> Sender {
+        let g = cfg.groups as usize;
+        Sender {
+            h: packet_hash(cfg.seed),
+            enc: Encoder::new(cfg.codec),
+            closed: Vec::new(),
+            open: SenderSegment {
+                key: None,
+                tuples: vec![
+                    Tuple {
+                        w: 0,
+                        b: [0; MAX_ROWS]
+                    };
+                    g
+                ],
+            },
+            open_ts: vec![Vec::new(); g],
+            decoded: None,
+            cfg,
+        }
+    }
+
+    fn close_segment(&mut self, next: Key) {
+        for ts in &mut self.open_ts {
+            self.enc.sequence(ts);
+            ts.clear();
+        }
+        let fresh = SenderSegment {
+            key: next,
+            tuples: vec![
+                Tuple {
+                    w: 0,
+                    b: [0; MAX_ROWS]
+                };
+                self.cfg.groups as usize
+            ],
+        };
+        self.closed.push(std::mem::replace(&mut self.open, fresh));
+    }
+
+    /// Record one packet: its group, its position in it, its column of the CAH, its timestamp.
+    #[inline]
+    pub fn record_packet(&mut self, id: u64, ts: u64) {
+        if self.cfg.is_delimiter(id) {
+            self.close_segment(Some(id as u32));
+        }
+        let x = self.h.hash(id);
+        let g = reduce(x, self.open.tuples.len());
+        let t = &mut self.open.tuples[g];
+        t.w = t.w.wrapping_add(1);
+        let j = t.w as u64;
+        cah::accumulate(&mut t.b, self.cfg.rows as usize, j, cah::augmented(x, j));
+        self.open_ts[g].push(ts);
+    }
+
+    /// What this point sends.
+    pub fn wire(&self) -> SenderWire {
+        if let Some(w) = &self.decoded {
+            return w.clone();
+        }
+        let mut enc = self.enc.clone();
+        for ts in &self.open_ts {
+            enc.sequence(ts);
+        }
+        let mut segments = self.closed.clone();
+        segments.push(self.open.clone());
+        SenderWire {
+            segments,
+            stream: enc.bytes(),
+            error: enc.error(),
+        }
+    }
+
+    pub fn decode(cfg: Arc<Config>, b: &[u8]) -> Result<Sender, DecodeError> {
+        let mut r = WireReader::new(b);
+        if r.take(4, "tag")? != SENDER_TAG {
+            return Err(r.invalid("not an OPA sender payload (tag OPA1)"));
+        }
+        let codec = r.u8("codec")?;
+        let want = match cfg.codec {
+            Codec::Lossless => 0,
+            Codec::Wavelet { .. } => 1,
+        };
+        if codec != want {
+            return Err(r.invalid(format!(
+                "timestamp codec {codec}, the configuration says {want}"
+            )));
+        }
+        let g = r.u32("groups")?;
+        if g != cfg.groups {
+            return Err(r.invalid(format!("{g} groups, the configuration says {}", cfg.groups)));
+        }
+        let k = r.u8("rows")? as u32;
+        if k != cfg.rows {
+            return Err(r.invalid(format!("{k} rows, the configuration says {}", cfg.rows)));
+        }
+        let nseg = r.u32("segment count")? as usize;
+        let per_seg = 1 + g as usize * (1 + 8 * k as usize);
+        if nseg.saturating_mul(per_seg) > r.remaining() {
+            return Err(r.invalid(format!(
+                "{nseg} segments do not fit the {} bytes that follow",
+                r.remaining()
+            )));
+        }
+        let most = MAX_PACKETS_PER_BYTE * b.len() as u64 + 4096;
+        let mut packets = 0u64;
+        let mut segments = Vec::with_capacity(nseg);
+        for _ in 0..nseg {
+            let key = read_key(&mut r)?;
+            let mut tuples = Vec::with_capacity(g as usize);
+            for _ in 0..g {
+                let w = read_varint(&mut r, "group size")?;
+                let w = u32::try_from(w).map_err(|_| r.invalid(format!("group size {w}")))?;
+                packets += w as u64;
+                if packets > most {
+                    return Err(r.invalid(format!(
+                        "more than {most} packets announced in a {}-byte payload",
+                        b.len()
+                    )));
+                }
+                let mut bb = [0u64; MAX_ROWS];
+                for v in bb.iter_mut().take(k as usize) {
+                    *v = r.u64("CAH")?;
+                    if *v >= P {
+                        return Err(r.invalid("CAH value outside the field"));
+                    }
+                }
+                tuples.push(Tuple { w, b: bb });
+            }
+            segments.push(SenderSegment { key, tuples });
+        }
+        let n = r.u32("timestamp stream length")? as usize;
+        let stream = r.take(n, "timestamp stream")?.to_vec();
+        let mut error = CodecError::default();
+        if let Codec::Wavelet { .. } = cfg.codec {
+            error.packets = r.u64("error count")?;
+            error.sum_abs_ns = r.f64("error sum")?;
+            error.sum_ns = r.f64("error sum")?;
+            error.max_abs_ns = r.u64("error max")?;
+        }
+        r.finish("OPA sender payload")?;
+        let mut s = Sender::new(cfg);
+        s.decoded = Some(SenderWire {
+            segments,
+            stream,
+            error,
+        });
+        Ok(s)
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        let wire = self.wire();
+        let k = self.cfg.rows as usize;
+        let mut w = WireWriter::new(out);
+        w.bytes(SENDER_TAG);
+        w.u8(matches!(self.cfg.codec, Codec::Wavelet { .. }) as u8);
+        w.u32(self.cfg.groups);
+        w.u8(k as u8);
+        w.u32(wire.segments.len() as u32);
+        for s in &wire.segments {
+            write_key(&mut w, s.key);
+            for t in &s.tuples {
+                write_varint(&mut w, t.w as u64);
+                for &v in &t.b[..k] {
+                    w.u64(v);
+                }
+            }
+        }
+        w.u32(wire.stream.len() as u32);
+        w.bytes(&wire.stream);
+        if let Codec::Wavelet { .. } = self.cfg.codec {
+            w.u64(wire.error.packets);
+            w.f64(wire.error.sum_abs_ns);
+            w.f64(wire.error.sum_ns);
+            w.u64(wire.error.max_abs_ns);
+        }
+    }
+}
+
+impl PointSynopsis for Sender {
+    fn record(&mut self, rec: &PacketRecord) {
+        self.record_packet(rec.id, rec.ts_ns);
+    }
+    fn record_batch(&mut self, recs: &[PacketRecord]) {
+        for r in recs {
+            self.record_packet(r.id, r.ts_ns);
+        }
+    }
+    fn encoded_len(&self) -> usize {
+        let mut b = Vec::new();
+        self.write(&mut b);
+        b.len()
+    }
+    fn encode(&self, out: &mut Vec<u8>) {
+        self.write(out);
+    }
+}
+
+/// One segment at the receiver: each group's packets `(identity, arrival time)` in arrival
+/// order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReceiverSegment {
+    pub key: Key,
+    pub groups: Vec<Vec<(u64, u64)>>,
+}
+
+/// The receiver point: every packet of the interval, by segment and group, in arrival order
+/// (its local state: the receiving timestamps Algorithm 2 needs, §V-C).
+#[derive(Clone, Debug)]
+pub struct Receiver {
+    pub(crate) cfg: Arc<Config>,
+    h: HashFn,
+    pub segments: Vec<ReceiverSegment>,
+}
+
+impl Receiver {
+    pub fn new(cfg: Arc<Config>) -> Receiver {
+        Receiver {
+            h: packet_hash(cfg.seed),
+            segments: vec![ReceiverSegment {
+                key: None,
+                groups: vec![Vec::new(); cfg.groups as usize],
+            }],
+            cfg,
+        }
+    }
+
+    /// The hash a packet's group and augmented hashes derive from (the sender's).
+    pub fn packet_hash(&self, id: u64) -> u64 {
+        self.h.hash(id)
+    }
+
+    #[inline]
+    pub fn record_packet(&mut self, id: u64, ts: u64) {
+        if self.cfg.is_delimiter(id) {
+            self.segments.push(ReceiverSegment {
+                key: Some(id as u32),
+                groups: vec![Vec::new(); self.cfg.groups as usize],
+            });
+        }
+        let g = reduce(self.h.hash(id), self.cfg.groups as usize);
+        if let Some(s) = self.segments.last_mut() {
+            s.groups[g].push((id, ts));
+        }
+    }
+
+    pub fn packets(&self) -> u64 {
+        self.segments
+            .iter()
+            .flat_map(|s| &s.groups)
+            .map(|g| g.len() as u64)
+            .sum()
+    }
+
+    pub fn decode(cfg: Arc<Config>, b: &[u8]) -> Result<Receiver, DecodeError> {
+        let mut r = WireReader::new(b);
+        if r.take(4, "tag")? != RECEIVER_TAG {
+            return Err(r.invalid("not an OPA receiver payload (tag OPR1)"));
+        }
+        let g = r.u32("groups")?;
+        if g != cfg.groups {
+            return Err(r.invalid(format!("{g} groups, the configuration says {}", cfg.groups)));
+        }
+        let nseg = r.u32("segment count")? as usize;
+        if nseg == 0 || nseg.saturating_mul(1 + g as usize) > r.remaining() {
+            return Err(r.invalid(format!(
+                "{nseg} segments do not fit the {} bytes that follow",
+                r.remaining()
+            )));
+        }
+        let mut segments = Vec::with_capacity(nseg);
+        let mut lengths = Vec::with_capacity(nseg * g as usize);
+        for _ in 0..nseg {
+            let key = read_key(&mut r)?;
+            let mut groups = Vec::with_capacity(g as usize);
+            for _ in 0..g {
+                let n = read_varint(&mut r, "group size")?;
+                if n.saturating_mul(8) > r.remaining() as u64 {
+                    return Err(r.invalid(format!("{n} identities do not fit")));
+                }
+                let mut v = Vec::with_capacity(n as usize);
+                for _ in 0..n {
+                    v.push((r.u64("identity")?, 0));
+                }
+                lengths.push(n as usize);
+                groups.push(v);
+            }
+            segments.push(ReceiverSegment { key, groups });
+        }
+        let n = r.u32("arrival stream length")? as usize;
+        let off = r.offset();
+        let stream = r.take(n, "arrival stream")?;
+        r.finish("OPA receiver payload")?;
+        let ts = timestamps::decode(Codec::Lossless, stream, &lengths).map_err(|e| match e {
+            DecodeError::Invalid { offset, what } => DecodeError::Invalid {
+                offset: off + offset,
+                what,
+            },
+            e => e,
+        })?;
+        let mut it = ts.into_iter();
+        for s in &mut segments {
+            for grp in &mut s.groups {
+                if let Some(t) = it.next() {
+                    for (p, t) in grp.iter_mut().zip(t) {
+                        p.1 = t;
+                    }
+                }
+            }
+        }
+        let mut rc = Receiver::new(cfg);
+        rc.segments = segments;
+        Ok(rc)
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        let mut w = WireWriter::new(out);
+        w.bytes(RECEIVER_TAG);
+        w.u32(self.cfg.groups);
+        w.u32(self.segments.len() as u32);
+        let mut enc = Encoder::new(Codec::Lossless);
+        let mut ts = Vec::new();
+        for s in &self.segments {
+            write_key(&mut w, s.key);
+            for grp in &s.groups {
+                write_varint(&mut w, grp.len() as u64);
+                ts.clear();
+                for &(id, t) in grp {
+                    w.u64(id);
+                    ts.push(t);
+                }
+                enc.sequence(&ts);
+            }
+        }
+        let stream = enc.bytes();
+        w.u32(stream.len() as u32);
+        w.bytes(&stream);
+    }
+}
+
+impl PointSynopsis for Receiver {
+    fn record(&mut self, rec: &PacketRecord) {
+        self.record_packet(rec.id, rec.ts_ns);
+    }
+    fn record_batch(&mut self, recs: &[PacketRecord]) {
+        for r in recs {
+            self.record_packet(r.id, r.ts_ns);
+        }
+    }
+    fn encoded_len(&self) -> usize {
+        let mut b = Vec::new();
+        self.write(&mut b);
+        b.len()
+    }
+    fn encode(&self, out: &mut Vec<u8>) {
+        self.write(out);
+    }
+    /// Nothing: the receiver's packets are its local state (it computes its own OPA tuples and
+    /// recovers against the sender's); they are in its file so that `owl estimate` can run.
+    fn shipped_len(&self) -> Option<u64> {
+        Some(0)
+    }
+}
+
+fn write_key(w: &mut WireWriter, k: Key) {
+    match k {
+        None => w.u8(0),
+        Some(k) => {
+            w.u8(1);
+            w.u32(k);
+        }
+    }
+}
+
+fn read_key(r: &mut WireReader<'_>) -> Result<Key, DecodeError> {
+    match r.u8("segment key flag")? {
+        0 => Ok(None),
+        1 => Ok(Some(r.u32("segment key")?)),
+        x => Err(r.invalid(format!("segment key flag {x} is neither 0 nor 1"))),
+    }
+}
+
+/// LEB128.
+fn write_varint(w: &mut WireWriter, mut v: u64) {
+    while v >= 0x80 {
+        w.u8((v as u8) | 0x80);
+        v >>= 7;
+    }
+    w.u8(v as u8);
+}
+
+fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+fn read_varint(r: &mut WireReader<'_>, what: &'static str) -> Result<u64, DecodeError> {
+    let mut v = 0u64;
+    for i in 0..10 {
+        let b = r.u8(what)?;
+        if i == 9 && b > 1 {
+            return Err(r.invalid(format!("{what}: varint longer than 64 bits")));
+        }
+        v |= ((b & 0x7f) as u64) << (7 * i);
+        if b & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err(r.invalid(format!("{what}: varint longer than 64 bits")))
+}
