@@ -358,3 +358,138 @@ fn argument_errors_are_one_line() {
     let o = owl(&["compare", "--help"]);
     assert!(o.status.success());
 }
+
+/// The pair of the fixtures: loss, reordering, duplicates and a clock offset.
+fn lossy_pair(dir: &Path) -> (PathBuf, PathBuf, Value) {
+    simulate(
+        dir,
+        &[
+            "--loss",
+            "uniform:0.02",
+            "--reorder",
+            "0.01:5",
+            "--duplicate",
+            "0.002",
+            "--clock-offset",
+            "-3us",
+            "--delay",
+            "exp:40us",
+            "--seed",
+            "5",
+        ],
+    )
+}
+
+#[test]
+fn per_flow_estimates_that_are_no_delay_are_left_out_and_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = lossy_pair(dir.path());
+    let args = [
+        "--methods",
+        "exact,countmin,lds",
+        "--interval",
+        "100ms",
+        "--per-flow",
+    ];
+    let j = compare_json(&sp, &rp, &args);
+    let mut noted = 0;
+    for f in j["flows"].as_array().unwrap() {
+        let cm = &f["methods"]["countmin"];
+        if let Some(m) = cm["mean_ns"].as_f64() {
+            assert!(m.abs() <= 1e9, "countmin mean {m} beyond the horizon: {f}");
+        }
+        noted += cm.get("note").is_some() as usize;
+    }
+    assert!(
+        noted > 0,
+        "no flow says why its countmin estimate is missing"
+    );
+    for b in j["flow_error_bins"].as_array().unwrap() {
+        for (_, m) in b["methods"].as_object().unwrap() {
+            for k in ["median_rel_err", "p95_rel_err"] {
+                // before: 9223372.036854776, a saturated cast
+                assert!(m[k].as_f64().is_none_or(|e| e < 9e6), "{b}");
+            }
+        }
+    }
+    let mut targs = vec!["compare", s(&sp), s(&rp)];
+    targs.extend_from_slice(&args);
+    let text = ok(&targs);
+    assert!(!text.contains("9223372x"), "{text}");
+    assert!(text.contains("countmin: "), "{text}");
+    assert!(text.contains("flows without an estimate"), "{text}");
+}
+
+#[test]
+fn lda_advice_follows_from_the_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    // S stopped at 100 ms; R's intervals after that have nothing at S
+    let early = dir.path().join("early.pcap");
+    recapture(&sp, &early, 128, |i, _| i < 10_000);
+    let so = record(dir.path(), "lda", &early, "sender", "s.owl");
+    let ro = record(dir.path(), "lda", &rp, "receiver", "r.owl");
+    let j: Value =
+        serde_json::from_str(&ok(&["estimate", s(&so), s(&ro), "--json", "--no-trim"])).unwrap();
+    let notes = j["intervals"].to_string();
+    assert!(notes.contains("no packet sampled at the sender"), "{notes}");
+    assert!(!notes.contains("every sampled row saw a loss"), "{notes}");
+    // unrelated captures: R holds packets S never sent, and a loss of 0 is no measurement
+    let other = tempfile::tempdir().unwrap();
+    let (_, orp, _) = simulate(other.path(), &["--seed", "9"]);
+    let sa = record(dir.path(), "lda", &sp, "sender", "sa.owl");
+    let ra = record(dir.path(), "lda", &orp, "receiver", "ra.owl");
+    let j: Value = serde_json::from_str(&ok(&[
+        "estimate",
+        s(&sa),
+        s(&ra),
+        "--json",
+        "--allow-negative-delay",
+    ]))
+    .unwrap();
+    let notes = j["intervals"].to_string();
+    assert!(
+        notes.contains("not a measurement") || notes.contains("did not see the same packets"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn notes_are_shown_with_intervals() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    let text = ok(&[
+        "compare",
+        s(&sp),
+        s(&rp),
+        "--methods",
+        "exact,lda,mpe",
+        "--interval",
+        "50ms",
+    ]);
+    assert!(text.contains("intervals, first"), "{text}");
+    assert!(text.contains("rows usable"), "{text}");
+    let j = compare_json(&sp, &rp, &["--methods", "exact,lda", "--interval", "50ms"]);
+    assert!(!j["methods"][1]["notes"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn samples_are_explained() {
+    let help = ok(&["compare", "--help"]);
+    assert!(help.contains("`samples` counts"), "{help}");
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    let j = compare_json(&sp, &rp, &["--methods", "exact,mpe,mpe1"]);
+    for m in j["methods"].as_array().unwrap() {
+        assert!(
+            m["samples_are"].as_str().is_some_and(|x| !x.is_empty()),
+            "{m}"
+        );
+    }
+    assert!(
+        j["methods"][1]["samples_are"]
+            .as_str()
+            .unwrap()
+            .contains("per flow")
+    );
+}

@@ -24,8 +24,8 @@ use crate::methods::{self, EXACT};
 use crate::progress;
 use crate::report::text::{self, IntervalTable};
 use crate::report::{
-    self, CaptureReport, CompareReport, IntervalReport, Line, MethodReport, MethodRun, Status,
-    TruthReport,
+    self, CaptureReport, CompareReport, IntervalReport, Line, MethodReport, MethodRun, NoteTally,
+    Status, TruthReport,
 };
 
 /// How long compare waits for each capture's first batch to learn where it starts.
@@ -200,6 +200,7 @@ struct MethodResult {
     time: Duration,
     error: Option<String>,
     combiner: Combiner,
+    notes: NoteTally,
 }
 
 impl MethodResult {
@@ -209,6 +210,7 @@ impl MethodResult {
             time: Duration::ZERO,
             error: None,
             combiner: Combiner::default(),
+            notes: NoteTally::default(),
         }
     }
 }
@@ -332,7 +334,9 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         built.clone(),
         Some(truth_cfg),
     );
-    let mut per_flow = args.per_flow.then(|| super::perflow::PerFlow::new(iv));
+    let mut per_flow = args
+        .per_flow
+        .then(|| super::perflow::PerFlow::new(iv, args.horizon));
     let mut delays = match &args.delays {
         Some(p) => Some(DelaysCsv::create(p)?),
         None => None,
@@ -573,12 +577,17 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
             (&exact, exact_overall(&exact, &truth, iv))
         } else {
             let m = results.next().expect("one result per built method");
-            (m, m.combiner.overall())
+            let mut e = m.combiner.overall();
+            if m.combiner.parts() > 1 {
+                e.notes = m.notes.summary(m.combiner.parts());
+            }
+            (m, e)
         };
         let mut r = MethodReport::new(&m.name, e, truth.in_interval);
         r.run = Some(MethodRun {
             time_s: m.time.as_secs_f64(),
             error: m.error.clone(),
+            samples_are: methods::samples_meaning(&m.name),
         });
         reports.push(r);
     }
@@ -628,6 +637,24 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
             .iter()
             .flat_map(|pf| &pf.methods)
             .filter_map(|m| Some((m.name.clone(), m.error.clone()?)))
+            .collect(),
+        flow_notes: per_flow
+            .iter()
+            .flat_map(|pf| {
+                pf.methods.iter().filter_map(|m| {
+                    let (n, far) = m.unusable();
+                    (n > 0).then(|| {
+                        (
+                            m.name.clone(),
+                            format!(
+                                "{n} flows without an estimate: every interval mean it gave them was beyond the {} horizon (down to {}), which no delay is",
+                                format_ns(pf.horizon_ns as f64),
+                                format_ns(far)
+                            ),
+                        )
+                    })
+                })
+            })
             .collect(),
     })
 }
@@ -700,6 +727,7 @@ fn take_outcome(
         match e {
             Some(Ok(e)) => {
                 m.combiner.add(&e);
+                m.notes.add(o.index, &e.notes);
                 ests.push(Some(e));
             }
             Some(Err(err)) => {

@@ -322,6 +322,9 @@ fn per_flow(
     for (name, e) in &c.flow_errors {
         writeln!(out, "{name}: ! {e}")?;
     }
+    for (name, n) in &c.flow_notes {
+        writeln!(out, "{name}: {n}")?;
+    }
     writeln!(out)?;
     writeln!(
         out,
