@@ -493,3 +493,93 @@ fn samples_are_explained() {
             .contains("per flow")
     );
 }
+
+/// Options that do nothing where they are given are refused or warned about.
+#[test]
+fn options_without_effect_are_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    let out = dir.path().join("x");
+    let out = s(&out);
+    fails(&["compare", s(&sp), s(&rp), "--top", "3"], "--per-flow");
+    fails(
+        &["compare", s(&sp), s(&rp), "--rows", "3", "--json"],
+        "cannot be used with",
+    );
+    fails(
+        &["simulate", "--out", out, "--class-fraction", "0.2"],
+        "--class-delay",
+    );
+    fails(
+        &["simulate", "--out", out, "--from", s(&sp), "--packets", "5"],
+        "cannot be used with",
+    );
+    let o = owl(&["simulate", "--out", out, "--packets", "100", "--sizes", "5"]);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--sizes 5") && err.contains("written longer"),
+        "{err}"
+    );
+    // the default mix says nothing
+    let o = owl(&["simulate", "--out", out, "--packets", "100"]);
+    assert!(String::from_utf8_lossy(&o.stderr).is_empty());
+}
+
+/// Text tables fit 120 columns; IPv6 flows keep the columns aligned; error columns say they
+/// are relative.
+#[test]
+fn text_tables_fit_120_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = simulate(dir.path(), &["--ipv6", "0.5", "--seed", "4"]);
+    let text = ok(&[
+        "compare",
+        s(&sp),
+        s(&rp),
+        "--methods",
+        "all",
+        "--interval",
+        "50ms",
+        "--per-flow",
+        "--top",
+        "20",
+    ]);
+    assert!(text.contains("mean rel.err"), "{text}");
+    assert!(
+        text.contains("relative error of each method's mean"),
+        "{text}"
+    );
+    assert!(
+        text.contains("relative error of each method's flow mean"),
+        "{text}"
+    );
+    let mut in_flows = false;
+    let mut v6 = 0;
+    for line in text.lines() {
+        let width = line.chars().count();
+        // notes and checks are sentences; table lines (continuations too) must fit
+        let prose = line.contains(": ")
+            || line.starts_with("checks")
+            || (line.starts_with(' ')
+                && line.trim_start().starts_with(|c: char| c.is_alphabetic()));
+        assert!(prose || width <= 120, "{width} columns: {line}");
+        if line.starts_with("flow ") {
+            in_flows = true;
+            continue;
+        }
+        if line.starts_with('…') {
+            in_flows = false;
+        }
+        if in_flows && line.contains('[') {
+            v6 += 1;
+            assert!(width <= 120, "{line}");
+        } else if in_flows && line.len() > 56 && !line[..47].trim().is_empty() {
+            // the sent column: right-aligned at the same place for every flow
+            assert!(
+                line[47..55].trim().parse::<u64>().is_ok(),
+                "misaligned: {line}"
+            );
+        }
+    }
+    assert!(v6 > 0, "no IPv6 flow among the largest: {text}");
+}

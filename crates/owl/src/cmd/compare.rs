@@ -76,9 +76,16 @@ Horizon:
 
 Intervals:
   --interval 0 (default) measures the whole capture as one interval. --interval T cuts each
-  capture by its own clock into [t0 + iT, t0 + (i+1)T), t0 = 0 (aligned to T since the epoch)
-  unless --origin-ns is given: packets in flight at a boundary look lost at S and unexpected at
-  R, as in a real deployment, and the JSON gets a per-interval breakdown.
+  capture by its own clock into [t0 + iT, t0 + (i+1)T) for every integer i, t0 = 0 (aligned to
+  T since the epoch) unless --origin-ns shifts the grid (a packet before t0 is in the interval
+  before it): packets in flight at a boundary look lost at S and unexpected at R, as in a real
+  deployment, and the JSON gets a per-interval breakdown.
+
+Checks:
+  The text starts with a checks block, the JSON has a checks object: snaplen (captures with
+  different snaplens are identified on the bytes both hold), spans (when each capture ran),
+  trimmed (a lead-in or lead-out only one capture has is not loss: it is trimmed and counted;
+  --no-trim keeps it), late, invalid records, clock (negative delays, the same capture twice).
 
 Per flow (--per-flow):
   Truth per flow is the exact match over the whole capture. Every method with per-flow
@@ -152,7 +159,7 @@ pub struct CompareArgs {
     #[arg(long, value_parser = crate::numbers::usize_arg, default_value_t = DEFAULT_EXACT_QUANTILES, value_name = "N")]
     pub exact_quantiles: usize,
     /// Interval rows of the text report (default: every one).
-    #[arg(long, value_parser = crate::numbers::usize_arg, value_name = "N")]
+    #[arg(long, value_parser = crate::numbers::usize_arg, value_name = "N", conflicts_with_all = ["json", "jsonl"])]
     pub rows: Option<usize>,
     /// Accept intervals so short that the synopses dwarf the traffic (refused by default).
     #[arg(long)]

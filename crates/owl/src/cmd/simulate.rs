@@ -8,7 +8,7 @@ use owl_core::units::{format_ns, parse_duration_ns};
 use owl_trace::capture::CaptureFormat;
 use owl_trace::sim::{
     Arrivals, DelayModel, LossModel, PathConfig, Reorder, Rewrite, SimConfig, Simulation,
-    TrafficConfig, TrafficSource, parse_ecmp, parse_sizes,
+    TrafficConfig, TrafficSource, min_ip_len, parse_ecmp, parse_sizes,
 };
 
 use crate::progress;
@@ -122,7 +122,11 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 0.3)]
     pub udp: f64,
     /// Take S's traffic (packets and timestamps) from a real capture instead.
-    #[arg(long, value_name = "CAPTURE")]
+    #[arg(
+        long,
+        value_name = "CAPTURE",
+        conflicts_with_all = ["packets", "rate", "arrivals", "start_ns", "flows", "flow_shape", "flow_max_weight", "sizes", "ipv6", "udp"]
+    )]
     pub from: Option<PathBuf>,
     /// Delay model of the path (see below).
     #[arg(long, default_value = "weibull-mean:100us:0.7")]
@@ -131,7 +135,12 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "MODEL")]
     pub class_delay: Option<String>,
     /// Fraction of flows in the second queue.
-    #[arg(long, default_value_t = 0.5, value_name = "F")]
+    #[arg(
+        long,
+        default_value_t = 0.5,
+        value_name = "F",
+        requires = "class_delay"
+    )]
     pub class_fraction: f64,
     /// ECMP-like paths, each flow pinned to one by hash (see below).
     #[arg(long, value_name = "SPEC")]
@@ -277,6 +286,19 @@ pub fn config(a: &SimulateArgs) -> Result<SimConfig> {
 pub fn run(a: SimulateArgs) -> Result<()> {
     let cfg = config(&a)?;
     cfg.validate()?;
+    if let TrafficSource::Synthetic(t) = &cfg.traffic {
+        // the smallest packet the simulator writes for this mix of IPv4/IPv6 and TCP/UDP: a
+        // size below it cannot be written at all
+        let floor = min_ip_len(t.ipv6_fraction >= 1.0, t.udp_fraction > 0.0);
+        if let Some(&(short, _)) = t.sizes.iter().find(|(l, _)| *l < floor) {
+            eprintln!(
+                "owl: warning: --sizes {}: no packet is shorter than {floor} bytes, so {short}-byte ones are written longer (IP and TCP/UDP headers and the simulator's unique tag: from {} bytes for IPv4 UDP to {} for IPv6 TCP)",
+                a.sizes,
+                min_ip_len(false, true),
+                min_ip_len(true, false)
+            );
+        }
+    }
     let sim = Simulation::run(&cfg)?;
     let format = match a.format {
         Format::Pcap => CaptureFormat::Pcap,
