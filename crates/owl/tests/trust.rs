@@ -583,3 +583,68 @@ fn text_tables_fit_120_columns() {
     }
     assert!(v6 > 0, "no IPv6 flow among the largest: {text}");
 }
+
+/// README, --help and behaviour agree.
+#[test]
+fn help_and_behaviour_agree() {
+    // only implemented methods are named
+    let help = ok(&["--help"]);
+    for m in ["OPA", "COLATE", "opa", "colate"] {
+        let listed = ok(&["compare", "--help"]).contains(&format!("  {} ", m.to_lowercase()));
+        assert!(listed || !help.contains(m), "owl --help names {m}: {help}");
+    }
+    // every command has examples; experiment names its files
+    for cmd in [
+        "demo",
+        "simulate",
+        "compare",
+        "record",
+        "estimate",
+        "experiment",
+    ] {
+        let h = ok(&[cmd, "--help"]);
+        assert!(h.contains("Examples:"), "{cmd} --help: {h}");
+    }
+    let h = ok(&["experiment", "--help"]);
+    assert!(h.contains("lda-loss-summary.csv"), "{h}");
+    assert!(h.contains("lds-weights-cdf.csv"), "{h}");
+    // demo --keep writes the simulator's books like simulate
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().join("demo");
+    ok(&["demo", "--keep", s(&keep), "--json"]);
+    assert!(keep.join("sim.json").is_file());
+    // the simulate summary does not call the delays after the queue "drawn"
+    let out = ok(&[
+        "simulate",
+        "--out",
+        s(&dir.path().join("f")),
+        "--packets",
+        "1000",
+        "--fifo",
+    ]);
+    assert!(!out.contains("drawn"), "{out}");
+    // interval numbering: the same in text and JSON
+    let (sp, rp, _) = pair(dir.path());
+    let text = ok(&[
+        "compare",
+        s(&sp),
+        s(&rp),
+        "--methods",
+        "exact",
+        "--interval",
+        "50ms",
+    ]);
+    let j = compare_json(&sp, &rp, &["--methods", "exact", "--interval", "50ms"]);
+    let first = j["intervals"][0]["index"].as_u64().unwrap().to_string();
+    assert!(
+        text.lines()
+            .any(|l| l.split_whitespace().next() == Some(first.as_str())),
+        "{first}: {text}"
+    );
+    // estimate's text: each interval's start time and LDA's 98 % bound
+    let so = record(dir.path(), "lda", &sp, "sender", "s.owl");
+    let ro = record(dir.path(), "lda", &rp, "receiver", "r.owl");
+    let text = ok(&["estimate", s(&so), s(&ro)]);
+    assert!(text.contains("2026-01-01 00:00:00.050000"), "{text}");
+    assert!(text.contains("mean 98 % interval"), "{text}");
+}

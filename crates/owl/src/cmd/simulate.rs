@@ -283,6 +283,29 @@ pub fn config(a: &SimulateArgs) -> Result<SimConfig> {
     })
 }
 
+/// Write `DIR/sim.json`, the simulator's books (what it sent, lost, duplicated, reordered, the
+/// delays it gave, the clock offset) beside the two captures; returns its path and content.
+pub fn write_books(
+    dir: &std::path::Path,
+    cfg: &SimConfig,
+    sim: &Simulation,
+    sp: &std::path::Path,
+    rp: &std::path::Path,
+) -> Result<(PathBuf, serde_json::Value)> {
+    let books = serde_json::json!({
+        "sender": sp.display().to_string(),
+        "receiver": rp.display().to_string(),
+        "delay_model": cfg.path.delay.to_string(),
+        "loss_model": cfg.path.loss.to_string(),
+        "ecmp": owl_trace::sim::format_ecmp(&cfg.path.ecmp),
+        "report": sim.report(),
+    });
+    let jp = dir.join("sim.json");
+    std::fs::write(&jp, serde_json::to_string_pretty(&books)? + "\n")
+        .with_context(|| format!("{}: cannot write", jp.display()))?;
+    Ok((jp, books))
+}
+
 pub fn run(a: SimulateArgs) -> Result<()> {
     let cfg = config(&a)?;
     cfg.validate()?;
@@ -313,17 +336,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         .with_context(|| format!("{}: cannot write the captures", a.out.display()))?;
     pb.finish_and_clear();
     let rep = sim.report();
-    let books = serde_json::json!({
-        "sender": sp.display().to_string(),
-        "receiver": rp.display().to_string(),
-        "delay_model": cfg.path.delay.to_string(),
-        "loss_model": cfg.path.loss.to_string(),
-        "ecmp": owl_trace::sim::format_ecmp(&cfg.path.ecmp),
-        "report": rep,
-    });
-    let jp = a.out.join("sim.json");
-    std::fs::write(&jp, serde_json::to_string_pretty(&books)? + "\n")
-        .with_context(|| format!("{}: cannot write", jp.display()))?;
+    let (jp, books) = write_books(&a.out, &cfg, &sim, &sp, &rp)?;
     if a.json {
         say!("{}", serde_json::to_string_pretty(&books)?)?;
     } else {
@@ -337,7 +350,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         )?;
         say!("wrote {} (the simulator's books)", jp.display())?;
         say!(
-            "path: delay {} (mean {}), drawn mean {} std {}; lost {} ({:.3}%), reordered {}, duplicated {}, clock offset {}",
+            "path: delay model {} (its mean {}); delays given to delivered packets (queueing included): mean {} std {}; lost {} ({:.3}%), reordered {}, duplicated {}, clock offset {}",
             cfg.path.delay,
             format_ns(rep.model_mean_ns),
             format_ns(rep.path_delay_mean_ns),

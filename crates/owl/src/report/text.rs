@@ -407,11 +407,12 @@ fn per_flow(
 }
 
 /// One row of the `owl estimate` table.
-fn estimate_row(out: &mut impl Write, label: &str, e: &Estimate) -> Result<()> {
+fn estimate_row(out: &mut impl Write, label: &str, start: &str, e: &Estimate) -> Result<()> {
     writeln!(
         out,
-        "{:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "{:>12} {:>26} {:>10} {:>10} {:>10} {:>10} {:>10}",
         label,
+        start,
         fmt_opt_ns(e.mean_ns),
         fmt_opt_ns(e.std_ns),
         e.samples,
@@ -426,16 +427,25 @@ pub fn estimate_head(out: &mut impl Write, method: &str) -> Result<()> {
     writeln!(out, "method {method}")?;
     writeln!(
         out,
-        "{:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "interval", "mean", "std", "samples", "lost", "bytes"
+        "{:>12} {:>26} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "interval", "start (UTC)", "mean", "std", "samples", "lost", "bytes"
     )?;
     Ok(())
 }
 
-/// One interval of `owl estimate`, with its std interval and notes.
+/// One interval of `owl estimate`, with its confidence intervals and notes.
 pub fn estimate_interval(out: &mut impl Write, it: &EstimateInterval) -> Result<()> {
     let e = &it.estimate;
-    estimate_row(out, &it.index.to_string(), e)?;
+    let start = super::checks::format_utc(it.start_ns);
+    estimate_row(out, &it.index.to_string(), &start, e)?;
+    if let Some([lo, hi]) = e.mean_ci98_ns {
+        writeln!(
+            out,
+            "             mean 98 % interval {} to {}",
+            format_ns(lo),
+            format_ns(hi)
+        )?;
+    }
     if let Some([lo, hi]) = e.std_ci95_ns {
         writeln!(
             out,
@@ -453,7 +463,7 @@ pub fn estimate_interval(out: &mut impl Write, it: &EstimateInterval) -> Result<
 /// The overall row of `owl estimate`, when there are several intervals.
 pub fn estimate_overall(out: &mut impl Write, parts: u64, e: &Estimate) -> Result<()> {
     if parts > 1 {
-        estimate_row(out, &format!("all {parts}"), e)?;
+        estimate_row(out, &format!("all {parts}"), "", e)?;
     }
     Ok(())
 }
