@@ -517,13 +517,7 @@ fn lda_and_probe_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
     let (s, r, _) = simulate(
         dir.path(),
-        &[
-            "--fifo",
-            "--loss",
-            "uniform:0.01",
-            "--delay",
-            "weibull-mean:20us:0.6",
-        ],
+        &["--loss", "uniform:0.01", "--delay", "weibull-mean:20us:0.6"],
     );
     let c = compare_json(&s, &r, &["--methods", "exact,lda,probe"]);
     let truth = c["truth"]["mean_ns"].as_f64().unwrap();
@@ -574,7 +568,7 @@ fn lda_and_probe_end_to_end() {
 #[test]
 fn method_config_flags_reach_the_method() {
     let dir = tempfile::tempdir().unwrap();
-    let (s, r, _) = simulate(dir.path(), &["--loss", "uniform:0.02", "--fifo"]);
+    let (s, r, _) = simulate(dir.path(), &["--loss", "uniform:0.02"]);
     let j = compare_json(
         &s,
         &r,
@@ -793,13 +787,7 @@ fn lda_std_estimator_and_interval() {
     let dir = tempfile::tempdir().unwrap();
     let (s, r, _) = simulate(
         dir.path(),
-        &[
-            "--fifo",
-            "--loss",
-            "uniform:0.01",
-            "--delay",
-            "weibull-mean:20us:0.6",
-        ],
+        &["--loss", "uniform:0.01", "--delay", "weibull-mean:20us:0.6"],
     );
     let lda_of = |j: &Value| {
         j["methods"]

@@ -648,3 +648,31 @@ fn help_and_behaviour_agree() {
     assert!(text.contains("2026-01-01 00:00:00.050000"), "{text}");
     assert!(text.contains("mean 98 % interval"), "{text}");
 }
+
+/// The default simulated path is a FIFO queue with rare reordering, as on routers; i.i.d.
+/// per-packet delays (heavy reordering) are asked for by name.
+#[test]
+fn the_default_path_reorders_rarely() {
+    let dir = tempfile::tempdir().unwrap();
+    let share = |extra: &[&str], sub: &str| {
+        let (_, _, books) = simulate(&dir.path().join(sub), extra);
+        let b = &books["report"];
+        b["reordered"].as_f64().unwrap() / b["delivered"].as_f64().unwrap()
+    };
+    let default = share(&[], "default");
+    assert!(default > 0.0 && default < 0.01, "{default}");
+    assert_eq!(share(&["--reorder", "none"], "strict"), 0.0);
+    let iid = share(&["--independent-delays"], "iid");
+    assert!(iid > 0.3, "{iid}");
+    let o = owl(&[
+        "simulate",
+        "--out",
+        s(&dir.path().join("old")),
+        "--packets",
+        "100",
+        "--fifo",
+    ]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("default"));
+    assert!(ok(&["simulate", "--help"]).contains("--independent-delays"));
+}

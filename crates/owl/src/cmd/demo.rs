@@ -62,7 +62,8 @@ pub fn run(a: DemoArgs) -> Result<()> {
         class_delay: None,
         class_fraction: 0.5,
         ecmp: None,
-        fifo: true,
+        independent_delays: false,
+        fifo: false,
         loss: "uniform:0.01".into(),
         reorder: Some("0.001:8".into()),
         duplicate: 0.0005,
@@ -78,7 +79,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
             dir.display()
         )?;
         say!(
-            "  (= owl simulate --out {} --packets 200k --rate 100k --delay weibull-mean:10us:0.7 --fifo --loss uniform:0.01 --reorder 0.001:8 --duplicate 0.0005)",
+            "  (= owl simulate --out {} --packets 200k --rate 100k --delay weibull-mean:10us:0.7 --loss uniform:0.01 --reorder 0.001:8 --duplicate 0.0005)",
             dir.display()
         )?;
     }
