@@ -21,13 +21,24 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-const ABOUT: &str = "Passive one-way latency measurement between two observation points.
+/// `owl --help`: what owl is, naming the methods this build implements (from the registry).
+fn about() -> String {
+    let methods: Vec<&str> = methods::ALL
+        .iter()
+        .map(|m| m.name)
+        .filter(|n| *n != methods::EXACT)
+        .collect();
+    format!(
+        "Passive one-way latency measurement between two observation points.
 
 owl turns what two observation points saw of the same traffic — a sender point S where packets
 pass first and a receiver point R — into one-way delay (mean, spread, tails), loss, reordering
 and duplication, without probes and without touching the packets. It runs the exact
-store-everything method as ground truth beside compact synopses from the literature (LDA, RDA,
-LDS, OPA, COLATE and their baselines) so each can be judged on the same traffic.";
+store-everything method as ground truth beside compact synopses from the literature ({}) so
+each can be judged on the same traffic.",
+        methods.join(", ")
+    )
+}
 
 const EXAMPLES: &str = "Examples:
   owl demo                                  simulate a small pair and compare on it
@@ -41,7 +52,7 @@ const EXAMPLES: &str = "Examples:
 Run `owl <command> --help` for the details of each command.";
 
 #[derive(Parser)]
-#[command(name = "owl", version, about = ABOUT, after_help = EXAMPLES, max_term_width = 100)]
+#[command(name = "owl", version, about = about(), after_help = EXAMPLES, max_term_width = 100)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -135,6 +135,29 @@ pub fn from_config(name: &str, pairs: &[(String, String)]) -> Result<Box<dyn Met
     Ok((m.from_config)(pairs)?)
 }
 
+/// What a method's `samples` counts (the packets, probes or flows its mean rests on), for the
+/// help and the JSON; methods not listed here count the packets their mean rests on.
+pub fn samples_meaning(name: &str) -> &'static str {
+    match name {
+        EXACT => "packets matched within their interval",
+        "lda" => {
+            "effective sample size: packets in the rows whose counters agree at both points (LDA §III-D)"
+        }
+        "probe" => "probes received (each the first packet after a probe instant)",
+        "rda" | "rda-fixed" | "finecomb" => "packets decoded at both points (timestamps recovered)",
+        "lds" | "lds-mb" | "lds-mb-dense" => {
+            "packets in the usable cells of the row the estimate comes from"
+        }
+        "sds" => "packets in the cells usable at both points",
+        "rli" => "reference packets received (interpolated packets not counted)",
+        "mpe" | "mpe1" => {
+            "delay samples: the first and last packet of every sampled flow whose sampled packets all arrived (2 per flow): a flow with a lost sampled packet gives none, so a higher sampling rate can give fewer samples under loss"
+        }
+        "countmin" => "packets at both points when their totals agree (0 otherwise)",
+        _ => "packets the mean rests on",
+    }
+}
+
 /// The help of `--methods` (a list) or `--method` (one).
 pub fn help(list: bool) -> String {
     let mut s = String::from(if list {
@@ -145,6 +168,12 @@ pub fn help(list: bool) -> String {
     let w = ALL.iter().map(|e| e.name.len()).max().unwrap_or(0);
     for e in ALL {
         s.push_str(&format!("  {:<w$}  {}\n", e.name, e.summary));
+    }
+    if list {
+        s.push_str("\nWhat each method's `samples` counts (the samples column, and `samples` in the JSON):\n");
+        for e in ALL {
+            s.push_str(&format!("  {:<w$}  {}\n", e.name, samples_meaning(e.name)));
+        }
     }
     s
 }

@@ -295,7 +295,8 @@ fn absurd_simulator_parameters_are_refused() {
         (vec!["--from", "/nonexistent/x.pcap"], "x.pcap"),
     ] {
         let mut a = vec!["simulate", "--out", d, "--packets", "100"];
-        if args[0] == "--packets" {
+        // (--from takes the traffic, packets included, from the capture)
+        if args[0] == "--packets" || args[0] == "--from" {
             a.truncate(3);
         }
         a.extend_from_slice(&args);
@@ -516,13 +517,7 @@ fn lda_and_probe_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
     let (s, r, _) = simulate(
         dir.path(),
-        &[
-            "--fifo",
-            "--loss",
-            "uniform:0.01",
-            "--delay",
-            "weibull-mean:20us:0.6",
-        ],
+        &["--loss", "uniform:0.01", "--delay", "weibull-mean:20us:0.6"],
     );
     let c = compare_json(&s, &r, &["--methods", "exact,lda,probe"]);
     let truth = c["truth"]["mean_ns"].as_f64().unwrap();
@@ -573,7 +568,7 @@ fn lda_and_probe_end_to_end() {
 #[test]
 fn method_config_flags_reach_the_method() {
     let dir = tempfile::tempdir().unwrap();
-    let (s, r, _) = simulate(dir.path(), &["--loss", "uniform:0.02", "--fifo"]);
+    let (s, r, _) = simulate(dir.path(), &["--loss", "uniform:0.02"]);
     let j = compare_json(
         &s,
         &r,
@@ -792,13 +787,7 @@ fn lda_std_estimator_and_interval() {
     let dir = tempfile::tempdir().unwrap();
     let (s, r, _) = simulate(
         dir.path(),
-        &[
-            "--fifo",
-            "--loss",
-            "uniform:0.01",
-            "--delay",
-            "weibull-mean:20us:0.6",
-        ],
+        &["--loss", "uniform:0.01", "--delay", "weibull-mean:20us:0.6"],
     );
     let lda_of = |j: &Value| {
         j["methods"]
@@ -966,7 +955,9 @@ fn record_says_what_crosses_the_network() {
 }
 
 /// Every method's aggregate mean against the exact truth, through the CLI, on simulated FIFO
-/// captures (200 000 packets, 0.1 % loss, 2 seeds). Tolerances, from 6 seeds of this setup (the
+/// captures without reordering (200 000 packets, 0.1 % loss, 2 seeds; with the simulator's
+/// default 0.1 % reordering OPA leaves about 16 % of its groups unrecovered, an open OPA
+/// issue). Tolerances, from 6 seeds of this setup (the
 /// largest error seen, then the margin): exact, SDS and fully decoded RDA are exact; FineComb
 /// ≤ 0.03 % (tolerance 0.5 %); LDS variants ≤ 0.26 % (1 %); LDA ≤ 2.7 % (6 %, with 2 200
 /// effective samples); 144 Hz probes ≤ 2.5 % (260 probes: σ/μ ≈ 0.55, so one sd of the mean is
@@ -1003,6 +994,8 @@ fn every_method_meets_its_accuracy_end_to_end() {
             "--rate",
             "100k",
             "--fifo",
+            "--reorder",
+            "none",
             "--loss",
             "uniform:0.001",
             "--seed",

@@ -358,3 +358,321 @@ fn argument_errors_are_one_line() {
     let o = owl(&["compare", "--help"]);
     assert!(o.status.success());
 }
+
+/// The pair of the fixtures: loss, reordering, duplicates and a clock offset.
+fn lossy_pair(dir: &Path) -> (PathBuf, PathBuf, Value) {
+    simulate(
+        dir,
+        &[
+            "--loss",
+            "uniform:0.02",
+            "--reorder",
+            "0.01:5",
+            "--duplicate",
+            "0.002",
+            "--clock-offset",
+            "-3us",
+            "--delay",
+            "exp:40us",
+            "--seed",
+            "5",
+        ],
+    )
+}
+
+#[test]
+fn per_flow_estimates_that_are_no_delay_are_left_out_and_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = lossy_pair(dir.path());
+    let args = [
+        "--methods",
+        "exact,countmin,lds",
+        "--interval",
+        "100ms",
+        "--per-flow",
+    ];
+    let j = compare_json(&sp, &rp, &args);
+    let mut noted = 0;
+    for f in j["flows"].as_array().unwrap() {
+        let cm = &f["methods"]["countmin"];
+        if let Some(m) = cm["mean_ns"].as_f64() {
+            assert!(m.abs() <= 1e9, "countmin mean {m} beyond the horizon: {f}");
+        }
+        noted += cm.get("note").is_some() as usize;
+    }
+    assert!(
+        noted > 0,
+        "no flow says why its countmin estimate is missing"
+    );
+    for b in j["flow_error_bins"].as_array().unwrap() {
+        for (_, m) in b["methods"].as_object().unwrap() {
+            for k in ["median_rel_err", "p95_rel_err"] {
+                // before: 9223372.036854776, a saturated cast
+                assert!(m[k].as_f64().is_none_or(|e| e < 9e6), "{b}");
+            }
+        }
+    }
+    let mut targs = vec!["compare", s(&sp), s(&rp)];
+    targs.extend_from_slice(&args);
+    let text = ok(&targs);
+    assert!(!text.contains("9223372x"), "{text}");
+    assert!(text.contains("countmin: "), "{text}");
+    assert!(text.contains("flows without an estimate"), "{text}");
+}
+
+#[test]
+fn lda_advice_follows_from_the_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    // S stopped at 100 ms; R's intervals after that have nothing at S
+    let early = dir.path().join("early.pcap");
+    recapture(&sp, &early, 128, |i, _| i < 10_000);
+    let so = record(dir.path(), "lda", &early, "sender", "s.owl");
+    let ro = record(dir.path(), "lda", &rp, "receiver", "r.owl");
+    let j: Value =
+        serde_json::from_str(&ok(&["estimate", s(&so), s(&ro), "--json", "--no-trim"])).unwrap();
+    let notes = j["intervals"].to_string();
+    assert!(notes.contains("no packet sampled at the sender"), "{notes}");
+    assert!(!notes.contains("every sampled row saw a loss"), "{notes}");
+    // unrelated captures: R holds packets S never sent, and a loss of 0 is no measurement
+    let other = tempfile::tempdir().unwrap();
+    let (_, orp, _) = simulate(other.path(), &["--seed", "9"]);
+    let sa = record(dir.path(), "lda", &sp, "sender", "sa.owl");
+    let ra = record(dir.path(), "lda", &orp, "receiver", "ra.owl");
+    let j: Value = serde_json::from_str(&ok(&[
+        "estimate",
+        s(&sa),
+        s(&ra),
+        "--json",
+        "--allow-negative-delay",
+    ]))
+    .unwrap();
+    let notes = j["intervals"].to_string();
+    assert!(
+        notes.contains("not a measurement") || notes.contains("did not see the same packets"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn notes_are_shown_with_intervals() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    let text = ok(&[
+        "compare",
+        s(&sp),
+        s(&rp),
+        "--methods",
+        "exact,lda,mpe",
+        "--interval",
+        "50ms",
+    ]);
+    assert!(text.contains("intervals, first"), "{text}");
+    assert!(text.contains("rows usable"), "{text}");
+    let j = compare_json(&sp, &rp, &["--methods", "exact,lda", "--interval", "50ms"]);
+    assert!(!j["methods"][1]["notes"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn samples_are_explained() {
+    let help = ok(&["compare", "--help"]);
+    assert!(help.contains("`samples` counts"), "{help}");
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    let j = compare_json(&sp, &rp, &["--methods", "exact,mpe,mpe1"]);
+    for m in j["methods"].as_array().unwrap() {
+        assert!(
+            m["samples_are"].as_str().is_some_and(|x| !x.is_empty()),
+            "{m}"
+        );
+    }
+    assert!(
+        j["methods"][1]["samples_are"]
+            .as_str()
+            .unwrap()
+            .contains("per flow")
+    );
+}
+
+/// Options that do nothing where they are given are refused or warned about.
+#[test]
+fn options_without_effect_are_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    let out = dir.path().join("x");
+    let out = s(&out);
+    fails(&["compare", s(&sp), s(&rp), "--top", "3"], "--per-flow");
+    fails(
+        &["compare", s(&sp), s(&rp), "--rows", "3", "--json"],
+        "cannot be used with",
+    );
+    fails(
+        &["simulate", "--out", out, "--class-fraction", "0.2"],
+        "--class-delay",
+    );
+    fails(
+        &["simulate", "--out", out, "--from", s(&sp), "--packets", "5"],
+        "cannot be used with",
+    );
+    let o = owl(&["simulate", "--out", out, "--packets", "100", "--sizes", "5"]);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--sizes 5") && err.contains("written longer"),
+        "{err}"
+    );
+    // the default mix says nothing
+    let o = owl(&["simulate", "--out", out, "--packets", "100"]);
+    assert!(String::from_utf8_lossy(&o.stderr).is_empty());
+}
+
+/// Text tables fit 120 columns; IPv6 flows keep the columns aligned; error columns say they
+/// are relative.
+#[test]
+fn text_tables_fit_120_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = simulate(dir.path(), &["--ipv6", "0.5", "--seed", "4"]);
+    let text = ok(&[
+        "compare",
+        s(&sp),
+        s(&rp),
+        "--methods",
+        "all",
+        "--interval",
+        "50ms",
+        "--per-flow",
+        "--top",
+        "20",
+    ]);
+    assert!(text.contains("mean rel.err"), "{text}");
+    assert!(
+        text.contains("relative error of each method's mean"),
+        "{text}"
+    );
+    assert!(
+        text.contains("relative error of each method's flow mean"),
+        "{text}"
+    );
+    let mut in_flows = false;
+    let mut v6 = 0;
+    for line in text.lines() {
+        let width = line.chars().count();
+        // notes and checks are sentences; table lines (continuations too) must fit
+        let prose = line.contains(": ")
+            || line.starts_with("checks")
+            || (line.starts_with(' ')
+                && line.trim_start().starts_with(|c: char| c.is_alphabetic()));
+        assert!(prose || width <= 120, "{width} columns: {line}");
+        if line.starts_with("flow ") {
+            in_flows = true;
+            continue;
+        }
+        if line.starts_with('…') {
+            in_flows = false;
+        }
+        if in_flows && line.contains('[') {
+            v6 += 1;
+            assert!(width <= 120, "{line}");
+        } else if in_flows && line.len() > 56 && !line[..47].trim().is_empty() {
+            // the sent column: right-aligned at the same place for every flow
+            assert!(
+                line[47..55].trim().parse::<u64>().is_ok(),
+                "misaligned: {line}"
+            );
+        }
+    }
+    assert!(v6 > 0, "no IPv6 flow among the largest: {text}");
+}
+
+/// README, --help and behaviour agree.
+#[test]
+fn help_and_behaviour_agree() {
+    // only implemented methods are named
+    let help = ok(&["--help"]);
+    for m in ["OPA", "COLATE", "opa", "colate"] {
+        let listed = ok(&["compare", "--help"]).contains(&format!("  {} ", m.to_lowercase()));
+        assert!(listed || !help.contains(m), "owl --help names {m}: {help}");
+    }
+    // every command has examples; experiment names its files
+    for cmd in [
+        "demo",
+        "simulate",
+        "compare",
+        "record",
+        "estimate",
+        "experiment",
+    ] {
+        let h = ok(&[cmd, "--help"]);
+        assert!(h.contains("Examples:"), "{cmd} --help: {h}");
+    }
+    let h = ok(&["experiment", "--help"]);
+    assert!(h.contains("lda-loss-summary.csv"), "{h}");
+    assert!(h.contains("lds-weights-cdf.csv"), "{h}");
+    // demo --keep writes the simulator's books like simulate
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().join("demo");
+    ok(&["demo", "--keep", s(&keep), "--json"]);
+    assert!(keep.join("sim.json").is_file());
+    // the simulate summary does not call the delays after the queue "drawn"
+    let out = ok(&[
+        "simulate",
+        "--out",
+        s(&dir.path().join("f")),
+        "--packets",
+        "1000",
+        "--fifo",
+    ]);
+    assert!(!out.contains("drawn"), "{out}");
+    // interval numbering: the same in text and JSON
+    let (sp, rp, _) = pair(dir.path());
+    let text = ok(&[
+        "compare",
+        s(&sp),
+        s(&rp),
+        "--methods",
+        "exact",
+        "--interval",
+        "50ms",
+    ]);
+    let j = compare_json(&sp, &rp, &["--methods", "exact", "--interval", "50ms"]);
+    let first = j["intervals"][0]["index"].as_u64().unwrap().to_string();
+    assert!(
+        text.lines()
+            .any(|l| l.split_whitespace().next() == Some(first.as_str())),
+        "{first}: {text}"
+    );
+    // estimate's text: each interval's start time and LDA's 98 % bound
+    let so = record(dir.path(), "lda", &sp, "sender", "s.owl");
+    let ro = record(dir.path(), "lda", &rp, "receiver", "r.owl");
+    let text = ok(&["estimate", s(&so), s(&ro)]);
+    assert!(text.contains("2026-01-01 00:00:00.050000"), "{text}");
+    assert!(text.contains("mean 98 % interval"), "{text}");
+}
+
+/// The default simulated path is a FIFO queue with rare reordering, as on routers; i.i.d.
+/// per-packet delays (heavy reordering) are asked for by name.
+#[test]
+fn the_default_path_reorders_rarely() {
+    let dir = tempfile::tempdir().unwrap();
+    let share = |extra: &[&str], sub: &str| {
+        let (_, _, books) = simulate(&dir.path().join(sub), extra);
+        let b = &books["report"];
+        b["reordered"].as_f64().unwrap() / b["delivered"].as_f64().unwrap()
+    };
+    let default = share(&[], "default");
+    assert!(default > 0.0 && default < 0.01, "{default}");
+    assert_eq!(share(&["--reorder", "none"], "strict"), 0.0);
+    let iid = share(&["--independent-delays"], "iid");
+    assert!(iid > 0.3, "{iid}");
+    let o = owl(&[
+        "simulate",
+        "--out",
+        s(&dir.path().join("old")),
+        "--packets",
+        "100",
+        "--fifo",
+    ]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("default"));
+    assert!(ok(&["simulate", "--help"]).contains("--independent-delays"));
+}

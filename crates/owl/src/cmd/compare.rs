@@ -25,8 +25,8 @@ use crate::methods::{self, EXACT};
 use crate::progress;
 use crate::report::text::{self, IntervalTable};
 use crate::report::{
-    self, CaptureReport, CompareReport, IntervalReport, Line, MethodReport, MethodRun, Status,
-    TruthReport,
+    self, CaptureReport, CompareReport, IntervalReport, Line, MethodReport, MethodRun, NoteTally,
+    Status, TruthReport,
 };
 
 /// How long compare waits for each capture's first batch to learn where it starts.
@@ -77,9 +77,16 @@ Horizon:
 
 Intervals:
   --interval 0 (default) measures the whole capture as one interval. --interval T cuts each
-  capture by its own clock into [t0 + iT, t0 + (i+1)T), t0 = 0 (aligned to T since the epoch)
-  unless --origin-ns is given: packets in flight at a boundary look lost at S and unexpected at
-  R, as in a real deployment, and the JSON gets a per-interval breakdown.
+  capture by its own clock into [t0 + iT, t0 + (i+1)T) for every integer i, t0 = 0 (aligned to
+  T since the epoch) unless --origin-ns shifts the grid (a packet before t0 is in the interval
+  before it): packets in flight at a boundary look lost at S and unexpected at R, as in a real
+  deployment, and the JSON gets a per-interval breakdown.
+
+Checks:
+  The text starts with a checks block, the JSON has a checks object: snaplen (captures with
+  different snaplens are identified on the bytes both hold), spans (when each capture ran),
+  trimmed (a lead-in or lead-out only one capture has is not loss: it is trimmed and counted;
+  --no-trim keeps it), late, invalid records, clock (negative delays, the same capture twice).
 
 Per flow (--per-flow):
   Truth per flow is the exact match over the whole capture. Every method with per-flow
@@ -153,7 +160,7 @@ pub struct CompareArgs {
     #[arg(long, value_parser = crate::numbers::usize_arg, default_value_t = DEFAULT_EXACT_QUANTILES, value_name = "N")]
     pub exact_quantiles: usize,
     /// Interval rows of the text report (default: every one).
-    #[arg(long, value_parser = crate::numbers::usize_arg, value_name = "N")]
+    #[arg(long, value_parser = crate::numbers::usize_arg, value_name = "N", conflicts_with_all = ["json", "jsonl"])]
     pub rows: Option<usize>,
     /// Accept intervals so short that the synopses dwarf the traffic (refused by default).
     #[arg(long)]
@@ -201,6 +208,7 @@ struct MethodResult {
     time: Duration,
     error: Option<String>,
     combiner: Combiner,
+    notes: NoteTally,
 }
 
 impl MethodResult {
@@ -210,6 +218,7 @@ impl MethodResult {
             time: Duration::ZERO,
             error: None,
             combiner: Combiner::default(),
+            notes: NoteTally::default(),
         }
     }
 }
@@ -333,7 +342,9 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         built.clone(),
         Some(truth_cfg),
     );
-    let mut per_flow = args.per_flow.then(|| super::perflow::PerFlow::new(iv));
+    let mut per_flow = args
+        .per_flow
+        .then(|| super::perflow::PerFlow::new(iv, args.horizon));
     let mut delays = match &args.delays {
         Some(p) => Some(DelaysCsv::create(p)?),
         None => None,
@@ -571,12 +582,17 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
             (&exact, exact_overall(&exact, &truth, iv))
         } else {
             let m = results.next().expect("one result per built method");
-            (m, m.combiner.overall())
+            let mut e = m.combiner.overall();
+            if m.combiner.parts() > 1 {
+                e.notes = m.notes.summary(m.combiner.parts());
+            }
+            (m, e)
         };
         let mut r = MethodReport::new(&m.name, e, truth.in_interval);
         r.run = Some(MethodRun {
             time_s: m.time.as_secs_f64(),
             error: m.error.clone(),
+            samples_are: methods::samples_meaning(&m.name),
         });
         reports.push(r);
     }
@@ -626,6 +642,24 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
             .iter()
             .flat_map(|pf| &pf.methods)
             .filter_map(|m| Some((m.name.clone(), m.error.clone()?)))
+            .collect(),
+        flow_notes: per_flow
+            .iter()
+            .flat_map(|pf| {
+                pf.methods.iter().filter_map(|m| {
+                    let (n, far) = m.unusable();
+                    (n > 0).then(|| {
+                        (
+                            m.name.clone(),
+                            format!(
+                                "{n} flows without an estimate: every interval mean it gave them was beyond the {} horizon (down to {}), which no delay is",
+                                format_ns(pf.horizon_ns as f64),
+                                format_ns(far)
+                            ),
+                        )
+                    })
+                })
+            })
             .collect(),
     })
 }
@@ -698,6 +732,7 @@ fn take_outcome(
         match e {
             Some(Ok(e)) => {
                 m.combiner.add(&e);
+                m.notes.add(o.index, &e.notes);
                 ests.push(Some(e));
             }
             Some(Err(err)) => {

@@ -14,8 +14,13 @@ use super::simulate::{self, SimulateArgs};
 at 100 000 packets/s through a router with Weibull delays (mean 10us as drawn; the FIFO queue \
 makes packets wait for earlier ones, so the measured mean is higher), 1% random loss, 0.1% reordering, \
 0.05% duplication and TTL/MAC rewrites, writes the two captures, and runs `owl compare` on \
-them with every method. Use --keep DIR to keep the captures and explore them with \
-`owl compare` or tcpdump."
+them with every method. Use --keep DIR to keep the captures and the simulator's books \
+(DIR/sim.json, as `owl simulate` writes them) and explore them with `owl compare` or tcpdump.
+
+Examples:
+  owl demo
+  owl demo --keep demo/ && owl compare demo/sender.pcap demo/receiver.pcap --interval 100ms
+  owl demo --json | jq '.methods[] | [.name, .mean_rel_err]'"
 )]
 pub struct DemoArgs {
     /// Keep the simulated captures in DIR instead of a temporary directory.
@@ -57,7 +62,8 @@ pub fn run(a: DemoArgs) -> Result<()> {
         class_delay: None,
         class_fraction: 0.5,
         ecmp: None,
-        fifo: true,
+        independent_delays: false,
+        fifo: false,
         loss: "uniform:0.01".into(),
         reorder: Some("0.001:8".into()),
         duplicate: 0.0005,
@@ -73,7 +79,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
             dir.display()
         )?;
         say!(
-            "  (= owl simulate --out {} --packets 200k --rate 100k --delay weibull-mean:10us:0.7 --fifo --loss uniform:0.01 --reorder 0.001:8 --duplicate 0.0005)",
+            "  (= owl simulate --out {} --packets 200k --rate 100k --delay weibull-mean:10us:0.7 --loss uniform:0.01 --reorder 0.001:8 --duplicate 0.0005)",
             dir.display()
         )?;
     }
@@ -84,6 +90,9 @@ pub fn run(a: DemoArgs) -> Result<()> {
         owl_trace::capture::CaptureFormat::Pcap,
         &mut |_, _| {},
     )?;
+    if a.keep.is_some() {
+        simulate::write_books(&dir, &cfg, &s, &sp, &rp)?;
+    }
     if !a.json {
         say!("  = owl compare {} {}", sp.display(), rp.display())?;
         say!()?;

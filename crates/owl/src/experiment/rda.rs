@@ -32,12 +32,14 @@ use super::{Ctx, Experiment, Panel, Series, mean_ci95, plot_png, write_csv};
 pub const SET_DIFFERENCE: Experiment = Experiment {
     name: "rda-set-difference",
     summary: "RDA §VII Fig. 7/8: mean/std error of RDA and FineComb vs set difference, equal storage",
+    files: "rda-set-difference.csv, rda-set-difference.png",
     run: set_difference,
 };
 
 pub const DECODE_TIME: Experiment = Experiment {
     name: "rda-decode-time",
     summary: "RDA §VII Fig. 6: decoding time of RDA vs FineComb's stash enumeration",
+    files: "rda-decode-time.csv, rda-decode-time.png",
     run: decode_time,
 };
 

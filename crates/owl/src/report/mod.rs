@@ -160,6 +160,8 @@ pub struct MethodRun {
     pub time_s: f64,
     /// The first error the method's estimator returned, with its interval.
     pub error: Option<String>,
+    /// What `samples` counts for this method.
+    pub samples_are: &'static str,
 }
 
 /// One method's estimate, judged against the truth of the same packets.
@@ -255,6 +257,9 @@ pub struct FlowMethodReport {
     pub estimate: FlowEstimate,
     /// `|estimate − truth| / truth` of the flow's mean (relative).
     pub mean_rel_err: Option<f64>,
+    /// Why interval means the method gave were left out (no delay: beyond the horizon).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// One flow: its truth and each per-flow method's estimate.
@@ -324,6 +329,9 @@ pub struct CompareReport {
     /// Per-flow methods' errors (with `--per-flow`).
     #[serde(skip)]
     pub flow_errors: Vec<(String, String)>,
+    /// Per-flow methods' flows without a usable estimate, and why.
+    #[serde(skip)]
+    pub flow_notes: Vec<(String, String)>,
 }
 
 /// One interval of `owl estimate`.
@@ -502,5 +510,126 @@ impl Checks {
             ("invalid", self.invalid.status, &self.invalid.summary),
             ("clock", self.clock.status, &self.clock.summary),
         ]
+    }
+}
+
+/// A method's notes over many intervals, summarised: notes that differ only in the figures
+/// after their subject (the text before the first `:`, kept whole) are one kind, counted once
+/// per interval, with the first as an example.
+#[derive(Clone, Debug, Default)]
+pub struct NoteTally {
+    /// `(kind, intervals, first note, its interval, last interval counted)`, in order of first
+    /// appearance.
+    kinds: Vec<(String, u64, String, u64, u64)>,
+}
+
+/// Kinds of note listed in a summary; the rest are counted.
+const NOTE_KINDS: usize = 8;
+
+/// A note with its figures (numbers, after the subject) replaced by `#`.
+fn note_kind(n: &str) -> String {
+    let (subject, rest) = match n.split_once(':') {
+        Some((a, b)) => (a, b),
+        None => ("", n),
+    };
+    let mut kind = String::from(subject);
+    let mut in_number = false;
+    let mut chars = rest.chars().peekable();
+    while let Some(c) = chars.next() {
+        let part_of_number = c.is_ascii_digit()
+            || (in_number
+                && (c == '.' || c == 'e' || c == '-')
+                && chars
+                    .peek()
+                    .is_some_and(|d| d.is_ascii_digit() || *d == '-'));
+        if part_of_number {
+            if !in_number {
+                kind.push('#');
+            }
+            in_number = true;
+        } else {
+            in_number = false;
+            kind.push(c);
+        }
+    }
+    kind
+}
+
+impl NoteTally {
+    pub fn add(&mut self, interval: u64, notes: &[String]) {
+        for n in notes {
+            let kind = note_kind(n);
+            match self.kinds.iter_mut().find(|k| k.0 == kind) {
+                Some(k) if k.4 == interval => {}
+                Some(k) => {
+                    k.1 += 1;
+                    k.4 = interval;
+                }
+                None => self.kinds.push((kind, 1, n.clone(), interval, interval)),
+            }
+        }
+    }
+
+    /// One line per kind: in how many of `intervals` it came, and the first one.
+    pub fn summary(&self, intervals: u64) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .kinds
+            .iter()
+            .take(NOTE_KINDS)
+            .map(|(_, n, first, i, _)| {
+                format!("in {n} of {intervals} intervals, first {i}: {first}")
+            })
+            .collect();
+        if self.kinds.len() > NOTE_KINDS {
+            v.push(format!(
+                "… {} other kinds of note (--json or --jsonl gives every interval's)",
+                self.kinds.len() - NOTE_KINDS
+            ));
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_differing_in_figures_are_one_kind() {
+        let mut t = NoteTally::default();
+        t.add(
+            7,
+            &["bank 1 (p = 1.024e-2): 512/512 rows usable, 52 samples".into()],
+        );
+        t.add(
+            7,
+            &["bank 2 (p = 5.120e-4): 510/512 rows usable, 3 samples".into()],
+        );
+        t.add(
+            8,
+            &["bank 1 (p = 1.024e-2): 511/512 rows usable, 49 samples".into()],
+        );
+        t.add(
+            8,
+            &["decoding incomplete: 21 860 of 1 000 000 packets".into()],
+        );
+        t.add(
+            9,
+            &["decoding incomplete: 20 001 of 1 000 000 packets".into()],
+        );
+        let s = t.summary(3);
+        assert_eq!(s.len(), 3, "{s:?}");
+        assert!(
+            s[0].starts_with("in 2 of 3 intervals, first 7: bank 1"),
+            "{s:?}"
+        );
+        assert!(
+            s[1].starts_with("in 1 of 3 intervals, first 7: bank 2"),
+            "{s:?}"
+        );
+        assert!(
+            s[2].starts_with("in 2 of 3 intervals, first 8: decoding"),
+            "{s:?}"
+        );
     }
 }

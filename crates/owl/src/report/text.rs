@@ -29,6 +29,30 @@ pub fn fmt_pct(x: Option<f64>) -> String {
     }
 }
 
+/// Text tables fit a terminal of this many columns: wider rows wrap their method columns
+/// onto continuation lines.
+pub const WIDTH: usize = 120;
+/// Width of a method's column (the longest method name is 12 characters).
+const CELL: usize = 13;
+
+/// Write `cells` (each right-aligned in `CELL`) after `left`, as many per line as fit in
+/// [`WIDTH`]; continuation lines are indented by the width of `left`.
+fn wrapped(out: &mut impl Write, left: &str, cells: &[String]) -> Result<()> {
+    let per_line = ((WIDTH.saturating_sub(left.chars().count())) / CELL).max(1);
+    let indent = " ".repeat(left.chars().count());
+    if cells.is_empty() {
+        writeln!(out, "{left}")?;
+    }
+    for (k, chunk) in cells.chunks(per_line).enumerate() {
+        write!(out, "{}", if k == 0 { left } else { &indent })?;
+        for c in chunk {
+            write!(out, "{c:>CELL$}")?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
 /// Interval rows of the compare report, printed as the intervals close.
 pub struct IntervalTable {
     limit: usize,
@@ -53,35 +77,42 @@ impl IntervalTable {
             return Ok(());
         }
         if self.printed == 0 {
-            write!(
-                out,
-                "{:>8} {:>9} {:>9} {:>9} {:>10}",
-                "interval", "sent", "matched", "crossing", "truth mean"
-            )?;
-            for n in &self.names {
-                write!(out, " {:>12}", format!("{n} err"))?;
+            if !self.names.is_empty() {
+                writeln!(
+                    out,
+                    "{:52}relative error of each method's mean, |estimate - truth| / truth",
+                    ""
+                )?;
             }
-            writeln!(out)?;
+            let left = format!(
+                "{:>11} {:>9} {:>9} {:>9} {:>10}",
+                "interval", "sent", "matched", "crossing", "truth mean"
+            );
+            let cells: Vec<String> = self.names.iter().map(|n| format!(" {n}")).collect();
+            wrapped(out, &left, &cells)?;
         }
         let t = &it.truth;
-        write!(
-            out,
-            "{:>8} {:>9} {:>9} {:>9} {:>10}",
+        let left = format!(
+            "{:>11} {:>9} {:>9} {:>9} {:>10}",
             it.index,
             t.sent,
             t.matched,
             t.left,
             fmt_opt_ns(t.mean_ns)
-        )?;
-        for n in &self.names {
-            let e = it
-                .methods
-                .iter()
-                .find(|m| &m.name == n)
-                .and_then(|m| m.mean_rel_err);
-            write!(out, " {:>12}", fmt_err(e))?;
-        }
-        writeln!(out)?;
+        );
+        let cells: Vec<String> = self
+            .names
+            .iter()
+            .map(|n| {
+                fmt_err(
+                    it.methods
+                        .iter()
+                        .find(|m| &m.name == n)
+                        .and_then(|m| m.mean_rel_err),
+                )
+            })
+            .collect();
+        wrapped(out, &left, &cells)?;
         out.flush()?;
         self.printed += 1;
         Ok(())
@@ -228,14 +259,14 @@ fn methods(out: &mut impl Write, ms: &[MethodReport]) -> Result<()> {
     let w = ms.iter().map(|m| m.name.len()).max().unwrap_or(0).max(6);
     writeln!(
         out,
-        "{:<w$} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9}",
-        "method", "mean", "std", "mean err", "std err", "samples", "bytes", "time"
+        "{:<w$} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10} {:>9}",
+        "method", "mean", "std", "mean rel.err", "std rel.err", "samples", "bytes", "time"
     )?;
     for m in ms {
         let e = &m.estimate;
         writeln!(
             out,
-            "{:<w$} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9}",
+            "{:<w$} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10} {:>9}",
             m.name,
             fmt_opt_ns(e.mean_ns),
             fmt_opt_ns(e.std_ns),
@@ -267,6 +298,9 @@ fn methods(out: &mut impl Write, ms: &[MethodReport]) -> Result<()> {
     Ok(())
 }
 
+/// Width of the flow column; a longer flow (IPv6) has a line of its own above its figures.
+const FLOW: usize = 46;
+
 /// The per-flow tables: the largest flows, then errors by flow size.
 fn per_flow(
     out: &mut impl Write,
@@ -285,29 +319,38 @@ fn per_flow(
         })
         .unwrap_or_default();
     writeln!(out)?;
-    write!(
-        out,
-        "{:<58} {:>8} {:>7} {:>10} {:>10}",
-        "flow", "sent", "lost", "mean", "std"
-    )?;
-    for n in &names {
-        write!(out, " {:>12}", format!("{n} err"))?;
+    if !names.is_empty() {
+        writeln!(out, "{:82}relative error of each method's flow mean", "")?;
     }
-    writeln!(out)?;
+    let head = format!(
+        "{:<FLOW$} {:>8} {:>7} {:>10} {:>10}",
+        "flow", "sent", "lost", "mean", "std"
+    );
+    let cells: Vec<String> = names.iter().map(|n| format!(" {n}")).collect();
+    wrapped(out, &head, &cells)?;
     for f in flows.iter().take(top) {
-        write!(
-            out,
-            "{:<58} {:>8} {:>7} {:>10} {:>10}",
-            f.key.to_string(),
+        let key = f.key.to_string();
+        let key = if key.chars().count() > FLOW {
+            writeln!(out, "{key}")?;
+            String::new()
+        } else {
+            key
+        };
+        let left = format!(
+            "{:<FLOW$} {:>8} {:>7} {:>10} {:>10}",
+            key,
             f.truth.sent,
             f.truth.lost,
             fmt_opt_ns(f.truth.mean_ns),
             fmt_opt_ns(f.truth.std_ns),
-        )?;
-        for (_, m) in &f.methods.0 {
-            write!(out, " {:>12}", fmt_pct(m.mean_rel_err))?;
-        }
-        writeln!(out)?;
+        );
+        let cells: Vec<String> = f
+            .methods
+            .0
+            .iter()
+            .map(|(_, m)| fmt_pct(m.mean_rel_err))
+            .collect();
+        wrapped(out, &left, &cells)?;
     }
     if c.flows_total > top {
         writeln!(
@@ -322,42 +365,54 @@ fn per_flow(
     for (name, e) in &c.flow_errors {
         writeln!(out, "{name}: ! {e}")?;
     }
+    for (name, n) in &c.flow_notes {
+        writeln!(out, "{name}: {n}")?;
+    }
     writeln!(out)?;
     writeln!(
         out,
         "relative error of per-flow mean delay, by flow size (median / 95th percentile; all flows)"
     )?;
-    write!(out, "{:<10} {:>7}", "packets", "flows")?;
-    for n in &names {
-        write!(out, " {:>21}", n)?;
-    }
-    writeln!(out)?;
-    for b in bins {
-        write!(out, "{:<10} {:>7}", b.bin, b.flows)?;
-        for (_, s) in &b.methods.0 {
-            let cell = if s.missing > 0 {
-                format!(
-                    "{} / {} ({} none)",
-                    fmt_pct(s.median_rel_err),
-                    fmt_pct(s.p95_rel_err),
-                    s.missing
-                )
-            } else {
-                format!("{} / {}", fmt_pct(s.median_rel_err), fmt_pct(s.p95_rel_err))
-            };
-            write!(out, " {cell:>21}")?;
+    // bins: 4 methods of 24 columns a line
+    const BIN: usize = 24;
+    let per_line = ((WIDTH - 18) / BIN).max(1);
+    for (k, chunk) in names.chunks(per_line).enumerate() {
+        if k > 0 {
+            writeln!(out)?;
+        }
+        write!(out, "{:<10} {:>7}", "packets", "flows")?;
+        for n in chunk {
+            write!(out, " {n:>23}")?;
         }
         writeln!(out)?;
+        for b in bins {
+            write!(out, "{:<10} {:>7}", b.bin, b.flows)?;
+            for (_, s) in b.methods.0.iter().skip(k * per_line).take(per_line) {
+                let cell = if s.missing > 0 {
+                    format!(
+                        "{} / {} ({} none)",
+                        fmt_pct(s.median_rel_err),
+                        fmt_pct(s.p95_rel_err),
+                        s.missing
+                    )
+                } else {
+                    format!("{} / {}", fmt_pct(s.median_rel_err), fmt_pct(s.p95_rel_err))
+                };
+                write!(out, " {cell:>23}")?;
+            }
+            writeln!(out)?;
+        }
     }
     Ok(())
 }
 
 /// One row of the `owl estimate` table.
-fn estimate_row(out: &mut impl Write, label: &str, e: &Estimate) -> Result<()> {
+fn estimate_row(out: &mut impl Write, label: &str, start: &str, e: &Estimate) -> Result<()> {
     writeln!(
         out,
-        "{:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "{:>12} {:>26} {:>10} {:>10} {:>10} {:>10} {:>10}",
         label,
+        start,
         fmt_opt_ns(e.mean_ns),
         fmt_opt_ns(e.std_ns),
         e.samples,
@@ -372,16 +427,25 @@ pub fn estimate_head(out: &mut impl Write, method: &str) -> Result<()> {
     writeln!(out, "method {method}")?;
     writeln!(
         out,
-        "{:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "interval", "mean", "std", "samples", "lost", "bytes"
+        "{:>12} {:>26} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "interval", "start (UTC)", "mean", "std", "samples", "lost", "bytes"
     )?;
     Ok(())
 }
 
-/// One interval of `owl estimate`, with its std interval and notes.
+/// One interval of `owl estimate`, with its confidence intervals and notes.
 pub fn estimate_interval(out: &mut impl Write, it: &EstimateInterval) -> Result<()> {
     let e = &it.estimate;
-    estimate_row(out, &it.index.to_string(), e)?;
+    let start = super::checks::format_utc(it.start_ns);
+    estimate_row(out, &it.index.to_string(), &start, e)?;
+    if let Some([lo, hi]) = e.mean_ci98_ns {
+        writeln!(
+            out,
+            "             mean 98 % interval {} to {}",
+            format_ns(lo),
+            format_ns(hi)
+        )?;
+    }
     if let Some([lo, hi]) = e.std_ci95_ns {
         writeln!(
             out,
@@ -399,7 +463,7 @@ pub fn estimate_interval(out: &mut impl Write, it: &EstimateInterval) -> Result<
 /// The overall row of `owl estimate`, when there are several intervals.
 pub fn estimate_overall(out: &mut impl Write, parts: u64, e: &Estimate) -> Result<()> {
     if parts > 1 {
-        estimate_row(out, &format!("all {parts}"), e)?;
+        estimate_row(out, &format!("all {parts}"), "", e)?;
     }
     Ok(())
 }

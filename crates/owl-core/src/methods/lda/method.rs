@@ -90,11 +90,36 @@ pub fn to_estimate(e: &super::LdaEstimate, bytes: u64) -> Estimate {
             b.samples
         ));
     }
+    let sent: u64 = e.banks.iter().map(|b| b.sent_sampled).sum();
+    let received: u64 = e.banks.iter().map(|b| b.received_sampled).sum();
     if e.mean_ns.is_none() {
-        notes.push(
-            "no usable row holds a packet: every sampled row saw a loss (tune a bank toward a higher loss rate)"
-                .into(),
-        );
+        // advice from the evidence: nothing sampled, packets R has and S has not, or losses
+        let rows: usize = e.banks.iter().map(|b| b.rows).sum();
+        let usable: usize = e.banks.iter().map(|b| b.usable_rows).sum();
+        let excess: usize = e.banks.iter().map(|b| b.excess_rows).sum();
+        let lossy = rows - usable - excess;
+        notes.push(if sent == 0 && received == 0 {
+            "no packet sampled at either point: nothing to measure in this interval".into()
+        } else if sent == 0 {
+            format!(
+                "no packet sampled at the sender, {received} at the receiver: S recorded nothing of this interval (a point not capturing, or unrelated captures)"
+            )
+        } else if received == 0 {
+            format!(
+                "no packet sampled at the receiver, {sent} at the sender: every packet lost, or R recorded nothing of this interval (a point not capturing)"
+            )
+        } else if excess >= lossy {
+            format!(
+                "no usable row: {excess} rows hold more packets at the receiver than at the sender, {lossy} fewer: the points did not see the same packets (unrelated captures, or intervals that do not line up)"
+            )
+        } else {
+            "no usable row holds a packet: every sampled row saw a loss (tune a bank toward a higher loss rate)".into()
+        });
+    }
+    if received > sent {
+        notes.push(format!(
+            "the receiver sampled more packets than the sender ({received} > {sent}): loss is shown as 0, a floor, not a measurement"
+        ));
     }
     let v = e.variance_by(e.std_estimator);
     match (&v.withheld, v.dof) {

@@ -604,11 +604,25 @@ fn excess_at_receiver_is_noted() {
             .any(|n| n.contains("more packets at the receiver")),
         "{est:?}"
     );
-    // an empty pair: no mean, a note, no panic
+    // an empty pair: no mean, and a note that says so (not advice about loss)
     let e = estimate(&Synopsis::new(&c), &Synopsis::new(&c)).unwrap();
     assert_eq!(e.mean_ns, None);
     let est = method::to_estimate(&e, 0);
-    assert!(est.notes.iter().any(|n| n.contains("no usable row")));
+    assert!(
+        est.notes.iter().any(|n| n.contains("nothing to measure")),
+        "{est:?}"
+    );
+    assert!(!est.notes.iter().any(|n| n.contains("saw a loss")));
+    // every row with a packet lost it: that advice
+    let (mut s, r) = (Synopsis::new(&c), Synopsis::new(&c));
+    s.record(1, 10);
+    let est = method::to_estimate(&estimate(&s, &r).unwrap(), 0);
+    assert!(
+        est.notes
+            .iter()
+            .any(|n| n.contains("no packet sampled at the receiver")),
+        "{est:?}"
+    );
 }
 
 /// A collapsed pair with a lost packet in one row and an extra (boundary-crossing) packet in the
