@@ -955,16 +955,12 @@ fn record_says_what_crosses_the_network() {
 }
 
 /// Every method's aggregate mean against the exact truth, through the CLI, on simulated FIFO
-/// captures without reordering (200 000 packets, 0.1 % loss, 2 seeds; with the simulator's
-/// default 0.1 % reordering OPA leaves about 16 % of its groups unrecovered, an open OPA
-/// issue). Tolerances, from 6 seeds of this setup (the
+/// captures without reordering (200 000 packets, 0.1 % loss, 2 seeds). Tolerances, from 6 seeds of this setup (the
 /// largest error seen, then the margin): exact, SDS and fully decoded RDA are exact; FineComb
 /// ≤ 0.03 % (tolerance 0.5 %); LDS variants ≤ 0.26 % (1 %); LDA ≤ 2.7 % (6 %, with 2 200
 /// effective samples); 144 Hz probes ≤ 2.5 % (260 probes: σ/μ ≈ 0.55, so one sd of the mean is
 /// 3.4 %; tolerance 3 sd = 10 %); RLI ≤ 2.3 % (6 %); MPE at 10 % and 1 % ≤ 3.3 % (8 %); sample
-/// (4 096 uniform samples: one sd of the mean 0.9 %; tolerance 3 sd = 3 %); OPA ≤ 0.07 % (0.2 %:
-/// exact on the packets it places, which leave out its few unrecovered groups) and OPA with
-/// wavelet timestamps ≤ 0.6 % (2 %), on 2 seeds. Count-Min
+/// (4 096 uniform samples: one sd of the mean 0.9 %; tolerance 3 sd = 3 %). Count-Min
 /// has no aggregate mean on a lossy pair, and must say why instead of giving one.
 #[test]
 fn every_method_meets_its_accuracy_end_to_end() {
@@ -977,8 +973,6 @@ fn every_method_meets_its_accuracy_end_to_end() {
             "probe" => 0.10,
             "mpe" | "mpe1" => 0.08,
             "sample" => 0.03,
-            "opa" => 0.002,
-            "opa-wavelet" => 0.02,
             other => panic!("no end-to-end tolerance for {other}: add one"),
         }
     };
