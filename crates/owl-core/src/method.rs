@@ -89,6 +89,21 @@ pub struct Quantiles {
     pub p999_ci95_ns: Option<[f64; 2]>,
 }
 
+impl Quantiles {
+    /// The nearest-rank quantiles of sorted, non-empty delays, with no interval (exact for the
+    /// delays themselves; a method whose delays are a sample adds its intervals).
+    pub fn of_sorted(sorted: &[i64]) -> Quantiles {
+        let q = |p| crate::stats::nearest_rank(sorted, p) as f64;
+        Quantiles {
+            p50_ns: q(0.50),
+            p90_ns: q(0.90),
+            p99_ns: q(0.99),
+            p999_ns: q(0.999),
+            ..Default::default()
+        }
+    }
+}
+
 impl Estimate {
     /// Combine per-interval estimates into one over all intervals: the mean is weighted by
     /// samples, the variance pooled as `E[w²] − μ²` over the parts that have one, bytes and

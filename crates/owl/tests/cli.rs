@@ -11,11 +11,23 @@ use common::{fails, ok, owl, simulate};
 
 /// `owl record --method lda` of `cap` at `role` into `dir/out`, with `extra` flags.
 fn record_lda(dir: &Path, cap: &Path, role: &str, out: &str, extra: &[&str]) -> PathBuf {
+    record(dir, "lda", cap, role, out, extra).0
+}
+
+/// `owl record --method METHOD --role ROLE CAP -o DIR/OUT EXTRA…`: the file and what owl said.
+fn record(
+    dir: &Path,
+    method: &str,
+    cap: &Path,
+    role: &str,
+    out: &str,
+    extra: &[&str],
+) -> (PathBuf, String) {
     let o = dir.join(out);
     let mut args = vec![
         "record",
         "--method",
-        "lda",
+        method,
         "--role",
         role,
         cap.to_str().unwrap(),
@@ -23,8 +35,8 @@ fn record_lda(dir: &Path, cap: &Path, role: &str, out: &str, extra: &[&str]) -> 
         o.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    ok(&args);
-    o
+    let said = ok(&args);
+    (o, said)
 }
 
 fn compare_json(s: &Path, r: &Path, extra: &[&str]) -> Value {
@@ -919,17 +931,15 @@ fn record_says_what_crosses_the_network() {
     let dir = tempfile::tempdir().unwrap();
     let (s, r, _) = simulate(dir.path(), &[]);
     let rec = |method: &str, role: &str, cap: &Path| {
-        let out = dir.path().join(format!("{method}.{role}.owl"));
-        ok(&[
-            "record",
-            "--method",
+        record(
+            dir.path(),
             method,
-            "--role",
+            cap,
             role,
-            cap.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ])
+            &format!("{method}.{role}.owl"),
+            &[],
+        )
+        .1
     };
     assert!(rec("lda", "sender", &s).contains("crosses the network: the synopses themselves"));
     let fc = rec("finecomb", "receiver", &r);

@@ -304,12 +304,6 @@ pub fn estimate(sender: &Synopsis, receiver: &Synopsis) -> Result<SampleEstimate
     })
 }
 
-/// Nearest-rank `p`-quantile of sorted values (1-based rank `⌈np⌉`).
-fn nearest_rank(sorted: &[i64], p: f64) -> i64 {
-    let n = sorted.len();
-    sorted[((p * n as f64).ceil() as usize).clamp(1, n) - 1]
-}
-
 /// The distribution-free 95 % interval of the `p`-quantile from `n` sorted samples: 1-based
 /// ranks `(l, u)` with `P(l ≤ K < u) ≥ 0.95` for `K ~ Bin(n, p)`, split evenly between the
 /// tails (each at most 2.5 %); `None` when either tail needs a rank outside `1..=n`.
@@ -363,14 +357,11 @@ impl Quantiles {
                 .map(|(l, u)| [sorted[l - 1] as f64, sorted[u - 1] as f64])
         };
         Some(Quantiles {
-            p50_ns: nearest_rank(sorted, 0.50) as f64,
-            p90_ns: nearest_rank(sorted, 0.90) as f64,
-            p99_ns: nearest_rank(sorted, 0.99) as f64,
-            p999_ns: nearest_rank(sorted, 0.999) as f64,
             p50_ci95_ns: ci(0.50),
             p90_ci95_ns: ci(0.90),
             p99_ci95_ns: ci(0.99),
             p999_ci95_ns: ci(0.999),
+            ..Quantiles::of_sorted(sorted)
         })
     }
 }

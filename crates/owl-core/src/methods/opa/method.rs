@@ -440,14 +440,7 @@ fn exact_quantiles(cfg: &Config, mut delays: Vec<i64>) -> Option<crate::method::
         return None;
     }
     delays.sort_unstable();
-    let q = |p| crate::stats::nearest_rank(&delays, p) as f64;
-    Some(crate::method::Quantiles {
-        p50_ns: q(0.50),
-        p90_ns: q(0.90),
-        p99_ns: q(0.99),
-        p999_ns: q(0.999),
-        ..Default::default()
-    })
+    Some(crate::method::Quantiles::of_sorted(&delays))
 }
 
 /// OPA under a name: `opa` (lossless timestamps) or `opa-wavelet`.

@@ -1,4 +1,5 @@
 use super::*;
+use crate::stats::nearest_rank;
 
 /// Exact binomial cdf by summing the pmf from ln-gamma terms (independent of the recurrence
 /// in `order_statistic_ranks`).
