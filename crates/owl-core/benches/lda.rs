@@ -6,7 +6,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use owl_core::PacketRecord;
-use owl_core::lda::{Aggregator, Config, Sampling, estimate};
+use owl_core::lda::{Config, Sampling, Synopsis, estimate};
 use owl_core::probe;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -53,11 +53,11 @@ fn record(c: &mut Criterion) {
     ];
     for (name, cfg) in &configs {
         g.bench_function(format!("{name}/records"), |b| {
-            let mut a = Aggregator::new(cfg);
-            b.iter(|| a.record_packets(black_box(&recs)));
+            let mut a = Synopsis::new(cfg);
+            b.iter(|| a.record_batch(black_box(&recs)));
         });
         g.bench_function(format!("{name}/id_ts_slices"), |b| {
-            let mut a = Aggregator::new(cfg);
+            let mut a = Synopsis::new(cfg);
             b.iter(|| a.record_all(black_box(&ids), black_box(&ts)));
         });
     }
@@ -67,15 +67,15 @@ fn record(c: &mut Criterion) {
     for (name, cfg) in &configs {
         g.throughput(Throughput::Elements(HOT as u64));
         g.bench_function(format!("{name}/records_hot_{HOT}"), |b| {
-            let mut a = Aggregator::new(cfg);
-            b.iter(|| a.record_packets(black_box(hot)));
+            let mut a = Synopsis::new(cfg);
+            b.iter(|| a.record_batch(black_box(hot)));
         });
     }
     g.throughput(Throughput::Elements(N as u64));
     g.bench_function("probe_sender_144Hz/records", |b| {
         let cfg = probe::Config::new(144.0, 1).unwrap();
         b.iter(|| {
-            let mut s = probe::ProbeSender::new(&cfg);
+            let mut s = probe::SenderSynopsis::new(&cfg);
             for r in black_box(&recs) {
                 s.record(r.id, r.ts_ns);
             }
@@ -88,8 +88,8 @@ fn record(c: &mut Criterion) {
 fn estimate_cost(c: &mut Criterion) {
     let recs = records();
     let cfg = Config::new(1024, Sampling::Probabilities(vec![0.05]), 1).unwrap();
-    let mut s = Aggregator::new(&cfg);
-    let mut r = Aggregator::new(&cfg);
+    let mut s = Synopsis::new(&cfg);
+    let mut r = Synopsis::new(&cfg);
     for (i, rec) in recs.iter().enumerate() {
         s.record(rec.id, rec.ts_ns);
         if i % 500 != 0 {
@@ -100,7 +100,7 @@ fn estimate_cost(c: &mut Criterion) {
         b.iter(|| estimate(black_box(&s), black_box(&r)).unwrap())
     });
     let cfg = Config::paper_default(1);
-    let (mut s, mut r) = (Aggregator::new(&cfg), Aggregator::new(&cfg));
+    let (mut s, mut r) = (Synopsis::new(&cfg), Synopsis::new(&cfg));
     for (i, rec) in recs.iter().enumerate() {
         s.record(rec.id, rec.ts_ns);
         if i % 500 != 0 {
@@ -113,7 +113,7 @@ fn estimate_cost(c: &mut Criterion) {
     let mut bytes = Vec::new();
     s.encode(&mut bytes);
     c.bench_function("lda_decode/default_2x512_rows", |b| {
-        b.iter(|| Aggregator::decode(&cfg, black_box(&bytes)).unwrap())
+        b.iter(|| Synopsis::decode(&cfg, black_box(&bytes)).unwrap())
     });
 }
 

@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::net::IpAddr;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use owl_core::lds::{Config, FlowQuery, Layout, Lds};
+use owl_core::lds::{Config, FlowQuery, Layout, Synopsis};
 use owl_core::{FlowKey, PacketRecord};
 
 const FLOWS: u32 = 146_000;
@@ -71,20 +71,20 @@ fn record(c: &mut Criterion) {
         // what `owl` does: batches of records (two passes per block of 32)
         g.throughput(Throughput::Elements(recs.len() as u64));
         g.bench_function(format!("{name}_batch"), |b| {
-            let mut s = Lds::new(l.clone());
-            b.iter(|| s.record_many(black_box(&recs)))
+            let mut s = Synopsis::new(l.clone());
+            b.iter(|| s.record_batch(black_box(&recs)))
         });
         // what `owl compare` and `owl record` do: a batch of 4 096 records fresh from the
         // dissector, still in cache, fed to every method in turn
         g.throughput(Throughput::Elements(hot.len() as u64));
         g.bench_function(format!("{name}_hot_batch_4096"), |b| {
-            let mut s = Lds::new(l.clone());
-            b.iter(|| s.record_many(black_box(hot)))
+            let mut s = Synopsis::new(l.clone());
+            b.iter(|| s.record_batch(black_box(hot)))
         });
         // one call per packet
         g.throughput(Throughput::Elements(recs.len() as u64));
         g.bench_function(format!("{name}_one_by_one"), |b| {
-            let mut s = Lds::new(l.clone());
+            let mut s = Synopsis::new(l.clone());
             b.iter(|| {
                 for r in &recs {
                     s.record(black_box(r));
@@ -106,7 +106,7 @@ fn query(c: &mut Criterion) {
         ("R4_k1_17500", Config::single_bank(4, 17_500, 1)),
     ] {
         let l = Layout::new(cfg);
-        let (mut s, mut r) = (Lds::new(l.clone()), Lds::new(l));
+        let (mut s, mut r) = (Synopsis::new(l.clone()), Synopsis::new(l));
         for p in &recs {
             s.record(p);
             r.record(&PacketRecord {

@@ -6,11 +6,11 @@
 //! under the paper's 3 ms (§IX, Fig. 15).
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use owl_core::finecomb::{self, FineCombPoint};
+use owl_core::finecomb;
 use owl_core::hash::HashFamily;
 use owl_core::method::Role;
 use owl_core::rda::estimate::{self, Pairing, StdEstimator};
-use owl_core::rda::{self, Rda, RdaPoint, Subtraction, decode_faithful};
+use owl_core::rda::{self, Rda, Subtraction, decode_faithful};
 use std::hint::black_box;
 
 /// `n` (identity, timestamp) records.
@@ -47,7 +47,7 @@ fn record(c: &mut Criterion) {
     ] {
         g.bench_function(name, |b| {
             b.iter_batched(
-                || RdaPoint::new(&cfg, Role::Sender).unwrap(),
+                || rda::Synopsis::new(&cfg, Role::Sender).unwrap(),
                 |mut p| {
                     for &(i, t) in &recs {
                         p.record_packet(i, t);
@@ -60,7 +60,7 @@ fn record(c: &mut Criterion) {
     }
     g.bench_function("seal_1M_sightings_1pct_duplicates", |b| {
         let cfg = rda::Config::default();
-        let mut p = RdaPoint::new(&cfg, Role::Sender).unwrap();
+        let mut p = rda::Synopsis::new(&cfg, Role::Sender).unwrap();
         for (k, &(i, t)) in recs.iter().enumerate() {
             p.record_packet(i, t);
             if k % 100 == 0 {
@@ -78,7 +78,7 @@ fn record(c: &mut Criterion) {
     });
     g.bench_function("finecomb_5000", |b| {
         let cfg = finecomb::Config::default();
-        let mut p = FineCombPoint::new(&cfg, Role::Sender).unwrap();
+        let mut p = finecomb::Synopsis::new(&cfg, Role::Sender).unwrap();
         b.iter(|| {
             for &(i, t) in &recs {
                 p.record_packet(i, t);
@@ -157,8 +157,8 @@ fn late_binding_interval(c: &mut Criterion) {
     let recs = records(n + 2_000, 4);
     let cfg = rda::Config::default();
     let fill = || {
-        let mut s = RdaPoint::new(&cfg, Role::Sender).unwrap();
-        let mut r = RdaPoint::new(&cfg, Role::Receiver).unwrap();
+        let mut s = rda::Synopsis::new(&cfg, Role::Sender).unwrap();
+        let mut r = rda::Synopsis::new(&cfg, Role::Receiver).unwrap();
         for (k, &(i, t)) in recs.iter().enumerate() {
             if k < n || k % 2 == 0 {
                 s.record_packet(i, t);

@@ -10,16 +10,21 @@
 //!
 //! - **`Config`** — everything both points must agree on. Fields are private; it is built by
 //!   `Config::new(…)` (or a builder) that calls `validate()`, so a `Config` that exists is sound.
-//!   `Config::check_pair(&sender, &receiver)` names the first field that differs
-//!   ([`MethodError::ConfigMismatch`]).
+//!   The pair check is named `check_pair` everywhere and names the first field that differs
+//!   ([`MethodError::ConfigMismatch`]): `Config::check_pair(&sender, &receiver)` where the
+//!   synopses carry their configuration (LDA, RDA, LDS, FineComb); for the others, both points'
+//!   configurations are compared field by field from their synopsis files
+//!   ([`crate::wire::SynopsisFile::check_pair`]).
 //! - **The per-point synopsis** — `Synopsis` when both points keep the same structure,
 //!   `SenderSynopsis` / `ReceiverSynopsis` when they differ (probing, RLI, SDS). Its doc names
 //!   the paper's structure (aggregator, sketch, cache, …). It records packets through one entry
 //!   point, `record_batch(&[PacketRecord])`, and implements [`PointSynopsis`].
 //! - **The payload** — written with [`crate::wire::WireWriter`] and read with
-//!   [`crate::wire::WireReader`], starting with a four-byte tag; its layout is in the module doc
-//!   and pinned byte for byte by a golden file (`crates/owl-core/tests/golden/`). A layout change
-//!   changes the tag.
+//!   [`crate::wire::WireReader`] (which checks every length against what is left); its layout
+//!   is in the module doc and pinned byte for byte by a golden file
+//!   (`crates/owl-core/tests/golden/`). Changing a layout changes its golden file and the
+//!   synopsis file version ([`crate::wire::STREAM_VERSION`]), with a test that files of the old
+//!   version are refused with a clear message.
 //! - **The pair estimator** — a free function `estimate(&sender, &receiver)` returning the
 //!   method's own typed estimate; it calls `check_pair` first.
 //! - **The adapter** — a `NameMethod` implementing [`Method`], and a [`MethodInfo`] descriptor
@@ -64,6 +69,39 @@ pub struct Estimate {
     pub std_ci95_ns: Option<[f64; 2]>,
     /// Human-readable remarks (decoding failures, unusable rows, …).
     pub notes: Vec<String>,
+    /// Delay quantiles, from methods that recover individual delays (in the JSON, the fields of
+    /// [`Quantiles`] sit beside `mean_ns`, and are absent for methods without them).
+    #[serde(flatten)]
+    pub quantiles: Option<Quantiles>,
+}
+
+/// Delay quantiles (nearest rank), each with a 95 % confidence interval where the method's
+/// samples allow a sound one, ns.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Quantiles {
+    pub p50_ns: f64,
+    pub p90_ns: f64,
+    pub p99_ns: f64,
+    pub p999_ns: f64,
+    pub p50_ci95_ns: Option<[f64; 2]>,
+    pub p90_ci95_ns: Option<[f64; 2]>,
+    pub p99_ci95_ns: Option<[f64; 2]>,
+    pub p999_ci95_ns: Option<[f64; 2]>,
+}
+
+impl Quantiles {
+    /// The nearest-rank quantiles of sorted, non-empty delays, with no interval (exact for the
+    /// delays themselves; a method whose delays are a sample adds its intervals).
+    pub fn of_sorted(sorted: &[i64]) -> Quantiles {
+        let q = |p| crate::stats::nearest_rank(sorted, p) as f64;
+        Quantiles {
+            p50_ns: q(0.50),
+            p90_ns: q(0.90),
+            p99_ns: q(0.99),
+            p999_ns: q(0.999),
+            ..Default::default()
+        }
+    }
 }
 
 impl Estimate {
@@ -186,6 +224,16 @@ pub trait PointSynopsis: Any + Send {
     fn encoded_len(&self) -> usize;
     /// Append the method payload of this synopsis (see [`crate::wire`]).
     fn encode(&self, out: &mut Vec<u8>);
+    /// Bytes this point would put on the network for this interval in a deployment: its
+    /// synopsis message, or the probes, references or in-packet timestamps it injects. The rest
+    /// of the payload is local state or emulation data kept only so that `owl estimate` can run
+    /// offline ([`MethodInfo::crosses`] says which). Where both points keep a synopsis, one
+    /// sends it to the other, so a pair's [`Estimate::bytes`] is the larger point's (tested for
+    /// every method in the registry). `None` when only the exchange between the two points
+    /// decides it (RDA's round trip): the pair estimate's `bytes` reports it.
+    fn shipped_len(&self) -> Option<u64> {
+        Some(self.encoded_len() as u64)
+    }
 }
 
 /// A per-flow estimate, from methods that give one.
@@ -284,6 +332,9 @@ pub struct MethodInfo {
     pub per_flow: bool,
     /// Answers [`Method::estimate_packets`].
     pub per_packet: bool,
+    /// What crosses the network between the points for each interval, whether it needs a round
+    /// trip, and what a synopsis file holds beyond it (`owl record --help` lists these).
+    pub crosses: &'static str,
     pub build: BuildFn,
     pub from_config: FromConfigFn,
 }

@@ -5,6 +5,27 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr};
 
+/// IANA IP protocol numbers (IPv4 protocol, IPv6 next header) the dissector reads and tables name.
+pub mod ipproto {
+    pub const HOPOPTS: u8 = 0;
+    pub const ICMP: u8 = 1;
+    pub const TCP: u8 = 6;
+    pub const UDP: u8 = 17;
+    pub const ROUTING: u8 = 43;
+    pub const FRAGMENT: u8 = 44;
+    pub const AH: u8 = 51;
+    pub const ICMPV6: u8 = 58;
+    pub const DSTOPTS: u8 = 60;
+    pub const SCTP: u8 = 132;
+    pub const MOBILITY: u8 = 135;
+    pub const UDPLITE: u8 = 136;
+    pub const HIP: u8 = 139;
+    pub const SHIM6: u8 = 140;
+    /// RFC 3692 experimentation and testing.
+    pub const EXPERIMENT1: u8 = 253;
+    pub const EXPERIMENT2: u8 = 254;
+}
+
 /// A 5-tuple flow key.
 ///
 /// For TCP and UDP the ports are the transport ports. For ICMP and ICMPv6 echo-like messages
@@ -73,10 +94,10 @@ impl FlowKey {
     /// Short protocol name for tables.
     pub fn proto_name(&self) -> String {
         match self.proto {
-            1 => "icmp".into(),
-            6 => "tcp".into(),
-            17 => "udp".into(),
-            58 => "icmp6".into(),
+            ipproto::ICMP => "icmp".into(),
+            ipproto::TCP => "tcp".into(),
+            ipproto::UDP => "udp".into(),
+            ipproto::ICMPV6 => "icmp6".into(),
             p => format!("ip{p}"),
         }
     }

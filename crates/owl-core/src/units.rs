@@ -14,14 +14,31 @@ pub enum UnitError {
     Bytes(String),
     #[error("'{0}' is out of range")]
     Range(String),
+    #[error("'{0}' is negative: give a duration of 0 or more")]
+    Negative(String),
+    #[error("'{0}' is too long: at most about 292 years (9.2e18 ns)")]
+    TooLong(String),
 }
 
+/// The number at the start of `s` (digits, sign, point, and an exponent such as `e30`) and the
+/// rest, trimmed.
 fn split_number(s: &str) -> (&str, &str) {
-    let end = s
-        .char_indices()
-        .find(|&(_, c)| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
-        .map(|(i, _)| i)
-        .unwrap_or(s.len());
+    let b = s.as_bytes();
+    let mut end = 0;
+    while end < b.len() {
+        let c = b[end];
+        let exponent = (c == b'e' || c == b'E')
+            && end > 0
+            && b[..end].iter().any(u8::is_ascii_digit)
+            && b.get(end + 1).is_some_and(|&n| {
+                n.is_ascii_digit()
+                    || ((n == b'-' || n == b'+') && b.get(end + 2).is_some_and(u8::is_ascii_digit))
+            });
+        if !(c.is_ascii_digit() || c == b'.' || c == b'-' || c == b'+' || exponent) {
+            break;
+        }
+        end += if exponent { 2 } else { 1 };
+    }
     (&s[..end], s[end..].trim())
 }
 
@@ -43,7 +60,7 @@ pub fn parse_duration_ns(s: &str) -> Result<f64, UnitError> {
     };
     let ns = v * scale;
     if !ns.is_finite() || ns.abs() > 9.2e18 {
-        return Err(UnitError::Range(s.into()));
+        return Err(UnitError::TooLong(s.into()));
     }
     Ok(ns)
 }
@@ -52,7 +69,7 @@ pub fn parse_duration_ns(s: &str) -> Result<f64, UnitError> {
 pub fn parse_duration_u64(s: &str) -> Result<u64, UnitError> {
     let ns = parse_duration_ns(s)?;
     if ns < 0.0 {
-        return Err(UnitError::Range(s.into()));
+        return Err(UnitError::Negative(s.into()));
     }
     Ok(ns.round() as u64)
 }
@@ -136,8 +153,18 @@ mod tests {
         assert_eq!(parse_duration_u64("1s"), Ok(1_000_000_000));
         assert!(parse_duration_ns("5").is_err());
         assert!(parse_duration_ns("fast").is_err());
-        assert!(parse_duration_ns("1e30s").is_err());
-        assert!(parse_duration_u64("-1s").is_err());
+        assert_eq!(parse_duration_ns("1e3us"), Ok(1e6));
+        assert_eq!(parse_duration_ns("2.5E-3s"), Ok(2.5e6));
+        // a unit after an exponent is a unit, and a too-large value says so
+        assert_eq!(
+            parse_duration_ns("1e30s"),
+            Err(UnitError::TooLong("1e30s".into()))
+        );
+        assert_eq!(
+            parse_duration_u64("-1s"),
+            Err(UnitError::Negative("-1s".into()))
+        );
+        assert!(parse_duration_ns("1e").is_err());
     }
 
     #[test]

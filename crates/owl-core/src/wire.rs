@@ -39,15 +39,24 @@ pub enum DecodeError {
     Invalid { offset: usize, what: String },
 }
 
-/// Appends little-endian values.
-#[derive(Default)]
-pub struct WireWriter {
-    pub buf: Vec<u8>,
+/// Appends little-endian values to a payload: every method's `encode` and every file block
+/// write through it, so one type decides the byte order and the length prefixes.
+pub struct WireWriter<'a> {
+    buf: &'a mut Vec<u8>,
 }
 
-impl WireWriter {
-    pub fn new() -> Self {
-        Self::default()
+impl<'a> WireWriter<'a> {
+    /// A writer appending to `out` (what is already there stays).
+    pub fn new(out: &'a mut Vec<u8>) -> Self {
+        WireWriter { buf: out }
+    }
+    /// Reserve room for `n` more bytes.
+    pub fn reserve(&mut self, n: usize) {
+        self.buf.reserve(n);
+    }
+    /// Everything in the output so far (including what was there before this writer).
+    pub fn written(&self) -> &[u8] {
+        self.buf
     }
     pub fn u8(&mut self, v: u8) {
         self.buf.push(v);
@@ -64,11 +73,19 @@ impl WireWriter {
     pub fn i64(&mut self, v: i64) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
+    pub fn u128(&mut self, v: u128) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
     pub fn f64(&mut self, v: f64) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
     pub fn bytes(&mut self, b: &[u8]) {
         self.buf.extend_from_slice(b);
+    }
+    /// Append the xxh64 of everything in the output so far.
+    pub fn checksum(&mut self) {
+        let h = xxh64(self.buf, 0);
+        self.u64(h);
     }
     pub fn str(&mut self, s: &str) {
         let b = s.as_bytes();
@@ -193,7 +210,8 @@ impl SynopsisFile {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = WireWriter::new();
+        let mut buf = Vec::new();
+        let mut w = WireWriter::new(&mut buf);
         self.write_header(&mut w, VERSION);
         w.u32(self.points.len() as u32);
         for (i, p) in &self.points {
@@ -201,9 +219,8 @@ impl SynopsisFile {
             w.u32(p.len() as u32);
             w.bytes(p);
         }
-        let h = xxh64(&w.buf, 0);
-        w.u64(h);
-        w.buf
+        w.checksum();
+        buf
     }
 
     pub fn decode(b: &[u8]) -> Result<SynopsisFile, DecodeError> {
@@ -446,33 +463,33 @@ const TAG_END: u8 = 2;
 impl SynopsisFile {
     /// The header of a streamed file (this file's `points` are not written).
     pub fn encode_stream_header(&self) -> Vec<u8> {
-        let mut w = WireWriter::new();
+        let mut buf = Vec::new();
+        let mut w = WireWriter::new(&mut buf);
         self.write_header(&mut w, STREAM_VERSION);
-        let h = xxh64(&w.buf, 0);
-        w.u64(h);
-        w.buf
+        w.checksum();
+        buf
     }
 
     /// One interval's block of a streamed file.
     pub fn encode_stream_block(index: u64, payload: &[u8]) -> Vec<u8> {
-        let mut w = WireWriter::new();
+        let mut buf = Vec::new();
+        let mut w = WireWriter::new(&mut buf);
         w.u8(TAG_BLOCK);
         w.u64(index);
         w.u32(payload.len() as u32);
         w.bytes(payload);
-        let h = xxh64(&w.buf, 0);
-        w.u64(h);
-        w.buf
+        w.checksum();
+        buf
     }
 
     /// The closing block of a streamed file holding `blocks` interval blocks.
     pub fn encode_stream_end(blocks: u64) -> Vec<u8> {
-        let mut w = WireWriter::new();
+        let mut buf = Vec::new();
+        let mut w = WireWriter::new(&mut buf);
         w.u8(TAG_END);
         w.u64(blocks);
-        let h = xxh64(&w.buf, 0);
-        w.u64(h);
-        w.buf
+        w.checksum();
+        buf
     }
 }
 

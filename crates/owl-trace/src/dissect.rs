@@ -1,8 +1,14 @@
 //! Dissection: link layer → IP → transport, zero-copy.
 //!
-//! Link types: Ethernet (with any stack of 802.1Q / 802.1ad / QinQ tags), Linux cooked capture
-//! SLL and SLL2, raw IP (LINKTYPE_RAW and the IPv4/IPv6-only variants) and BSD loopback
-//! (LINKTYPE_NULL, LINKTYPE_LOOP). Network layer: IPv4 (with options and fragments) and IPv6
+//! Link types: Ethernet, Linux cooked capture SLL and SLL2, raw IP (LINKTYPE_RAW and the
+//! IPv4/IPv6-only variants), BSD loopback (LINKTYPE_NULL, LINKTYPE_LOOP), PPP (with or without
+//! HDLC-like framing, RFC 1661/1662), PPP-in-HDLC and Cisco HDLC, Linux NFLOG (`tcpdump -i
+//! nflog`), IP over InfiniBand, bare MPLS, and macOS PKTAP (`tcpdump -k`), whose inner link
+//! type is any of these. Wherever an EtherType or PPP protocol names the payload, any stack of
+//! 802.1Q / 802.1ad / QinQ tags, an MPLS label stack (RFC 3032, any depth up to
+//! [`MAX_MPLS_LABELS`], explicit null included) and a PPPoE session (RFC 2516) are skipped like
+//! the link layer: routers swap labels at every hop, so identity must not see them.
+//! Network layer: IPv4 (with options and fragments) and IPv6
 //! (walking hop-by-hop, routing, fragment, destination-options, mobility, HIP, shim6, AH and
 //! experimental extension headers). Transport: TCP and UDP ports, ICMP / ICMPv6 type, code and
 //! echo identifier; anything else is opaque IP payload with ports 0.
@@ -14,17 +20,31 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use owl_core::FlowKey;
 
+mod linktypes;
+
 pub const LINKTYPE_NULL: u32 = 0;
 pub const LINKTYPE_ETHERNET: u32 = 1;
+pub const LINKTYPE_PPP: u32 = 9;
+pub const LINKTYPE_PPP_HDLC: u32 = 50;
 pub const LINKTYPE_RAW: u32 = 101;
+pub const LINKTYPE_C_HDLC: u32 = 104;
 pub const LINKTYPE_LOOP: u32 = 108;
 pub const LINKTYPE_LINUX_SLL: u32 = 113;
+pub const LINKTYPE_MPLS: u32 = 219;
 pub const LINKTYPE_IPV4: u32 = 228;
 pub const LINKTYPE_IPV6: u32 = 229;
+pub const LINKTYPE_NFLOG: u32 = 239;
+pub const LINKTYPE_IPOIB: u32 = 242;
+pub const LINKTYPE_PKTAP: u32 = 258;
 pub const LINKTYPE_LINUX_SLL2: u32 = 276;
 /// OpenBSD's raw-IP link types that some files carry instead of `LINKTYPE_RAW` (DLT_RAW values).
 pub const DLT_RAW_BSD: u32 = 12;
 pub const DLT_RAW_OPENBSD: u32 = 14;
+
+/// Deepest MPLS label stack owl walks before calling the frame malformed.
+pub const MAX_MPLS_LABELS: usize = 16;
+/// Most VLAN tags owl walks before calling the frame malformed.
+pub const MAX_VLAN_TAGS: usize = 8;
 
 /// IANA EtherType values the dissector reads.
 pub mod ethertype {
@@ -37,28 +57,23 @@ pub mod ethertype {
     /// Pre-standard QinQ tags.
     pub const QINQ_OLD_9100: u16 = 0x9100;
     pub const QINQ_OLD_9200: u16 = 0x9200;
+    /// MPLS unicast and multicast (RFC 5332).
+    pub const MPLS: u16 = 0x8847;
+    pub const MPLS_MULTICAST: u16 = 0x8848;
+    /// PPPoE session stage (RFC 2516).
+    pub const PPPOE_SESSION: u16 = 0x8864;
 }
 
-/// IANA IP protocol numbers (IPv4 protocol, IPv6 next header) the dissector reads.
-pub mod ipproto {
-    pub const HOPOPTS: u8 = 0;
-    pub const ICMP: u8 = 1;
-    pub const TCP: u8 = 6;
-    pub const UDP: u8 = 17;
-    pub const ROUTING: u8 = 43;
-    pub const FRAGMENT: u8 = 44;
-    pub const AH: u8 = 51;
-    pub const ICMPV6: u8 = 58;
-    pub const DSTOPTS: u8 = 60;
-    pub const SCTP: u8 = 132;
-    pub const MOBILITY: u8 = 135;
-    pub const UDPLITE: u8 = 136;
-    pub const HIP: u8 = 139;
-    pub const SHIM6: u8 = 140;
-    /// RFC 3692 experimentation and testing.
-    pub const EXPERIMENT1: u8 = 253;
-    pub const EXPERIMENT2: u8 = 254;
+/// PPP protocol numbers (IANA "PPP DLL protocol numbers") the dissector reads.
+pub mod ppp_protocol {
+    pub const IPV4: u16 = 0x0021;
+    pub const IPV6: u16 = 0x0057;
+    pub const MPLS: u16 = 0x0281;
+    pub const MPLS_MULTICAST: u16 = 0x0283;
 }
+
+/// IANA IP protocol numbers, kept beside the flow key in `owl_core::record`.
+pub use owl_core::record::ipproto;
 
 /// Whether owl can dissect a link type.
 pub fn supports_linktype(linktype: u32) -> bool {
@@ -66,37 +81,32 @@ pub fn supports_linktype(linktype: u32) -> bool {
         linktype,
         LINKTYPE_NULL
             | LINKTYPE_ETHERNET
+            | LINKTYPE_PPP
+            | LINKTYPE_PPP_HDLC
             | LINKTYPE_RAW
-            | 12
-            | 14
+            | DLT_RAW_BSD
+            | DLT_RAW_OPENBSD
+            | LINKTYPE_C_HDLC
             | LINKTYPE_LOOP
             | LINKTYPE_LINUX_SLL
+            | LINKTYPE_MPLS
             | LINKTYPE_IPV4
             | LINKTYPE_IPV6
+            | LINKTYPE_NFLOG
+            | LINKTYPE_IPOIB
+            | LINKTYPE_PKTAP
             | LINKTYPE_LINUX_SLL2
     )
 }
 
-/// A short name for a link type, for error messages.
+/// libpcap's name of a link type (`LINKTYPE_IEEE802_11_RADIOTAP`, …), for error messages.
 pub fn linktype_name(linktype: u32) -> &'static str {
     match linktype {
-        LINKTYPE_NULL => "LINKTYPE_NULL",
-        LINKTYPE_ETHERNET => "LINKTYPE_ETHERNET",
-        6 => "LINKTYPE_IEEE802_5",
-        9 => "LINKTYPE_PPP",
-        DLT_RAW_BSD | DLT_RAW_OPENBSD | LINKTYPE_RAW => "LINKTYPE_RAW",
-        50 => "LINKTYPE_PPP_HDLC",
-        105 => "LINKTYPE_IEEE802_11",
-        LINKTYPE_LOOP => "LINKTYPE_LOOP",
-        LINKTYPE_LINUX_SLL => "LINKTYPE_LINUX_SLL",
-        127 => "LINKTYPE_IEEE802_11_RADIOTAP",
-        147..=162 => "LINKTYPE_USERn",
-        187 => "LINKTYPE_BLUETOOTH_HCI_H4",
-        195 => "LINKTYPE_IEEE802_15_4",
-        LINKTYPE_IPV4 => "LINKTYPE_IPV4",
-        LINKTYPE_IPV6 => "LINKTYPE_IPV6",
-        LINKTYPE_LINUX_SLL2 => "LINKTYPE_LINUX_SLL2",
-        _ => "unknown",
+        DLT_RAW_BSD | DLT_RAW_OPENBSD => "DLT_RAW",
+        _ => linktypes::LINKTYPE_NAMES
+            .binary_search_by_key(&linktype, |&(v, _)| v)
+            .map(|i| linktypes::LINKTYPE_NAMES[i].1)
+            .unwrap_or("a value libpcap does not define"),
     }
 }
 
@@ -166,45 +176,25 @@ pub fn dissect(linktype: u32, frame: &[u8]) -> Result<Dissected, Skip> {
     Ok(d)
 }
 
+/// Where the link layer leaves off: the IP header offset, and the IP version the link layer
+/// announces (if it does).
+type Link = Result<(usize, Option<IpVersion>), Skip>;
+
 /// Skip the link layer: the IP header offset and the IP version the link layer announces.
-fn link_layer(linktype: u32, f: &[u8]) -> Result<(usize, Option<IpVersion>), Skip> {
-    let from_ethertype = |t: u16| match t {
-        ethertype::IPV4 => Ok(Some(IpVersion::V4)),
-        ethertype::IPV6 => Ok(Some(IpVersion::V6)),
-        _ => Err(Skip::NotIp),
-    };
+fn link_layer(linktype: u32, f: &[u8]) -> Link {
     match linktype {
-        LINKTYPE_ETHERNET => {
-            let mut off = 12;
-            loop {
-                let Some(t) = be16(f, off) else {
-                    return Err(Skip::Malformed("truncated Ethernet header"));
-                };
-                match t {
-                    // 802.1Q, 802.1ad, and the pre-standard QinQ tags
-                    ethertype::VLAN
-                    | ethertype::QINQ
-                    | ethertype::QINQ_OLD_9100
-                    | ethertype::QINQ_OLD_9200 => {
-                        off += 4;
-                        if off > 12 + 4 * 8 {
-                            return Err(Skip::Malformed("more than 8 VLAN tags"));
-                        }
-                    }
-                    _ => return from_ethertype(t).map(|v| (off + 2, v)),
-                }
-            }
-        }
+        LINKTYPE_ETHERNET => match be16(f, 12) {
+            Some(t) => by_ethertype(f, 14, t),
+            None => Err(Skip::Malformed("truncated Ethernet header")),
+        },
         LINKTYPE_LINUX_SLL => match be16(f, 14) {
-            Some(t) => from_ethertype(t).map(|v| (16, v)),
+            Some(t) => by_ethertype(f, 16, t),
             None => Err(Skip::Malformed("truncated Linux cooked (SLL) header")),
         },
-        LINKTYPE_LINUX_SLL2 => {
-            if f.len() < 20 {
-                return Err(Skip::Malformed("truncated Linux cooked (SLL2) header"));
-            }
-            from_ethertype(be16(f, 0).unwrap_or(0)).map(|v| (20, v))
-        }
+        LINKTYPE_LINUX_SLL2 => match be16(f, 0) {
+            Some(t) if f.len() >= 20 => by_ethertype(f, 20, t),
+            _ => Err(Skip::Malformed("truncated Linux cooked (SLL2) header")),
+        },
         LINKTYPE_RAW | DLT_RAW_BSD | DLT_RAW_OPENBSD => Ok((0, None)),
         LINKTYPE_IPV4 => Ok((0, Some(IpVersion::V4))),
         LINKTYPE_IPV6 => Ok((0, Some(IpVersion::V6))),
@@ -226,8 +216,219 @@ fn link_layer(linktype: u32, f: &[u8]) -> Result<(usize, Option<IpVersion>), Ski
                 _ => Err(Skip::NotIp),
             }
         }
+        LINKTYPE_PPP => {
+            // RFC 1662 address and control (ff 03), or pppd's direction byte and control
+            // (00 03 in, 01 03 out), or nothing (RFC 1661 without framing), as tcpdump reads it.
+            let off = match f.get(..2) {
+                Some([0xff | 0x00 | 0x01, 0x03]) => 2,
+                _ => 0,
+            };
+            by_ppp_protocol(f, off)
+        }
+        LINKTYPE_PPP_HDLC => match f.first() {
+            // RFC 1662 HDLC-like framing: address ff, control 03, then a two-byte protocol
+            Some(0xff) => match be16(f, 2) {
+                Some(p) => by_ppp_number(f, 4, p),
+                None => Err(Skip::Malformed("truncated PPP-in-HDLC header")),
+            },
+            // Cisco PPP with HDLC framing (RFC 1547 section 4.3.1)
+            Some(0x0f | 0x8f) => cisco_hdlc(f),
+            Some(_) => Err(Skip::NotIp),
+            None => Err(Skip::Malformed("empty PPP-in-HDLC frame")),
+        },
+        LINKTYPE_C_HDLC => cisco_hdlc(f),
+        LINKTYPE_MPLS => mpls(f, 0),
+        LINKTYPE_IPOIB => match be16(f, IPOIB_HEADER - 4) {
+            // a 40-byte pseudo-header (GRH or destination address), EtherType, 2 reserved
+            Some(t) if f.len() >= IPOIB_HEADER => by_ethertype(f, IPOIB_HEADER, t),
+            _ => Err(Skip::Malformed("truncated IP-over-InfiniBand header")),
+        },
+        LINKTYPE_NFLOG => nflog(f),
+        LINKTYPE_PKTAP => pktap(f),
         _ => Err(Skip::UnsupportedLinkType),
     }
+}
+
+/// Length of the LINKTYPE_IPOIB header (tcpdump's `IPOIB_HDRLEN`, Wireshark's GRH + 4).
+const IPOIB_HEADER: usize = 44;
+
+/// Follow an EtherType `t` whose payload starts at `off`: through VLAN tags, an MPLS label stack
+/// or a PPPoE session to IP.
+fn by_ethertype(f: &[u8], mut off: usize, mut t: u16) -> Link {
+    let mut tags = 0;
+    loop {
+        match t {
+            ethertype::IPV4 => return Ok((off, Some(IpVersion::V4))),
+            ethertype::IPV6 => return Ok((off, Some(IpVersion::V6))),
+            // 802.1Q, 802.1ad, and the pre-standard QinQ tags: 2 bytes of TCI, then the next type
+            ethertype::VLAN
+            | ethertype::QINQ
+            | ethertype::QINQ_OLD_9100
+            | ethertype::QINQ_OLD_9200 => {
+                tags += 1;
+                if tags > MAX_VLAN_TAGS {
+                    return Err(Skip::Malformed("more than 8 VLAN tags"));
+                }
+                let Some(next) = be16(f, off + 2) else {
+                    return Err(Skip::Malformed("truncated VLAN tag"));
+                };
+                t = next;
+                off += 4;
+            }
+            ethertype::MPLS | ethertype::MPLS_MULTICAST => return mpls(f, off),
+            ethertype::PPPOE_SESSION => {
+                // RFC 2516 section 4: VER/TYPE (0x11), CODE (0x00), SESSION_ID, LENGTH
+                return match f.get(off..off + 6) {
+                    Some([0x11, 0x00, ..]) => by_ppp_protocol(f, off + 6),
+                    Some(_) => Err(Skip::NotIp),
+                    None => Err(Skip::Malformed("truncated PPPoE header")),
+                };
+            }
+            _ => return Err(Skip::NotIp),
+        }
+    }
+}
+
+/// A PPP protocol field at `off`, one byte when protocol-field compression made it so (an odd
+/// first byte, RFC 1661 section 6.5), then its payload.
+fn by_ppp_protocol(f: &[u8], off: usize) -> Link {
+    match f.get(off) {
+        Some(&b) if b & 1 == 1 => by_ppp_number(f, off + 1, b as u16),
+        Some(_) => match be16(f, off) {
+            Some(p) => by_ppp_number(f, off + 2, p),
+            None => Err(Skip::Malformed("truncated PPP protocol field")),
+        },
+        None => Err(Skip::Malformed("truncated PPP header")),
+    }
+}
+
+fn by_ppp_number(f: &[u8], off: usize, protocol: u16) -> Link {
+    match protocol {
+        ppp_protocol::IPV4 => Ok((off, Some(IpVersion::V4))),
+        ppp_protocol::IPV6 => Ok((off, Some(IpVersion::V6))),
+        ppp_protocol::MPLS | ppp_protocol::MPLS_MULTICAST => mpls(f, off),
+        _ => Err(Skip::NotIp),
+    }
+}
+
+/// Cisco HDLC: address (0x0f unicast, 0x8f broadcast), control, EtherType.
+fn cisco_hdlc(f: &[u8]) -> Link {
+    match be16(f, 2) {
+        Some(t) => by_ethertype(f, 4, t),
+        None => Err(Skip::Malformed("truncated Cisco HDLC header")),
+    }
+}
+
+/// An MPLS label stack at `off` (RFC 3032): 4-byte entries until the bottom-of-stack bit; the
+/// payload is IP when an explicit-null label says so or its first nibble is 4 or 6 (RFC 4928's
+/// heuristic, as routers use it); a pseudowire control word (nibble 0) or anything else is not IP.
+fn mpls(f: &[u8], mut off: usize) -> Link {
+    for _ in 0..MAX_MPLS_LABELS {
+        let Some(e) = f.get(off..off + 4) else {
+            return Err(Skip::Malformed("MPLS label stack cut before its bottom"));
+        };
+        let label = (u32::from(e[0]) << 12) | (u32::from(e[1]) << 4) | (u32::from(e[2]) >> 4);
+        let bottom = e[2] & 1 == 1;
+        off += 4;
+        if bottom {
+            let announced = match label {
+                0 => Some(IpVersion::V4), // IPv4 explicit null
+                2 => Some(IpVersion::V6), // IPv6 explicit null
+                _ => None,
+            };
+            return match (f.get(off).map(|b| b >> 4), announced) {
+                (None, _) => Err(Skip::Malformed("MPLS payload cut off")),
+                (Some(_), Some(v)) => Ok((off, Some(v))),
+                (Some(4), None) => Ok((off, Some(IpVersion::V4))),
+                (Some(6), None) => Ok((off, Some(IpVersion::V6))),
+                (Some(_), None) => Err(Skip::NotIp),
+            };
+        }
+    }
+    Err(Skip::Malformed(
+        "MPLS label stack without bottom of stack within 16 labels",
+    ))
+}
+
+/// Linux NFLOG (LINKTYPE_NFLOG): a 4-byte header (address family, version 0, resource id), then
+/// netlink TLVs until NFULA_PAYLOAD, which holds the IP packet.
+///
+/// The TLV length and type are in the byte order of the capturing host. The first TLV's type
+/// tells which: NFLOG types are small non-zero numbers (1..=255 without the netlink flag bits),
+/// so exactly one byte order reads it as one.
+fn nflog(f: &[u8]) -> Link {
+    const NFULA_PAYLOAD: u16 = 9;
+    let Some(&[family, version, _, _]) = f.get(..4) else {
+        return Err(Skip::Malformed("truncated NFLOG header"));
+    };
+    if version != 0 {
+        return Err(Skip::Malformed("NFLOG header version is not 0"));
+    }
+    let Some(t) = f.get(6..8) else {
+        return Err(Skip::Malformed("truncated NFLOG TLV"));
+    };
+    let plausible = |v: u16| (1..=0xff).contains(&(v & 0x3fff));
+    let big = match (
+        plausible(u16::from_le_bytes([t[0], t[1]])),
+        plausible(u16::from_be_bytes([t[0], t[1]])),
+    ) {
+        (true, false) => false,
+        (false, true) => true,
+        _ => return Err(Skip::Malformed("NFLOG TLV byte order cannot be told")),
+    };
+    let rd = |o: usize| {
+        f.get(o..o + 2).map(|b| {
+            if big {
+                u16::from_be_bytes([b[0], b[1]])
+            } else {
+                u16::from_le_bytes([b[0], b[1]])
+            }
+        })
+    };
+    let mut off = 4;
+    loop {
+        let (Some(len), Some(typ)) = (rd(off), rd(off + 2)) else {
+            return Err(Skip::Malformed("NFLOG frame ends before its payload TLV"));
+        };
+        if len < 4 {
+            return Err(Skip::Malformed("NFLOG TLV shorter than its header"));
+        }
+        if typ & 0x3fff == NFULA_PAYLOAD {
+            let hint = match family {
+                2 => Some(IpVersion::V4),  // AF_INET
+                10 => Some(IpVersion::V6), // Linux AF_INET6
+                _ => None,
+            };
+            return Ok((off + 4, hint));
+        }
+        off += (len as usize).div_ceil(4) * 4;
+    }
+}
+
+/// macOS PKTAP (LINKTYPE_PKTAP): a little-endian header (`pth_length`, `pth_type_next`,
+/// `pth_dlt`, …) in front of a frame of link type `pth_dlt`, as tcpdump reads it.
+fn pktap(f: &[u8]) -> Link {
+    const PKTAP_MIN_HEADER: usize = 108;
+    const PTH_TYPE_PACKET: u32 = 1;
+    let le32 = |o: usize| {
+        f.get(o..o + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let (Some(len), Some(rectype), Some(dlt)) = (le32(0), le32(4), le32(8)) else {
+        return Err(Skip::Malformed("truncated PKTAP header"));
+    };
+    let len = len as usize;
+    if len < PKTAP_MIN_HEADER || len > f.len() {
+        return Err(Skip::Malformed("PKTAP header length out of range"));
+    }
+    if rectype != PTH_TYPE_PACKET {
+        return Err(Skip::NotIp);
+    }
+    if dlt == LINKTYPE_PKTAP || !supports_linktype(dlt) {
+        return Err(Skip::NotIp);
+    }
+    let (off, hint) = link_layer(dlt, &f[len..])?;
+    Ok((len + off, hint))
 }
 
 #[inline]

@@ -13,7 +13,11 @@
 //! bounds the range). Everything else is included: addresses, IPv4 identification and fragment
 //! fields, IPv4 options, IPv6 flow label and extension headers, the transport header and the
 //! captured payload. Two points that capture with the same snaplen therefore compute the same
-//! identity; with different snaplens they do not (capture both points alike).
+//! identity. With different snaplens they would not: a packet cut at 96 bytes at S and kept
+//! whole at R hashes different bytes. The identity must then cover only bytes both points can
+//! have captured: [`frame_identity_within`] hashes at most `N` bytes of the IP packet, and
+//! [`common_identity_bytes`] gives the `N` two captures' snaplens allow. A packet shorter than
+//! `N` is hashed whole, so its identity is the same with and without the limit.
 //!
 //! What a path may legitimately change and would break identity: NAT, MSS clamping, in-path
 //! fragmentation, IPv4 record-route or timestamp options, IPv6 hop-by-hop options marked
@@ -67,6 +71,61 @@ pub fn packet_identity(ip: &[u8], version: IpVersion, header_len: usize, seed: u
 #[inline]
 pub fn frame_identity(frame: &[u8], d: &Dissected, seed: u64) -> u64 {
     packet_identity(&frame[d.ip_offset..d.ip_end], d.version, d.header_len, seed)
+}
+
+/// Identity of a dissected frame over at most `max_ip_bytes` bytes of its IP packet (`None`:
+/// every captured byte, as [`frame_identity`]).
+#[inline]
+pub fn frame_identity_within(
+    frame: &[u8],
+    d: &Dissected,
+    seed: u64,
+    max_ip_bytes: Option<u32>,
+) -> u64 {
+    let end = match max_ip_bytes {
+        Some(n) => d.ip_end.min(d.ip_offset.saturating_add(n as usize)),
+        None => d.ip_end,
+    };
+    packet_identity(&frame[d.ip_offset..end], d.version, d.header_len, seed)
+}
+
+/// IP bytes a capture with this snaplen keeps of every packet of link type `linktype` whose
+/// link header has its usual length (no VLAN tag, no MPLS label; 128 bytes for link types
+/// whose header length varies from packet to packet, NFLOG and PKTAP); `None` when the snaplen
+/// cuts nothing (0, or at least libpcap's 262 144-byte maximum).
+pub fn identity_bytes(snaplen: u32, linktype: u32) -> Option<u32> {
+    use crate::dissect::*;
+    if snaplen == 0 || snaplen >= crate::capture::MAX_SNAPLEN {
+        return None;
+    }
+    let header = match linktype {
+        LINKTYPE_RAW | DLT_RAW_BSD | DLT_RAW_OPENBSD | LINKTYPE_IPV4 | LINKTYPE_IPV6 => 0,
+        LINKTYPE_NULL | LINKTYPE_LOOP | LINKTYPE_C_HDLC | LINKTYPE_PPP | LINKTYPE_PPP_HDLC
+        | LINKTYPE_MPLS => 4,
+        LINKTYPE_ETHERNET => 14,
+        LINKTYPE_LINUX_SLL => 16,
+        LINKTYPE_LINUX_SLL2 => 20,
+        LINKTYPE_IPOIB => 44,
+        _ => 128,
+    };
+    Some(snaplen.saturating_sub(header))
+}
+
+/// The identity byte limit two points must agree on: the fewer IP bytes either capture keeps
+/// (see [`identity_bytes`]), `None` when neither cuts packets. Frames with longer link headers
+/// than usual (VLAN tags, MPLS labels) keep fewer bytes still: those are counted in
+/// [`crate::records::InputStats::identity_short`].
+pub fn common_identity_bytes(
+    a: crate::capture::InterfaceInfo,
+    b: crate::capture::InterfaceInfo,
+) -> Option<u32> {
+    match (
+        identity_bytes(a.snaplen, a.linktype),
+        identity_bytes(b.snaplen, b.linktype),
+    ) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    }
 }
 
 #[cfg(test)]

@@ -12,13 +12,14 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, sync_channel};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use owl_core::PacketRecord;
 
 use crate::capture::{CaptureError, CaptureReader};
-use crate::records::{InputStats, RecordReader};
+use crate::records::{InputStats, ReadOptions, RecordReader};
 
 /// Records per batch.
 pub const BATCH: usize = 4096;
@@ -102,11 +103,56 @@ pub enum Event {
     End(usize, End),
 }
 
+/// How long a reader waits for the other capture's snaplen before it identifies on every byte
+/// it captured (a FIFO whose writer has not started yet).
+const SNAPLEN_PATIENCE: Duration = Duration::from_secs(2);
+
+/// The two readers' agreement on the bytes of a frame both captures hold.
+///
+/// Each reader publishes its capture's snaplen once it has read its first packet; the first to
+/// decide (both known, or its patience over) fixes the decision for both: when the snaplens
+/// differ, both identify every frame on its first `min(snaplen)` bytes, so a packet longer than
+/// the smaller snaplen has the same identity at both points.
+#[derive(Default)]
+struct Agreement {
+    /// Per side: `None` until published, then the snaplen (`None` inside: no limit).
+    snaplens: Mutex<[Option<Option<u32>>; 2]>,
+    published: Condvar,
+    decision: std::sync::OnceLock<Option<u32>>,
+}
+
+impl Agreement {
+    fn decide(&self, k: usize, snaplen: Option<u32>) -> Option<u32> {
+        let mut st = self.snaplens.lock().unwrap_or_else(|e| e.into_inner());
+        st[k] = Some(snaplen);
+        self.published.notify_all();
+        let deadline = Instant::now() + SNAPLEN_PATIENCE;
+        while st[1 - k].is_none() && self.decision.get().is_none() {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            st = self
+                .published
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        let d = *self.decision.get_or_init(|| match (st[0], st[1]) {
+            (Some(a), Some(b)) if a != b => Some(a.unwrap_or(u32::MAX).min(b.unwrap_or(u32::MAX))),
+            _ => None,
+        });
+        self.published.notify_all();
+        d
+    }
+}
+
 /// Read one source in a thread of its own.
 fn spawn(
     src: Source,
-    identity_seed: u64,
+    options: ReadOptions,
     allow_truncated: bool,
+    agreement: Option<(usize, Arc<Agreement>)>,
     tx: SyncSender<Msg>,
 ) -> JoinHandle<()> {
     std::thread::spawn(move || {
@@ -116,14 +162,35 @@ fn spawn(
             truncated,
             error,
         };
-        let reader = match src.open().and_then(CaptureReader::new) {
+        let opened = src
+            .open()
+            .and_then(CaptureReader::new)
+            .and_then(|r| RecordReader::with_options(r, &options));
+        let mut rr = match opened {
             Ok(r) => r,
             Err(e) => {
+                if let Some((k, a)) = &agreement {
+                    a.decide(*k, None);
+                }
                 let _ = tx.send(Msg::End(end(InputStats::default(), 0, None, Some(e))));
                 return;
             }
         };
-        let mut rr = RecordReader::new(reader, identity_seed);
+        if let Some((k, a)) = &agreement {
+            match rr.first_snaplen() {
+                Ok(snaplen) => rr.identify_within(a.decide(*k, snaplen)),
+                Err(e) => {
+                    a.decide(*k, None);
+                    let m = if e.is_truncation() && allow_truncated {
+                        end(rr.stats(), rr.bytes_read(), Some(e.to_string()), None)
+                    } else {
+                        end(rr.stats(), rr.bytes_read(), None, Some(e))
+                    };
+                    let _ = tx.send(Msg::End(m));
+                    return;
+                }
+            }
+        }
         loop {
             let mut batch = Vec::with_capacity(BATCH);
             match rr.next_batch(&mut batch, BATCH) {
@@ -166,11 +233,28 @@ pub struct LockStep {
 impl LockStep {
     /// Start reading `sources[0]` (the sender) and `sources[1]` (the receiver).
     pub fn start(sources: [Source; 2], identity_seed: u64, allow_truncated: bool) -> LockStep {
+        let o = ReadOptions::with_seed(identity_seed);
+        LockStep::start_with(sources, [o, o], allow_truncated, false)
+    }
+
+    /// [`start`](Self::start) with reading options for each side (the identity fields must be
+    /// the same at both), and with `common_snaplen` identify both captures on the bytes both
+    /// hold: when their snaplens differ, every frame on its first `min(snaplen)` bytes (each
+    /// side's [`InputStats::identified_within`] says whether that was done; a reader waits up
+    /// to two seconds for the other's snaplen).
+    pub fn start_with(
+        sources: [Source; 2],
+        options: [ReadOptions; 2],
+        allow_truncated: bool,
+        common_snaplen: bool,
+    ) -> LockStep {
         let mut rx = [None, None];
         let mut threads = Vec::new();
-        for (k, src) in sources.into_iter().enumerate() {
+        let agreement = common_snaplen.then(|| Arc::new(Agreement::default()));
+        for (k, (src, o)) in sources.into_iter().zip(options).enumerate() {
             let (tx, r) = sync_channel(AHEAD);
-            threads.push(spawn(src, identity_seed, allow_truncated, tx));
+            let a = agreement.as_ref().map(|a| (k, Arc::clone(a)));
+            threads.push(spawn(src, o, allow_truncated, a, tx));
             rx[k] = Some(r);
         }
         LockStep {
@@ -229,6 +313,25 @@ impl LockStep {
                 Some(Event::End(k, e))
             }
         }
+    }
+
+    /// Each capture's first batch, before any event is handed out (they stay first in line):
+    /// where each capture starts, and which packets both start with. A side with nothing ready
+    /// is waited for up to `patience` (a FIFO whose writer has not started): `None` for it
+    /// then, and for a side that ended without a record.
+    pub fn first_batches(&mut self, patience: Duration) -> [Option<&[PacketRecord]>; 2] {
+        let deadline = Instant::now() + patience;
+        for k in 0..2 {
+            self.try_peek(k);
+            if self.peeked[k].is_none() {
+                self.wait(k, deadline.saturating_duration_since(Instant::now()));
+            }
+        }
+        let [a, b] = &self.peeked;
+        [a, b].map(|m| match m {
+            Some(Msg::Batch(b, _)) if !b.is_empty() => Some(b.as_slice()),
+            _ => None,
+        })
     }
 
     /// The next event, the older batch of the two first; `None` once both captures ended.

@@ -1,22 +1,44 @@
 //! `owl`: passive one-way latency measurement between two observation points.
 
+/// `println!` that hands back the error of a closed standard output (`owl … | head`) instead of
+/// panicking on it.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($t)*)
+    }};
+}
+
 mod cmd;
 mod experiment;
 mod input;
 mod methods;
+mod numbers;
 mod progress;
+mod report;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-const ABOUT: &str = "Passive one-way latency measurement between two observation points.
+/// `owl --help`: what owl is, naming the methods this build implements (from the registry).
+fn about() -> String {
+    let methods: Vec<&str> = methods::ALL
+        .iter()
+        .map(|m| m.name)
+        .filter(|n| *n != methods::EXACT)
+        .collect();
+    format!(
+        "Passive one-way latency measurement between two observation points.
 
 owl turns what two observation points saw of the same traffic — a sender point S where packets
 pass first and a receiver point R — into one-way delay (mean, spread, tails), loss, reordering
 and duplication, without probes and without touching the packets. It runs the exact
-store-everything method as ground truth beside compact synopses from the literature (LDA, RDA,
-LDS, OPA, COLATE and their baselines) so each can be judged on the same traffic.";
+store-everything method as ground truth beside compact synopses from the literature ({}) so
+each can be judged on the same traffic.",
+        methods.join(", ")
+    )
+}
 
 const EXAMPLES: &str = "Examples:
   owl demo                                  simulate a small pair and compare on it
@@ -30,7 +52,7 @@ const EXAMPLES: &str = "Examples:
 Run `owl <command> --help` for the details of each command.";
 
 #[derive(Parser)]
-#[command(name = "owl", version, about = ABOUT, after_help = EXAMPLES, max_term_width = 100)]
+#[command(name = "owl", version, about = about(), after_help = EXAMPLES, max_term_width = 100)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -52,8 +74,99 @@ enum Command {
     Experiment(experiment::ExperimentArgs),
 }
 
+/// The command line, with every option that takes a value accepting one that starts with `-`,
+/// so a negative number or duration reaches its parser (which says what is wrong with it)
+/// instead of being taken for an unknown option (with clap's tip to write `-- -1`, which would
+/// be wrong here).
+fn command_line() -> clap::Command {
+    Cli::command().mut_subcommands(|sc| {
+        sc.mut_args(|a| {
+            if !a.is_positional() && a.get_action().takes_values() {
+                a.allow_hyphen_values(true)
+            } else {
+                a
+            }
+        })
+    })
+}
+
+/// A command-line error as one line: clap's first line without its tips, and where to look.
+fn usage_error(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let mut first = lines
+        .next()
+        .unwrap_or("invalid arguments")
+        .trim_start_matches("error: ")
+        .to_string();
+    // "the following required arguments were not provided:" lists them below
+    if first.ends_with(':') {
+        let names: Vec<&str> = lines
+            .take_while(|l| l.starts_with('<') || l.starts_with("--"))
+            .collect();
+        first.push(' ');
+        first.push_str(&names.join(", "));
+    }
+    let cmd = std::env::args()
+        .nth(1)
+        .filter(|a| !a.starts_with('-'))
+        .map(|a| format!(" {a}"))
+        .unwrap_or_default();
+    format!("{first} (see owl{cmd} --help)")
+}
+
+/// One line for an error and its causes, each said once (a cause whose text the line already
+/// holds, as when an error prints its source, is not repeated).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for c in e.chain() {
+        let c = c.to_string();
+        if msg.contains(&c) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&c);
+    }
+    msg
+}
+
+/// A closed standard output (`owl compare … | head`): the reader has what it wanted.
+fn closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .and_then(|j| j.io_error_kind())
+                .is_some_and(|k| k == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match command_line()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            return match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                    let _ = e.print();
+                    ExitCode::SUCCESS
+                }
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    let _ = e.print();
+                    ExitCode::FAILURE
+                }
+                _ => {
+                    eprintln!("owl: error: {}", usage_error(&e));
+                    ExitCode::FAILURE
+                }
+            };
+        }
+    };
     let result = match cli.command {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Simulate(a) => cmd::simulate::run(a),
@@ -64,14 +177,9 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            // one line: the outermost context, then each cause
-            let mut msg = e.to_string();
-            for c in e.chain().skip(1) {
-                msg.push_str(": ");
-                msg.push_str(&c.to_string());
-            }
-            eprintln!("owl: error: {msg}");
+            eprintln!("owl: error: {}", one_line(&e));
             ExitCode::FAILURE
         }
     }

@@ -41,7 +41,8 @@ pub fn parse_list(s: &str) -> Result<Vec<&'static str>> {
     Ok(out)
 }
 
-fn info(name: &str) -> Result<&'static MethodInfo> {
+/// The descriptor of `name`, or an error listing the methods.
+pub fn info(name: &str) -> Result<&'static MethodInfo> {
     registry::find(name)
         .ok_or_else(|| anyhow!("unknown method '{name}'; available: {}", registry::names()))
 }
@@ -134,6 +135,29 @@ pub fn from_config(name: &str, pairs: &[(String, String)]) -> Result<Box<dyn Met
     Ok((m.from_config)(pairs)?)
 }
 
+/// What a method's `samples` counts (the packets, probes or flows its mean rests on), for the
+/// help and the JSON; methods not listed here count the packets their mean rests on.
+pub fn samples_meaning(name: &str) -> &'static str {
+    match name {
+        EXACT => "packets matched within their interval",
+        "lda" => {
+            "effective sample size: packets in the rows whose counters agree at both points (LDA §III-D)"
+        }
+        "probe" => "probes received (each the first packet after a probe instant)",
+        "rda" | "rda-fixed" | "finecomb" => "packets decoded at both points (timestamps recovered)",
+        "lds" | "lds-mb" | "lds-mb-dense" => {
+            "packets in the usable cells of the row the estimate comes from"
+        }
+        "sds" => "packets in the cells usable at both points",
+        "rli" => "reference packets received (interpolated packets not counted)",
+        "mpe" | "mpe1" => {
+            "delay samples: the first and last packet of every sampled flow whose sampled packets all arrived (2 per flow): a flow with a lost sampled packet gives none, so a higher sampling rate can give fewer samples under loss"
+        }
+        "countmin" => "packets at both points when their totals agree (0 otherwise)",
+        _ => "packets the mean rests on",
+    }
+}
+
 /// The help of `--methods` (a list) or `--method` (one).
 pub fn help(list: bool) -> String {
     let mut s = String::from(if list {
@@ -144,6 +168,26 @@ pub fn help(list: bool) -> String {
     let w = ALL.iter().map(|e| e.name.len()).max().unwrap_or(0);
     for e in ALL {
         s.push_str(&format!("  {:<w$}  {}\n", e.name, e.summary));
+    }
+    if list {
+        s.push_str("\nWhat each method's `samples` counts (the samples column, and `samples` in the JSON):\n");
+        for e in ALL {
+            s.push_str(&format!("  {:<w$}  {}\n", e.name, samples_meaning(e.name)));
+        }
+    }
+    s
+}
+
+/// What crosses the network for each method, and what a synopsis file holds beyond it
+/// (`owl record --help`).
+pub fn crosses_help() -> String {
+    let mut s = String::from(
+        "What crosses the network between the points, per method (a synopsis file can hold more: \
+         local state or emulation data that a deployed point keeps or never has; `owl record` \
+         reports both sizes):\n",
+    );
+    for e in ALL {
+        s.push_str(&format!("  {}: {}\n", e.name, e.crosses));
     }
     s
 }

@@ -91,6 +91,8 @@ fn pair(dir: &Path) -> (String, String) {
             "exp:40us",
             "--seed",
             "5",
+            // the fixtures were recorded on i.i.d. delays (the simulator's default then)
+            "--independent-delays",
         ],
     );
     (

@@ -31,6 +31,7 @@ fn pair(dir: &Path) -> (String, String) {
 }
 
 #[test]
+#[ignore = "OPA is out of the registry until it recovers the demo pair (issue 12)"]
 fn per_packet_csv_and_summary_match_the_truth() {
     let dir = tempfile::tempdir().unwrap();
     let (s, r) = pair(dir.path());
@@ -117,6 +118,7 @@ fn per_packet_csv_and_summary_match_the_truth() {
 }
 
 #[test]
+#[ignore = "OPA is out of the registry until it recovers the demo pair (issue 12)"]
 fn record_and_estimate_carry_opa() {
     let dir = tempfile::tempdir().unwrap();
     let (s, r) = pair(dir.path());

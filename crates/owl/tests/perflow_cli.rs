@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 mod common;
-use common::{ok, owl};
+use common::{fails, ok, owl};
 
 fn simulate(dir: &Path, extra: &[&str]) -> (PathBuf, PathBuf) {
     let d = dir.to_str().unwrap();
@@ -128,16 +128,19 @@ fn per_flow_report_with_every_method() {
 fn simulator_presets_and_bad_ecmp() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let o = owl(&[
-        "simulate",
-        "--out",
-        d,
-        "--flow-preset",
-        "lds-small",
-        "--flows",
-        "10",
-    ]);
-    assert_eq!(o.status.code(), Some(2), "preset conflicts with --flows");
+    // an argument error: one line, status 1
+    fails(
+        &[
+            "simulate",
+            "--out",
+            d,
+            "--flow-preset",
+            "lds-small",
+            "--flows",
+            "10",
+        ],
+        "cannot be used with",
+    );
     for (bad, want) in [
         ("0:5us", "paths"),
         ("4:soon", "not a duration"),

@@ -22,7 +22,7 @@ use crate::method::{
     downcast_ref, unknown_field,
 };
 use crate::record::{FlowKey, PacketRecord};
-use crate::wire::{DecodeError, WireReader};
+use crate::wire::{DecodeError, WireReader, WireWriter};
 
 /// Bytes of one counter pair on the wire: timestamp sum (u128) and count (u32).
 pub const CELL_BYTES: usize = 20;
@@ -32,13 +32,30 @@ const ROW: u64 = 0xc0_0100;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     /// d: rows (hash functions).
-    pub rows: usize,
+    rows: usize,
     /// w: counters per row.
-    pub width: usize,
-    pub seed: u64,
+    width: usize,
+    seed: u64,
 }
 
 impl Config {
+    /// A configuration from its fields, refused unless [`validate`](Self::validate) accepts
+    /// it: the only way to build one outside this module, so every `Config` is sound.
+    pub fn new(rows: usize, width: usize, seed: u64) -> Result<Config, MethodError> {
+        let c = Config { rows, width, seed };
+        c.validate()?;
+        Ok(c)
+    }
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    pub fn width(&self) -> usize {
+        self.width
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
     pub fn validate(&self) -> Result<(), MethodError> {
         if self.rows == 0 || self.width == 0 {
             return Err(MethodError::Invalid(format!(
@@ -95,18 +112,18 @@ impl Config {
 
 /// One point's pair of Count-Min sketches.
 #[derive(Clone, Debug)]
-pub struct Sketch {
+pub struct Synopsis {
     cfg: Config,
     rows: Vec<HashFn>,
     pub sums: Vec<u128>,
     pub counts: Vec<u32>,
 }
 
-impl Sketch {
-    pub fn new(cfg: Config) -> Sketch {
+impl Synopsis {
+    pub fn new(cfg: Config) -> Synopsis {
         let fam = HashFamily::new(cfg.seed);
         let n = cfg.rows * cfg.width;
-        Sketch {
+        Synopsis {
             rows: (0..cfg.rows as u64).map(|r| fam.member(ROW + r)).collect(),
             sums: vec![0; n],
             counts: vec![0; n],
@@ -134,7 +151,7 @@ impl Sketch {
     }
 }
 
-impl PointSynopsis for Sketch {
+impl PointSynopsis for Synopsis {
     fn record(&mut self, rec: &PacketRecord) {
         let fh = rec.flow.hash(self.cfg.seed);
         let w = self.cfg.width;
@@ -148,9 +165,11 @@ impl PointSynopsis for Sketch {
         self.sums.len() * CELL_BYTES
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        for (s, n) in self.sums.iter().zip(&self.counts) {
-            out.extend_from_slice(&s.to_le_bytes());
-            out.extend_from_slice(&n.to_le_bytes());
+        let mut w = WireWriter::new(out);
+        w.reserve(self.encoded_len());
+        for (&s, &n) in self.sums.iter().zip(&self.counts) {
+            w.u128(s);
+            w.u32(n);
         }
     }
 }
@@ -168,7 +187,7 @@ impl CountMinMethod {
     }
 
     /// The delay of `f`: `(t̃_R − t̃_S) / ñ_S`, each point query on its own.
-    pub fn flow(s: &Sketch, r: &Sketch, f: &FlowKey) -> FlowEstimate {
+    pub fn flow(s: &Synopsis, r: &Synopsis, f: &FlowKey) -> FlowEstimate {
         let n = s.count_query(f);
         if n == 0 {
             return FlowEstimate::default();
@@ -191,14 +210,14 @@ impl Method for CountMinMethod {
         self.cfg.pairs()
     }
     fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(Sketch::new(self.cfg.clone()))
+        Box::new(Synopsis::new(self.cfg.clone()))
     }
     fn decode_point(
         &self,
         _role: Role,
         bytes: &[u8],
     ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        let mut sk = Sketch::new(self.cfg.clone());
+        let mut sk = Synopsis::new(self.cfg.clone());
         let mut r = WireReader::new(bytes);
         let want = sk.sums.len() * CELL_BYTES;
         if bytes.len() != want {
@@ -222,8 +241,8 @@ impl Method for CountMinMethod {
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Sketch>(sender, "countmin")?;
-        let r = downcast::<Sketch>(receiver, "countmin")?;
+        let s = downcast::<Synopsis>(sender, "countmin")?;
+        let r = downcast::<Synopsis>(receiver, "countmin")?;
         // one row holds every packet once: its totals give the aggregate, right only when
         // both points saw the same packets
         let w = self.cfg.width;
@@ -241,6 +260,7 @@ impl Method for CountMinMethod {
             ));
         }
         Ok(Estimate {
+            quantiles: None,
             mean_ns: (ns > 0 && ns == nr).then(|| tr.wrapping_sub(ts) as i128 as f64 / ns as f64),
             std_ns: None,
             samples: if ns == nr { ns } else { 0 },
@@ -257,8 +277,8 @@ impl Method for CountMinMethod {
         receiver: &dyn PointSynopsis,
         flows: &[FlowKey],
     ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
-        let pair = downcast_ref::<Sketch>(sender, "countmin")
-            .and_then(|s| Ok((s, downcast_ref::<Sketch>(receiver, "countmin")?)));
+        let pair = downcast_ref::<Synopsis>(sender, "countmin")
+            .and_then(|s| Ok((s, downcast_ref::<Synopsis>(receiver, "countmin")?)));
         Some(pair.map(|(s, r)| flows.iter().map(|f| Self::flow(s, r, f)).collect()))
     }
 }
@@ -268,6 +288,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "countmin",
     summary: "Count-Min of timestamp sums (COLATE §6.5's strawman), 4 x 17 500 counters, per-flow",
     per_flow: true,
+    crosses: "each point's two Count-Min sketches (timestamp sums and counts, 20 B a counter), one way; no round trip",
     per_packet: false,
     build: |o| {
         let width = crate::method::columns_for_memory(o.memory, 4, CELL_BYTES as u64, 17_500)?;
@@ -358,10 +379,10 @@ mod tests {
         let d = m.decode_point(Role::Sender, &b).unwrap();
         let (x, y) = (
             (&*d as &dyn std::any::Any)
-                .downcast_ref::<Sketch>()
+                .downcast_ref::<Synopsis>()
                 .unwrap(),
             (&*a as &dyn std::any::Any)
-                .downcast_ref::<Sketch>()
+                .downcast_ref::<Synopsis>()
                 .unwrap(),
         );
         assert_eq!((&x.sums, &x.counts), (&y.sums, &y.counts));
@@ -377,7 +398,7 @@ mod tests {
             seed: 1,
         };
         let m = CountMinMethod::new(c.clone()).unwrap();
-        let mut sk = Sketch::new(c);
+        let mut sk = Synopsis::new(c);
         sk.sums.iter_mut().for_each(|x| *x = u128::MAX);
         sk.counts.iter_mut().for_each(|x| *x = u32::MAX);
         let e = m.estimate(Box::new(sk), m.new_point(Role::Receiver));

@@ -447,6 +447,9 @@ pub struct IntervalTruth {
     pub left: u64,
     /// Received in this interval but not sent in it (sent earlier, or never seen at S).
     pub unexpected: u64,
+    /// Packets of this interval only one point could have seen (outside the other capture's
+    /// span): in no other figure ([`crate::pipeline::TruthConfig::trim`]).
+    pub trimmed: u64,
     /// Delays of the `matched` packets.
     pub delay: Option<DelaySummary>,
 }
@@ -620,7 +623,7 @@ pub mod method {
 
     use crate::method::{Estimate, Method, MethodError, PointSynopsis, Role, downcast};
     use crate::record::PacketRecord;
-    use crate::wire::{DecodeError, WireReader};
+    use crate::wire::{DecodeError, WireReader, WireWriter};
 
     use crate::interval::Intervals;
     use crate::pipeline::truth::{TruthConfig, truth_of};
@@ -634,22 +637,27 @@ pub mod method {
 
     /// Every (identity, timestamp) one point saw in an interval, in capture order.
     #[derive(Clone, Debug, Default, PartialEq, Eq)]
-    pub struct ExactPoint {
+    pub struct Synopsis {
         pub packets: Vec<(u64, u64)>,
     }
 
-    impl PointSynopsis for ExactPoint {
+    impl PointSynopsis for Synopsis {
         fn record(&mut self, rec: &PacketRecord) {
             self.packets.push((rec.id, rec.ts_ns));
         }
         fn encoded_len(&self) -> usize {
             8 + 16 * self.packets.len()
         }
+        fn shipped_len(&self) -> Option<u64> {
+            Some(BYTES_PER_PACKET * self.packets.len() as u64)
+        }
         fn encode(&self, out: &mut Vec<u8>) {
-            out.extend_from_slice(&(self.packets.len() as u64).to_le_bytes());
-            for (id, ts) in &self.packets {
-                out.extend_from_slice(&id.to_le_bytes());
-                out.extend_from_slice(&ts.to_le_bytes());
+            let mut w = WireWriter::new(out);
+            w.reserve(self.encoded_len());
+            w.u64(self.packets.len() as u64);
+            for &(id, ts) in &self.packets {
+                w.u64(id);
+                w.u64(ts);
             }
         }
     }
@@ -659,6 +667,7 @@ pub mod method {
         name: "exact",
         summary: "store every (identity, timestamp) and match them: the ground truth, 16 B a packet",
         per_flow: false,
+        crosses: "every (identity, timestamp) of both points, 16 B a packet each, to one place; no round trip",
         per_packet: false,
         build: |_| Ok(Box::new(ExactMethod)),
         from_config: |pairs| match pairs.first() {
@@ -677,7 +686,7 @@ pub mod method {
             Vec::new()
         }
         fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-            Box::new(ExactPoint::default())
+            Box::new(Synopsis::default())
         }
         fn decode_point(
             &self,
@@ -692,7 +701,7 @@ pub mod method {
                     r.remaining()
                 )));
             }
-            let mut p = ExactPoint {
+            let mut p = Synopsis {
                 packets: Vec::with_capacity(n as usize),
             };
             for _ in 0..n {
@@ -705,8 +714,8 @@ pub mod method {
             sender: Box<dyn PointSynopsis>,
             receiver: Box<dyn PointSynopsis>,
         ) -> Result<Estimate, MethodError> {
-            let s = downcast::<ExactPoint>(sender, "exact")?;
-            let r = downcast::<ExactPoint>(receiver, "exact")?;
+            let s = downcast::<Synopsis>(sender, "exact")?;
+            let r = downcast::<Synopsis>(receiver, "exact")?;
             let recs = |v: &[(u64, u64)]| -> Vec<PacketRecord> {
                 v.iter()
                     .map(|&(id, ts)| PacketRecord {
@@ -726,6 +735,7 @@ pub mod method {
                 notes.push(format!("{} packets only at the receiver", t.unexpected));
             }
             Ok(Estimate {
+                quantiles: None,
                 mean_ns: t.delay.map(|d| d.mean_ns),
                 std_ns: t.delay.map(|d| d.std_ns),
                 samples: t.received,

@@ -202,7 +202,7 @@ pub struct Bucket {
 
 /// One point's FineComb for one interval.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FineCombPoint {
+pub struct Synopsis {
     cfg: Config,
     role: Role,
     hash: HashFn,
@@ -211,10 +211,10 @@ pub struct FineCombPoint {
     stash: Vec<(u64, u64)>,
 }
 
-impl FineCombPoint {
-    pub fn new(cfg: &Config, role: Role) -> Result<FineCombPoint, MethodError> {
+impl Synopsis {
+    pub fn new(cfg: &Config, role: Role) -> Result<Synopsis, MethodError> {
         cfg.validate()?;
-        Ok(FineCombPoint {
+        Ok(Synopsis {
             cfg: *cfg,
             role,
             hash: cfg.hash(),
@@ -252,10 +252,8 @@ impl FineCombPoint {
     /// `"FCB1" | u64 m | m × (ts, count, parity) | u64 s | s × (id, ts)` — the stash stays at
     /// the receiver in a deployment; it is in the payload so that `owl estimate` can repair.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let mut w = WireWriter {
-            buf: std::mem::take(out),
-        };
-        w.buf.reserve(self.payload_len());
+        let mut w = WireWriter::new(out);
+        w.reserve(self.payload_len());
         w.bytes(TAG);
         w.u64(self.buckets.len() as u64);
         for b in &self.buckets {
@@ -268,10 +266,9 @@ impl FineCombPoint {
             w.u64(i);
             w.u64(t);
         }
-        *out = w.buf;
     }
 
-    pub fn decode(cfg: &Config, role: Role, bytes: &[u8]) -> Result<FineCombPoint, DecodeError> {
+    pub fn decode(cfg: &Config, role: Role, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
         let mut r = WireReader::new(bytes);
         cfg.validate().map_err(|e| r.invalid(e.to_string()))?;
         if bytes.len() < 4 || &bytes[..4] != TAG {
@@ -319,7 +316,7 @@ impl FineCombPoint {
             stash.push((r.u64("stash identity")?, r.u64("stash timestamp")?));
         }
         r.finish("stash")?;
-        Ok(FineCombPoint {
+        Ok(Synopsis {
             cfg: *cfg,
             role,
             hash: cfg.hash(),
@@ -329,7 +326,7 @@ impl FineCombPoint {
     }
 }
 
-impl PointSynopsis for FineCombPoint {
+impl PointSynopsis for Synopsis {
     #[inline]
     fn record(&mut self, rec: &PacketRecord) {
         self.record_packet(rec.id, rec.ts_ns);
@@ -338,7 +335,11 @@ impl PointSynopsis for FineCombPoint {
         self.payload_len()
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        FineCombPoint::encode(self, out)
+        Synopsis::encode(self, out)
+    }
+    /// The buckets; the receiver's stash stays at the receiver.
+    fn shipped_len(&self) -> Option<u64> {
+        Some(self.buckets.len() as u64 * BUCKET_BYTES)
     }
 }
 
@@ -401,6 +402,7 @@ impl Outcome {
             ));
         }
         Estimate {
+            quantiles: None,
             mean_ns: self.mean_ns,
             std_ns: self.variance.map(|v| v.max(0.0).sqrt()),
             samples: self.packets,
@@ -473,8 +475,8 @@ fn search(
 /// The receiver's repair by stash enumeration, then the estimate.
 pub fn estimate(
     cfg: &Config,
-    sender: &FineCombPoint,
-    receiver: &FineCombPoint,
+    sender: &Synopsis,
+    receiver: &Synopsis,
 ) -> Result<Outcome, MethodError> {
     check_pair(cfg, sender, receiver)?;
     let mut rb = receiver.buckets.clone();
@@ -554,8 +556,8 @@ pub struct IdealTruth {
 /// practice** (see the module documentation).
 pub fn estimate_ideal(
     cfg: &Config,
-    sender: &FineCombPoint,
-    receiver: &FineCombPoint,
+    sender: &Synopsis,
+    receiver: &Synopsis,
     truth: &IdealTruth,
 ) -> Result<Outcome, MethodError> {
     check_pair(cfg, sender, receiver)?;
@@ -592,11 +594,7 @@ pub fn estimate_ideal(
     Ok(out)
 }
 
-fn check_pair(
-    cfg: &Config,
-    sender: &FineCombPoint,
-    receiver: &FineCombPoint,
-) -> Result<(), MethodError> {
+fn check_pair(cfg: &Config, sender: &Synopsis, receiver: &Synopsis) -> Result<(), MethodError> {
     if sender.role != Role::Sender || receiver.role != Role::Receiver {
         return Err(MethodError::Invalid(
             "finecomb: the first synopsis must be the sender's and the second the receiver's"
@@ -692,22 +690,22 @@ impl Method for FineCombMethod {
         self.cfg.pairs()
     }
     fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(FineCombPoint::new(&self.cfg, role).expect("validated configuration"))
+        Box::new(Synopsis::new(&self.cfg, role).expect("validated configuration"))
     }
     fn decode_point(
         &self,
         role: Role,
         bytes: &[u8],
     ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        Ok(Box::new(FineCombPoint::decode(&self.cfg, role, bytes)?))
+        Ok(Box::new(Synopsis::decode(&self.cfg, role, bytes)?))
     }
     fn estimate(
         &self,
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let s = downcast::<FineCombPoint>(sender, "finecomb")?;
-        let r = downcast::<FineCombPoint>(receiver, "finecomb")?;
+        let s = downcast::<Synopsis>(sender, "finecomb")?;
+        let r = downcast::<Synopsis>(receiver, "finecomb")?;
         Ok(estimate(&self.cfg, &s, &r)?.to_estimate(&self.cfg))
     }
 }
@@ -719,6 +717,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     summary: "FineComb (RDA §III-C): 5000 buckets with parity, receiver stash repairs \
                   reordered packets, lost ones spoil their bucket; --memory / 24 B buckets",
     per_flow: false,
+    crosses: "each point's buckets (24 B each), one way; the receiver's stash of timestamps stays at the receiver and is in its file only so `owl estimate` can repair",
     per_packet: false,
     build: |o| {
         let mut cfg = Config {
@@ -747,10 +746,10 @@ mod tests {
         lost: usize,
         extra: usize,
         seed: u64,
-    ) -> (FineCombPoint, FineCombPoint, IdealTruth, f64) {
+    ) -> (Synopsis, Synopsis, IdealTruth, f64) {
         let mut rng = Pcg64Mcg::seed_from_u64(seed);
-        let mut s = FineCombPoint::new(cfg, Role::Sender).unwrap();
-        let mut r = FineCombPoint::new(cfg, Role::Receiver).unwrap();
+        let mut s = Synopsis::new(cfg, Role::Sender).unwrap();
+        let mut r = Synopsis::new(cfg, Role::Receiver).unwrap();
         let mut truth = IdealTruth::default();
         for i in 0..extra {
             let id = rng.random();
@@ -844,21 +843,21 @@ mod tests {
             ..Config::default()
         };
         let m = FineCombMethod::new(cfg).unwrap();
-        let mut r = FineCombPoint::new(&cfg, Role::Receiver).unwrap();
+        let mut r = Synopsis::new(&cfg, Role::Receiver).unwrap();
         for i in 0..10 {
             r.record_packet(i * 7919, i);
         }
         let mut b = Vec::new();
         r.encode(&mut b);
         assert_eq!(b.len(), r.payload_len());
-        assert_eq!(FineCombPoint::decode(&cfg, Role::Receiver, &b).unwrap(), r);
+        assert_eq!(Synopsis::decode(&cfg, Role::Receiver, &b).unwrap(), r);
         for cut in 0..b.len() {
             assert!(m.decode_point(Role::Receiver, &b[..cut]).is_err());
         }
         assert!(m.decode_point(Role::Receiver, b"RDA1xxxxxxxxxxxx").is_err());
         let other = Config { buckets: 17, ..cfg };
-        assert!(FineCombPoint::decode(&other, Role::Receiver, &b).is_err());
-        let s = FineCombPoint::new(&other, Role::Sender).unwrap();
+        assert!(Synopsis::decode(&other, Role::Receiver, &b).is_err());
+        let s = Synopsis::new(&other, Role::Sender).unwrap();
         let e = estimate(&cfg, &s, &r).unwrap_err();
         assert!(
             matches!(e, MethodError::ConfigMismatch { ref field, .. } if field == "buckets"),
@@ -885,14 +884,14 @@ mod tests {
     #[test]
     fn absurd_bucket_counts_are_refused() {
         let cfg = Config::default();
-        let p = FineCombPoint::new(&cfg, Role::Sender).unwrap();
+        let p = Synopsis::new(&cfg, Role::Sender).unwrap();
         let mut b = Vec::new();
         p.encode(&mut b);
-        assert!(FineCombPoint::decode(&cfg, Role::Sender, &b).is_ok());
+        assert!(Synopsis::decode(&cfg, Role::Sender, &b).is_ok());
         // tag (4) + bucket count (8) + bucket 3's ts (8) → its count
         let at = 4 + 8 + 3 * 24 + 8;
         b[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
-        let e = FineCombPoint::decode(&cfg, Role::Sender, &b).unwrap_err();
+        let e = Synopsis::decode(&cfg, Role::Sender, &b).unwrap_err();
         assert!(e.to_string().contains("bucket 3"), "{e}");
     }
 }

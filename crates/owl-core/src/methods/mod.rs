@@ -5,7 +5,8 @@
 //! The five papers' synopses are [`lda`], [`rda`], [`lds`] (with its single-bank form [`sds`]);
 //! the baselines they are measured against are [`exact`] (the ground truth), [`probe`]
 //! (Poisson probing), [`rli`], [`mpe`] (NetFlow-style per-flow records), [`finecomb`] and
-//! [`countmin`]. This module is private: each is reached as `owl_core::NAME`, one path per type.
+//! [`countmin`]; [`sample`] (coordinated sampling) gives delay quantiles with intervals. This
+//! module is private: each is reached as `owl_core::NAME`, one path per type.
 
 pub mod countmin;
 pub mod exact;
@@ -17,4 +18,5 @@ pub mod opa;
 pub mod probe;
 pub mod rda;
 pub mod rli;
+pub mod sample;
 pub mod sds;

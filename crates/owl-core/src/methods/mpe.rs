@@ -45,7 +45,7 @@ use crate::method::{
     downcast_ref, unknown_field,
 };
 use crate::record::{FlowKey, PacketRecord};
-use crate::wire::{DecodeError, WireReader};
+use crate::wire::{DecodeError, WireReader, WireWriter};
 
 /// Bytes of an exported NetFlow v5 flow record.
 pub const RECORD_BYTES: u64 = 48;
@@ -55,11 +55,25 @@ const SAMPLE: u64 = 0x3be_0100;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// Packet sampling rate, in (0, 1].
-    pub rate: f64,
-    pub seed: u64,
+    rate: f64,
+    seed: u64,
 }
 
 impl Config {
+    /// A configuration from its fields, refused unless [`validate`](Self::validate) accepts
+    /// it: the only way to build one outside this module, so every `Config` is sound.
+    pub fn new(rate: f64, seed: u64) -> Result<Config, MethodError> {
+        let c = Config { rate, seed };
+        c.validate()?;
+        Ok(c)
+    }
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
     pub fn validate(&self) -> Result<(), MethodError> {
         if !(self.rate > 0.0 && self.rate <= 1.0) {
             return Err(MethodError::Invalid(format!(
@@ -109,16 +123,16 @@ pub struct FlowRecord {
 
 /// One router's flow cache for one interval.
 #[derive(Clone, Debug)]
-pub struct Cache {
+pub struct Synopsis {
     sample: HashFn,
     cut: u64,
     all: bool,
     pub records: HashMap<FlowKey, FlowRecord>,
 }
 
-impl Cache {
-    pub fn new(cfg: &Config) -> Cache {
-        Cache {
+impl Synopsis {
+    pub fn new(cfg: &Config) -> Synopsis {
+        Synopsis {
             sample: HashFamily::new(cfg.seed).member(SAMPLE),
             cut: (cfg.rate * 18_446_744_073_709_551_616.0).min(u64::MAX as f64) as u64,
             all: cfg.rate >= 1.0,
@@ -132,7 +146,7 @@ impl Cache {
     }
 }
 
-impl PointSynopsis for Cache {
+impl PointSynopsis for Synopsis {
     fn record(&mut self, rec: &PacketRecord) {
         if !self.sampled(rec.id) {
             return;
@@ -153,15 +167,21 @@ impl PointSynopsis for Cache {
     fn encoded_len(&self) -> usize {
         8 + 61 * self.records.len()
     }
+    /// A NetFlow v5 record (48 B) per sampled flow; the file's records carry the full flow key.
+    fn shipped_len(&self) -> Option<u64> {
+        Some(RECORD_BYTES * self.records.len() as u64)
+    }
     fn encode(&self, out: &mut Vec<u8>) {
         let mut v: Vec<(&FlowKey, &FlowRecord)> = self.records.iter().collect();
         v.sort_by_key(|(k, _)| **k);
-        out.extend_from_slice(&(v.len() as u64).to_le_bytes());
+        let mut w = WireWriter::new(out);
+        w.reserve(self.encoded_len());
+        w.u64(v.len() as u64);
         for (k, r) in v {
-            out.extend_from_slice(&k.canonical_bytes());
-            out.extend_from_slice(&r.first_ns.to_le_bytes());
-            out.extend_from_slice(&r.last_ns.to_le_bytes());
-            out.extend_from_slice(&r.packets.to_le_bytes());
+            w.bytes(&k.canonical_bytes());
+            w.u64(r.first_ns);
+            w.u64(r.last_ns);
+            w.u64(r.packets);
         }
     }
 }
@@ -177,7 +197,7 @@ pub struct Samples {
 impl Samples {
     /// Every delay sample the two caches give: first and last packet of every flow recorded
     /// with the same count at both routers.
-    pub fn from_caches(s: &Cache, r: &Cache) -> Samples {
+    pub fn from_caches(s: &Synopsis, r: &Synopsis) -> Samples {
         let mut v: Vec<(u64, f64)> = Vec::new();
         for (k, a) in &s.records {
             let Some(b) = r.records.get(k) else { continue };
@@ -243,7 +263,7 @@ impl MpeMethod {
     }
 
     /// The Multiflow estimate of flow `f`.
-    pub fn flow(&self, s: &Cache, r: &Cache, samples: &Samples, f: &FlowKey) -> FlowEstimate {
+    pub fn flow(&self, s: &Synopsis, r: &Synopsis, samples: &Samples, f: &FlowKey) -> FlowEstimate {
         let fallback = FlowEstimate {
             mean_ns: samples.mean(),
             ..Default::default()
@@ -269,10 +289,10 @@ impl MpeMethod {
     fn points<'a>(
         s: &'a dyn PointSynopsis,
         r: &'a dyn PointSynopsis,
-    ) -> Result<(&'a Cache, &'a Cache), MethodError> {
+    ) -> Result<(&'a Synopsis, &'a Synopsis), MethodError> {
         Ok((
-            downcast_ref::<Cache>(s, "mpe")?,
-            downcast_ref::<Cache>(r, "mpe")?,
+            downcast_ref::<Synopsis>(s, "mpe")?,
+            downcast_ref::<Synopsis>(r, "mpe")?,
         ))
     }
 }
@@ -285,7 +305,7 @@ impl Method for MpeMethod {
         self.cfg.pairs()
     }
     fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(Cache::new(&self.cfg))
+        Box::new(Synopsis::new(&self.cfg))
     }
     fn decode_point(
         &self,
@@ -300,7 +320,7 @@ impl Method for MpeMethod {
                 r.remaining()
             )));
         }
-        let mut c = Cache::new(&self.cfg);
+        let mut c = Synopsis::new(&self.cfg);
         for _ in 0..n {
             let kb: [u8; 37] = r.take(37, "flow key")?.try_into().unwrap();
             let rec = FlowRecord {
@@ -325,14 +345,15 @@ impl Method for MpeMethod {
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Cache>(sender, "mpe")?;
-        let r = downcast::<Cache>(receiver, "mpe")?;
+        let s = downcast::<Synopsis>(sender, "mpe")?;
+        let r = downcast::<Synopsis>(receiver, "mpe")?;
         let sm = Samples::from_caches(&s, &r);
         let n = sm.delays.len();
         let std = sm
             .mean()
             .map(|m| (sm.delays.iter().map(|d| (d - m) * (d - m)).sum::<f64>() / n as f64).sqrt());
         Ok(Estimate {
+            quantiles: None,
             mean_ns: sm.mean(),
             std_ns: std,
             samples: n as u64,
@@ -373,6 +394,7 @@ pub const TEN_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "mpe",
     summary: "NetFlow multi-point estimator, 10% coordinated packet sampling, per-flow",
     per_flow: true,
+    crosses: "each point's sampled flow records (61 B a flow), one way; no round trip",
     per_packet: false,
     build: |o| Ok(Box::new(MpeMethod::new("mpe", mpe_default("mpe", o.seed))?)),
     from_config: |p| {
@@ -388,6 +410,7 @@ pub const ONE_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "mpe1",
     summary: "NetFlow multi-point estimator, 1% coordinated packet sampling, per-flow",
     per_flow: true,
+    crosses: "each point's sampled flow records (61 B a flow), one way; no round trip",
     per_packet: false,
     build: |o| {
         Ok(Box::new(MpeMethod::new(
@@ -447,7 +470,7 @@ mod tests {
     fn sampled_flows_fraction_follows_packet_sampling() {
         let (s, _, flows) = traffic(31, 4_000, 10_000, 0.0);
         for rate in [0.01, 0.1] {
-            let mut c = Cache::new(&Config { rate, seed: 9 });
+            let mut c = Synopsis::new(&Config { rate, seed: 9 });
             for x in &s {
                 c.record(x);
             }
@@ -537,11 +560,13 @@ mod tests {
         let mut b = Vec::new();
         a.encode(&mut b);
         let d = m.decode_point(Role::Sender, &b).unwrap();
-        let dc = (&*d as &dyn std::any::Any).downcast_ref::<Cache>().unwrap();
+        let dc = (&*d as &dyn std::any::Any)
+            .downcast_ref::<Synopsis>()
+            .unwrap();
         assert_eq!(
             &dc.records,
             &(&*a as &dyn std::any::Any)
-                .downcast_ref::<Cache>()
+                .downcast_ref::<Synopsis>()
                 .unwrap()
                 .records
         );

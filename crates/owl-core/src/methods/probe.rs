@@ -42,7 +42,7 @@ use rand_pcg::Pcg64Mcg;
 
 use crate::PacketRecord;
 use crate::method::{Estimate, Method, MethodError, PointSynopsis, Role, downcast};
-use crate::wire::{DecodeError, WireReader};
+use crate::wire::{DecodeError, WireReader, WireWriter};
 
 /// The probe rates of §IV-C, Hz.
 pub const PAPER_RATES_HZ: [f64; 4] = [1.0, 7.0, 144.0, 10_000.0];
@@ -117,7 +117,7 @@ pub struct Probe {
 
 /// The sender point: the Poisson process and the probes it emitted.
 #[derive(Clone, Debug)]
-pub struct ProbeSender {
+pub struct SenderSynopsis {
     config: Config,
     rng: Option<Pcg64Mcg>,
     /// Next Poisson instant, ns.
@@ -126,9 +126,9 @@ pub struct ProbeSender {
     unemulated: u64,
 }
 
-impl ProbeSender {
-    pub fn new(config: &Config) -> ProbeSender {
-        ProbeSender {
+impl SenderSynopsis {
+    pub fn new(config: &Config) -> SenderSynopsis {
+        SenderSynopsis {
             config: config.clone(),
             rng: None,
             next_ns: 0,
@@ -205,20 +205,22 @@ impl ProbeSender {
     }
     /// `"PRBS"`, u64 not-emulated instants, u64 probe count, then (u64 id, u64 ts) per probe.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(TAG_SENDER);
-        out.extend_from_slice(&self.unemulated.to_le_bytes());
-        out.extend_from_slice(&(self.probes.len() as u64).to_le_bytes());
+        let mut w = WireWriter::new(out);
+        w.reserve(self.encoded_len());
+        w.bytes(TAG_SENDER);
+        w.u64(self.unemulated);
+        w.u64(self.probes.len() as u64);
         for p in &self.probes {
-            out.extend_from_slice(&p.id.to_le_bytes());
-            out.extend_from_slice(&p.ts_ns.to_le_bytes());
+            w.u64(p.id);
+            w.u64(p.ts_ns);
         }
     }
-    pub fn decode(config: &Config, bytes: &[u8]) -> Result<ProbeSender, DecodeError> {
+    pub fn decode(config: &Config, bytes: &[u8]) -> Result<SenderSynopsis, DecodeError> {
         let mut r = WireReader::new(bytes);
         check_tag(&mut r, TAG_SENDER, "a probe sender point")?;
         let unemulated = r.u64("not-emulated instants")?;
         let pairs = read_pairs(&mut r)?;
-        Ok(ProbeSender {
+        Ok(SenderSynopsis {
             config: config.clone(),
             rng: None,
             next_ns: 0,
@@ -266,16 +268,16 @@ fn read_pairs(r: &mut WireReader) -> Result<Vec<(u64, u64)>, DecodeError> {
 /// module doc for why). It does not depend on the configuration (rate and seed only decide
 /// which packets the sender picks), so one receiver serves every rate and seed.
 #[derive(Clone, Debug, Default)]
-pub struct ProbeReceiver {
+pub struct ReceiverSynopsis {
     seen: HashMap<u64, u64>,
 }
 
-impl ProbeReceiver {
-    pub fn new() -> ProbeReceiver {
-        ProbeReceiver::default()
+impl ReceiverSynopsis {
+    pub fn new() -> ReceiverSynopsis {
+        ReceiverSynopsis::default()
     }
-    pub fn with_capacity(packets: usize) -> ProbeReceiver {
-        ProbeReceiver {
+    pub fn with_capacity(packets: usize) -> ReceiverSynopsis {
+        ReceiverSynopsis {
             seen: HashMap::with_capacity(packets),
         }
     }
@@ -298,14 +300,16 @@ impl ProbeReceiver {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut v: Vec<(u64, u64)> = self.seen.iter().map(|(&a, &b)| (a, b)).collect();
         v.sort_unstable();
-        out.extend_from_slice(TAG_RECEIVER);
-        out.extend_from_slice(&(v.len() as u64).to_le_bytes());
+        let mut w = WireWriter::new(out);
+        w.reserve(self.encoded_len());
+        w.bytes(TAG_RECEIVER);
+        w.u64(v.len() as u64);
         for (id, ts) in v {
-            out.extend_from_slice(&id.to_le_bytes());
-            out.extend_from_slice(&ts.to_le_bytes());
+            w.u64(id);
+            w.u64(ts);
         }
     }
-    pub fn decode(bytes: &[u8]) -> Result<ProbeReceiver, DecodeError> {
+    pub fn decode(bytes: &[u8]) -> Result<ReceiverSynopsis, DecodeError> {
         let mut r = WireReader::new(bytes);
         check_tag(&mut r, TAG_RECEIVER, "a probe receiver point")?;
         let pairs = read_pairs(&mut r)?;
@@ -318,7 +322,7 @@ impl ProbeReceiver {
                 });
             }
         }
-        Ok(ProbeReceiver { seen })
+        Ok(ReceiverSynopsis { seen })
     }
 }
 
@@ -353,7 +357,7 @@ pub struct ProbeEstimate {
 /// Match the sender's probes against the receiver's arrivals. (The two points' configurations
 /// are compared where they meet as files, [`crate::wire::SynopsisFile::check_pair`]; the
 /// receiver's content does not depend on them.)
-pub fn estimate(s: &ProbeSender, r: &ProbeReceiver) -> ProbeEstimate {
+pub fn estimate(s: &SenderSynopsis, r: &ReceiverSynopsis) -> ProbeEstimate {
     let delays: Vec<i128> = s
         .probes
         .iter()
@@ -380,27 +384,35 @@ pub fn estimate(s: &ProbeSender, r: &ProbeReceiver) -> ProbeEstimate {
     }
 }
 
-impl PointSynopsis for ProbeSender {
+impl PointSynopsis for SenderSynopsis {
     fn record(&mut self, rec: &PacketRecord) {
-        ProbeSender::record(self, rec.id, rec.ts_ns);
+        SenderSynopsis::record(self, rec.id, rec.ts_ns);
     }
     fn encoded_len(&self) -> usize {
-        ProbeSender::encoded_len(self)
+        SenderSynopsis::encoded_len(self)
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        ProbeSender::encode(self, out)
+        SenderSynopsis::encode(self, out)
+    }
+    /// The probe packets injected.
+    fn shipped_len(&self) -> Option<u64> {
+        Some(self.instants() * PROBE_BYTES)
     }
 }
 
-impl PointSynopsis for ProbeReceiver {
+impl PointSynopsis for ReceiverSynopsis {
     fn record(&mut self, rec: &PacketRecord) {
-        ProbeReceiver::record(self, rec.id, rec.ts_ns);
+        ReceiverSynopsis::record(self, rec.id, rec.ts_ns);
     }
     fn encoded_len(&self) -> usize {
-        ProbeReceiver::encoded_len(self)
+        ReceiverSynopsis::encoded_len(self)
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        ProbeReceiver::encode(self, out)
+        ReceiverSynopsis::encode(self, out)
+    }
+    /// Nothing: the log of arrivals is emulation data.
+    fn shipped_len(&self) -> Option<u64> {
+        Some(0)
     }
 }
 
@@ -424,8 +436,8 @@ impl Method for ProbeMethod {
     }
     fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
         match role {
-            Role::Sender => Box::new(ProbeSender::new(&self.config)),
-            Role::Receiver => Box::new(ProbeReceiver::new()),
+            Role::Sender => Box::new(SenderSynopsis::new(&self.config)),
+            Role::Receiver => Box::new(ReceiverSynopsis::new()),
         }
     }
     fn decode_point(
@@ -434,8 +446,8 @@ impl Method for ProbeMethod {
         bytes: &[u8],
     ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
         Ok(match role {
-            Role::Sender => Box::new(ProbeSender::decode(&self.config, bytes)?),
-            Role::Receiver => Box::new(ProbeReceiver::decode(bytes)?),
+            Role::Sender => Box::new(SenderSynopsis::decode(&self.config, bytes)?),
+            Role::Receiver => Box::new(ReceiverSynopsis::decode(bytes)?),
         })
     }
     fn estimate(
@@ -443,8 +455,8 @@ impl Method for ProbeMethod {
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let s = downcast::<ProbeSender>(sender, "probe")?;
-        let r = downcast::<ProbeReceiver>(receiver, "probe")?;
+        let s = downcast::<SenderSynopsis>(sender, "probe")?;
+        let r = downcast::<ReceiverSynopsis>(receiver, "probe")?;
         let e = estimate(&s, &r);
         let mut notes = vec![format!(
             "{} probes at {} Hz, {} lost ({:.2} % of the probes)",
@@ -463,6 +475,7 @@ impl Method for ProbeMethod {
             notes.push("no probe arrived: no estimate".into());
         }
         Ok(Estimate {
+            quantiles: None,
             mean_ns: e.mean_ns,
             std_ns: e.std_ns,
             samples: e.received,
@@ -483,6 +496,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "probe",
     summary: "Poisson active probing at 144 Hz (LDA paper's baseline), each probe emulated by the packet after its instant; 64 B a probe (--memory ignored)",
     per_flow: false,
+    crosses: "probe packets the sender injects (64 B each); the receiver's file logs every arrival (16 B a packet) only so owl can tell which packet emulated each probe: emulation data",
     per_packet: false,
     build: |o| {
         Ok(Box::new(ProbeMethod::new(Config::new(
@@ -501,10 +515,10 @@ mod tests {
 
     /// A steady stream: one packet every µs for `secs` seconds, delay 100 + (i mod 50) ns,
     /// every `loss_every`-th packet lost (0 = none).
-    fn stream(cfg: &Config, secs: f64, loss_every: u64) -> (ProbeSender, ProbeReceiver) {
-        let mut s = ProbeSender::new(cfg);
+    fn stream(cfg: &Config, secs: f64, loss_every: u64) -> (SenderSynopsis, ReceiverSynopsis) {
+        let mut s = SenderSynopsis::new(cfg);
         let n = (secs * 1e6) as u64;
-        let mut r = ProbeReceiver::with_capacity(n as usize);
+        let mut r = ReceiverSynopsis::with_capacity(n as usize);
         for i in 0..n {
             let id = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5555;
             let ts = T0 + 1000 * i;
@@ -560,7 +574,7 @@ mod tests {
     #[test]
     fn gaps_in_traffic_are_not_emulated() {
         let cfg = Config::new(1000.0, 5).unwrap();
-        let mut s = ProbeSender::new(&cfg);
+        let mut s = SenderSynopsis::new(&cfg);
         // two packets 10 s apart: ~10 000 instants in between, one emulated by the second
         s.record(1, T0);
         s.record(2, T0 + 10_000_000_000);
@@ -641,7 +655,7 @@ mod interval_tests {
     fn probe_std_interval_covers() {
         let mut rng = Pcg64Mcg::seed_from_u64(5);
         let n = 100_000u64;
-        let mut r = ProbeReceiver::with_capacity(n as usize);
+        let mut r = ReceiverSynopsis::with_capacity(n as usize);
         let (mut ids, mut delays) = (Vec::new(), Vec::new());
         for i in 0..n {
             let id: u64 = rng.random();
@@ -656,7 +670,7 @@ mod interval_tests {
         let (mut bonett, mut chi2) = (0, 0);
         for seed in 0..seeds {
             let cfg = Config::new(4000.0, 100 + seed).unwrap();
-            let mut s = ProbeSender::new(&cfg);
+            let mut s = SenderSynopsis::new(&cfg);
             for (i, &id) in ids.iter().enumerate() {
                 s.record(id, 1_767_225_600_000_000_000 + 1000 * i as u64);
             }
@@ -687,7 +701,7 @@ mod low_rate_tests {
         let (mut total, mut zero) = (0u64, 0u64);
         for seed in 0..seeds {
             let cfg = Config::new(1.0, seed).unwrap();
-            let mut s = ProbeSender::new(&cfg);
+            let mut s = SenderSynopsis::new(&cfg);
             for i in 0..10_000u64 {
                 s.record(i, 1_767_225_600_000_000_000 + i * 100_000);
             }

@@ -28,7 +28,7 @@ use crate::method::{
     downcast, downcast_ref, unknown_field,
 };
 use crate::record::{FlowKey, PacketRecord};
-use crate::wire::{DecodeError, WireReader};
+use crate::wire::{DecodeError, WireReader, WireWriter};
 
 /// Bytes a reference probe puts on the wire (a minimal frame carrying a timestamp).
 pub const PROBE_BYTES: u64 = 64;
@@ -37,18 +37,53 @@ pub const PROBE_BYTES: u64 = 64;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// One reference per `lower_gap` packets at full utilisation (300).
-    pub lower_gap: u32,
+    lower_gap: u32,
     /// One reference per `upper_gap` packets on an idle link (10).
-    pub upper_gap: u32,
+    upper_gap: u32,
     /// Link capacity, bits per second, to compute the utilisation.
-    pub capacity_bps: f64,
+    capacity_bps: f64,
     /// Utilisation window, ns.
-    pub window_ns: u64,
+    window_ns: u64,
     /// Seed of the flow hash the receiver keys its per-flow counters by.
-    pub seed: u64,
+    seed: u64,
 }
 
 impl Config {
+    /// A configuration from its fields, refused unless [`validate`](Self::validate) accepts
+    /// it: the only way to build one outside this module, so every `Config` is sound.
+    pub fn new(
+        lower_gap: u32,
+        upper_gap: u32,
+        capacity_bps: f64,
+        window_ns: u64,
+        seed: u64,
+    ) -> Result<Config, MethodError> {
+        let c = Config {
+            lower_gap,
+            upper_gap,
+            capacity_bps,
+            window_ns,
+            seed,
+        };
+        c.validate()?;
+        Ok(c)
+    }
+    pub fn lower_gap(&self) -> u32 {
+        self.lower_gap
+    }
+    pub fn upper_gap(&self) -> u32 {
+        self.upper_gap
+    }
+    pub fn capacity_bps(&self) -> f64 {
+        self.capacity_bps
+    }
+    pub fn window_ns(&self) -> u64 {
+        self.window_ns
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
     /// RLI's published limits, 1:300 to 1:10, on a 1 Gb/s link measured every 10 ms.
     pub fn paper(seed: u64) -> Config {
         Config {
@@ -140,7 +175,7 @@ impl Config {
 
 /// The sender point: the references it injected, `(identity, sending time)`.
 #[derive(Clone, Debug)]
-pub struct Sender {
+pub struct SenderSynopsis {
     cfg: Config,
     pub refs: Vec<(u64, u64)>,
     since: u32,
@@ -151,9 +186,9 @@ pub struct Sender {
     gap_sum: u64,
 }
 
-impl Sender {
-    pub fn new(cfg: Config) -> Sender {
-        Sender {
+impl SenderSynopsis {
+    pub fn new(cfg: Config) -> SenderSynopsis {
+        SenderSynopsis {
             gap: cfg.upper_gap,
             since: u32::MAX,
             cfg,
@@ -182,7 +217,7 @@ impl Sender {
     }
 }
 
-impl PointSynopsis for Sender {
+impl PointSynopsis for SenderSynopsis {
     fn record(&mut self, rec: &PacketRecord) {
         self.tick(rec.ts_ns);
         self.win_bits += rec.len as f64 * 8.0;
@@ -197,22 +232,28 @@ impl PointSynopsis for Sender {
         8 + 16 * self.refs.len()
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.refs.len() as u64).to_le_bytes());
-        for &(a, b) in &self.refs {
-            out.extend_from_slice(&a.to_le_bytes());
-            out.extend_from_slice(&b.to_le_bytes());
+        let mut w = WireWriter::new(out);
+        w.reserve(self.encoded_len());
+        w.u64(self.refs.len() as u64);
+        for &(id, ts) in &self.refs {
+            w.u64(id);
+            w.u64(ts);
         }
+    }
+    /// The reference packets injected.
+    fn shipped_len(&self) -> Option<u64> {
+        Some(self.refs.len() as u64 * PROBE_BYTES)
     }
 }
 
 /// The receiver point: every arrival `(identity, arrival time, flow hash)`.
 #[derive(Clone, Debug)]
-pub struct Receiver {
+pub struct ReceiverSynopsis {
     seed: u64,
     pub log: Vec<(u64, u64, u64)>,
 }
 
-impl PointSynopsis for Receiver {
+impl PointSynopsis for ReceiverSynopsis {
     fn record(&mut self, rec: &PacketRecord) {
         self.log.push((rec.id, rec.ts_ns, rec.flow.hash(self.seed)));
     }
@@ -220,12 +261,18 @@ impl PointSynopsis for Receiver {
         8 + 24 * self.log.len()
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.log.len() as u64).to_le_bytes());
-        for &(a, b, c) in &self.log {
-            for v in [a, b, c] {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
+        let mut w = WireWriter::new(out);
+        w.reserve(self.encoded_len());
+        w.u64(self.log.len() as u64);
+        for &(id, ts, flow) in &self.log {
+            w.u64(id);
+            w.u64(ts);
+            w.u64(flow);
         }
+    }
+    /// Nothing: a deployed receiver interpolates as packets pass; the log is emulation data.
+    fn shipped_len(&self) -> Option<u64> {
+        Some(0)
     }
 }
 
@@ -263,15 +310,15 @@ pub struct Interpolation {
 
 /// The RLI receiver: interpolate every arrival's delay between the references around it and
 /// aggregate per flow.
-pub fn interpolate(s: &Sender, r: &Receiver) -> Interpolation {
+pub fn interpolate(s: &SenderSynopsis, r: &ReceiverSynopsis) -> Interpolation {
     interpolate_each(s, r, |_, _, _| {})
 }
 
 /// [`interpolate`], handing every arrival's `(identity, arrival time, interpolated delay)` to
 /// `each` as well (RLI's per-packet delays, OPA §VII-C).
 pub fn interpolate_each(
-    s: &Sender,
-    r: &Receiver,
+    s: &SenderSynopsis,
+    r: &ReceiverSynopsis,
     mut each: impl FnMut(u64, u64, f64),
 ) -> Interpolation {
     let refs: HashMap<u64, u64> = s.refs.iter().copied().collect();
@@ -327,10 +374,10 @@ impl RliMethod {
     fn points<'a>(
         s: &'a dyn PointSynopsis,
         r: &'a dyn PointSynopsis,
-    ) -> Result<(&'a Sender, &'a Receiver), MethodError> {
+    ) -> Result<(&'a SenderSynopsis, &'a ReceiverSynopsis), MethodError> {
         Ok((
-            downcast_ref::<Sender>(s, "rli")?,
-            downcast_ref::<Receiver>(r, "rli")?,
+            downcast_ref::<SenderSynopsis>(s, "rli")?,
+            downcast_ref::<ReceiverSynopsis>(r, "rli")?,
         ))
     }
 }
@@ -364,8 +411,8 @@ impl Method for RliMethod {
     }
     fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
         match role {
-            Role::Sender => Box::new(Sender::new(self.cfg.clone())),
-            Role::Receiver => Box::new(Receiver {
+            Role::Sender => Box::new(SenderSynopsis::new(self.cfg.clone())),
+            Role::Receiver => Box::new(ReceiverSynopsis {
                 seed: self.cfg.seed,
                 log: Vec::new(),
             }),
@@ -378,14 +425,14 @@ impl Method for RliMethod {
     ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
         Ok(match role {
             Role::Sender => {
-                let mut s = Sender::new(self.cfg.clone());
+                let mut s = SenderSynopsis::new(self.cfg.clone());
                 s.refs = decode_list::<2>(bytes, "references")?
                     .into_iter()
                     .map(|[a, b]| (a, b))
                     .collect();
                 Box::new(s)
             }
-            Role::Receiver => Box::new(Receiver {
+            Role::Receiver => Box::new(ReceiverSynopsis {
                 seed: self.cfg.seed,
                 log: decode_list::<3>(bytes, "arrivals")?
                     .into_iter()
@@ -399,8 +446,8 @@ impl Method for RliMethod {
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Sender>(sender, "rli")?;
-        let r = downcast::<Receiver>(receiver, "rli")?;
+        let s = downcast::<SenderSynopsis>(sender, "rli")?;
+        let r = downcast::<ReceiverSynopsis>(receiver, "rli")?;
         let it = interpolate(&s, &r);
         let mut notes = vec![format!(
             "{} references emulated by trace packets (1 per {:.1} packets on average), {} reached the receiver",
@@ -416,6 +463,7 @@ impl Method for RliMethod {
             notes.push("no reference reached the receiver: nothing to interpolate".into());
         }
         Ok(Estimate {
+            quantiles: None,
             mean_ns: it.all.mean(),
             std_ns: it.all.std(),
             samples: it.references,
@@ -483,6 +531,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "rli",
     summary: "Reference Latency Interpolation: references 1:300-1:10 by load, interpolated, per-flow",
     per_flow: true,
+    crosses: "reference packets the sender injects (64 B each); the receiver's file logs every arrival (24 B a packet) so owl can interpolate offline, where a deployed receiver interpolates as packets pass and keeps only per-flow sums",
     per_packet: true,
     build: |o| Ok(Box::new(RliMethod::new(Config::paper(o.seed))?)),
     from_config: |pairs| Ok(Box::new(RliMethod::new(Config::from_pairs(pairs)?)?)),
@@ -509,14 +558,14 @@ mod tests {
         assert_eq!(cfg.gap(1.0), 300);
         assert_eq!(cfg.gap(0.5), 155);
         // idle link: 1500-byte packets every 1 ms on 1 Gb/s is 1.2 % load → about 1:13
-        let mut s = Sender::new(cfg.clone());
+        let mut s = SenderSynopsis::new(cfg.clone());
         for i in 0..10_000 {
             s.record(&rec(i, i * 1_000_000, 1, 1500));
         }
         let idle = 10_000.0 / s.refs.len() as f64;
         assert!((10.0..16.0).contains(&idle), "{idle}");
         // saturated: 1500-byte packets every 12 µs is 100 % → 1:300
-        let mut s = Sender::new(cfg);
+        let mut s = SenderSynopsis::new(cfg);
         for i in 0..100_000 {
             s.record(&rec(i, i * 12_000, 1, 1500));
         }

@@ -22,7 +22,7 @@ use crate::method::{
     downcast_ref, unknown_field,
 };
 use crate::record::{FlowKey, PacketRecord};
-use crate::wire::{DecodeError, WireReader};
+use crate::wire::{DecodeError, WireReader, WireWriter};
 
 /// Bytes a cell takes at the receiver: delay sum (i64) and count (u32).
 pub const CELL_BYTES: usize = 12;
@@ -36,12 +36,33 @@ const ROW: u64 = 0x5d5_0100;
 /// What both points agree on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
-    pub rows: usize,
-    pub columns: usize,
-    pub seed: u64,
+    rows: usize,
+    columns: usize,
+    seed: u64,
 }
 
 impl Config {
+    /// A configuration from its fields, refused unless [`validate`](Self::validate) accepts
+    /// it: the only way to build one outside this module, so every `Config` is sound.
+    pub fn new(rows: usize, columns: usize, seed: u64) -> Result<Config, MethodError> {
+        let c = Config {
+            rows,
+            columns,
+            seed,
+        };
+        c.validate()?;
+        Ok(c)
+    }
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    pub fn columns(&self) -> usize {
+        self.columns
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
     /// The paper's reference size, 4 × 17 500 (§5.1).
     pub fn reference(seed: u64) -> Config {
         Config {
@@ -158,23 +179,25 @@ impl Sketch {
 
 /// The sender point: the timestamps it would write into the packets.
 #[derive(Clone, Debug, Default)]
-pub struct Stamps {
+pub struct SenderSynopsis {
     pub stamps: Vec<(u64, u64)>,
 }
 
 /// The receiver point: `(identity, arrival time, flow hash)` of every arrival, for the
 /// sketch update that needs the stamp.
 #[derive(Clone, Debug, Default)]
-pub struct Arrivals {
+pub struct ReceiverSynopsis {
     seed: u64,
     pub arrivals: Vec<(u64, u64, u64)>,
 }
 
 fn encode_u64s<const N: usize>(items: &[[u64; N]], out: &mut Vec<u8>) {
-    out.extend_from_slice(&(items.len() as u64).to_le_bytes());
+    let mut w = WireWriter::new(out);
+    w.reserve(8 + 8 * N * items.len());
+    w.u64(items.len() as u64);
     for it in items {
-        for v in it {
-            out.extend_from_slice(&v.to_le_bytes());
+        for &v in it {
+            w.u64(v);
         }
     }
 }
@@ -204,7 +227,7 @@ fn decode_u64s<const N: usize>(
     Ok(v)
 }
 
-impl PointSynopsis for Stamps {
+impl PointSynopsis for SenderSynopsis {
     fn record(&mut self, rec: &PacketRecord) {
         self.stamps.push((rec.id, rec.ts_ns));
     }
@@ -215,9 +238,13 @@ impl PointSynopsis for Stamps {
         let v: Vec<[u64; 2]> = self.stamps.iter().map(|&(a, b)| [a, b]).collect();
         encode_u64s(&v, out);
     }
+    /// The timestamp written into every packet.
+    fn shipped_len(&self) -> Option<u64> {
+        Some(self.stamps.len() as u64 * STAMP_BYTES)
+    }
 }
 
-impl PointSynopsis for Arrivals {
+impl PointSynopsis for ReceiverSynopsis {
     fn record(&mut self, rec: &PacketRecord) {
         self.arrivals
             .push((rec.id, rec.ts_ns, rec.flow.hash(self.seed)));
@@ -228,6 +255,10 @@ impl PointSynopsis for Arrivals {
     fn encode(&self, out: &mut Vec<u8>) {
         let v: Vec<[u64; 3]> = self.arrivals.iter().map(|&(a, b, c)| [a, b, c]).collect();
         encode_u64s(&v, out);
+    }
+    /// Nothing: the arrival log is emulation data (a deployed receiver updates its sketch).
+    fn shipped_len(&self) -> Option<u64> {
+        Some(0)
     }
 }
 
@@ -245,7 +276,7 @@ impl SdsMethod {
 
     /// Replay the receiver's arrivals with the stamps: the receiver's sketch, and how many
     /// arrivals carried a stamp of this interval.
-    pub fn build(&self, s: &Stamps, r: &Arrivals) -> (Sketch, u64) {
+    pub fn build(&self, s: &SenderSynopsis, r: &ReceiverSynopsis) -> (Sketch, u64) {
         let stamp: HashMap<u64, u64> = s.stamps.iter().copied().collect();
         let mut sk = Sketch::new(self.cfg.clone());
         let mut used = 0u64;
@@ -261,10 +292,10 @@ impl SdsMethod {
     fn points<'a>(
         s: &'a dyn PointSynopsis,
         r: &'a dyn PointSynopsis,
-    ) -> Result<(&'a Stamps, &'a Arrivals), MethodError> {
+    ) -> Result<(&'a SenderSynopsis, &'a ReceiverSynopsis), MethodError> {
         Ok((
-            downcast_ref::<Stamps>(s, "sds")?,
-            downcast_ref::<Arrivals>(r, "sds")?,
+            downcast_ref::<SenderSynopsis>(s, "sds")?,
+            downcast_ref::<ReceiverSynopsis>(r, "sds")?,
         ))
     }
 }
@@ -278,8 +309,8 @@ impl Method for SdsMethod {
     }
     fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
         match role {
-            Role::Sender => Box::new(Stamps::default()),
-            Role::Receiver => Box::new(Arrivals {
+            Role::Sender => Box::new(SenderSynopsis::default()),
+            Role::Receiver => Box::new(ReceiverSynopsis {
                 seed: self.cfg.seed,
                 arrivals: Vec::new(),
             }),
@@ -291,13 +322,13 @@ impl Method for SdsMethod {
         bytes: &[u8],
     ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
         Ok(match role {
-            Role::Sender => Box::new(Stamps {
+            Role::Sender => Box::new(SenderSynopsis {
                 stamps: decode_u64s::<2>(bytes, "stamps")?
                     .into_iter()
                     .map(|[a, b]| (a, b))
                     .collect(),
             }),
-            Role::Receiver => Box::new(Arrivals {
+            Role::Receiver => Box::new(ReceiverSynopsis {
                 seed: self.cfg.seed,
                 arrivals: decode_u64s::<3>(bytes, "arrivals")?
                     .into_iter()
@@ -311,8 +342,8 @@ impl Method for SdsMethod {
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Stamps>(sender, "sds")?;
-        let r = downcast::<Arrivals>(receiver, "sds")?;
+        let s = downcast::<SenderSynopsis>(sender, "sds")?;
+        let r = downcast::<ReceiverSynopsis>(receiver, "sds")?;
         let (sk, used) = self.build(&s, &r);
         // every packet is in one cell of row 0: the aggregate is exact
         let c = self.cfg.columns;
@@ -320,6 +351,7 @@ impl Method for SdsMethod {
             (a + sk.sum[j] as i128, b + sk.n[j] as u64)
         });
         Ok(Estimate {
+            quantiles: None,
             mean_ns: (n > 0).then(|| sum as f64 / n as f64),
             std_ns: None,
             samples: used,
@@ -359,6 +391,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "sds",
     summary: "Simple Delay Sketch (LDS §2.2): NEEDS sender timestamps in packets (emulated), per-flow",
     per_flow: true,
+    crosses: "an 8 B sender timestamp inside every packet (the timestamp assumption); the files hold the sender's stamps and the receiver's arrival log (24 B a packet), emulation data a deployment would not keep",
     per_packet: false,
     build: |o| {
         let columns = crate::method::columns_for_memory(o.memory, 4, CELL_BYTES as u64, 17_500)?;

@@ -183,6 +183,12 @@ impl PairPipeline {
         self.collect(role, timer, hook);
     }
 
+    /// The methods take from now on only records of `role` in `[from, to]` (the truth takes
+    /// every record: see [`TruthConfig::trim`]).
+    pub fn trim(&mut self, role: Role, from: u64, to: u64) {
+        self.points[role as usize].trim(from, to);
+    }
+
     /// One point's stream has ended.
     pub fn finish_point(&mut self, role: Role, timer: &mut dyn Timer, hook: &mut dyn PairHook) {
         if let Some(t) = self.truth.as_mut() {

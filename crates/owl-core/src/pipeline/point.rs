@@ -25,6 +25,8 @@ pub struct PointCounters {
     pub out_of_order: u64,
     /// Intervals opened.
     pub intervals: u64,
+    /// Records outside the window set by [`PointStream::trim`]: in no interval.
+    pub trimmed: u64,
 }
 
 /// Every method's synopsis of each open interval at one point.
@@ -42,6 +44,8 @@ pub struct PointStream {
     closed_below: u64,
     counters: PointCounters,
     done: bool,
+    /// Records are taken only within `[window.0, window.1]`.
+    window: (u64, u64),
 }
 
 impl PointStream {
@@ -61,6 +65,7 @@ impl PointStream {
             closed_below: 0,
             counters: PointCounters::default(),
             done: false,
+            window: (0, u64::MAX),
         }
     }
 
@@ -91,6 +96,12 @@ impl PointStream {
         self.open.len()
     }
 
+    /// Take from now on only records with timestamps in `[from, to]` (the span both points
+    /// were capturing); the others are counted ([`PointCounters::trimmed`]).
+    pub fn trim(&mut self, from: u64, to: u64) {
+        self.window = (from, to);
+    }
+
     /// Feed a batch in capture order: each run of records of one interval goes to every
     /// method's synopsis of that interval (hash once, feed many).
     pub fn push(&mut self, batch: &[PacketRecord], timer: &mut dyn Timer) {
@@ -98,9 +109,16 @@ impl PointStream {
         if let Some(newest) = batch.iter().map(|r| r.ts_ns).max() {
             self.watermark = Some(self.watermark.map_or(newest, |w| w.max(newest)));
         }
+        let (lo, hi) = self.window;
+        let inside = |ts: u64| lo <= ts && ts <= hi;
         let mut start = 0;
         while start < batch.len() {
             let ts = batch[start].ts_ns;
+            if !inside(ts) {
+                self.counters.trimmed += 1;
+                start += 1;
+                continue;
+            }
             let i = match self.intervals.index(ts) {
                 None => {
                     self.counters.before_origin += 1;
@@ -115,7 +133,10 @@ impl PointStream {
                 Some(i) => i,
             };
             let mut end = start + 1;
-            while end < batch.len() && self.intervals.index(batch[end].ts_ns) == Some(i) {
+            while end < batch.len()
+                && inside(batch[end].ts_ns)
+                && self.intervals.index(batch[end].ts_ns) == Some(i)
+            {
                 end += 1;
             }
             let run = &batch[start..end];

@@ -216,9 +216,7 @@ mod contract {
             8
         }
         fn encode(&self, out: &mut Vec<u8>) {
-            let mut w = WireWriter::new();
-            w.u64(self.0);
-            out.extend_from_slice(&w.buf);
+            WireWriter::new(out).u64(self.0);
         }
     }
 
@@ -264,6 +262,7 @@ mod contract {
         name: "count",
         summary: "packets at each point; their difference",
         per_flow: false,
+        crosses: "nothing (a test method)",
         per_packet: false,
         build: |_| Ok(Box::new(Count)),
         from_config: |_| Ok(Box::new(Count)),

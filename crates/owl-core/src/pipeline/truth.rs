@@ -58,6 +58,16 @@ pub struct TruthConfig {
     pub exact_quantiles: usize,
     /// Identities of lost packets remembered to recognise late arrivals.
     pub late_memory: usize,
+    /// Count a packet only one point could have seen as **trimmed**, not lost or unexpected:
+    /// a sender packet R never saw, sent so long before R's first record that even the
+    /// largest delay measured would have brought it before that record, or sent later than
+    /// R's last record by more than that delay (R saw nothing for that long while S sent: it
+    /// was not capturing); a receiver packet S never sent, recorded before S's first record
+    /// or later than its last by more than the largest delay. What falls outside is the
+    /// lead-in or lead-out of two captures started or stopped at different times; a lost
+    /// packet within the largest delay of the other point's first or last record stays lost,
+    /// so two captures of the same span lose no real loss to trimming.
+    pub trim: bool,
 }
 
 impl TruthConfig {
@@ -73,6 +83,7 @@ impl TruthConfig {
             keep_matched: false,
             exact_quantiles: DEFAULT_EXACT_QUANTILES,
             late_memory: 1 << 20,
+            trim: false,
         }
     }
 }
@@ -356,6 +367,10 @@ pub struct StreamTruth {
     pub out_of_order: [u64; 2],
     /// Records before the interval origin: in the whole-run figures, in no interval.
     pub before_origin: [u64; 2],
+    /// Packets only one point could have seen ([`TruthConfig::trim`]), per point: in no figure.
+    pub trimmed: [u64; 2],
+    /// Oldest and newest record timestamp per point, ns.
+    pub span_ns: [Option<(u64, u64)>; 2],
     pub horizon_ns: u64,
     /// Delays of every matched packet.
     pub delay: Option<DelaySummary>,
@@ -379,6 +394,11 @@ pub struct StreamingTruth {
     by_id: HashMap<u64, u64>,
     arrivals: VecDeque<Arrival>,
     wm: [Option<u64>; 2],
+    /// Oldest timestamp per point.
+    first: [Option<u64>; 2],
+    trimmed: [u64; 2],
+    /// Largest delay of a matched packet so far, ns (0 before any).
+    max_delay: u64,
     done: [bool; 2],
     max_send_rank: Option<u64>,
     sender_records: u64,
@@ -432,6 +452,9 @@ impl StreamingTruth {
             by_id: HashMap::new(),
             arrivals: VecDeque::new(),
             wm: [None; 2],
+            first: [None; 2],
+            trimmed: [0; 2],
+            max_delay: 0,
             done: [false; 2],
             max_send_rank: None,
             sender_records: 0,
@@ -514,6 +537,23 @@ impl StreamingTruth {
 
     fn note_wm(&mut self, p: usize, ts: u64) {
         self.wm[p] = Some(self.wm[p].map_or(ts, |w| w.max(ts)));
+        self.first[p] = Some(self.first[p].map_or(ts, |f| f.min(ts)));
+    }
+
+    /// Was the other point not capturing when a packet seen only at point `p`, at `ts`, could
+    /// have been seen there ([`TruthConfig::trim`])? Never while the other point has no record
+    /// at all (then nothing is shared, which the caller reports). A sender packet is resolved
+    /// only once every receiver packet up to a horizon after it is matched, so the largest
+    /// delay is known over at least a horizon of traffic by then.
+    fn outside(&self, p: usize, ts: u64) -> bool {
+        let o = 1 - p;
+        let d = self.max_delay;
+        // a sender packet arrives at most d after it left; a receiver packet left before it came
+        let early = if p == 0 { ts.saturating_add(d) } else { ts };
+        self.cfg.trim
+            && self.first[o].is_some_and(|f| {
+                early < f || (self.done[o] && self.wm[o].is_some_and(|l| ts > l.saturating_add(d)))
+            })
     }
 
     /// Record packets seen at the sender.
@@ -669,6 +709,11 @@ impl StreamingTruth {
         }
     }
 
+    /// Largest delay of a packet matched so far, ns (negative delays count as 0).
+    pub fn max_delay(&self) -> u64 {
+        self.max_delay
+    }
+
     /// Flows held open now.
     pub fn open_flows(&self) -> usize {
         self.flow_index.len()
@@ -732,6 +777,14 @@ impl StreamingTruth {
                 return;
             }
             self.stranger_order.push_back((a.ts, a.id));
+            if self.outside(1, a.ts) {
+                self.trimmed[1] += 1;
+                if a.interval != NO_INTERVAL {
+                    self.open_at(a.interval).truth.trimmed += 1;
+                }
+                self.settle(a.interval);
+                return;
+            }
             self.unexpected += 1;
             if self.cfg.keep_unmatched {
                 self.unexpected_ids.push(a.id);
@@ -767,6 +820,7 @@ impl StreamingTruth {
         s.recv = a.ts.min(NOT_RECEIVED - 1);
         let si = s.interval;
         let delay = s.recv.wrapping_sub(s.ts) as i64;
+        self.max_delay = self.max_delay.max(delay.max(0) as u64);
         self.received += 1;
         match self.max_send_rank {
             Some(m) if seq < m => self.reordered += 1,
@@ -805,7 +859,17 @@ impl StreamingTruth {
 
     fn resolve_sent(&mut self, s: Sent) {
         self.by_id.remove(&s.id);
-        if s.recv == NOT_RECEIVED {
+        if s.recv == NOT_RECEIVED && !s.late && self.outside(0, s.ts) {
+            self.trimmed[0] += 1;
+            if s.interval != NO_INTERVAL {
+                let o = self.open_at(s.interval);
+                o.truth.sent -= 1;
+                o.truth.trimmed += 1;
+            }
+            if let Some(Some(f)) = self.flow_slots.get_mut(s.flow as usize) {
+                f.sent -= 1;
+            }
+        } else if s.recv == NOT_RECEIVED {
             self.lost += 1;
             if s.interval != NO_INTERVAL {
                 self.open_at(s.interval).truth.lost += 1;
@@ -936,7 +1000,7 @@ impl StreamingTruth {
         let t = StreamTruth {
             sender_records: self.sender_records,
             receiver_records: self.receiver_records,
-            sent: self.sent_total(),
+            sent: self.sent_total() - self.trimmed[0],
             received: self.received,
             lost: self.lost,
             sender_duplicates: self.sender_duplicates,
@@ -948,6 +1012,8 @@ impl StreamingTruth {
             late_memory_evicted: self.lost_evicted,
             out_of_order: self.out_of_order,
             before_origin: self.before_origin,
+            trimmed: self.trimmed,
+            span_ns: [0, 1].map(|p| self.first[p].zip(self.wm[p])),
             horizon_ns: self.cfg.horizon_ns,
             delay,
             in_interval,

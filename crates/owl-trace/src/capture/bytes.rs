@@ -33,6 +33,11 @@ impl<R: Read> ByteSource<R> {
         self.base + self.pos as u64
     }
 
+    /// The stream being read.
+    pub fn inner(&self) -> &R {
+        &self.inner
+    }
+
     /// Unconsumed bytes in the buffer.
     pub fn peek(&self) -> &[u8] {
         &self.buf[self.pos..self.end]

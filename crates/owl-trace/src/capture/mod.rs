@@ -1,17 +1,30 @@
-//! Capture files: reading pcap and pcapng, writing both.
+//! Capture files: reading pcap and pcapng (plain, gzip or zstd compressed), writing both.
 //!
 //! The reader streams: it holds one buffer (1 MiB, grown only for a block larger than that,
 //! never beyond [`MAX_BLOCK`]) whatever the number of packets, and hands out zero-copy
 //! [`RawPacket`]s borrowed from it. Every error names the byte offset in the file where it was
-//! found, so a user can look at the file with `xxd -s OFFSET`.
+//! found (in the decompressed stream, for a compressed capture), so a user can look at the file
+//! with `xxd -s OFFSET`.
 //!
-//! Supported: pcap with microsecond and nanosecond magic in both byte orders; pcapng with any
-//! number of sections (each with its own byte order) and interfaces, `if_tsresol` (decimal and
-//! binary) and `if_tsoffset`, Enhanced Packet Blocks, obsolete Packet Blocks, and Simple Packet
-//! Blocks (which carry no timestamp: they are counted in [`ReaderStats::no_timestamp`] and
-//! skipped, since a packet without a time cannot be measured). Other pcapng blocks are skipped.
+//! Supported, checked against libpcap (`sf-pcap.c`, `sf-pcapng.c`) so that owl reads what
+//! tcpdump reads and refuses what it refuses:
+//! - pcap 2.0–2.4 with microsecond and nanosecond magic in both byte orders (caplen and len
+//!   swapped before 2.3, and when they look swapped in 2.3, as libpcap does). The link-type
+//!   field's upper bits (pcap-savefile(5)): the link type is its low 16 bits; with the P bit
+//!   set, the FCS length in 16-bit words (bits 28–31) is stripped from every frame
+//!   ([`ReaderStats::fcs_stripped`]); non-zero reserved bits are refused. A record whose
+//!   fraction of a second is not below 10⁶ µs (10⁹ ns) has no valid time (tcpdump prints it
+//!   as invalid): it is counted in [`ReaderStats::bad_timestamp`] and left out.
+//! - pcapng 1.0 and 1.2 with any number of sections (each with its own byte order) and
+//!   interfaces, `if_tsresol` (decimal and binary) and `if_tsoffset`, Enhanced Packet Blocks,
+//!   obsolete Packet Blocks, and Simple Packet Blocks (which carry no timestamp: they are
+//!   counted in [`ReaderStats::no_timestamp`] and skipped, since a packet without a time cannot
+//!   be measured). Other pcapng blocks are skipped. Interfaces are numbered across sections in
+//!   file order; [`CaptureReader::select_interface`] keeps one and counts the others' packets.
+//! - gzip and zstd compression of either, found by magic number ([`compressed`]).
 
 mod bytes;
+pub mod compressed;
 mod pcap;
 mod pcapng;
 mod writer;
@@ -22,9 +35,11 @@ use std::path::Path;
 
 use thiserror::Error;
 
+pub use compressed::Compression;
 pub use writer::{CaptureFormat, CaptureWriter};
 
 use bytes::ByteSource;
+use compressed::Input;
 
 /// Largest pcapng block or pcap record owl accepts (a corrupt length field must not make it
 /// allocate gigabytes).
@@ -40,7 +55,7 @@ pub enum CaptureError {
     Io(#[from] std::io::Error),
     #[error("empty file: no pcap or pcapng header")]
     Empty,
-    #[error("not a pcap or pcapng capture (starts with {0})")]
+    #[error("not a pcap or pcapng capture ({0})")]
     NotACapture(String),
     #[error(
         "offset {offset}: truncated {what}: needs {needed} bytes but the file ends after {available}"
@@ -51,16 +66,25 @@ pub enum CaptureError {
         needed: u64,
         available: u64,
     },
+    #[error(
+        "offset {offset} of the decompressed capture: the {compression} stream ends early (the compressed file is truncated)"
+    )]
+    TruncatedStream {
+        offset: u64,
+        compression: &'static str,
+    },
     #[error("offset {offset}: {what}")]
     Corrupt { offset: u64, what: String },
     #[error(
-        "offset {offset}: unsupported link type {linktype} ({name}); owl reads Ethernet, Linux SLL/SLL2, raw IPv4/IPv6 and BSD loopback"
+        "offset {offset}: unsupported link type {linktype} ({name}); owl reads Ethernet, Linux SLL/SLL2, raw IP, BSD loopback, PPP, Cisco HDLC, NFLOG, IPoIB, MPLS and PKTAP"
     )]
     UnsupportedLinkType {
         offset: u64,
         linktype: u32,
         name: &'static str,
     },
+    #[error("no interface {wanted}: the capture describes {count} (numbered from 0)")]
+    NoSuchInterface { wanted: u32, count: u32 },
 }
 
 impl CaptureError {
@@ -68,6 +92,7 @@ impl CaptureError {
     pub fn offset(&self) -> Option<u64> {
         match self {
             CaptureError::Truncated { offset, .. }
+            | CaptureError::TruncatedStream { offset, .. }
             | CaptureError::Corrupt { offset, .. }
             | CaptureError::UnsupportedLinkType { offset, .. } => Some(*offset),
             _ => None,
@@ -75,9 +100,12 @@ impl CaptureError {
     }
 
     /// True for a capture that simply ends inside a record (the usual result of killing a
-    /// capture process); everything before it is intact.
+    /// capture process, compressed or not); everything before it is intact.
     pub fn is_truncation(&self) -> bool {
-        matches!(self, CaptureError::Truncated { .. })
+        matches!(
+            self,
+            CaptureError::Truncated { .. } | CaptureError::TruncatedStream { .. }
+        )
     }
 
     pub(crate) fn corrupt(offset: u64, what: impl Into<String>) -> CaptureError {
@@ -93,14 +121,17 @@ impl CaptureError {
 pub struct RawPacket<'a> {
     /// Capture timestamp, ns since the epoch.
     pub ts_ns: u64,
-    /// LINKTYPE_* value of the frame's interface.
+    /// LINKTYPE_* value of the frame's interface (the low 16 bits of a pcap header's field).
     pub linktype: u32,
-    /// Captured bytes (at most the snaplen).
+    /// Captured bytes (at most the snaplen), without the FCS when the file says one is there.
     pub data: &'a [u8],
-    /// Length of the frame on the wire.
+    /// Length of the frame on the wire (without the FCS when it was stripped).
     pub orig_len: u32,
-    /// Offset of the record (pcap) or block (pcapng) in the file.
+    /// Offset of the record (pcap) or block (pcapng) in the (decompressed) file.
     pub offset: u64,
+    /// Interface the frame was captured on: 0 for pcap, the interface's number in file order
+    /// (across sections) for pcapng.
+    pub interface: u32,
 }
 
 /// What the reader saw besides packets.
@@ -112,6 +143,12 @@ pub struct ReaderStats {
     pub no_timestamp: u64,
     /// Other pcapng blocks skipped (statistics, name resolution, custom, …).
     pub other_blocks: u64,
+    /// pcap records left out because their timestamp is invalid (fraction of a second ≥ 1 s).
+    pub bad_timestamp: u64,
+    /// Packets returned with their FCS removed (the pcap header announced its length).
+    pub fcs_stripped: u64,
+    /// Packets left out because they were captured on an interface other than the selected one.
+    pub other_interface: u64,
 }
 
 /// Which container a capture uses.
@@ -121,16 +158,28 @@ pub enum Container {
     Pcapng,
 }
 
+/// An interface of a capture: the only one of a pcap file, one IDB of a pcapng file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct InterfaceInfo {
+    pub linktype: u32,
+    /// Largest captured length the capture allows (the header's snaplen; 0 means unlimited).
+    pub snaplen: u32,
+}
+
 enum Inner {
     Pcap(pcap::PcapState),
     Pcapng(pcapng::PcapngState),
 }
 
-/// Streaming reader of pcap and pcapng captures (format detected from the first bytes).
+/// Streaming reader of pcap and pcapng captures, plain or compressed (format and compression
+/// detected from the first bytes).
 pub struct CaptureReader<R: Read> {
-    src: ByteSource<R>,
+    src: ByteSource<Input<R>>,
+    compression: Compression,
     inner: Inner,
     stats: ReaderStats,
+    /// Keep only this interface's packets.
+    selected: Option<u32>,
 }
 
 impl CaptureReader<File> {
@@ -143,26 +192,53 @@ impl CaptureReader<File> {
 impl<R: Read> CaptureReader<R> {
     /// Start reading a capture from any byte stream.
     pub fn new(reader: R) -> Result<CaptureReader<R>, CaptureError> {
-        let mut src = ByteSource::new(reader);
+        let (input, compression) = Input::new(reader)?;
+        let mut src = ByteSource::new(input);
         let have = src.ensure(4)?;
+        if have < 4 && src.inner().truncated {
+            end_of_input(&src)?;
+        }
         if have == 0 {
-            return Err(CaptureError::Empty);
+            return match compression {
+                Compression::None => Err(CaptureError::Empty),
+                c => Err(CaptureError::NotACapture(format!(
+                    "the {} data decompresses to nothing",
+                    c.name()
+                ))),
+            };
+        }
+        let inside = match compression {
+            Compression::None => String::new(),
+            c => format!("the decompressed {} data ", c.name()),
+        };
+        if let Some(what) = compressed::unsupported_compression(src.peek()) {
+            return Err(CaptureError::NotACapture(format!(
+                "{inside}is compressed with {what}"
+            )));
         }
         if have < 4 {
-            return Err(CaptureError::NotACapture(hex_prefix(src.peek())));
+            return Err(CaptureError::NotACapture(format!(
+                "{inside}starts with {}",
+                hex_prefix(src.peek())
+            )));
         }
-        let magic: [u8; 4] = src.peek()[..4].try_into().unwrap();
+        let magic: [u8; 4] = [src.peek()[0], src.peek()[1], src.peek()[2], src.peek()[3]];
         let inner = if magic == pcapng::SHB_TYPE.to_le_bytes() {
             Inner::Pcapng(pcapng::PcapngState::start(&mut src)?)
         } else if let Some(p) = pcap::PcapState::start(&mut src, magic)? {
             Inner::Pcap(p)
         } else {
-            return Err(CaptureError::NotACapture(hex_prefix(&magic)));
+            return Err(CaptureError::NotACapture(format!(
+                "{inside}starts with {}",
+                hex_prefix(&magic)
+            )));
         };
         Ok(CaptureReader {
             src,
+            compression,
             inner,
             stats: ReaderStats::default(),
+            selected: None,
         })
     }
 
@@ -176,9 +252,51 @@ impl<R: Read> CaptureReader<R> {
         }
     }
 
-    /// Bytes consumed so far (for progress).
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    /// Keep only the packets of interface `n` (numbered from 0 in file order across pcapng
+    /// sections; a pcap file has only interface 0); the others are counted in
+    /// [`ReaderStats::other_interface`]. A capture that never describes interface `n` ends in
+    /// [`CaptureError::NoSuchInterface`].
+    pub fn select_interface(&mut self, n: Option<u32>) -> Result<(), CaptureError> {
+        if let (Some(n), Inner::Pcap(_)) = (n, &self.inner)
+            && n != 0
+        {
+            return Err(CaptureError::NoSuchInterface {
+                wanted: n,
+                count: 1,
+            });
+        }
+        self.selected = n;
+        Ok(())
+    }
+
+    /// The interfaces described so far, in file order (a pcapng file may describe more later).
+    pub fn interfaces(&self) -> Vec<InterfaceInfo> {
+        match &self.inner {
+            Inner::Pcap(p) => vec![p.interface()],
+            Inner::Pcapng(p) => p.interfaces(),
+        }
+    }
+
+    /// The most bytes of a frame the capture keeps: the pcap header's snaplen, or the smallest
+    /// of the pcapng interfaces read so far (read a packet first). `None` for no limit.
+    pub fn snaplen(&self) -> Option<u32> {
+        match &self.inner {
+            Inner::Pcap(p) => p.snaplen(),
+            Inner::Pcapng(p) => p.snaplen(),
+        }
+    }
+
+    /// Bytes taken from the input so far (compressed bytes for a compressed capture), to set
+    /// against the file size for progress.
     pub fn bytes_read(&self) -> u64 {
-        self.src.offset()
+        match self.compression {
+            Compression::None => self.src.offset(),
+            _ => self.src.inner().raw_bytes(),
+        }
     }
 
     pub fn stats(&self) -> ReaderStats {
@@ -189,13 +307,50 @@ impl<R: Read> CaptureReader<R> {
     pub fn next_packet(&mut self) -> Result<Option<RawPacket<'_>>, CaptureError> {
         let r = match &mut self.inner {
             Inner::Pcap(p) => p.next(&mut self.src, &mut self.stats)?,
-            Inner::Pcapng(p) => p.next(&mut self.src, &mut self.stats)?,
+            Inner::Pcapng(p) => p.next(&mut self.src, &mut self.stats, self.selected)?,
         };
         if r.is_some() {
             self.stats.packets += 1;
         }
         Ok(r)
     }
+}
+
+/// A record or block that the end of the input cuts: the compressed stream's truncation when
+/// that is why the input ended.
+pub(crate) fn cut<R: Read>(
+    src: &ByteSource<Input<R>>,
+    offset: u64,
+    what: &'static str,
+    needed: u64,
+    have: usize,
+) -> CaptureError {
+    let input = src.inner();
+    if input.truncated {
+        return CaptureError::TruncatedStream {
+            offset,
+            compression: input.compression().name(),
+        };
+    }
+    CaptureError::Truncated {
+        offset,
+        what,
+        needed,
+        available: have as u64,
+    }
+}
+
+/// At the end of the input: a cut compressed stream is an error (the container parsers call
+/// this where they find the end between two records).
+pub(crate) fn end_of_input<R: Read>(src: &ByteSource<Input<R>>) -> Result<(), CaptureError> {
+    let input = src.inner();
+    if input.truncated {
+        return Err(CaptureError::TruncatedStream {
+            offset: src.offset(),
+            compression: input.compression().name(),
+        });
+    }
+    Ok(())
 }
 
 fn hex_prefix(b: &[u8]) -> String {

@@ -1,26 +1,50 @@
-//! Classic pcap (libpcap) files.
+//! Classic pcap (libpcap) files, read as libpcap's `sf-pcap.c` reads them.
 
 use std::io::Read;
 
 use super::bytes::ByteSource;
-use super::{CaptureError, Endian, MAX_BLOCK, MAX_SNAPLEN, RawPacket, ReaderStats};
+use super::compressed::Input;
+use super::{
+    CaptureError, Endian, InterfaceInfo, MAX_BLOCK, MAX_SNAPLEN, RawPacket, ReaderStats, cut,
+    end_of_input,
+};
 
 const MAGIC_US: u32 = 0xa1b2_c3d4;
 const MAGIC_NS: u32 = 0xa1b2_3c4d;
 const HEADER: usize = 24;
 const RECORD: usize = 16;
 
+/// The link-type field of the file header (pcap-savefile(5), libpcap's `LT_*` macros): the link
+/// type in bits 0–15, ten reserved bits, the P bit (26) saying the FCS length is present, a
+/// reserved R bit (27) and the FCS length in 16-bit words (bits 28–31).
+const LT_LINKTYPE: u32 = 0x0000_ffff;
+const LT_RESERVED: u32 = 0x03ff_0000 | 0x0800_0000;
+const LT_FCS_LENGTH_PRESENT: u32 = 0x0400_0000;
+const LT_FCS_LENGTH_SHIFT: u32 = 28;
+
+/// How the caplen and len fields of a record are ordered (they were interchanged in 2.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lengths {
+    Normal,
+    Swapped,
+    /// 2.3 files written both ways: swapped when caplen > len.
+    MaybeSwapped,
+}
+
 pub(crate) struct PcapState {
     pub endian: Endian,
     pub nanosecond: bool,
     snaplen: u32,
     linktype: u32,
+    /// Bytes of FCS at the end of every frame.
+    fcs_len: u32,
+    lengths: Lengths,
 }
 
 impl PcapState {
     /// Parse the global header if `magic` is a pcap magic; `Ok(None)` if it is not.
     pub fn start<R: Read>(
-        src: &mut ByteSource<R>,
+        src: &mut ByteSource<Input<R>>,
         magic: [u8; 4],
     ) -> Result<Option<PcapState>, CaptureError> {
         let le = u32::from_le_bytes(magic);
@@ -33,84 +57,130 @@ impl PcapState {
         };
         let have = src.ensure(HEADER)?;
         if have < HEADER {
-            return Err(CaptureError::Truncated {
-                offset: 0,
-                what: "pcap file header",
-                needed: HEADER as u64,
-                available: have as u64,
-            });
+            return Err(cut(src, 0, "pcap file header", HEADER as u64, have));
         }
         let e = Endian { big };
         let h = src.take(HEADER);
-        let major = e.u16(&h[4..]);
-        if major != 2 {
+        let (major, minor) = (e.u16(&h[4..]), e.u16(&h[6..]));
+        // libpcap reads 2.0 to 2.4 (and DG/UX's 543.0, with pre-2.3 lengths)
+        let lengths = match (major, minor) {
+            (2, 0..=2) | (543, 0) => Lengths::Swapped,
+            (2, 3) => Lengths::MaybeSwapped,
+            (2, 4) => Lengths::Normal,
+            _ => {
+                return Err(CaptureError::corrupt(
+                    4,
+                    format!(
+                        "pcap version {major}.{minor}; owl, like libpcap, reads versions 2.0 to 2.4"
+                    ),
+                ));
+            }
+        };
+        let snaplen = e.u32(&h[16..]);
+        let field = e.u32(&h[20..]);
+        if field & LT_RESERVED != 0 {
             return Err(CaptureError::corrupt(
-                4,
-                format!("pcap major version {major}, owl reads version 2"),
+                20,
+                format!(
+                    "pcap link-type field 0x{field:08x} has reserved bits set (0x{:08x}): not a file libpcap writes",
+                    field & LT_RESERVED
+                ),
             ));
         }
-        let snaplen = e.u32(&h[16..]);
-        // Upper bits of the link-type field carry FCS information (pcap-savefile(5)).
-        let linktype = e.u32(&h[20..]) & 0x0fff_ffff;
+        let fcs_len = if field & LT_FCS_LENGTH_PRESENT != 0 {
+            2 * (field >> LT_FCS_LENGTH_SHIFT)
+        } else {
+            0
+        };
         Ok(Some(PcapState {
             endian: e,
             nanosecond,
             snaplen,
-            linktype,
+            linktype: field & LT_LINKTYPE,
+            fcs_len,
+            lengths,
         }))
+    }
+
+    pub fn interface(&self) -> InterfaceInfo {
+        InterfaceInfo {
+            linktype: self.linktype,
+            snaplen: self.snaplen,
+        }
+    }
+
+    /// The snaplen of the file header (`None` for 0, which some writers use for "unlimited").
+    pub fn snaplen(&self) -> Option<u32> {
+        (self.snaplen != 0).then_some(self.snaplen)
     }
 
     pub fn next<'a, R: Read>(
         &mut self,
-        src: &'a mut ByteSource<R>,
-        _stats: &mut ReaderStats,
+        src: &'a mut ByteSource<Input<R>>,
+        stats: &mut ReaderStats,
     ) -> Result<Option<RawPacket<'a>>, CaptureError> {
-        let offset = src.offset();
-        let have = src.ensure(RECORD)?;
-        if have == 0 {
-            return Ok(None);
-        }
-        if have < RECORD {
-            return Err(CaptureError::Truncated {
+        loop {
+            let offset = src.offset();
+            let have = src.ensure(RECORD)?;
+            if have == 0 {
+                end_of_input(src)?;
+                return Ok(None);
+            }
+            if have < RECORD {
+                return Err(cut(src, offset, "pcap record header", RECORD as u64, have));
+            }
+            let e = self.endian;
+            let h = &src.peek()[..RECORD];
+            let sec = e.u32(h) as u64;
+            let frac = e.u32(&h[4..]) as u64;
+            let (mut caplen, mut orig_len) = (e.u32(&h[8..]), e.u32(&h[12..]));
+            if self.lengths == Lengths::Swapped
+                || (self.lengths == Lengths::MaybeSwapped && caplen > orig_len)
+            {
+                (caplen, orig_len) = (orig_len, caplen);
+            }
+            if caplen > self.snaplen.max(MAX_SNAPLEN) || caplen as usize > MAX_BLOCK - RECORD {
+                return Err(CaptureError::corrupt(
+                    offset,
+                    format!(
+                        "pcap record claims {caplen} captured bytes, more than the snaplen {} allows: corrupt file",
+                        self.snaplen
+                    ),
+                ));
+            }
+            let total = RECORD + caplen as usize;
+            let have = src.ensure(total)?;
+            if have < total {
+                return Err(cut(src, offset, "pcap record", total as u64, have));
+            }
+            let unit = if self.nanosecond { 1 } else { 1_000 };
+            if frac * unit >= 1_000_000_000 {
+                // tcpdump prints such a time as invalid; carried on, it would be up to 4295 s off
+                let _ = src.take(total);
+                stats.bad_timestamp += 1;
+                continue;
+            }
+            let ts_ns = sec * 1_000_000_000 + frac * unit;
+            let rec = src.take(total);
+            let mut data = &rec[RECORD..];
+            if self.fcs_len > 0 {
+                // the FCS is the last fcs_len bytes of the frame on the wire; keep what was
+                // captured before it
+                let keep = (orig_len.saturating_sub(self.fcs_len) as usize).min(data.len());
+                if keep < data.len() {
+                    stats.fcs_stripped += 1;
+                }
+                data = &data[..keep];
+                orig_len = orig_len.saturating_sub(self.fcs_len);
+            }
+            return Ok(Some(RawPacket {
+                ts_ns,
+                linktype: self.linktype,
+                data,
+                orig_len,
                 offset,
-                what: "pcap record header",
-                needed: RECORD as u64,
-                available: have as u64,
-            });
+                interface: 0,
+            }));
         }
-        let e = self.endian;
-        let h = &src.peek()[..RECORD];
-        let sec = e.u32(h) as u64;
-        let frac = e.u32(&h[4..]) as u64;
-        let caplen = e.u32(&h[8..]);
-        let orig_len = e.u32(&h[12..]);
-        if caplen > self.snaplen.max(MAX_SNAPLEN) || caplen as usize > MAX_BLOCK - RECORD {
-            return Err(CaptureError::corrupt(
-                offset,
-                format!(
-                    "pcap record claims {caplen} captured bytes, more than the snaplen {} allows: corrupt file",
-                    self.snaplen
-                ),
-            ));
-        }
-        let ts_ns = sec * 1_000_000_000 + if self.nanosecond { frac } else { frac * 1_000 };
-        let total = RECORD + caplen as usize;
-        let have = src.ensure(total)?;
-        if have < total {
-            return Err(CaptureError::Truncated {
-                offset,
-                what: "pcap record",
-                needed: total as u64,
-                available: have as u64,
-            });
-        }
-        let rec = src.take(total);
-        Ok(Some(RawPacket {
-            ts_ns,
-            linktype: self.linktype,
-            data: &rec[RECORD..],
-            orig_len,
-            offset,
-        }))
     }
 }

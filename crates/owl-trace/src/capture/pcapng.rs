@@ -3,7 +3,10 @@
 use std::io::Read;
 
 use super::bytes::ByteSource;
-use super::{CaptureError, Endian, MAX_BLOCK, RawPacket, ReaderStats};
+use super::compressed::Input;
+use super::{
+    CaptureError, Endian, InterfaceInfo, MAX_BLOCK, RawPacket, ReaderStats, cut, end_of_input,
+};
 
 pub(crate) const SHB_TYPE: u32 = 0x0a0d_0d0a;
 const BYTE_ORDER_MAGIC: u32 = 0x1a2b_3c4d;
@@ -11,6 +14,10 @@ const IDB_TYPE: u32 = 1;
 const PB_TYPE: u32 = 2;
 const SPB_TYPE: u32 = 3;
 const EPB_TYPE: u32 = 6;
+
+/// Most interfaces owl keeps track of in one file (each costs a few bytes; a hostile file must
+/// not grow that list without end).
+pub const MAX_INTERFACES: usize = 1 << 16;
 
 const OPT_END: u16 = 0;
 const OPT_IF_TSRESOL: u16 = 9;
@@ -27,30 +34,40 @@ struct Interface {
 
 pub(crate) struct PcapngState {
     endian: Endian,
+    /// This section's interfaces.
     interfaces: Vec<Interface>,
+    /// Interfaces described by the sections before this one: interface `i` of this section is
+    /// number `base + i` of the file.
+    base: u32,
+    /// Every interface of the file so far, in file order.
+    all: Vec<InterfaceInfo>,
 }
 
 impl PcapngState {
-    pub fn start<R: Read>(src: &mut ByteSource<R>) -> Result<PcapngState, CaptureError> {
+    pub fn start<R: Read>(src: &mut ByteSource<Input<R>>) -> Result<PcapngState, CaptureError> {
         let mut st = PcapngState {
             endian: Endian { big: false },
             interfaces: Vec::new(),
+            base: 0,
+            all: Vec::new(),
         };
         st.section_header(src)?;
         Ok(st)
     }
 
+    pub fn interfaces(&self) -> Vec<InterfaceInfo> {
+        self.all.clone()
+    }
+
     /// Read a Section Header Block at the current offset.
-    fn section_header<R: Read>(&mut self, src: &mut ByteSource<R>) -> Result<(), CaptureError> {
+    fn section_header<R: Read>(
+        &mut self,
+        src: &mut ByteSource<Input<R>>,
+    ) -> Result<(), CaptureError> {
         let offset = src.offset();
         let have = src.ensure(12)?;
         if have < 12 {
-            return Err(CaptureError::Truncated {
-                offset,
-                what: "pcapng section header",
-                needed: 12,
-                available: have as u64,
-            });
+            return Err(cut(src, offset, "pcapng section header", 12, have));
         }
         let p = src.peek();
         let bom = u32::from_le_bytes(p[8..12].try_into().unwrap());
@@ -65,6 +82,7 @@ impl PcapngState {
             }
         };
         self.endian = Endian { big };
+        self.base = self.all.len() as u32;
         self.interfaces.clear();
         let body = self.block(src, "pcapng section header")?;
         if body.len() < 16 {
@@ -73,11 +91,14 @@ impl PcapngState {
                 "pcapng section header too short",
             ));
         }
-        let major = self.endian.u16(&body[4..]);
-        if major != 1 {
+        let (major, minor) = (self.endian.u16(&body[4..]), self.endian.u16(&body[6..]));
+        // libpcap reads 1.0, and 1.2 which some writers put in by mistake
+        if major != 1 || !(minor == 0 || minor == 2) {
             return Err(CaptureError::corrupt(
                 offset + 12,
-                format!("pcapng major version {major}, owl reads version 1"),
+                format!(
+                    "pcapng version {major}.{minor}; owl, like libpcap, reads versions 1.0 and 1.2"
+                ),
             ));
         }
         Ok(())
@@ -87,18 +108,13 @@ impl PcapngState {
     /// before the trailing length).
     fn block<'a, R: Read>(
         &self,
-        src: &'a mut ByteSource<R>,
+        src: &'a mut ByteSource<Input<R>>,
         what: &'static str,
     ) -> Result<&'a [u8], CaptureError> {
         let offset = src.offset();
         let have = src.ensure(8)?;
         if have < 8 {
-            return Err(CaptureError::Truncated {
-                offset,
-                what,
-                needed: 8,
-                available: have as u64,
-            });
+            return Err(cut(src, offset, what, 8, have));
         }
         let len = self.endian.u32(&src.peek()[4..]) as usize;
         if len < 12 || !len.is_multiple_of(4) || len > MAX_BLOCK {
@@ -111,12 +127,7 @@ impl PcapngState {
         }
         let have = src.ensure(len)?;
         if have < len {
-            return Err(CaptureError::Truncated {
-                offset,
-                what,
-                needed: len as u64,
-                available: have as u64,
-            });
+            return Err(cut(src, offset, what, len as u64, have));
         }
         let e = self.endian;
         let b = src.take(len);
@@ -132,24 +143,40 @@ impl PcapngState {
         Ok(&b[8..len - 4])
     }
 
+    /// The smallest snaplen of the interfaces of the current section (`None` before any, or
+    /// when every one is 0, pcapng's "no limit").
+    pub fn snaplen(&self) -> Option<u32> {
+        self.interfaces
+            .iter()
+            .map(|i| i.snaplen)
+            .filter(|&s| s != 0)
+            .min()
+    }
+
+    /// The next packet (of interface `selected` only, when given).
     pub fn next<'a, R: Read>(
         &mut self,
-        src: &'a mut ByteSource<R>,
+        src: &'a mut ByteSource<Input<R>>,
         stats: &mut ReaderStats,
+        selected: Option<u32>,
     ) -> Result<Option<RawPacket<'a>>, CaptureError> {
         loop {
             let offset = src.offset();
             let have = src.ensure(8)?;
             if have == 0 {
+                end_of_input(src)?;
+                if let Some(n) = selected
+                    && n as usize >= self.all.len()
+                {
+                    return Err(CaptureError::NoSuchInterface {
+                        wanted: n,
+                        count: self.all.len() as u32,
+                    });
+                }
                 return Ok(None);
             }
             if have < 8 {
-                return Err(CaptureError::Truncated {
-                    offset,
-                    what: "pcapng block header",
-                    needed: 8,
-                    available: have as u64,
-                });
+                return Err(cut(src, offset, "pcapng block header", 8, have));
             }
             let btype = self.endian.u32(src.peek());
             if btype == SHB_TYPE {
@@ -161,7 +188,23 @@ impl PcapngState {
                     let e = self.endian;
                     let body = self.block(src, "pcapng interface description")?;
                     let iface = parse_idb(e, body, offset)?;
+                    if self.all.len() >= MAX_INTERFACES {
+                        return Err(CaptureError::corrupt(
+                            offset,
+                            format!("more than {MAX_INTERFACES} pcapng interfaces"),
+                        ));
+                    }
                     self.interfaces.push(iface);
+                    self.all.push(InterfaceInfo {
+                        linktype: iface.linktype,
+                        snaplen: iface.snaplen,
+                    });
+                }
+                EPB_TYPE | PB_TYPE
+                    if selected.is_some() && !self.is_selected(src, btype, selected) =>
+                {
+                    let _ = self.block(src, "pcapng packet block")?;
+                    stats.other_interface += 1;
                 }
                 EPB_TYPE | PB_TYPE => {
                     let e = self.endian;
@@ -208,6 +251,7 @@ impl PcapngState {
                         data: &body[20..20 + caplen],
                         orig_len,
                         offset,
+                        interface: self.base.saturating_add(iface_id),
                     }));
                 }
                 SPB_TYPE => {
@@ -229,6 +273,30 @@ impl PcapngState {
     }
 }
 
+impl PcapngState {
+    /// Whether the packet block at the current offset (whose first 8 bytes are available) was
+    /// captured on interface `selected`. A block too short to say is left to the normal path,
+    /// which reports it.
+    fn is_selected<R: Read>(
+        &self,
+        src: &mut ByteSource<Input<R>>,
+        btype: u32,
+        selected: Option<u32>,
+    ) -> bool {
+        let Some(n) = selected else { return true };
+        if !matches!(src.ensure(12), Ok(12)) {
+            return true;
+        }
+        let b = &src.peek()[8..12];
+        let id = if btype == EPB_TYPE {
+            self.endian.u32(b)
+        } else {
+            self.endian.u16(b) as u32
+        };
+        self.base.checked_add(id) == Some(n) || id as usize >= self.interfaces.len()
+    }
+}
+
 fn parse_idb(e: Endian, body: &[u8], offset: u64) -> Result<Interface, CaptureError> {
     if body.len() < 8 {
         return Err(CaptureError::corrupt(
@@ -242,7 +310,6 @@ fn parse_idb(e: Endian, body: &[u8], offset: u64) -> Result<Interface, CaptureEr
         resol: (false, 6),
         offset_s: 0,
     };
-    let _ = iface.snaplen;
     let mut p = 8;
     while p + 4 <= body.len() {
         let code = e.u16(&body[p..]);

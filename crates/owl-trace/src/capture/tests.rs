@@ -362,3 +362,292 @@ proptest! {
         }
     }
 }
+
+fn pcap_with_version(major: u16, minor: u16, linktype: u32, recs: &[(u32, u32, &[u8])]) -> Vec<u8> {
+    let mut b = pcap_bytes(false, false, linktype, recs);
+    b[4..6].copy_from_slice(&major.to_le_bytes());
+    b[6..8].copy_from_slice(&minor.to_le_bytes());
+    b
+}
+
+/// Item 11: a microsecond field of 10⁶ or more (10⁹ ns) is no time at all; carried on, it put a
+/// packet 2 147 s late. It is left out and counted.
+#[test]
+fn pcap_invalid_fraction_of_a_second_is_left_out_and_counted() {
+    for (nano, bad) in [
+        (false, 1_000_000u32),
+        (false, u32::MAX),
+        (true, 1_000_000_000),
+    ] {
+        let b = pcap_bytes(
+            false,
+            nano,
+            1,
+            &[(10, 5, b"a"), (10, bad, b"b"), (11, 7, b"c")],
+        );
+        let mut r = CaptureReader::new(&b[..]).unwrap();
+        let mut got = Vec::new();
+        while let Some(p) = r.next_packet().unwrap() {
+            got.push(p.data.to_vec());
+        }
+        assert_eq!(
+            got,
+            vec![b"a".to_vec(), b"c".to_vec()],
+            "nano {nano} frac {bad}"
+        );
+        assert_eq!((r.stats().packets, r.stats().bad_timestamp), (2, 1));
+    }
+    // the largest valid fraction is kept
+    let b = pcap_bytes(false, false, 1, &[(10, 999_999, b"a")]);
+    assert_eq!(read_all(&b).unwrap()[0].0, 10_999_999_000);
+}
+
+/// Item 12: libpcap takes the link type from the low 16 bits and, with the P bit, the FCS
+/// length in 16-bit words from bits 28–31.
+#[test]
+fn pcap_link_type_field_flags_and_fcs() {
+    let frame = b"0123456789FCS!";
+    for (field, fcs) in [
+        (0x0400_0001u32, 0usize), // P set, FCS length 0
+        (0x2400_0001, 4),         // Ethernet's 4-byte FCS
+        (0x4400_0001, 8),
+        (0x4000_0001, 0), // FCS length without the P bit: unknown, nothing stripped
+    ] {
+        let b = pcap_bytes(false, true, field, &[(1, 1, frame)]);
+        let mut r = CaptureReader::new(&b[..]).unwrap();
+        let p = r.next_packet().unwrap().unwrap();
+        assert_eq!(p.linktype, 1, "0x{field:08x}");
+        // pcap_bytes writes orig_len = caplen + 10: the FCS is not in the captured bytes
+        assert_eq!(p.data, frame, "0x{field:08x}");
+        assert_eq!(r.stats().fcs_stripped, 0);
+        drop(r);
+        // with the whole frame captured, the FCS is removed and counted
+        let mut b2 = b.clone();
+        b2[24 + 12..24 + 16].copy_from_slice(&(frame.len() as u32).to_le_bytes());
+        let mut r = CaptureReader::new(&b2[..]).unwrap();
+        let p = r.next_packet().unwrap().unwrap();
+        assert_eq!(p.data, &frame[..frame.len() - fcs], "0x{field:08x}");
+        assert_eq!(p.orig_len as usize, frame.len() - fcs);
+        assert_eq!(r.stats().fcs_stripped, u64::from(fcs > 0));
+    }
+    // a frame cut inside its FCS keeps what precedes the FCS
+    let mut b = pcap_bytes(false, true, 0x2400_0001, &[(1, 1, b"0123456789FC")]);
+    b[24 + 12..24 + 16].copy_from_slice(&14u32.to_le_bytes());
+    assert_eq!(read_all(&b).unwrap()[0].2, b"0123456789".to_vec());
+}
+
+#[test]
+fn pcap_reserved_bits_and_versions_libpcap_refuses() {
+    for field in [0x0001_0001u32, 0x0200_0001, 0x0800_0001] {
+        let e = read_all(&pcap_bytes(false, true, field, &[])).unwrap_err();
+        assert!(matches!(e, CaptureError::Corrupt { offset: 20, .. }), "{e}");
+        assert!(e.to_string().contains("reserved"), "{e}");
+    }
+    for (major, minor) in [(2, 5), (3, 0), (1, 0), (2, 0xffff)] {
+        let e = read_all(&pcap_with_version(major, minor, 1, &[])).unwrap_err();
+        assert!(
+            e.to_string().contains(&format!("version {major}.{minor}")),
+            "{e}"
+        );
+    }
+    // 2.0–2.2 wrote len before caplen; 2.3 either way (swapped when caplen > len)
+    let mut b = pcap_with_version(2, 2, 1, &[(1, 1, b"abc")]);
+    b[24 + 8..24 + 12].copy_from_slice(&60u32.to_le_bytes());
+    b[24 + 12..24 + 16].copy_from_slice(&3u32.to_le_bytes());
+    let v = read_all(&b).unwrap();
+    assert_eq!((v[0].2.as_slice(), v[0].3), (&b"abc"[..], 60));
+    b[6] = 3;
+    assert_eq!(read_all(&b).unwrap()[0].3, 60);
+    b[6] = 4;
+    assert!(
+        read_all(&b).is_err(),
+        "2.4 takes caplen 60 from the first field"
+    );
+}
+
+#[test]
+fn pcapng_versions_libpcap_refuses() {
+    for (minor, ok) in [(0u16, true), (1, false), (2, true), (3, false)] {
+        let mut ng = Ng {
+            big: false,
+            b: Vec::new(),
+        };
+        ng.shb();
+        ng.b[14..16].copy_from_slice(&minor.to_le_bytes());
+        ng.idb(1, None, None);
+        ng.epb(0, 1, b"x");
+        let r = read_all(&ng.b);
+        assert_eq!(r.is_ok(), ok, "1.{minor}: {r:?}");
+        if let Err(e) = r {
+            assert!(e.to_string().contains(&format!("version 1.{minor}")), "{e}");
+        }
+    }
+}
+
+/// Item 15: interfaces are numbered across sections in file order, and one can be selected.
+#[test]
+fn pcapng_interfaces_are_numbered_and_selectable() {
+    let mut ng = Ng {
+        big: false,
+        b: Vec::new(),
+    };
+    ng.shb();
+    ng.idb(1, None, None);
+    ng.idb(127, None, None);
+    ng.epb(0, 1, b"a");
+    ng.epb(1, 2, b"b");
+    ng.shb();
+    ng.idb(101, None, None);
+    ng.epb(0, 3, b"c");
+    ng.pb(0, 4, b"d");
+    let ifaces = |b: &[u8], sel: Option<u32>| {
+        let mut r = CaptureReader::new(b).unwrap();
+        r.select_interface(sel).unwrap();
+        let mut v = Vec::new();
+        loop {
+            match r.next_packet() {
+                Ok(Some(p)) => v.push((p.interface, p.data.to_vec())),
+                Ok(None) => return Ok((v, r.stats().other_interface, r.interfaces().len())),
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    let (all, other, n) = ifaces(&ng.b, None).unwrap();
+    assert_eq!(
+        all,
+        vec![
+            (0, b"a".to_vec()),
+            (1, b"b".to_vec()),
+            (2, b"c".to_vec()),
+            (2, b"d".to_vec())
+        ]
+    );
+    assert_eq!((other, n), (0, 3));
+    let (v, other, _) = ifaces(&ng.b, Some(2)).unwrap();
+    assert_eq!(v, vec![(2, b"c".to_vec()), (2, b"d".to_vec())]);
+    assert_eq!(other, 2);
+    let e = ifaces(&ng.b, Some(3)).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            CaptureError::NoSuchInterface {
+                wanted: 3,
+                count: 3
+            }
+        ),
+        "{e}"
+    );
+    let empty = pcap_bytes(false, true, 1, &[]);
+    let mut r = CaptureReader::new(&empty[..]).unwrap();
+    assert!(r.select_interface(Some(1)).is_err());
+    assert!(r.select_interface(Some(0)).is_ok());
+}
+
+fn gzip(b: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(b).unwrap();
+    e.finish().unwrap()
+}
+
+fn zstd(b: &[u8]) -> Vec<u8> {
+    ruzstd::encoding::compress_to_vec(b, ruzstd::encoding::CompressionLevel::Fastest)
+}
+
+fn sample_capture(n: u64, fmt: CaptureFormat) -> Vec<u8> {
+    let mut w = CaptureWriter::new(Vec::new(), fmt, 1, 0).unwrap();
+    for i in 0..n {
+        let d = [(i % 251) as u8; 300];
+        w.write_packet(1_000_000_000 + i, &d, 300).unwrap();
+    }
+    w.finish().unwrap()
+}
+
+/// Item 16: gzip and zstd captures are read by their magic number, whatever their name.
+#[test]
+fn compressed_captures_read_like_plain_ones() {
+    for fmt in [CaptureFormat::Pcap, CaptureFormat::Pcapng] {
+        let plain = sample_capture(10_000, fmt); // 3 MB: several refills of the 1 MiB window
+        let want = read_all(&plain).unwrap();
+        let (half_a, half_b) = plain.split_at(plain.len() / 3);
+        // concatenated gzip members and zstd frames, and a skippable frame, are one stream
+        let mut gz2 = gzip(half_a);
+        gz2.extend_from_slice(&gzip(half_b));
+        let mut zs2 = zstd(half_a);
+        zs2.extend_from_slice(&[0x50, 0x2a, 0x4d, 0x18, 3, 0, 0, 0, 9, 9, 9]);
+        zs2.extend_from_slice(&zstd(half_b));
+        for (c, bytes) in [
+            (Compression::Gzip, gzip(&plain)),
+            (Compression::Gzip, gz2),
+            (Compression::Zstd, zstd(&plain)),
+            (Compression::Zstd, zs2),
+        ] {
+            assert!(bytes.len() < plain.len() / 10);
+            let r = CaptureReader::new(&bytes[..]).unwrap();
+            assert_eq!(r.compression(), c);
+            assert_eq!(read_all(&bytes).unwrap(), want, "{c:?} {fmt:?}");
+            let mut r = CaptureReader::new(&bytes[..]).unwrap();
+            while r.next_packet().unwrap().is_some() {}
+            assert_eq!(
+                r.bytes_read(),
+                bytes.len() as u64,
+                "progress counts compressed bytes"
+            );
+        }
+    }
+}
+
+#[test]
+fn truncated_and_corrupt_compressed_captures_are_errors() {
+    let plain = sample_capture(2_000, CaptureFormat::Pcap);
+    for bytes in [gzip(&plain), zstd(&plain)] {
+        for cut in [bytes.len() / 2, bytes.len() - 3, 12] {
+            let e = match CaptureReader::new(&bytes[..cut]) {
+                Err(e) => e,
+                Ok(mut r) => loop {
+                    match r.next_packet() {
+                        Ok(Some(_)) => {}
+                        Ok(None) => panic!("a truncated stream read to its end"),
+                        Err(e) => break e,
+                    }
+                },
+            };
+            assert!(e.is_truncation(), "cut at {cut}: {e}");
+        }
+        // a flipped byte in the middle: an error, never a panic or a silent end
+        let mut bad = bytes.clone();
+        let mid = bad.len() / 2;
+        bad[mid] ^= 0x55;
+        bad[mid + 1] ^= 0xaa;
+        if let Ok(mut r) = CaptureReader::new(&bad[..]) {
+            let res = loop {
+                match r.next_packet() {
+                    Ok(Some(_)) => {}
+                    other => break other.map(|p| p.is_some()),
+                }
+            };
+            assert!(res.is_err(), "corruption went unnoticed");
+        }
+    }
+    // compressed nothing, compressed garbage, another compressor
+    let e = read_all(&gzip(b"")).unwrap_err();
+    assert!(e.to_string().contains("decompresses to nothing"), "{e}");
+    let e = read_all(&zstd(b"GIF89a")).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("decompressed zstd data starts with 0x474946"),
+        "{e}"
+    );
+    let e = read_all(b"\xfd7zXZ\x00\x00\x04").unwrap_err();
+    assert!(e.to_string().contains("xz"), "{e}");
+}
+
+#[test]
+fn zstd_window_beyond_the_limit_is_refused_before_allocating() {
+    // frame header: magic, descriptor with single-segment off, window descriptor 0xf8
+    // (exponent 31: a 2 GiB window), then nothing
+    let b = [0x28, 0xb5, 0x2f, 0xfd, 0x00, 0xf8, 0, 0, 0, 0, 0, 0];
+    let e = read_all(&b).unwrap_err();
+    assert!(matches!(e, CaptureError::Io(_)), "{e}");
+    assert!(e.to_string().contains("zstd"), "{e}");
+}

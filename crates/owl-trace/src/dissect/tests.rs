@@ -239,14 +239,14 @@ fn skips() {
     assert_eq!(dissect(LINKTYPE_RAW, &[0x10; 30]), Err(Skip::NotIp));
     assert_eq!(dissect(147, &ipv4_tcp(0)), Err(Skip::UnsupportedLinkType));
     assert!(!supports_linktype(147));
-    assert_eq!(linktype_name(147), "LINKTYPE_USERn");
+    assert_eq!(linktype_name(147), "LINKTYPE_USER0");
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(3000))]
     /// Hostile frames never panic, and whatever is dissected stays inside the frame.
     #[test]
-    fn arbitrary_frames_never_panic(lt in prop::sample::select(vec![0u32, 1, 101, 108, 113, 228, 229, 276]),
+    fn arbitrary_frames_never_panic(lt in prop::sample::select(vec![0u32, 1, 9, 50, 101, 104, 108, 113, 219, 228, 229, 239, 242, 258, 276]),
                                     v in prop::sample::select(vec![0x45u8, 0x4f, 0x60, 0x00]),
                                     mut f in proptest::collection::vec(any::<u8>(), 0..200)) {
         if !f.is_empty() { let i = f.len() / 3; f[i] = v; }
@@ -254,5 +254,321 @@ proptest! {
             prop_assert!(d.ip_offset <= d.ip_end && d.ip_end <= f.len());
             let _ = frame_identity(&f, &d, DEFAULT_IDENTITY_SEED);
         }
+    }
+}
+
+/// One MPLS label stack entry: label, traffic class 0, bottom-of-stack bit, TTL.
+fn label(l: u32, bottom: bool, ttl: u8) -> [u8; 4] {
+    let v = (l << 12) | (u32::from(bottom) << 8) | u32::from(ttl);
+    v.to_be_bytes()
+}
+
+fn identity(lt: u32, f: &[u8]) -> u64 {
+    let d = dissect(lt, f).unwrap_or_else(|e| panic!("linktype {lt}: {e:?}"));
+    frame_identity(f, &d, DEFAULT_IDENTITY_SEED)
+}
+
+/// Item 13: IP under any MPLS label stack is IP, and its identity is the IP packet's: labels
+/// swapped at every hop do not change it.
+#[test]
+fn mpls_label_stacks_are_skipped() {
+    let ip = ipv4_tcp(8);
+    let plain = identity(LINKTYPE_ETHERNET, &eth(0x0800, &[], &ip));
+    for depth in [1usize, 2, 5, MAX_MPLS_LABELS] {
+        for ethertype in [0x8847u16, 0x8848] {
+            let mut stack = Vec::new();
+            for k in 0..depth {
+                stack.extend_from_slice(&label(16 + k as u32 * 1000, k + 1 == depth, 64));
+            }
+            let mut payload = stack.clone();
+            payload.extend_from_slice(&ip);
+            let f = eth(ethertype, &[], &payload);
+            let d = dissect(LINKTYPE_ETHERNET, &f).unwrap();
+            assert_eq!(d.ip_offset, 14 + 4 * depth);
+            assert_eq!(d.flow.to_string(), "tcp 192.0.2.1:1234 > 198.51.100.7:443");
+            assert_eq!(identity(LINKTYPE_ETHERNET, &f), plain, "depth {depth}");
+            // the next hop swapped every label and decremented every TTL
+            let mut g = f.clone();
+            for k in 0..depth {
+                g[14 + 4 * k..18 + 4 * k].copy_from_slice(&label(
+                    99_000 + k as u32,
+                    k + 1 == depth,
+                    9,
+                ));
+            }
+            assert_eq!(identity(LINKTYPE_ETHERNET, &g), plain);
+        }
+    }
+    // explicit null: label 0 announces IPv4, label 2 IPv6
+    let mut p = label(0, true, 1).to_vec();
+    p.extend_from_slice(&ip);
+    assert_eq!(identity(LINKTYPE_ETHERNET, &eth(0x8847, &[], &p)), plain);
+    let v6 = ipv6_with(17, &[], &[0, 1, 0, 2, 0, 8, 0, 0]);
+    let mut p = label(2, true, 1).to_vec();
+    p.extend_from_slice(&v6);
+    assert_eq!(
+        dissect(LINKTYPE_ETHERNET, &eth(0x8847, &[], &p))
+            .unwrap()
+            .version,
+        IpVersion::V6
+    );
+    let mut p = label(2, true, 1).to_vec();
+    p.extend_from_slice(&ip);
+    assert!(matches!(
+        dissect(LINKTYPE_ETHERNET, &eth(0x8847, &[], &p)),
+        Err(Skip::Malformed(_))
+    ));
+    // under a VLAN tag, and on bare MPLS links
+    let mut p = label(100, true, 1).to_vec();
+    p.extend_from_slice(&ip);
+    assert_eq!(
+        identity(LINKTYPE_ETHERNET, &eth(0x8847, &[0x8100], &p)),
+        plain
+    );
+    assert_eq!(identity(LINKTYPE_MPLS, &p), plain);
+    // a pseudowire control word (first nibble 0) carries Ethernet, not IP
+    let mut p = label(100, true, 1).to_vec();
+    p.extend_from_slice(&[0, 0, 0, 0]);
+    p.extend_from_slice(&eth(0x0800, &[], &ip));
+    assert_eq!(
+        dissect(LINKTYPE_ETHERNET, &eth(0x8847, &[], &p)),
+        Err(Skip::NotIp)
+    );
+}
+
+#[test]
+fn hostile_mpls_stacks_are_malformed() {
+    // no bottom of stack within the limit, then the frame ends
+    let mut p = Vec::new();
+    for _ in 0..MAX_MPLS_LABELS + 1 {
+        p.extend_from_slice(&label(5, false, 1));
+    }
+    p.extend_from_slice(&ipv4_tcp(0));
+    assert!(matches!(
+        dissect(LINKTYPE_ETHERNET, &eth(0x8847, &[], &p)),
+        Err(Skip::Malformed(_))
+    ));
+    let p = [label(5, false, 1), label(6, false, 1)].concat();
+    assert!(matches!(
+        dissect(LINKTYPE_ETHERNET, &eth(0x8847, &[], &p)),
+        Err(Skip::Malformed(_))
+    ));
+    assert!(matches!(
+        dissect(LINKTYPE_ETHERNET, &eth(0x8847, &[], &[0x00, 0x01])),
+        Err(Skip::Malformed(_))
+    ));
+    assert!(matches!(
+        dissect(LINKTYPE_ETHERNET, &eth(0x8847, &[], &label(5, true, 1))),
+        Err(Skip::Malformed(_))
+    ));
+    assert!(matches!(
+        dissect(LINKTYPE_MPLS, &[]),
+        Err(Skip::Malformed(_))
+    ));
+}
+
+/// PPPoE sessions carry PPP, which carries IP (or MPLS).
+#[test]
+fn pppoe_sessions_are_skipped() {
+    let ip = ipv4_tcp(0);
+    let plain = identity(LINKTYPE_RAW, &ip);
+    let pppoe = |proto: &[u8], payload: &[u8]| {
+        let mut p = vec![0x11, 0x00, 0x12, 0x34];
+        p.extend_from_slice(&((proto.len() + payload.len()) as u16).to_be_bytes());
+        p.extend_from_slice(proto);
+        p.extend_from_slice(payload);
+        p
+    };
+    let f = eth(0x8864, &[0x8100], &pppoe(&[0x00, 0x21], &ip));
+    assert_eq!(dissect(LINKTYPE_ETHERNET, &f).unwrap().ip_offset, 18 + 8);
+    assert_eq!(identity(LINKTYPE_ETHERNET, &f), plain);
+    let v6 = ipv6_with(17, &[], &[0, 1, 0, 2, 0, 8, 0, 0]);
+    let f = eth(0x8864, &[], &pppoe(&[0x00, 0x57], &v6));
+    assert_eq!(
+        dissect(LINKTYPE_ETHERNET, &f).unwrap().version,
+        IpVersion::V6
+    );
+    let mpls_ip = [&label(7, true, 3)[..], &ip].concat();
+    let f = eth(0x8864, &[], &pppoe(&[0x02, 0x81], &mpls_ip));
+    assert_eq!(identity(LINKTYPE_ETHERNET, &f), plain);
+    // LCP, discovery stage, zero-length PPP
+    let f = eth(0x8864, &[], &pppoe(&[0xc0, 0x21], &[1, 2, 3, 4]));
+    assert_eq!(dissect(LINKTYPE_ETHERNET, &f), Err(Skip::NotIp));
+    assert_eq!(
+        dissect(
+            LINKTYPE_ETHERNET,
+            &eth(0x8863, &[], &[0x11, 0x09, 0, 0, 0, 0])
+        ),
+        Err(Skip::NotIp)
+    );
+    let f = eth(0x8864, &[], &pppoe(&[], &[]));
+    assert!(matches!(
+        dissect(LINKTYPE_ETHERNET, &f),
+        Err(Skip::Malformed(_))
+    ));
+    assert!(matches!(
+        dissect(LINKTYPE_ETHERNET, &eth(0x8864, &[], &[0x11])),
+        Err(Skip::Malformed(_))
+    ));
+}
+
+/// Item 14: the link types of PPP links, Cisco routers, NFLOG, InfiniBand and macOS.
+#[test]
+fn more_link_types() {
+    let ip = ipv4_tcp(4);
+    let plain = identity(LINKTYPE_RAW, &ip);
+    let with = |head: &[u8]| [head, &ip[..]].concat();
+    for (lt, f, off) in [
+        (LINKTYPE_PPP, with(&[0xff, 0x03, 0x00, 0x21]), 4),
+        (LINKTYPE_PPP, with(&[0x00, 0x21]), 2), // no HDLC framing
+        (LINKTYPE_PPP, with(&[0x21]), 1),       // protocol-field compression
+        (LINKTYPE_PPP, with(&[0x01, 0x03, 0x21]), 3), // pppd's "out" direction byte
+        (LINKTYPE_PPP_HDLC, with(&[0xff, 0x03, 0x00, 0x21]), 4),
+        (LINKTYPE_PPP_HDLC, with(&[0x0f, 0x00, 0x08, 0x00]), 4), // Cisco PPP with HDLC framing
+        (LINKTYPE_C_HDLC, with(&[0x0f, 0x00, 0x08, 0x00]), 4),
+        (LINKTYPE_C_HDLC, with(&[0x8f, 0x00, 0x08, 0x00]), 4),
+    ] {
+        let d = dissect(lt, &f).unwrap_or_else(|e| panic!("{lt} {f:02x?}: {e:?}"));
+        assert_eq!(d.ip_offset, off, "{lt} {:02x?}", &f[..4]);
+        assert_eq!(identity(lt, &f), plain);
+    }
+    let mpls_ip = [&label(7, true, 3)[..], &ip].concat();
+    assert_eq!(
+        identity(
+            LINKTYPE_PPP,
+            &[&[0xff, 0x03, 0x02, 0x81][..], &mpls_ip].concat()
+        ),
+        plain
+    );
+    assert_eq!(
+        identity(
+            LINKTYPE_C_HDLC,
+            &[&[0x0f, 0x00, 0x88, 0x47][..], &mpls_ip].concat()
+        ),
+        plain
+    );
+    // LCP, SLARP, zero-length PPP
+    assert_eq!(
+        dissect(LINKTYPE_PPP, &[0xff, 0x03, 0xc0, 0x21, 1]),
+        Err(Skip::NotIp)
+    );
+    assert_eq!(
+        dissect(LINKTYPE_C_HDLC, &[0x8f, 0x00, 0x80, 0x35, 0]),
+        Err(Skip::NotIp)
+    );
+    for lt in [LINKTYPE_PPP, LINKTYPE_PPP_HDLC, LINKTYPE_C_HDLC] {
+        for f in [
+            &[][..],
+            &[0xff][..],
+            &[0xff, 0x03][..],
+            &[0xff, 0x03, 0x00][..],
+        ] {
+            // (a lone 0xff is PPP protocol 0xff, compressed, with nothing in it: not IP)
+            let want_not_ip = lt == LINKTYPE_PPP && f.len() == 1;
+            match dissect(lt, f) {
+                Err(Skip::NotIp) if want_not_ip => {}
+                Err(Skip::Malformed(_)) if !want_not_ip => {}
+                other => panic!("{lt} {f:02x?}: {other:?}"),
+            }
+        }
+    }
+
+    // IPoIB: 40-byte pseudo-header, EtherType, 2 reserved bytes
+    let mut f = vec![0u8; 40];
+    f.extend_from_slice(&[0x08, 0x00, 0, 0]);
+    f.extend_from_slice(&ip);
+    assert_eq!(dissect(LINKTYPE_IPOIB, &f).unwrap().ip_offset, 44);
+    assert_eq!(identity(LINKTYPE_IPOIB, &f), plain);
+    assert!(matches!(
+        dissect(LINKTYPE_IPOIB, &f[..43]),
+        Err(Skip::Malformed(_))
+    ));
+
+    // PKTAP: 108-byte little-endian header naming the inner DLT (Ethernet here)
+    let inner = eth(0x0800, &[0x8100], &ip);
+    let mut f = vec![0u8; 108];
+    f[0..4].copy_from_slice(&108u32.to_le_bytes());
+    f[4..8].copy_from_slice(&1u32.to_le_bytes());
+    f[8..12].copy_from_slice(&1u32.to_le_bytes());
+    f[12..15].copy_from_slice(b"en0");
+    f.extend_from_slice(&inner);
+    assert_eq!(dissect(LINKTYPE_PKTAP, &f).unwrap().ip_offset, 108 + 18);
+    assert_eq!(identity(LINKTYPE_PKTAP, &f), plain);
+    let mut g = f.clone();
+    g[8..12].copy_from_slice(&LINKTYPE_PKTAP.to_le_bytes()); // no PKTAP inside PKTAP
+    assert_eq!(dissect(LINKTYPE_PKTAP, &g), Err(Skip::NotIp));
+    let mut g = f.clone();
+    g[0..4].copy_from_slice(&4000u32.to_le_bytes());
+    assert!(matches!(
+        dissect(LINKTYPE_PKTAP, &g),
+        Err(Skip::Malformed(_))
+    ));
+}
+
+/// NFLOG: TLVs in the capturing host's byte order, whichever it is.
+#[test]
+fn nflog_in_both_byte_orders() {
+    let ip = ipv4_tcp(4);
+    let plain = identity(LINKTYPE_RAW, &ip);
+    for big in [false, true] {
+        let w16 = |v: u16| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let tlv = |t: u16, value: &[u8]| {
+            let mut b = w16(4 + value.len() as u16).to_vec();
+            b.extend_from_slice(&w16(t));
+            b.extend_from_slice(value);
+            while !b.len().is_multiple_of(4) {
+                b.push(0);
+            }
+            b
+        };
+        let mut f = vec![2, 0, 0, 5]; // AF_INET, version 0, resource id 5
+        f.extend(tlv(1, &[0x08, 0x00, 3, 0])); // NFULA_PACKET_HDR
+        f.extend(tlv(10, b"prefix\0")); // NFULA_PREFIX, padded
+        f.extend(tlv(9, &ip)); // NFULA_PAYLOAD
+        let d = dissect(LINKTYPE_NFLOG, &f).unwrap();
+        assert_eq!(d.ip_offset, 4 + 8 + 12 + 4, "big {big}");
+        assert_eq!(identity(LINKTYPE_NFLOG, &f), plain);
+        // no payload TLV, a TLV shorter than its header
+        let g = [&[2u8, 0, 0, 5][..], &tlv(1, &[0, 0, 0, 0])].concat();
+        assert!(matches!(
+            dissect(LINKTYPE_NFLOG, &g),
+            Err(Skip::Malformed(_))
+        ));
+        let mut g = f.clone();
+        g[12..14].copy_from_slice(&w16(2));
+        assert!(matches!(
+            dissect(LINKTYPE_NFLOG, &g),
+            Err(Skip::Malformed(_))
+        ));
+    }
+    assert!(matches!(
+        dissect(LINKTYPE_NFLOG, &[2, 1, 0, 0, 8, 0, 1, 0]),
+        Err(Skip::Malformed(_))
+    ));
+}
+
+#[test]
+fn refused_link_types_carry_libpcap_names() {
+    for (lt, name) in [
+        (127, "LINKTYPE_IEEE802_11_RADIOTAP"),
+        (105, "LINKTYPE_IEEE802_11"),
+        (6, "LINKTYPE_IEEE802_5"),
+        (117, "LINKTYPE_PFLOG"),
+        (192, "LINKTYPE_PPI"),
+        (249, "LINKTYPE_USBPCAP"),
+        (276, "LINKTYPE_LINUX_SLL2"),
+        (12, "DLT_RAW"),
+    ] {
+        assert_eq!(linktype_name(lt), name);
+    }
+    assert_eq!(linktype_name(60_000), "a value libpcap does not define");
+    for lt in [9, 50, 104, 239, 242, 258, 276, 219] {
+        assert!(supports_linktype(lt), "{lt}");
     }
 }

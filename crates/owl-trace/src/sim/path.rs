@@ -634,10 +634,15 @@ mod tests {
             },
         ] {
             let mut p = m.process();
-            let n = 2_000_000;
+            let n = 20_000_000;
             let lost = (0..n).filter(|_| p.lost(&mut rng)).count() as f64 / n as f64;
-            // bursty processes have a far larger variance than Bernoulli: allow 15 %
-            assert!((lost - m.rate()).abs() < 0.15 * m.rate(), "{m}: {lost}");
+            // Bursty processes vary far more than Bernoulli: the lost count is a sum over
+            // bursts, so its relative sd is about sqrt(E[B²] / (bursts · E[B]²)) ≈ sqrt(2 /
+            // bursts) for geometric burst lengths B. Episodes: 20 M · 0.02 / 100 = 4 000 bursts,
+            // 2.2 %; Gilbert-Elliott: ~20 000 bad sojourns, 1 %; uniform: 0.1 %. 12 % is more
+            // than 5 sd for each (at 2 M packets, the old 15 % was 2 sd for episodes: ~4 % of
+            // seeds failed).
+            assert!((lost - m.rate()).abs() < 0.12 * m.rate(), "{m}: {lost}");
         }
         let mut none = LossModel::None.process();
         assert!(!(0..1000).any(|_| none.lost(&mut rng)));

@@ -359,3 +359,41 @@ fn truncated_flow_sizes_validate() {
     let sim = Simulation::run(&small).unwrap();
     assert_eq!(sim.report().sent, 77_600);
 }
+
+/// A real capture as traffic: a PKTAP frame whose IP header lies beyond 64 KiB is malformed
+/// (not an offset cut to 16 bits), and records with an invalid time are counted.
+#[test]
+fn trace_source_counts_what_it_cannot_replay() {
+    use crate::dissect::LINKTYPE_PKTAP;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.pcap");
+    let ip = [
+        0x45u8, 0, 0, 28, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0, 1, 0, 2, 0, 8, 0,
+        0,
+    ];
+    let pktap = |hlen: usize| {
+        let mut f = vec![0u8; hlen];
+        f[0..4].copy_from_slice(&(hlen as u32).to_le_bytes());
+        f[4..8].copy_from_slice(&1u32.to_le_bytes());
+        f[8..12].copy_from_slice(&12u32.to_le_bytes()); // DLT_RAW
+        f.extend_from_slice(&ip);
+        f
+    };
+    let mut w = CaptureWriter::new(Vec::new(), CaptureFormat::Pcap, LINKTYPE_PKTAP, 0).unwrap();
+    w.write_packet(1_000, &pktap(108), 136).unwrap();
+    w.write_packet(2_000, &pktap(70_000), 70_028).unwrap();
+    w.write_packet(3_000, &pktap(108), 136).unwrap();
+    let mut b = w.finish().unwrap();
+    // the third record's nanoseconds: 10^9, no valid time
+    let third = 24 + (16 + 136) + (16 + 70_028);
+    b[third + 4..third + 8].copy_from_slice(&1_000_000_000u32.to_le_bytes());
+    std::fs::write(&path, &b).unwrap();
+    let t = trace::TraceSource::load(&path).unwrap();
+    assert_eq!(t.packets.len(), 1);
+    assert_eq!(t.packets[0].ip_offset, 108);
+    let s = t.stats;
+    assert_eq!(
+        (s.frames, s.ip_packets, s.malformed, s.bad_timestamp),
+        (3, 1, 2, 1)
+    );
+}

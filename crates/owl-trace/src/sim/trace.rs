@@ -76,6 +76,11 @@ impl TraceSource {
                     path.display()
                 )));
             }
+            // link headers of PKTAP or NFLOG frames could in principle end beyond 64 KiB
+            let Ok(ip_offset) = u16::try_from(d.ip_offset) else {
+                t.stats.malformed += 1;
+                continue;
+            };
             t.stats.ip_packets += 1;
             t.stats.first_ns.get_or_insert(p.ts_ns);
             t.stats.last_ns = Some(p.ts_ns);
@@ -84,12 +89,16 @@ impl TraceSource {
                 start: t.arena.len(),
                 caplen: p.data.len() as u32,
                 orig_len: p.orig_len,
-                ip_offset: d.ip_offset as u16,
+                ip_offset,
                 flow_hash: d.flow.hash(0x666c_6f77),
             });
             t.arena.extend_from_slice(p.data);
         }
-        t.stats.no_timestamp = r.stats().no_timestamp;
+        let rs = r.stats();
+        t.stats.no_timestamp = rs.no_timestamp;
+        t.stats.bad_timestamp = rs.bad_timestamp;
+        t.stats.malformed += rs.bad_timestamp;
+        t.stats.frames += rs.bad_timestamp;
         if t.packets.is_empty() {
             return Err(SimError::Invalid(format!(
                 "{}: no IP packets with timestamps to take traffic from ({} frames, {} not IP)",

@@ -14,8 +14,11 @@ pub struct Agreed {
     /// Measurement interval T (e.g. 100ms, 1s); 0 = the whole capture is one interval.
     #[arg(long, default_value = "0", value_parser = parse_duration_u64, value_name = "T")]
     pub interval: u64,
-    /// Agreed start t0 of interval 0, ns since the epoch (default: aligned to T).
-    #[arg(long, value_name = "NS")]
+    /// Agreed interval boundary t0, ns since the epoch: intervals start at t0 + kT for every
+    /// integer k, so packets before t0 fall in the intervals before it (default: multiples of
+    /// T since the epoch). Only t0's phase within T matters; reports number and time intervals
+    /// from the epoch.
+    #[arg(long, value_parser = crate::numbers::u64_arg, value_name = "NS")]
     pub origin_ns: Option<u64>,
     /// Synopsis budget per interval (e.g. 32KiB): sizes every method to the same bytes, so
     /// comparisons are fair.
@@ -26,10 +29,10 @@ pub struct Agreed {
     #[arg(long = "method-config", value_name = "METHOD:KEY=VALUE")]
     pub method_config: Vec<String>,
     /// Seed of the methods' hashes (both points must use the same).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, value_parser = crate::numbers::u64_arg, default_value_t = 1)]
     pub seed: u64,
     /// Seed of the packet identity hash (both points must use the same).
-    #[arg(long, default_value_t = DEFAULT_IDENTITY_SEED, value_name = "N")]
+    #[arg(long, value_parser = crate::numbers::u64_arg, default_value_t = DEFAULT_IDENTITY_SEED, value_name = "N")]
     pub identity_seed: u64,
 }
 
@@ -46,9 +49,15 @@ impl Agreed {
         }
     }
 
+    /// The interval grid. `--origin-ns t0` only shifts the boundaries: the origin is reduced to
+    /// its phase `t0 mod T`, so a packet before `t0` has an interval like any other instead of
+    /// being dropped, and two points that agree on the grid agree on every interval's index.
     pub fn intervals(&self) -> Result<Intervals> {
         Ok(match self.origin_ns {
             None => Intervals::aligned(self.interval),
+            Some(o) if self.interval > 0 => {
+                Intervals::with_origin(self.interval, o % self.interval)?
+            }
             Some(o) => Intervals::with_origin(self.interval, o)?,
         })
     }

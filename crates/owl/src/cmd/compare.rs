@@ -1,6 +1,5 @@
 //! `owl compare`: ground truth and every method on the same capture pair, side by side.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,24 +7,58 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
+use owl_core::PacketRecord;
 use owl_core::exact::{IntervalTruth, MatchedPacket, Truth};
 use owl_core::interval::Intervals;
 use owl_core::method::{Combiner, Estimate, Method, PointSynopsis, Role};
-use owl_core::pipeline::truth::{DEFAULT_EXACT_QUANTILES, QUANTILE_RELATIVE_ERROR};
+use owl_core::pipeline::truth::DEFAULT_EXACT_QUANTILES;
 use owl_core::pipeline::{
-    IntervalOutcome, PairHook, PairPipeline, PipelineConfig, PointCounters, StreamTruth, Timer,
-    TruthConfig,
+    IntervalOutcome, PairHook, PairPipeline, PipelineConfig, Timer, TruthConfig,
 };
-use owl_core::stats::{DelaySummary, relative_error};
 use owl_core::units::{format_bytes, format_ns, parse_duration_u64};
 use owl_trace::capture::CaptureError;
 use owl_trace::lockstep::{End, Event, LockStep, Source};
-use owl_trace::records::InputStats;
-use serde_json::{Value, json};
+use owl_trace::records::ReadOptions;
 
 use super::agreed::Agreed;
 use crate::methods::{self, EXACT};
 use crate::progress;
+use crate::report::text::{self, IntervalTable};
+use crate::report::{
+    self, CaptureReport, CompareReport, IntervalReport, Line, MethodReport, MethodRun, NoteTally,
+    Status, TruthReport,
+};
+
+/// How long compare waits for each capture's first batch to learn where it starts.
+const FIRST_PATIENCE: Duration = Duration::from_secs(2);
+
+/// Where each point's records start counting for the methods, given both captures' first
+/// batches: a point that started first loses what it saw before the other started, less (at
+/// S) the largest delay of the packets both batches hold, which were in flight; with none in
+/// common, the later start itself.
+fn lead_in(s: &[PacketRecord], r: &[PacketRecord]) -> [(u64, u64); 2] {
+    let first = |b: &[PacketRecord]| b.iter().map(|x| x.ts_ns).min().unwrap_or(0);
+    let (s0, r0) = (first(s), first(r));
+    let sent: hashbrown::HashMap<u64, u64> = s.iter().map(|x| (x.id, x.ts_ns)).collect();
+    let in_flight = r
+        .iter()
+        .filter_map(|x| Some(x.ts_ns.saturating_sub(*sent.get(&x.id)?)))
+        .max()
+        .unwrap_or(0);
+    [
+        (r0.saturating_sub(in_flight).max(s0), u64::MAX),
+        (s0.max(r0), u64::MAX),
+    ]
+}
+
+/// Are `a` and `b` the same regular file, whatever the paths say?
+fn same_file(a: &Path, b: &Path) -> bool {
+    a.is_file()
+        && matches!(
+            (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+            (Ok(x), Ok(y)) if x == y
+        )
+}
 
 const AFTER_HELP: &str = "How it works:
   Both captures are read at once, in lock-step (the one whose packets are older first), so
@@ -44,9 +77,16 @@ Horizon:
 
 Intervals:
   --interval 0 (default) measures the whole capture as one interval. --interval T cuts each
-  capture by its own clock into [t0 + iT, t0 + (i+1)T), t0 = 0 (aligned to T since the epoch)
-  unless --origin-ns is given: packets in flight at a boundary look lost at S and unexpected at
-  R, as in a real deployment, and the JSON gets a per-interval breakdown.
+  capture by its own clock into [t0 + iT, t0 + (i+1)T) for every integer i, t0 = 0 (aligned to
+  T since the epoch) unless --origin-ns shifts the grid (a packet before t0 is in the interval
+  before it): packets in flight at a boundary look lost at S and unexpected at R, as in a real
+  deployment, and the JSON gets a per-interval breakdown.
+
+Checks:
+  The text starts with a checks block, the JSON has a checks object: snaplen (captures with
+  different snaplens are identified on the bytes both hold), spans (when each capture ran),
+  trimmed (a lead-in or lead-out only one capture has is not loss: it is trimmed and counted;
+  --no-trim keeps it), late, invalid records, clock (negative delays, the same capture twice).
 
 Per flow (--per-flow):
   Truth per flow is the exact match over the whole capture. Every method with per-flow
@@ -102,7 +142,7 @@ pub struct CompareArgs {
     #[arg(long)]
     pub per_flow: bool,
     /// With --per-flow: only the N flows with the most packets (tables default to 10).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_parser = crate::numbers::usize_arg, value_name = "N")]
     pub top: Option<usize>,
     /// Write the packets only S saw (lost) and only R saw (unexpected) to DIR as pcap files.
     #[arg(long, value_name = "DIR")]
@@ -131,14 +171,18 @@ pub struct CompareArgs {
     pub disorder: u64,
     /// Keep up to N whole-run delays for exact quantiles; past it they come from a histogram
     /// (relative error under 0.05 %), and the output says so.
-    #[arg(long, default_value_t = DEFAULT_EXACT_QUANTILES, value_name = "N")]
+    #[arg(long, value_parser = crate::numbers::usize_arg, default_value_t = DEFAULT_EXACT_QUANTILES, value_name = "N")]
     pub exact_quantiles: usize,
     /// Interval rows of the text report (default: every one).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_parser = crate::numbers::usize_arg, value_name = "N", conflicts_with_all = ["json", "jsonl"])]
     pub rows: Option<usize>,
     /// Accept intervals so short that the synopses dwarf the traffic (refused by default).
     #[arg(long)]
     pub allow_short_intervals: bool,
+    /// Measure packets outside the window both points captured too (by default a lead-in or
+    /// lead-out only one capture has is trimmed and counted, not taken for loss).
+    #[arg(long)]
+    pub no_trim: bool,
 }
 
 /// Charges method work to wall-clock time per method.
@@ -178,53 +222,25 @@ impl PairHook for FlowHook<'_> {
     }
 }
 
-/// One method's results.
-pub struct MethodResult {
-    pub name: String,
-    pub overall: Estimate,
-    /// Per-interval estimates, kept only for the single-document `--json`.
-    pub intervals: BTreeMap<u64, Estimate>,
-    pub time: Duration,
-    pub error: Option<String>,
+/// One method's results over the run.
+struct MethodResult {
+    name: String,
+    time: Duration,
+    error: Option<String>,
     combiner: Combiner,
+    notes: NoteTally,
 }
 
 impl MethodResult {
     fn new(name: &str) -> MethodResult {
         MethodResult {
             name: name.to_string(),
-            overall: Estimate::default(),
-            intervals: BTreeMap::new(),
             time: Duration::ZERO,
             error: None,
             combiner: Combiner::default(),
+            notes: NoteTally::default(),
         }
     }
-}
-
-/// What one capture held and how its reading ended.
-pub struct InputReport {
-    pub path: String,
-    pub stats: InputStats,
-    pub truncated: Option<String>,
-}
-
-/// Everything `compare` found.
-pub struct Comparison {
-    pub sender: InputReport,
-    pub receiver: InputReport,
-    pub intervals: Intervals,
-    pub truth: Truth,
-    /// What the streaming truth adds: late packets, horizon, exactness of quantiles.
-    pub stream: StreamTruth,
-    pub points: [PointCounters; 2],
-    pub methods: Vec<MethodResult>,
-    /// Per-flow estimates (with `--per-flow`).
-    pub per_flow: Option<super::perflow::PerFlow>,
-    /// Per-packet methods' delays.
-    pub per_packet: Option<super::perpacket::PerPacket>,
-    /// Intervals reported.
-    pub interval_count: u64,
 }
 
 /// How the report is written while the captures stream.
@@ -250,22 +266,29 @@ pub fn run(args: CompareArgs) -> Result<()> {
     } else {
         Mode::Text
     };
-    let c = compare(&args, mode, &mut out)?;
+    let report = compare(&args, mode, &mut out)?;
     match mode {
         Mode::Json => {
-            serde_json::to_writer_pretty(&mut out, &to_json(&c, &args))?;
+            serde_json::to_writer_pretty(&mut out, &report)?;
             writeln!(out)?;
         }
         Mode::Jsonl => {
-            let mut doc = to_json(&c, &args);
-            doc["type"] = json!("summary");
-            serde_json::to_writer(&mut out, &doc)?;
+            serde_json::to_writer(
+                &mut out,
+                &Line {
+                    kind: "summary",
+                    body: &report,
+                },
+            )?;
             writeln!(out)?;
         }
-        Mode::Text => print_text(&mut out, &c, &args)?,
+        Mode::Text => text::compare(&mut out, &report, args.top.unwrap_or(TEXT_TOP))?,
     }
     Ok(())
 }
+
+/// Flows the text report lists without `--top`.
+const TEXT_TOP: usize = 10;
 
 /// Refuse intervals so short that the synopses dwarf the traffic they measure: fewer than two
 /// packets an interval, or synopsis bytes above [`GUARD_RATIO`] times the captured IP bytes.
@@ -299,7 +322,7 @@ fn check_sizes(
     Ok(())
 }
 
-fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Comparison> {
+fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<CompareReport> {
     let names = methods::parse_list(&args.methods)?;
     let iv = args.agreed.intervals()?;
     let opts = args.agreed.options();
@@ -328,6 +351,7 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         keep_matched: args.delays.is_some(),
         exact_quantiles: args.exact_quantiles,
         disorder_ns: args.disorder,
+        trim: !args.no_trim,
         ..TruthConfig::new(iv, args.horizon)
     };
     let mut pipeline = PairPipeline::new(
@@ -338,7 +362,9 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         built.clone(),
         Some(truth_cfg),
     );
-    let mut per_flow = args.per_flow.then(|| super::perflow::PerFlow::new(iv));
+    let mut per_flow = args
+        .per_flow
+        .then(|| super::perflow::PerFlow::new(iv, args.horizon));
     let mut per_packet =
         super::perpacket::PerPacket::new(args.per_packet.as_deref(), &built, args.exact_quantiles)?;
     let mut delays = match &args.delays {
@@ -349,19 +375,47 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
     if sources[0] == Source::Stdin && sources[1] == Source::Stdin {
         bail!("only one of SENDER and RECEIVER can be standard input (-)");
     }
+    if same_file(&args.sender, &args.receiver) {
+        bail!(
+            "{} and {} are the same file: S and R must be captures taken at two points (every delay would be 0)",
+            args.sender.display(),
+            args.receiver.display()
+        );
+    }
     let bars = [
         progress::bar(sources[0].size().unwrap_or(0), "reading sender", true),
         progress::bar(sources[1].size().unwrap_or(0), "reading receiver", true),
     ];
-    let mut reader = LockStep::start(
-        sources.clone(),
-        args.agreed.identity_seed,
-        args.allow_truncated,
-    );
+    let roles = [Role::Sender, Role::Receiver];
+    let read = ReadOptions::with_seed(args.agreed.identity_seed);
+    let mut reader =
+        LockStep::start_with(sources.clone(), [read, read], args.allow_truncated, true);
+    // The methods take only the window both points captured (the truth takes every record
+    // and trims exactly, TruthConfig::trim): from where the later capture starts, less the
+    // largest delay of the packets both first batches hold (those in flight when it started),
+    // to where the earlier one stops, plus the largest delay matched by then.
+    let mut windows = [(0, u64::MAX); 2];
+    if !args.no_trim
+        && let [Some(sb), Some(rb)] = reader.first_batches(FIRST_PATIENCE)
+    {
+        windows = lead_in(sb, rb);
+        for (k, role) in roles.into_iter().enumerate() {
+            pipeline.trim(role, windows[k].0, windows[k].1);
+        }
+    }
     let mut ends: [Option<End>; 2] = [None, None];
     let mut exact_time = Duration::ZERO;
-    let (mut packets, mut captured, mut synopsis, mut reported) = (0u64, 0u64, 0u64, 0u64);
-    let mut rows = RowPrinter::new(args, &built, names.contains(&EXACT));
+    let (mut packets, mut captured, mut synopsis) = (0u64, 0u64, 0u64);
+    let mut closed = Closed {
+        mode,
+        names: names.clone(),
+        table: IntervalTable::new(
+            args.rows,
+            built.iter().map(|m| m.name().to_string()).collect(),
+        ),
+        kept: Vec::new(),
+        reported: 0,
+    };
     // What one interval's synopses take at least, both points (sizes of empty synopses).
     let fresh_bytes: u64 = built
         .iter()
@@ -370,7 +424,6 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
                 as u64
         })
         .sum();
-    let roles = [Role::Sender, Role::Receiver];
     while let Some(ev) = reader.next_event() {
         let t = Instant::now();
         let before: Duration = timer.0.iter().sum();
@@ -402,9 +455,18 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
                         e => anyhow!("{name}: {e}"),
                     });
                 }
+                let last = end.stats.last_ns;
                 ends[k] = Some(End { error: None, ..end });
                 let mut hook = FlowHook(per_flow.as_mut(), per_packet.as_mut());
                 pipeline.finish_point(roles[k], &mut timer, &mut hook);
+                if !args.no_trim
+                    && let Some(last) = last
+                {
+                    let d = pipeline.truth().map_or(0, |t| t.max_delay());
+                    let w = &mut windows[1 - k];
+                    w.1 = w.1.min(last.saturating_add(d));
+                    pipeline.trim(roles[1 - k], w.0, w.1);
+                }
             }
         }
         if let Some(d) = delays.as_mut()
@@ -420,7 +482,6 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
             .saturating_sub(timer.0.iter().sum::<Duration>() - before)
             .saturating_sub(per_packet_time - per_packet_before);
         for o in pipeline.drain() {
-            reported += 1;
             synopsis += o
                 .estimates
                 .iter()
@@ -428,7 +489,7 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
                 .flatten()
                 .map(|e| e.bytes)
                 .sum::<u64>();
-            take_outcome(o, iv, mode, &mut results, &mut exact, &mut rows, out)?;
+            take_outcome(o, iv, &mut results, &mut exact, &mut closed, out)?;
         }
         let opened = pipeline.point(Role::Sender).counters().intervals;
         check_sizes(
@@ -465,8 +526,7 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
     let t = Instant::now();
     let (rest, stream, points) = pipeline.finish();
     for o in rest {
-        reported += 1;
-        take_outcome(o, iv, mode, &mut results, &mut exact, &mut rows, out)?;
+        take_outcome(o, iv, &mut results, &mut exact, &mut closed, out)?;
     }
     let mut stream = stream.expect("compare runs the truth");
     if let Some(d) = delays.as_mut() {
@@ -476,16 +536,26 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         pp.finish()?;
     }
     exact_time += t.elapsed();
-    rows.finish(out)?;
+    if mode == Mode::Text {
+        closed.table.finish(out)?;
+    }
     if stream.received == 0 {
         bail!(
-            "no packet of {} appears in {} within the {} horizon ({} distinct packets at S, {} at R, {} later than the horizon): these are not captures of the same traffic, or they were taken with different snaplens or identity seeds{}",
+            "no packet of {} appears in {} within the {} horizon ({} distinct packets at S, {} at R, {} later than the horizon{}): these are not captures of the same traffic, or they were taken with different identity seeds{}",
             sources[0].name(),
             sources[1].name(),
             format_ns(stream.horizon_ns as f64),
             stream.sent,
             stream.unexpected,
             stream.late,
+            if stream.trimmed != [0, 0] {
+                format!(
+                    ", {} at S and {} at R while the other point was not capturing",
+                    stream.trimmed[0], stream.trimmed[1]
+                )
+            } else {
+                String::new()
+            },
             if stream.late > 0 {
                 "; raise --horizon if the delay is that long"
             } else {
@@ -501,12 +571,16 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
             format_ns(stream.delay.map(|d| d.p50_ns as f64).unwrap_or(0.0))
         );
     }
-    if stream.late > 0 {
-        eprintln!(
-            "owl: warning: {} packets reached R later than the {} horizon: counted lost (and late), not in the delays; raise --horizon to measure them",
-            stream.late,
-            format_ns(stream.horizon_ns as f64)
-        );
+    let checks = report::checks::compare(
+        [&s_end.stats, &r_end.stats],
+        &points,
+        &stream,
+        !args.no_trim,
+    );
+    for (name, status, summary) in checks.lines() {
+        if status == Status::Warning {
+            eprintln!("owl: warning: {name}: {summary}");
+        }
     }
     let truth = Truth {
         sender_records: stream.sender_records,
@@ -521,52 +595,118 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         negative_delays: stream.negative_delays,
         delay: stream.delay,
         in_interval: stream.in_interval,
-        intervals: std::mem::take(&mut rows.kept),
+        intervals: Vec::new(),
         flows: std::mem::take(&mut stream.flows),
         lost_ids: std::mem::take(&mut stream.lost_ids),
         unexpected_ids: std::mem::take(&mut stream.unexpected_ids),
     };
     if let Some(dir) = &args.unmatched {
-        write_unmatched(dir, args, &truth)?;
+        write_unmatched(dir, args, s_end.stats.identified_within, &truth)?;
     }
     exact.time = exact_time;
-    exact.overall = exact_overall(&exact, &truth, iv);
     for (m, time) in results.iter_mut().zip(&timer.0) {
         // a per-packet method's answer to the per-packet query is its work too
         m.time = *time
             + per_packet
                 .as_ref()
                 .map_or(Duration::ZERO, |p| p.time_of(&m.name));
-        m.overall = m.combiner.overall();
     }
-    let mut all = Vec::new();
-    let mut results = results.into_iter();
+    let mut reports = Vec::new();
+    let mut results = results.iter();
     for &n in &names {
-        if n == EXACT {
-            all.push(std::mem::replace(&mut exact, MethodResult::new(EXACT)));
-        } else if let Some(m) = results.next() {
-            all.push(m);
+        let (m, e) = if n == EXACT {
+            (&exact, exact_overall(&exact, &truth, iv))
+        } else {
+            let m = results.next().expect("one result per built method");
+            let mut e = m.combiner.overall();
+            if m.combiner.parts() > 1 {
+                e.notes = m.notes.summary(m.combiner.parts());
+            }
+            (m, e)
+        };
+        let per_packet = per_packet
+            .as_ref()
+            .and_then(|pp| pp.report(&m.name, e.bytes, &truth));
+        let mut r = MethodReport::new(&m.name, e, truth.in_interval);
+        if let Some(pp) = per_packet {
+            // the quantiles of the delays it gave, when its estimate has none of its own
+            if r.estimate.quantiles.is_none() {
+                r.estimate.quantiles = pp.quantiles();
+            }
+            r.per_packet = Some(pp);
         }
+        r.run = Some(MethodRun {
+            time_s: m.time.as_secs_f64(),
+            error: m.error.clone(),
+            samples_are: methods::samples_meaning(&m.name),
+        });
+        reports.push(r);
     }
-    Ok(Comparison {
-        sender: InputReport {
-            path: args.sender.display().to_string(),
-            stats: s_end.stats,
-            truncated: s_end.truncated,
-        },
-        receiver: InputReport {
-            path: args.receiver.display().to_string(),
-            stats: r_end.stats,
-            truncated: r_end.truncated,
-        },
-        intervals: iv,
-        truth,
-        stream,
-        points,
-        methods: all,
-        per_flow,
-        per_packet,
-        interval_count: reported,
+    if closed.kept.len() > 10_000 {
+        eprintln!(
+            "owl: note: --json held all {} intervals in memory to print one document; --jsonl streams them as they close",
+            closed.kept.len()
+        );
+    }
+    let flows_limit = match mode {
+        Mode::Text => Some(args.top.unwrap_or(TEXT_TOP)),
+        _ => args.top,
+    };
+    Ok(CompareReport {
+        owl_version: env!("CARGO_PKG_VERSION"),
+        sender: CaptureReport::new(
+            args.sender.display().to_string(),
+            s_end.stats,
+            &points[0],
+            s_end.truncated,
+        ),
+        receiver: CaptureReport::new(
+            args.receiver.display().to_string(),
+            r_end.stats,
+            &points[1],
+            r_end.truncated,
+        ),
+        checks,
+        horizon_ns: stream.horizon_ns,
+        interval_ns: iv.length_ns,
+        origin_ns: iv.origin_ns,
+        seed: args.agreed.seed,
+        identity_seed: args.agreed.identity_seed,
+        memory: args.agreed.memory,
+        truth: TruthReport::new(&truth, &stream),
+        methods: reports,
+        intervals: (mode == Mode::Json && !iv.is_whole()).then_some(closed.kept),
+        flows: args
+            .per_flow
+            .then(|| super::perflow::flows_report(&truth, per_flow.as_ref(), flows_limit)),
+        flow_error_bins: per_flow
+            .as_ref()
+            .map(|pf| super::perflow::bins_report(&truth, pf)),
+        interval_count: closed.reported,
+        flows_total: truth.flows.len(),
+        flow_errors: per_flow
+            .iter()
+            .flat_map(|pf| &pf.methods)
+            .filter_map(|m| Some((m.name.clone(), m.error.clone()?)))
+            .collect(),
+        flow_notes: per_flow
+            .iter()
+            .flat_map(|pf| {
+                pf.methods.iter().filter_map(|m| {
+                    let (n, far) = m.unusable();
+                    (n > 0).then(|| {
+                        (
+                            m.name.clone(),
+                            format!(
+                                "{n} flows without an estimate: every interval mean it gave them was beyond the {} horizon (down to {}), which no delay is",
+                                format_ns(pf.horizon_ns as f64),
+                                format_ns(far)
+                            ),
+                        )
+                    })
+                })
+            })
+            .collect(),
     })
 }
 
@@ -598,30 +738,47 @@ fn exact_overall(exact: &MethodResult, truth: &Truth, iv: Intervals) -> Estimate
     }
 }
 
+/// What becomes of each closed interval: a text row, a JSON line, or an entry kept for the
+/// single JSON document.
+struct Closed {
+    mode: Mode,
+    /// `--methods`, in order, the exact one included where listed.
+    names: Vec<&'static str>,
+    table: IntervalTable,
+    kept: Vec<IntervalReport>,
+    /// Intervals reported.
+    reported: u64,
+}
+
 /// File one closed interval: per-method totals, and the row, line or document entry.
 fn take_outcome(
     o: IntervalOutcome,
     iv: Intervals,
-    mode: Mode,
     results: &mut [MethodResult],
     exact: &mut MethodResult,
-    rows: &mut RowPrinter,
+    closed: &mut Closed,
     out: &mut impl Write,
 ) -> Result<()> {
+    // an interval wholly outside the window both points captured: nothing to measure
+    if let Some(t) = &o.truth
+        && t.trimmed > 0
+        && t.sent == 0
+        && t.received == 0
+    {
+        return Ok(());
+    }
+    closed.reported += 1;
     if let Some(t) = &o.truth
         && !iv.is_whole()
     {
-        let e = exact_estimate(t);
-        exact.combiner.add(&e);
-        if mode == Mode::Json {
-            exact.intervals.insert(o.index, e);
-        }
+        exact.combiner.add(&exact_estimate(t));
     }
-    let mut ests: Vec<Option<&Estimate>> = Vec::new();
-    for (m, e) in results.iter_mut().zip(&o.estimates) {
+    let mut ests: Vec<Option<Estimate>> = Vec::new();
+    for (m, e) in results.iter_mut().zip(o.estimates) {
         match e {
             Some(Ok(e)) => {
-                m.combiner.add(e);
+                m.combiner.add(&e);
+                m.notes.add(o.index, &e.notes);
                 ests.push(Some(e));
             }
             Some(Err(err)) => {
@@ -635,121 +792,36 @@ fn take_outcome(
     if iv.is_whole() {
         return Ok(());
     }
-    let truth = o.truth.clone().unwrap_or_else(|| IntervalTruth {
+    let truth = o.truth.unwrap_or_else(|| IntervalTruth {
         index: o.index,
         start_ns: o.start_ns,
         ..Default::default()
     });
-    match mode {
-        Mode::Json => {
-            for (m, e) in results.iter_mut().zip(&ests) {
-                if let Some(e) = e {
-                    m.intervals.insert(o.index, (*e).clone());
-                }
-            }
-            rows.kept.push(truth);
+    let mut ests = ests.into_iter();
+    let mut named: Vec<(&str, Estimate)> = Vec::new();
+    for &n in &closed.names {
+        if n == EXACT {
+            named.push((EXACT, exact_estimate(&truth)));
+        } else if let Some(Some(e)) = ests.next() {
+            named.push((n, e));
         }
+    }
+    let report = IntervalReport::new(&truth, named);
+    match closed.mode {
+        Mode::Text => closed.table.row(out, &report)?,
         Mode::Jsonl => {
-            let mut named: Vec<(&str, &Estimate)> = Vec::new();
-            let ex = exact_estimate(&truth);
-            if rows.exact_listed {
-                named.push((EXACT, &ex));
-            }
-            for (m, e) in results.iter().zip(&ests) {
-                if let Some(e) = e {
-                    named.push((&m.name, e));
-                }
-            }
-            let mut v = interval_json(&truth, &named);
-            v["type"] = json!("interval");
-            serde_json::to_writer(&mut *out, &v)?;
+            serde_json::to_writer(
+                &mut *out,
+                &Line {
+                    kind: "interval",
+                    body: &report,
+                },
+            )?;
             writeln!(out)?;
         }
-        Mode::Text => rows.row(out, &truth, &ests)?,
+        Mode::Json => closed.kept.push(report),
     }
     Ok(())
-}
-
-/// Interval rows of the text report, printed as the intervals close.
-struct RowPrinter {
-    limit: usize,
-    printed: usize,
-    names: Vec<String>,
-    exact_listed: bool,
-    /// Interval truths kept for the single JSON document.
-    kept: Vec<IntervalTruth>,
-}
-
-impl RowPrinter {
-    fn new(args: &CompareArgs, built: &[Arc<dyn Method>], exact_listed: bool) -> RowPrinter {
-        RowPrinter {
-            limit: args.rows.unwrap_or(usize::MAX),
-            printed: 0,
-            names: built.iter().map(|m| m.name().to_string()).collect(),
-            exact_listed,
-            kept: Vec::new(),
-        }
-    }
-
-    fn row(
-        &mut self,
-        out: &mut impl Write,
-        it: &IntervalTruth,
-        ests: &[Option<&Estimate>],
-    ) -> Result<()> {
-        if self.printed >= self.limit {
-            self.printed += 1;
-            return Ok(());
-        }
-        if self.printed == 0 {
-            write!(
-                out,
-                "{:>8} {:>9} {:>9} {:>9} {:>10}",
-                "interval", "sent", "matched", "crossing", "truth mean"
-            )?;
-            for n in &self.names {
-                write!(out, " {:>12}", format!("{n} err"))?;
-            }
-            writeln!(out)?;
-        }
-        write!(
-            out,
-            "{:>8} {:>9} {:>9} {:>9} {:>10}",
-            it.index,
-            it.sent,
-            it.matched,
-            it.left,
-            fmt_opt_ns(it.delay.map(|d| d.mean_ns))
-        )?;
-        for e in ests {
-            write!(
-                out,
-                " {:>12}",
-                fmt_err(relative_error(
-                    e.and_then(|e| e.mean_ns),
-                    it.delay.map(|d| d.mean_ns)
-                ))
-            )?;
-        }
-        writeln!(out)?;
-        out.flush()?;
-        self.printed += 1;
-        Ok(())
-    }
-
-    fn finish(&self, out: &mut impl Write) -> Result<()> {
-        if self.printed > self.limit {
-            writeln!(
-                out,
-                "… {} more intervals (--rows N prints more; --jsonl streams every interval)",
-                self.printed - self.limit
-            )?;
-        }
-        if self.printed > 0 {
-            writeln!(out)?;
-        }
-        Ok(())
-    }
 }
 
 /// Every matched packet's delay, written as the truth resolves them (`--delays`).
@@ -800,7 +872,12 @@ impl DelaysCsv {
     }
 }
 
-fn write_unmatched(dir: &Path, args: &CompareArgs, truth: &Truth) -> Result<()> {
+fn write_unmatched(
+    dir: &Path,
+    args: &CompareArgs,
+    within: Option<u32>,
+    truth: &Truth,
+) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
     for (src, ids, name) in [
         (&args.sender, &truth.lost_ids, "sender-only.pcap"),
@@ -808,7 +885,7 @@ fn write_unmatched(dir: &Path, args: &CompareArgs, truth: &Truth) -> Result<()> 
     ] {
         let set: hashbrown::HashSet<u64> = ids.iter().copied().collect();
         let dst = dir.join(name);
-        let x = owl_trace::records::extract(src, &dst, args.agreed.identity_seed, &set)
+        let x = owl_trace::records::extract(src, &dst, args.agreed.identity_seed, within, &set)
             .with_context(|| format!("writing {}", dst.display()))?;
         if x.other_linktype > 0 {
             eprintln!(
@@ -822,322 +899,4 @@ fn write_unmatched(dir: &Path, args: &CompareArgs, truth: &Truth) -> Result<()> 
         }
     }
     Ok(())
-}
-
-fn summary_json(d: &Option<DelaySummary>) -> Value {
-    match d {
-        Some(d) => json!({
-            "count": d.count,
-            "mean_ns": d.mean_ns, "std_ns": d.std_ns,
-            "min_ns": d.min_ns, "max_ns": d.max_ns,
-            "p50_ns": d.p50_ns, "p90_ns": d.p90_ns, "p99_ns": d.p99_ns, "p999_ns": d.p999_ns,
-        }),
-        None => Value::Null,
-    }
-}
-
-fn input_json(x: &InputReport, points: &PointCounters) -> Value {
-    let (p, s, t) = (&x.path, &x.stats, &x.truncated);
-    json!({
-        "path": p,
-        "before_origin": points.before_origin,
-        "out_of_order": points.out_of_order,
-        "frames": s.frames, "ip_packets": s.ip_packets, "non_ip": s.non_ip,
-        "malformed": s.malformed, "no_timestamp": s.no_timestamp,
-        "first_ns": s.first_ns, "last_ns": s.last_ns, "truncated": t,
-    })
-}
-
-fn estimate_json(name: &str, e: &Estimate, truth: &Option<DelaySummary>) -> Value {
-    json!({
-        "name": name,
-        "mean_ns": e.mean_ns,
-        "std_ns": e.std_ns,
-        "mean_rel_err": relative_error(e.mean_ns, truth.map(|t| t.mean_ns)),
-        "std_rel_err": relative_error(e.std_ns, truth.map(|t| t.std_ns)),
-        "samples": e.samples,
-        "bytes": e.bytes,
-        "lost": e.lost,
-        "mean_ci98_ns": e.mean_ci98_ns,
-        "std_ci95_ns": e.std_ci95_ns,
-        "notes": e.notes,
-    })
-}
-
-/// One interval: its truth and each method's estimate against it.
-fn interval_json(it: &IntervalTruth, named: &[(&str, &Estimate)]) -> Value {
-    let ms: Vec<Value> = named
-        .iter()
-        .map(|(n, e)| estimate_json(n, e, &it.delay))
-        .collect();
-    json!({
-        "index": it.index,
-        "start_ns": it.start_ns,
-        "truth": {
-            "sent": it.sent, "received": it.received, "matched": it.matched,
-            "lost": it.lost, "left": it.left, "unexpected": it.unexpected,
-            "mean_ns": it.delay.map(|d| d.mean_ns),
-            "std_ns": it.delay.map(|d| d.std_ns),
-            "p99_ns": it.delay.map(|d| d.p99_ns),
-        },
-        "methods": ms,
-    })
-}
-
-pub fn to_json(c: &Comparison, args: &CompareArgs) -> Value {
-    let t = &c.truth;
-    let d = t.delay;
-    let mut truth = json!({
-        "sent": t.sent,
-        "received": t.received,
-        "lost": t.lost,
-        "loss_rate": t.lost as f64 / t.sent.max(1) as f64,
-        "duplicated": t.duplicated,
-        "sender_duplicates": t.sender_duplicates,
-        "reordered": t.reordered,
-        "unexpected": t.unexpected,
-        "negative_delays": t.negative_delays,
-        "mean_ns": d.map(|d| d.mean_ns),
-        "std_ns": d.map(|d| d.std_ns),
-        "min_ns": d.map(|d| d.min_ns),
-        "max_ns": d.map(|d| d.max_ns),
-        "p50_ns": d.map(|d| d.p50_ns),
-        "p90_ns": d.map(|d| d.p90_ns),
-        "p99_ns": d.map(|d| d.p99_ns),
-        "p999_ns": d.map(|d| d.p999_ns),
-    });
-    truth["in_interval"] = summary_json(&t.in_interval);
-    truth["late"] = json!(c.stream.late);
-    truth["quantiles_exact"] = json!(c.stream.quantiles_exact);
-    if !c.stream.quantiles_exact {
-        truth["quantiles_relative_error"] = json!(QUANTILE_RELATIVE_ERROR);
-    }
-    let methods: Vec<Value> = c
-        .methods
-        .iter()
-        .map(|m| {
-            let mut v = estimate_json(&m.name, &m.overall, &t.in_interval);
-            v["time_s"] = json!(m.time.as_secs_f64());
-            v["error"] = json!(m.error);
-            if let Some(pp) = &c.per_packet {
-                pp.annotate(&m.name, m.overall.bytes, t, &mut v);
-            }
-            v
-        })
-        .collect();
-    let mut doc = json!({
-        "owl_version": env!("CARGO_PKG_VERSION"),
-        "sender": input_json(&c.sender, &c.points[0]),
-        "receiver": input_json(&c.receiver, &c.points[1]),
-        "horizon_ns": c.stream.horizon_ns,
-        "interval_ns": c.intervals.length_ns,
-        "origin_ns": c.intervals.origin_ns,
-        "seed": args.agreed.seed,
-        "identity_seed": args.agreed.identity_seed,
-        "memory": args.agreed.memory,
-        "truth": truth,
-        "methods": methods,
-    });
-    if !c.intervals.is_whole() {
-        let ivs: Vec<Value> = t
-            .intervals
-            .iter()
-            .map(|it| {
-                let named: Vec<(&str, &Estimate)> = c
-                    .methods
-                    .iter()
-                    .filter_map(|m| m.intervals.get(&it.index).map(|e| (m.name.as_str(), e)))
-                    .collect();
-                interval_json(it, &named)
-            })
-            .collect();
-        if ivs.len() > 10_000 {
-            eprintln!(
-                "owl: note: --json held all {} intervals in memory to print one document; --jsonl streams them as they close",
-                ivs.len()
-            );
-        }
-        doc["intervals"] = Value::Array(ivs);
-    }
-    if args.per_flow {
-        doc["flows"] = super::perflow::flows_json(t, c.per_flow.as_ref(), args.top);
-        if let Some(pf) = &c.per_flow {
-            doc["flow_error_bins"] = super::perflow::bins_json(t, pf);
-        }
-    }
-    doc
-}
-
-fn fmt_opt_ns(x: Option<f64>) -> String {
-    x.map(format_ns).unwrap_or_else(|| "-".into())
-}
-
-fn fmt_err(x: Option<f64>) -> String {
-    match x {
-        None => "-".into(),
-        Some(0.0) => "0".into(),
-        Some(e) => format!("{e:.2e}"),
-    }
-}
-
-fn fmt_time(d: Duration) -> String {
-    format_ns(d.as_nanos() as f64)
-}
-
-pub fn print_text(out: &mut impl Write, c: &Comparison, args: &CompareArgs) -> Result<()> {
-    let t = &c.truth;
-    let iv = &c.intervals;
-    writeln!(
-        out,
-        "sender   {}: {} IP packets{}",
-        c.sender.path,
-        c.sender.stats.ip_packets,
-        skipped(&c.sender.stats, &c.points[0])
-    )?;
-    writeln!(
-        out,
-        "receiver {}: {} IP packets{}",
-        c.receiver.path,
-        c.receiver.stats.ip_packets,
-        skipped(&c.receiver.stats, &c.points[1])
-    )?;
-    let span = if iv.is_whole() {
-        "one interval over the whole capture".to_string()
-    } else {
-        format!(
-            "{} intervals of {} (relative errors against packets matched within their interval)",
-            c.interval_count,
-            format_ns(iv.length_ns as f64)
-        )
-    };
-    writeln!(out, "measured as {span}")?;
-    writeln!(
-        out,
-        "horizon  {}: a packet counts as received if R sees it within that of S{}",
-        format_ns(c.stream.horizon_ns as f64),
-        if c.stream.late > 0 {
-            format!(" ({} packets came later: counted lost)", c.stream.late)
-        } else {
-            String::new()
-        }
-    )?;
-    writeln!(out)?;
-    writeln!(
-        out,
-        "truth    sent {}  received {}  lost {} ({:.3}%)  duplicated {}  reordered {}  unexpected {}",
-        t.sent,
-        t.received,
-        t.lost,
-        100.0 * t.lost as f64 / t.sent.max(1) as f64,
-        t.duplicated,
-        t.reordered,
-        t.unexpected
-    )?;
-    if let Some(d) = t.delay {
-        writeln!(
-            out,
-            "delay    mean {}  std {}  min {}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
-            format_ns(d.mean_ns),
-            format_ns(d.std_ns),
-            format_ns(d.min_ns as f64),
-            format_ns(d.p50_ns as f64),
-            format_ns(d.p90_ns as f64),
-            format_ns(d.p99_ns as f64),
-            format_ns(d.p999_ns as f64),
-            format_ns(d.max_ns as f64)
-        )?;
-        if !c.stream.quantiles_exact {
-            writeln!(
-                out,
-                "         (quantiles from a histogram, within {:.2} % of the exact ones; --exact-quantiles N keeps up to N delays)",
-                100.0 * QUANTILE_RELATIVE_ERROR
-            )?;
-        }
-    }
-    writeln!(out)?;
-    let w = c
-        .methods
-        .iter()
-        .map(|m| m.name.len())
-        .max()
-        .unwrap_or(0)
-        .max(6);
-    writeln!(
-        out,
-        "{:<w$} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9}",
-        "method", "mean", "std", "mean err", "std err", "samples", "bytes", "time"
-    )?;
-    for m in &c.methods {
-        let e = &m.overall;
-        writeln!(
-            out,
-            "{:<w$} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9}",
-            m.name,
-            fmt_opt_ns(e.mean_ns),
-            fmt_opt_ns(e.std_ns),
-            fmt_err(relative_error(e.mean_ns, t.in_interval.map(|d| d.mean_ns))),
-            fmt_err(relative_error(e.std_ns, t.in_interval.map(|d| d.std_ns))),
-            e.samples,
-            format_bytes(e.bytes),
-            fmt_time(m.time)
-        )?;
-        if let Some(err) = &m.error {
-            writeln!(out, "{:w$}  ! {err}", "")?;
-        }
-        if let Some([lo, hi]) = e.std_ci95_ns {
-            writeln!(
-                out,
-                "{:w$}  std 95 % interval {} to {}",
-                "",
-                format_ns(lo),
-                format_ns(hi)
-            )?;
-        }
-        for n in &e.notes {
-            writeln!(out, "{:w$}  {n}", "")?;
-        }
-    }
-    if args.per_flow {
-        super::perflow::print(out, t, c.per_flow.as_ref(), args.top.unwrap_or(10))?;
-    }
-    if let Some(pp) = &c.per_packet {
-        let bytes = |n: &str| {
-            c.methods
-                .iter()
-                .find(|m| m.name == n)
-                .map_or(0, |m| m.overall.bytes)
-        };
-        pp.print(out, t, &bytes)?;
-    }
-    Ok(())
-}
-
-fn skipped(s: &InputStats, p: &PointCounters) -> String {
-    let mut parts = Vec::new();
-    if p.before_origin > 0 {
-        parts.push(format!(
-            "{} before --origin-ns, in no interval",
-            p.before_origin
-        ));
-    }
-    if p.out_of_order > 0 {
-        parts.push(format!(
-            "{} out of timestamp order beyond --disorder, in no interval",
-            p.out_of_order
-        ));
-    }
-    if s.non_ip > 0 {
-        parts.push(format!("{} non-IP frames skipped", s.non_ip));
-    }
-    if s.malformed > 0 {
-        parts.push(format!("{} malformed skipped", s.malformed));
-    }
-    if s.no_timestamp > 0 {
-        parts.push(format!("{} without timestamp skipped", s.no_timestamp));
-    }
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", parts.join(", "))
-    }
 }

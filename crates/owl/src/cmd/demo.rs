@@ -14,15 +14,20 @@ use super::simulate::{self, SimulateArgs};
 at 100 000 packets/s through a router with Weibull delays (mean 10us as drawn; the FIFO queue \
 makes packets wait for earlier ones, so the measured mean is higher), 1% random loss, 0.1% reordering, \
 0.05% duplication and TTL/MAC rewrites, writes the two captures, and runs `owl compare` on \
-them with every method. Use --keep DIR to keep the captures and explore them with \
-`owl compare` or tcpdump."
+them with every method. Use --keep DIR to keep the captures and the simulator's books \
+(DIR/sim.json, as `owl simulate` writes them) and explore them with `owl compare` or tcpdump.
+
+Examples:
+  owl demo
+  owl demo --keep demo/ && owl compare demo/sender.pcap demo/receiver.pcap --interval 100ms
+  owl demo --json | jq '.methods[] | [.name, .mean_rel_err]'"
 )]
 pub struct DemoArgs {
     /// Keep the simulated captures in DIR instead of a temporary directory.
     #[arg(long, value_name = "DIR")]
     pub keep: Option<PathBuf>,
     /// Seed of the simulation and of the methods.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, value_parser = crate::numbers::u64_arg, default_value_t = 1)]
     pub seed: u64,
     /// Print the comparison as JSON.
     #[arg(long)]
@@ -57,7 +62,8 @@ pub fn run(a: DemoArgs) -> Result<()> {
         class_delay: None,
         class_fraction: 0.5,
         ecmp: None,
-        fifo: true,
+        independent_delays: false,
+        fifo: false,
         loss: "uniform:0.01".into(),
         reorder: Some("0.001:8".into()),
         duplicate: 0.0005,
@@ -68,14 +74,14 @@ pub fn run(a: DemoArgs) -> Result<()> {
         json: false,
     };
     if !a.json {
-        println!(
+        say!(
             "owl demo: simulating 200 000 packets through a router into {}",
             dir.display()
-        );
-        println!(
-            "  (= owl simulate --out {} --packets 200k --rate 100k --delay weibull-mean:10us:0.7 --fifo --loss uniform:0.01 --reorder 0.001:8 --duplicate 0.0005)",
+        )?;
+        say!(
+            "  (= owl simulate --out {} --packets 200k --rate 100k --delay weibull-mean:10us:0.7 --loss uniform:0.01 --reorder 0.001:8 --duplicate 0.0005)",
             dir.display()
-        );
+        )?;
     }
     let cfg = simulate::config(&sim)?;
     let s = owl_trace::sim::Simulation::run(&cfg)?;
@@ -84,9 +90,12 @@ pub fn run(a: DemoArgs) -> Result<()> {
         owl_trace::capture::CaptureFormat::Pcap,
         &mut |_, _| {},
     )?;
+    if a.keep.is_some() {
+        simulate::write_books(&dir, &cfg, &s, &sp, &rp)?;
+    }
     if !a.json {
-        println!("  = owl compare {} {}", sp.display(), rp.display());
-        println!();
+        say!("  = owl compare {} {}", sp.display(), rp.display())?;
+        say!()?;
     }
     let args = CompareArgs {
         sender: sp,
@@ -107,11 +116,12 @@ pub fn run(a: DemoArgs) -> Result<()> {
         exact_quantiles: owl_core::pipeline::truth::DEFAULT_EXACT_QUANTILES,
         rows: None,
         allow_short_intervals: false,
+        no_trim: false,
     };
     compare::run(args)?;
     if a.keep.is_some() && !a.json {
-        println!();
-        println!("captures kept in {}", dir.display());
+        say!()?;
+        say!("captures kept in {}", dir.display())?;
     }
     Ok(())
 }

@@ -3,22 +3,30 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use owl_core::method::{Combiner, Estimate, Method, PointSynopsis, Role};
-use owl_core::units::{format_bytes, format_ns};
+use owl_core::units::format_ns;
 use owl_core::wire::{StreamReader, SynopsisFile};
 use owl_trace::lockstep::Source;
-use serde_json::{Value, json};
 
 use crate::methods;
+use crate::report::{
+    self, Check, EstimateChecks, EstimateClockCheck, EstimateInterval, EstimateIntervals,
+    EstimateReport, EstimateTrimCheck, IntervalsCheck, Line, Status,
+};
 
 #[derive(Args, Clone, Debug)]
 #[command(
     after_help = "The files come from `owl record` at each point. A pair recorded with \
 different methods, configurations, intervals or identity seeds is refused with the name of the \
-field that differs. Intervals only one point recorded are estimated against an empty synopsis \
-of the other (everything lost, or everything unexpected).
+field that differs. An interval only one point recorded is estimated against an empty synopsis \
+of the other (everything lost, or everything unexpected), unless it comes before the other \
+point's first interval or after its last: that point was not recording, and such a lead-in or \
+lead-out is left out and counted (--no-trim estimates it). A negative mean delay in most \
+intervals is refused (files recorded with their roles swapped?) unless \
+--allow-negative-delay. The text ends with the checks: intervals at both points, trimmed, \
+clock.
 
 Examples:
   owl estimate S.owl R.owl
@@ -35,6 +43,99 @@ pub struct EstimateArgs {
     /// Print one JSON object per interval as it is estimated, then a summary object.
     #[arg(long, conflicts_with = "json")]
     pub jsonl: bool,
+    /// Accept a negative mean delay in most intervals (R's clock known to lag S's).
+    #[arg(long)]
+    pub allow_negative_delay: bool,
+    /// Estimate intervals only one point recorded before the other started or after it
+    /// stopped, too (by default they are left out and counted).
+    #[arg(long)]
+    pub no_trim: bool,
+}
+
+/// What the merge-join of the two files found.
+#[derive(Default)]
+struct Tally {
+    /// Intervals estimated that only S, only R, both recorded.
+    intervals: [u64; 3],
+    /// Intervals left out that only S, only R recorded (lead-in, lead-out).
+    trimmed: [u64; 2],
+    /// Intervals with a negative and a non-negative mean.
+    negative: u64,
+    positive: u64,
+}
+
+impl Tally {
+    fn checks(&self, method: &str, trim: bool, overall: &Estimate) -> EstimateChecks {
+        let [s_only, r_only, both] = self.intervals;
+        let spans = Check {
+            status: if s_only + r_only > 0 {
+                Status::Warning
+            } else {
+                Status::Ok
+            },
+            summary: if s_only + r_only > 0 {
+                format!(
+                    "{both} intervals recorded at both points; {s_only} only at S (everything lost) and {r_only} only at R (everything unexpected) while both were recording"
+                )
+            } else {
+                format!("{both} intervals, every one recorded at both points")
+            },
+            data: IntervalsCheck {
+                both,
+                sender_only: s_only,
+                receiver_only: r_only,
+            },
+        };
+        let trimmed = Check {
+            status: if !trim || self.trimmed == [0, 0] {
+                Status::Ok
+            } else {
+                Status::Adjusted
+            },
+            summary: if !trim {
+                "off (--no-trim): intervals only one point recorded are estimated".into()
+            } else if self.trimmed == [0, 0] {
+                "no interval before one point started or after it stopped".into()
+            } else {
+                format!(
+                    "{} intervals only S recorded and {} only R recorded, before the other started or after it stopped: left out (--no-trim estimates them)",
+                    self.trimmed[0], self.trimmed[1]
+                )
+            },
+            data: EstimateTrimCheck {
+                enabled: trim,
+                intervals: self.trimmed,
+            },
+        };
+        let clock = Check {
+            status: if self.negative > 0 {
+                Status::Warning
+            } else {
+                Status::Ok
+            },
+            summary: if self.negative > 0 {
+                format!(
+                    "the {method} mean is negative in {} of {} intervals: R's clock is behind S's, and every delay is off by the offset",
+                    self.negative,
+                    self.negative + self.positive
+                )
+            } else {
+                format!(
+                    "no negative mean delay (overall {})",
+                    overall.mean_ns.map(format_ns).unwrap_or_else(|| "-".into())
+                )
+            },
+            data: EstimateClockCheck {
+                negative_intervals: self.negative,
+                intervals_with_mean: self.negative + self.positive,
+            },
+        };
+        EstimateChecks {
+            intervals: spans,
+            trimmed,
+            clock,
+        }
+    }
 }
 
 fn open(path: &Path) -> Result<StreamReader<Box<dyn std::io::Read + Send>>> {
@@ -98,41 +199,23 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     let iv = header.intervals;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let est = |e: &Estimate| {
-        json!({
-            "mean_ns": e.mean_ns, "std_ns": e.std_ns, "samples": e.samples,
-            "bytes": e.bytes, "lost": e.lost, "mean_ci98_ns": e.mean_ci98_ns,
-            "std_ci95_ns": e.std_ci95_ns,
-            "notes": e.notes,
-        })
-    };
-    let f = |x: Option<f64>| x.map(format_ns).unwrap_or_else(|| "-".into());
-    let row = |out: &mut dyn Write, label: &str, e: &Estimate| -> std::io::Result<()> {
-        writeln!(
-            out,
-            "{:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            label,
-            f(e.mean_ns),
-            f(e.std_ns),
-            e.samples,
-            e.lost.map(|l| l.to_string()).unwrap_or_else(|| "-".into()),
-            format_bytes(e.bytes)
-        )
-    };
-    if !a.json && !a.jsonl {
-        writeln!(out, "method {}", header.method)?;
-        writeln!(
-            out,
-            "{:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            "interval", "mean", "std", "samples", "lost", "bytes"
-        )?;
+    let text = !a.json && !a.jsonl;
+    if text {
+        report::text::estimate_head(&mut out, &header.method)?;
     }
     // Merge-join the two files' intervals (ascending in each), one pair in memory at a time;
     // each interval is printed as it is estimated.
     let mut combiner = Combiner::default();
-    let mut kept: Vec<Value> = Vec::new();
+    let mut kept: Vec<EstimateInterval> = Vec::new();
     let mut sb = next(&mut s, &a.sender);
     let mut rb = next(&mut r, &a.receiver);
+    // Each file's first and newest interval: an interval only one point recorded before the
+    // other's first or after the other's last is a lead-in or lead-out (that point was not
+    // recording), not loss. Packets in flight cross into the next interval at R, so S's
+    // interval just before R's first and R's just after S's last are kept.
+    let first = [sb.as_ref().map(|b| b.0), rb.as_ref().map(|b| b.0)];
+    let mut last = first;
+    let mut tally = Tally::default();
     loop {
         let k = match (&sb, &rb) {
             (None, None) => break,
@@ -140,55 +223,103 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             (None, Some(y)) => y.0,
             (Some(x), Some(y)) => x.0.min(y.0),
         };
+        let has = [
+            sb.as_ref().is_some_and(|b| b.0 == k),
+            rb.as_ref().is_some_and(|b| b.0 == k),
+        ];
+        for p in 0..2 {
+            if has[p] {
+                last[p] = Some(k);
+            }
+        }
+        let ended = [sb.is_none(), rb.is_none()];
+        // is interval k, which only the other point recorded, outside point p's recording?
+        let outside = |p: usize| {
+            let (before, after) = if p == 1 { (1, 0) } else { (0, 1) };
+            first[p].is_some_and(|f| {
+                k.saturating_add(before) < f
+                    || (ended[p] && last[p].is_some_and(|l| k > l.saturating_add(after)))
+            })
+        };
         let sp = point(&*method, Role::Sender, k, &mut sb, &mut s, &a.sender)?;
         let rp = point(&*method, Role::Receiver, k, &mut rb, &mut r, &a.receiver)?;
+        if !a.no_trim && has[0] != has[1] && outside(usize::from(has[0])) {
+            // (has[0]: only S recorded k, so ask whether R was recording)
+            tally.trimmed[usize::from(has[1])] += 1;
+            continue;
+        }
+        tally.intervals[usize::from(has[0]) + 2 * usize::from(has[1]) - 1] += 1;
         let e = method
             .estimate(sp, rp)
             .map_err(|e| anyhow!("interval {k}: {e}"))?;
+        match e.mean_ns {
+            Some(m) if m < 0.0 => tally.negative += 1,
+            Some(_) => tally.positive += 1,
+            None => {}
+        }
         combiner.add(&e);
-        let mut v = est(&e);
-        v["index"] = json!(k);
-        v["start_ns"] = json!(iv.start_ns(k));
+        let it = EstimateInterval {
+            index: k,
+            start_ns: iv.start_ns(k),
+            estimate: e,
+        };
         if a.json {
-            kept.push(v);
+            kept.push(it);
         } else if a.jsonl {
-            v["type"] = json!("interval");
-            serde_json::to_writer(&mut out, &v)?;
+            serde_json::to_writer(
+                &mut out,
+                &Line {
+                    kind: "interval",
+                    body: &it,
+                },
+            )?;
             writeln!(out)?;
         } else {
-            row(&mut out, &k.to_string(), &e)?;
-            if let Some([lo, hi]) = e.std_ci95_ns {
-                writeln!(
-                    out,
-                    "             std 95 % interval {} to {}",
-                    format_ns(lo),
-                    format_ns(hi)
-                )?;
-            }
-            for n in &e.notes {
-                writeln!(out, "             {n}")?;
-            }
+            report::text::estimate_interval(&mut out, &it)?;
         }
     }
     let overall = combiner.combined();
-    let mut doc = json!({
-        "method": header.method,
-        "config": header.config.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
-        "interval_ns": iv.length_ns,
-        "origin_ns": iv.origin_ns,
-        "overall": est(&overall),
-    });
+    if tally.negative * 2 > tally.negative + tally.positive && !a.allow_negative_delay {
+        bail!(
+            "the {} delay is negative in {} of {} intervals (overall {}): were the files recorded with their roles swapped (--role sender at the receiver point)? (pass --allow-negative-delay if R's clock is known to lag S's)",
+            header.method,
+            tally.negative,
+            tally.negative + tally.positive,
+            overall.mean_ns.map(format_ns).unwrap_or_else(|| "-".into())
+        );
+    }
+    let checks = tally.checks(&header.method, !a.no_trim, &overall);
+    for (name, status, summary) in checks.lines() {
+        if status == Status::Warning {
+            eprintln!("owl: warning: {name}: {summary}");
+        }
+    }
+    let mut report = EstimateReport {
+        checks,
+        method: header.method.clone(),
+        config: header.config.iter().cloned().collect(),
+        interval_ns: iv.length_ns,
+        origin_ns: iv.origin_ns,
+        overall,
+        intervals: EstimateIntervals::List(kept),
+    };
     if a.json {
-        doc["intervals"] = Value::Array(kept);
-        serde_json::to_writer_pretty(&mut out, &doc)?;
+        serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else if a.jsonl {
-        doc["type"] = json!("summary");
-        doc["intervals"] = json!(combiner.parts());
-        serde_json::to_writer(&mut out, &doc)?;
+        report.intervals = EstimateIntervals::Count(combiner.parts());
+        serde_json::to_writer(
+            &mut out,
+            &Line {
+                kind: "summary",
+                body: &report,
+            },
+        )?;
         writeln!(out)?;
-    } else if combiner.parts() > 1 {
-        row(&mut out, &format!("all {}", combiner.parts()), &overall)?;
+    } else {
+        report::text::estimate_overall(&mut out, combiner.parts(), &report.overall)?;
+        writeln!(out)?;
+        report::text::checks(&mut out, &report.checks.lines())?;
     }
     Ok(())
 }

@@ -15,19 +15,17 @@
 //! the relative error `|estimate − truth| / truth` of the flow means, over the flows of the bin
 //! the method gave an estimate for (the others are counted as `missing`).
 
-use std::collections::BTreeMap;
-use std::io::Write;
-
-use anyhow::Result;
 use hashbrown::HashMap;
 use owl_core::FlowKey;
 use owl_core::PacketRecord;
 use owl_core::exact::{FlowTruth, Truth};
 use owl_core::interval::Intervals;
 use owl_core::method::{FlowEstimate, Method, PointSynopsis};
-use owl_core::stats::{nearest_rank, relative_error};
-use owl_core::units::format_ns;
-use serde_json::{Value, json};
+use owl_core::stats::relative_error;
+
+use crate::report::{
+    BinMethodReport, BinReport, FlowMethodReport, FlowReport, FlowTruthReport, Named,
+};
 
 /// Flow-size bins of the summary (packets at the sender): `[lo, hi)`.
 pub const BINS: [(u64, u64, &str); 4] = [
@@ -87,11 +85,25 @@ struct Acc {
     has_std: bool,
     packets: Option<f64>,
     lost: Option<f64>,
+    /// Interval means left out as no delay at all (beyond the horizon, or not finite), and the
+    /// farthest of them.
+    unusable: u64,
+    farthest: f64,
 }
 
 impl Acc {
-    fn add(&mut self, e: &FlowEstimate) {
-        if let Some(m) = e.mean_ns.filter(|m| m.is_finite()) {
+    /// Add one interval's estimate; a mean beyond `±limit` ns (the horizon: no matched packet
+    /// has such a delay) is no delay and is left out, counted.
+    fn add(&mut self, e: &FlowEstimate, limit: f64) {
+        if let Some(m) = e.mean_ns
+            && !(m.is_finite() && m.abs() <= limit)
+        {
+            self.unusable += 1;
+            if m.is_nan() || m.abs() > self.farthest.abs() {
+                self.farthest = m;
+            }
+        }
+        if let Some(m) = e.mean_ns.filter(|m| m.is_finite() && m.abs() <= limit) {
             let w = e.packets.filter(|p| *p > 0.0).unwrap_or(1.0);
             self.weight += w;
             self.weighted_mean += w * m;
@@ -135,6 +147,32 @@ impl MethodFlows {
     pub fn get(&self, f: &FlowKey) -> Option<FlowEstimate> {
         self.flows.get(f).map(|a| a.estimate())
     }
+
+    /// Why a flow's estimate lacks interval means the method gave, if it does.
+    pub fn note(&self, f: &FlowKey, horizon_ns: u64) -> Option<String> {
+        let a = self.flows.get(f).filter(|a| a.unusable > 0)?;
+        Some(format!(
+            "{} interval mean(s) left out, down to {}: beyond the {} horizon, no delay",
+            a.unusable,
+            owl_core::units::format_ns(a.farthest),
+            owl_core::units::format_ns(horizon_ns as f64)
+        ))
+    }
+
+    /// Flows whose every interval mean was left out as no delay, and the farthest such mean.
+    pub fn unusable(&self) -> (usize, f64) {
+        let mut n = 0;
+        let mut far = 0.0f64;
+        for a in self.flows.values().filter(|a| a.unusable > 0) {
+            if a.weight == 0.0 {
+                n += 1;
+            }
+            if a.farthest.is_nan() || a.farthest.abs() > far.abs() {
+                far = a.farthest;
+            }
+        }
+        (n, far)
+    }
 }
 
 /// Per-flow estimates of every method that gives them.
@@ -142,13 +180,16 @@ impl MethodFlows {
 pub struct PerFlow {
     pub presence: Presence,
     pub methods: Vec<MethodFlows>,
+    /// The truth's horizon: a flow mean beyond it is no delay.
+    pub horizon_ns: u64,
 }
 
 impl PerFlow {
-    pub fn new(iv: Intervals) -> PerFlow {
+    pub fn new(iv: Intervals, horizon_ns: u64) -> PerFlow {
         PerFlow {
             presence: Presence::new(iv),
             methods: Vec::new(),
+            horizon_ns,
         }
     }
 
@@ -181,8 +222,9 @@ impl PerFlow {
         let m = &mut self.methods[pos];
         match res {
             Ok(est) => {
+                let limit = self.horizon_ns as f64;
                 for (k, e) in keys.iter().zip(&est) {
-                    m.flows.entry(*k).or_default().add(e);
+                    m.flows.entry(*k).or_default().add(e, limit);
                 }
             }
             Err(e) => {
@@ -206,45 +248,48 @@ fn truth_mean(f: &FlowTruth) -> Option<f64> {
     f.delay.map(|d| d.mean_ns)
 }
 
-/// The `flows[]` array of the JSON report.
-pub fn flows_json(t: &Truth, pf: Option<&PerFlow>, top: Option<usize>) -> Value {
-    let flows: Vec<Value> = top_flows(t, top)
+/// The flows of the report, largest first, the first `top` of them: their truth and each
+/// per-flow method's estimate.
+pub fn flows_report(t: &Truth, pf: Option<&PerFlow>, top: Option<usize>) -> Vec<FlowReport> {
+    top_flows(t, top)
         .into_iter()
         .map(|f| {
-            let mut methods = serde_json::Map::new();
-            for m in pf.map(|p| p.methods.as_slice()).unwrap_or_default() {
-                let v = match m.get(&f.key) {
-                    Some(e) => json!({
-                        "mean_ns": e.mean_ns,
-                        "packets": e.packets,
-                        "std_ns": e.std_ns,
-                        "lost": e.lost,
-                        "mean_rel_err": relative_error(e.mean_ns, truth_mean(f)),
-                    }),
-                    None => json!({ "mean_ns": null, "packets": null }),
-                };
-                methods.insert(m.name.clone(), v);
-            }
-            json!({
-                "proto": f.key.proto,
-                "src": f.key.src.to_string(),
-                "dst": f.key.dst.to_string(),
-                "sport": f.key.sport,
-                "dport": f.key.dport,
-                "truth": {
-                    "sent": f.sent,
-                    "received": f.received,
-                    "lost": f.sent - f.received,
-                    "records": f.records,
-                    "mean_ns": f.delay.map(|d| d.mean_ns),
-                    "std_ns": f.delay.map(|d| d.std_ns),
-                    "p99_ns": f.delay.map(|d| d.p99_ns),
+            let methods = pf
+                .map(|p| p.methods.as_slice())
+                .unwrap_or_default()
+                .iter()
+                .map(|m| {
+                    let r = match m.get(&f.key) {
+                        Some(e) => FlowMethodReport {
+                            mean_rel_err: relative_error(e.mean_ns, truth_mean(f)),
+                            estimate: e,
+                            note: pf.and_then(|p| m.note(&f.key, p.horizon_ns)),
+                        },
+                        None => FlowMethodReport::default(),
+                    };
+                    (m.name.clone(), r)
+                })
+                .collect();
+            FlowReport {
+                proto: f.key.proto,
+                src: f.key.src.to_string(),
+                dst: f.key.dst.to_string(),
+                sport: f.key.sport,
+                dport: f.key.dport,
+                truth: FlowTruthReport {
+                    sent: f.sent,
+                    received: f.received,
+                    lost: f.sent - f.received,
+                    records: f.records,
+                    mean_ns: f.delay.map(|d| d.mean_ns),
+                    std_ns: f.delay.map(|d| d.std_ns),
+                    p99_ns: f.delay.map(|d| d.p99_ns),
                 },
-                "methods": Value::Object(methods),
-            })
+                methods: Named(methods),
+                key: f.key,
+            }
         })
-        .collect();
-    Value::Array(flows)
+        .collect()
 }
 
 /// Relative-error quantiles of one method in one bin.
@@ -256,17 +301,19 @@ pub struct BinStats {
     pub p95: Option<f64>,
 }
 
-/// Quantiles of relative errors (nearest rank), on errors scaled to integers of 1e-12.
+/// Quantiles of relative errors (nearest rank, [`owl_core::stats::nearest_rank`]'s rule), on
+/// errors rounded to 1e-12 (in floating point: no error, however large, saturates).
 fn quantiles(errs: &mut [f64]) -> (Option<f64>, Option<f64>) {
     if errs.is_empty() {
         return (None, None);
     }
     errs.sort_by(f64::total_cmp);
-    let scaled: Vec<i64> = errs.iter().map(|e| (e * 1e12).round() as i64).collect();
-    (
-        Some(nearest_rank(&scaled, 0.5) as f64 / 1e12),
-        Some(nearest_rank(&scaled, 0.95) as f64 / 1e12),
-    )
+    let rank = |p: f64| {
+        let n = errs.len();
+        let k = ((p * n as f64).ceil() as usize).clamp(1, n);
+        (errs[k - 1] * 1e12).round() / 1e12
+    };
+    (Some(rank(0.5)), Some(rank(0.95)))
 }
 
 /// Per bin, per method: how many flows, how many estimated, median and p95 relative error.
@@ -306,127 +353,33 @@ pub fn bins(t: &Truth, pf: &PerFlow) -> Vec<(&'static str, Vec<(String, BinStats
         .collect()
 }
 
-/// The `flow_error_bins[]` array of the JSON report.
-pub fn bins_json(t: &Truth, pf: &PerFlow) -> Value {
-    let v: Vec<Value> = bins(t, pf)
+/// The flow-size bins of the report: per method, median and p95 relative error.
+pub fn bins_report(t: &Truth, pf: &PerFlow) -> Vec<BinReport> {
+    bins(t, pf)
         .into_iter()
         .zip(BINS.iter())
-        .map(|((label, per), &(lo, hi, _))| {
-            let mut methods = serde_json::Map::new();
-            let mut flows = 0;
-            for (name, s) in per {
-                flows = s.flows;
-                methods.insert(
-                    name,
-                    json!({
-                        "estimated": s.estimated,
-                        "missing": s.flows - s.estimated,
-                        "median_rel_err": s.median,
-                        "p95_rel_err": s.p95,
-                    }),
-                );
-            }
-            json!({
-                "bin": label,
-                "min_packets": lo,
-                "max_packets": if hi == u64::MAX { Value::Null } else { json!(hi - 1) },
-                "flows": flows,
-                "methods": Value::Object(methods),
-            })
+        .map(|((label, per), &(lo, hi, _))| BinReport {
+            bin: label,
+            min_packets: lo,
+            max_packets: (hi != u64::MAX).then(|| hi - 1),
+            flows: per.first().map(|p| p.1.flows).unwrap_or(0),
+            methods: Named(
+                per.into_iter()
+                    .map(|(name, s)| {
+                        (
+                            name,
+                            BinMethodReport {
+                                estimated: s.estimated,
+                                missing: s.flows - s.estimated,
+                                median_rel_err: s.median,
+                                p95_rel_err: s.p95,
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
         })
-        .collect();
-    Value::Array(v)
-}
-
-fn fmt_pct(x: Option<f64>) -> String {
-    match x {
-        None => "-".into(),
-        Some(e) if e >= 10.0 => format!("{:.0}x", e),
-        Some(e) => format!("{:.2}%", 100.0 * e),
-    }
-}
-
-/// The per-flow tables of the text report.
-pub fn print(out: &mut impl Write, t: &Truth, pf: Option<&PerFlow>, top: usize) -> Result<()> {
-    let methods: &[MethodFlows] = pf.map(|p| p.methods.as_slice()).unwrap_or_default();
-    writeln!(out)?;
-    write!(
-        out,
-        "{:<58} {:>8} {:>7} {:>10} {:>10}",
-        "flow", "sent", "lost", "mean", "std"
-    )?;
-    for m in methods {
-        write!(out, " {:>12}", format!("{} err", m.name))?;
-    }
-    writeln!(out)?;
-    for f in top_flows(t, Some(top)) {
-        write!(
-            out,
-            "{:<58} {:>8} {:>7} {:>10} {:>10}",
-            f.key.to_string(),
-            f.sent,
-            f.sent - f.received,
-            f.delay
-                .map(|d| format_ns(d.mean_ns))
-                .unwrap_or_else(|| "-".into()),
-            f.delay
-                .map(|d| format_ns(d.std_ns))
-                .unwrap_or_else(|| "-".into()),
-        )?;
-        for m in methods {
-            let e = m.get(&f.key).and_then(|e| e.mean_ns);
-            write!(out, " {:>12}", fmt_pct(relative_error(e, truth_mean(f))))?;
-        }
-        writeln!(out)?;
-    }
-    if t.flows.len() > top {
-        writeln!(
-            out,
-            "… {} more flows (--top N, or --json)",
-            t.flows.len() - top
-        )?;
-    }
-    let Some(pf) = pf.filter(|p| !p.methods.is_empty()) else {
-        return Ok(());
-    };
-    for m in &pf.methods {
-        if let Some(e) = &m.error {
-            writeln!(out, "{}: ! {e}", m.name)?;
-        }
-    }
-    writeln!(out)?;
-    writeln!(
-        out,
-        "relative error of per-flow mean delay, by flow size (median / 95th percentile; all flows)"
-    )?;
-    write!(out, "{:<10} {:>7}", "packets", "flows")?;
-    for m in &pf.methods {
-        write!(out, " {:>21}", m.name)?;
-    }
-    writeln!(out)?;
-    let mut bins_map: BTreeMap<usize, _> = BTreeMap::new();
-    for (i, b) in bins(t, pf).into_iter().enumerate() {
-        bins_map.insert(i, b);
-    }
-    for (_, (label, per)) in bins_map {
-        let flows = per.first().map(|p| p.1.flows).unwrap_or(0);
-        write!(out, "{label:<10} {flows:>7}")?;
-        for (_, s) in &per {
-            let cell = if s.estimated < s.flows {
-                format!(
-                    "{} / {} ({} none)",
-                    fmt_pct(s.median),
-                    fmt_pct(s.p95),
-                    s.flows - s.estimated
-                )
-            } else {
-                format!("{} / {}", fmt_pct(s.median), fmt_pct(s.p95))
-            };
-            write!(out, " {cell:>21}")?;
-        }
-        writeln!(out)?;
-    }
-    Ok(())
+        .collect()
 }
 
 #[cfg(test)]
@@ -436,24 +389,23 @@ mod tests {
     #[test]
     fn intervals_combine_weighted_by_packets() {
         let mut a = Acc::default();
-        a.add(&FlowEstimate {
-            mean_ns: Some(100.0),
+        let e = |m: f64, p: f64, l: f64| FlowEstimate {
+            mean_ns: Some(m),
             std_ns: Some(0.0),
-            packets: Some(1.0),
-            lost: Some(0.0),
-        });
-        a.add(&FlowEstimate {
-            mean_ns: Some(200.0),
-            std_ns: Some(0.0),
-            packets: Some(3.0),
-            lost: Some(1.0),
-        });
-        let e = a.estimate();
-        assert_eq!(e.mean_ns, Some(175.0));
-        assert_eq!(e.packets, Some(4.0));
-        assert_eq!(e.lost, Some(1.0));
+            packets: Some(p),
+            lost: Some(l),
+        };
+        a.add(&e(100.0, 1.0, 0.0), 1e9);
+        a.add(&e(200.0, 3.0, 1.0), 1e9);
+        // no delay: beyond the horizon, left out and counted
+        a.add(&e(-1.8e16, 2.0, 0.0), 1e9);
+        let r = a.estimate();
+        assert_eq!(r.mean_ns, Some(175.0));
+        assert_eq!(r.packets, Some(6.0));
+        assert_eq!(r.lost, Some(1.0));
         // {100, 200, 200, 200}: sd = sqrt(1875)
-        assert!((e.std_ns.unwrap() - 1875f64.sqrt()).abs() < 1e-9);
+        assert!((r.std_ns.unwrap() - 1875f64.sqrt()).abs() < 1e-9);
+        assert_eq!((a.unusable, a.farthest), (1, -1.8e16));
         assert_eq!(Acc::default().estimate().mean_ns, None);
     }
 
@@ -464,5 +416,8 @@ mod tests {
         assert_eq!(m, Some(0.10));
         assert_eq!(p, Some(0.19));
         assert_eq!(quantiles(&mut []), (None, None));
+        // errors beyond 9.2e6 do not saturate
+        let (m, _) = quantiles(&mut [1e10, 3e10, 2e10]);
+        assert_eq!(m, Some(2e10));
     }
 }

@@ -21,11 +21,11 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use owl_core::exact::Truth;
 use owl_core::method::{Method, PointSynopsis};
-use owl_core::pipeline::truth::{DelayAcc, QUANTILE_RELATIVE_ERROR};
+use owl_core::pipeline::truth::DelayAcc;
 use owl_core::registry;
 use owl_core::stats::DelaySummary;
-use owl_core::units::{format_bytes, format_ns};
-use serde_json::{Value, json};
+
+use crate::report::{Anomaly, PerPacketReport};
 
 /// Largest delays listed per method.
 pub const ANOMALIES: usize = 10;
@@ -230,106 +230,29 @@ impl PerPacket {
         self.accs.iter().flatten().find(|a| a.name == name)
     }
 
-    /// The per-packet fields of method `name`'s JSON: `p50_ns` … `p999_ns` beside its mean,
-    /// and `per_packet{…}`.
-    pub fn annotate(&self, name: &str, bytes: u64, truth: &Truth, v: &mut Value) {
-        let (Some(acc), Some((_, s, exact))) =
-            (self.acc(name), self.summaries.iter().find(|x| x.0 == name))
-        else {
-            return;
-        };
-        v["p50_ns"] = json!(s.map(|d| d.p50_ns));
-        v["p90_ns"] = json!(s.map(|d| d.p90_ns));
-        v["p99_ns"] = json!(s.map(|d| d.p99_ns));
-        v["p999_ns"] = json!(s.map(|d| d.p999_ns));
-        v["per_packet"] = json!({
-            "packets": acc.rows,
-            "delivered": acc.delivered,
-            "lost": acc.lost,
-            "unplaced": acc.unplaced,
-            "recovered_fraction": acc.delivered as f64 / truth.received.max(1) as f64,
-            "bytes_per_packet": bytes as f64 / truth.sent.max(1) as f64,
-            "mean_ns": s.map(|d| d.mean_ns),
-            "std_ns": s.map(|d| d.std_ns),
-            "max_ns": s.map(|d| d.max_ns),
-            "quantiles_exact": exact,
-            "anomalies": acc.largest.iter().map(|&(d, s, r)| json!({
-                "sender_ns": s, "receiver_ns": r, "delay_ns": d,
-            })).collect::<Vec<_>>(),
-            "error": acc.error,
-        });
-    }
-
-    /// The text summary, one block per per-packet method.
-    pub fn print(
-        &self,
-        out: &mut impl Write,
-        truth: &Truth,
-        bytes: &dyn Fn(&str) -> u64,
-    ) -> Result<()> {
-        writeln!(out)?;
-        writeln!(out, "per packet")?;
-        if let Some(d) = truth.delay {
-            writeln!(
-                out,
-                "  {:<12} p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
-                "truth",
-                format_ns(d.p50_ns as f64),
-                format_ns(d.p90_ns as f64),
-                format_ns(d.p99_ns as f64),
-                format_ns(d.p999_ns as f64),
-                format_ns(d.max_ns as f64)
-            )?;
-        }
-        for (name, s, exact) in &self.summaries {
-            let Some(acc) = self.acc(name) else { continue };
-            match s {
-                Some(d) => writeln!(
-                    out,
-                    "  {:<12} p50 {}  p90 {}  p99 {}  p99.9 {}  max {}{}",
-                    name,
-                    format_ns(d.p50_ns as f64),
-                    format_ns(d.p90_ns as f64),
-                    format_ns(d.p99_ns as f64),
-                    format_ns(d.p999_ns as f64),
-                    format_ns(d.max_ns as f64),
-                    if *exact {
-                        String::new()
-                    } else {
-                        format!(
-                            " (quantiles within {:.2} %)",
-                            100.0 * QUANTILE_RELATIVE_ERROR
-                        )
-                    }
-                )?,
-                None => writeln!(out, "  {name:<12} no delay recovered")?,
-            }
-            let b = bytes(name);
-            writeln!(
-                out,
-                "  {:<12} {} placed with a delay ({:.4} % of the {} received), {} located lost, {} not placed; {} ({:.3} B per packet)",
-                "",
-                acc.delivered,
-                100.0 * acc.delivered as f64 / truth.received.max(1) as f64,
-                truth.received,
-                acc.lost,
-                acc.unplaced,
-                format_bytes(b),
-                b as f64 / truth.sent.max(1) as f64
-            )?;
-            if let Some(e) = &acc.error {
-                writeln!(out, "  {:<12} ! {e}", "")?;
-            }
-            if !acc.largest.is_empty() {
-                let list: Vec<String> = acc
-                    .largest
-                    .iter()
-                    .take(5)
-                    .map(|&(d, s, _)| format!("{} (sent {s})", format_ns(d as f64)))
-                    .collect();
-                writeln!(out, "  {:<12} largest: {}", "", list.join(", "))?;
-            }
-        }
-        Ok(())
+    /// Method `name`'s packets over the run, once finished (`bytes`: its synopsis bytes).
+    pub fn report(&self, name: &str, bytes: u64, truth: &Truth) -> Option<PerPacketReport> {
+        let acc = self.acc(name)?;
+        let (_, s, exact) = self.summaries.iter().find(|x| x.0 == name)?;
+        Some(PerPacketReport {
+            packets: acc.rows,
+            delivered: acc.delivered,
+            lost: acc.lost,
+            unplaced: acc.unplaced,
+            recovered_fraction: acc.delivered as f64 / truth.received.max(1) as f64,
+            bytes_per_packet: bytes as f64 / truth.sent.max(1) as f64,
+            delay_fields: (*s).into(),
+            quantiles_exact: *exact,
+            anomalies: acc
+                .largest
+                .iter()
+                .map(|&(delay_ns, sender_ns, receiver_ns)| Anomaly {
+                    sender_ns,
+                    receiver_ns,
+                    delay_ns,
+                })
+                .collect(),
+            error: acc.error.clone(),
+        })
     }
 }

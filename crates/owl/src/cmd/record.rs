@@ -44,7 +44,7 @@ pub enum RoleArg {
 }
 
 #[derive(Args, Clone, Debug)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP, after_long_help = format!("{AFTER_HELP}\n\n{}", methods::crosses_help()))]
 pub struct RecordArgs {
     /// Capture of this observation point (pcap or pcapng; a FIFO, or - for standard input).
     pub capture: PathBuf,
@@ -78,6 +78,9 @@ struct Out {
     blocks: u64,
     bytes: u64,
     payload: u64,
+    /// Of `payload`, what would cross the network (`None` once a block's depends on the
+    /// exchange with the other point).
+    shipped: Option<u64>,
 }
 
 impl Out {
@@ -107,6 +110,7 @@ impl Out {
             let mut p = Vec::with_capacity(s[0].encoded_len());
             s[0].encode(&mut p);
             self.payload += p.len() as u64;
+            self.shipped = self.shipped.zip(s[0].shipped_len()).map(|(a, b)| a + b);
             self.write(&SynopsisFile::encode_stream_block(i, &p))?;
             self.blocks += 1;
         }
@@ -127,6 +131,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
         &a.agreed.options(),
         &overrides,
     )?);
+    let info = methods::info(&a.method)?;
     let iv = a.agreed.intervals()?;
     let role = match a.role {
         RoleArg::Sender => Role::Sender,
@@ -151,6 +156,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
         blocks: 0,
         bytes: 0,
         payload: 0,
+        shipped: Some(0),
     };
     let mut point = PointStream::new(role, iv, a.disorder, vec![method]);
     let mut closed = Vec::new();
@@ -196,7 +202,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
                     eprintln!("owl: warning: {n} packets {what}: in no interval");
                 }
             }
-            println!(
+            say!(
                 "wrote {}: {} synopsis of {} interval(s), {} IP packets, {} ({} of synopses)",
                 a.output.display(),
                 header.method,
@@ -204,7 +210,24 @@ pub fn run(a: RecordArgs) -> Result<()> {
                 r.stats.ip_packets,
                 format_bytes(out.bytes),
                 format_bytes(out.payload)
-            );
+            )?;
+            match out.shipped {
+                Some(b) if b == out.payload => {
+                    say!("  crosses the network: the synopses themselves")?
+                }
+                Some(b) => say!(
+                    "  crosses the network: {} ({}: {})",
+                    format_bytes(b),
+                    header.method,
+                    info.crosses
+                )?,
+                None => say!(
+                    "  crosses the network: decided by the exchange with the other point, which \
+                     `owl estimate` reports as bytes ({}: {})",
+                    header.method,
+                    info.crosses
+                )?,
+            }
             Ok(())
         }
         // (an error before any interval was recorded has returned above, with no file)

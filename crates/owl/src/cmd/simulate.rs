@@ -8,7 +8,7 @@ use owl_core::units::{format_ns, parse_duration_ns};
 use owl_trace::capture::CaptureFormat;
 use owl_trace::sim::{
     Arrivals, DelayModel, LossModel, PathConfig, Reorder, Rewrite, SimConfig, Simulation,
-    TrafficConfig, TrafficSource, parse_ecmp, parse_sizes,
+    TrafficConfig, TrafficSource, min_ip_len, parse_ecmp, parse_sizes,
 };
 
 use crate::progress;
@@ -20,7 +20,8 @@ const AFTER_HELP: &str = "Models:
                modelled by Weibull with shape 0.6-0.8 (Papagiannaki et al., used by LDA §IV).
   --loss       none | uniform:P | gilbert:P_GB:P_BG[:LOSS_GOOD:LOSS_BAD] |
                episodes:RATE:MEAN_PACKETS (bursts of ~MEAN_PACKETS, LDA §IV-C)
-  --reorder    FRACTION:D   a fraction of packets is overtaken by up to D later packets
+  --reorder    FRACTION:D   a fraction of packets is overtaken by up to D later packets (default
+               0.001:8, rare as on routers; none for a strict FIFO)
   --rewrite    none | list of ttl, mac, ecn=FRACTION   (what a router changes; default ttl,mac)
   --class-delay MODEL with --class-fraction F: a second queue for a fraction F of the flows,
                so neighbouring packets of different flows see unrelated delays
@@ -43,8 +44,9 @@ Output:
 
 Examples:
   owl simulate --out pair
-  owl simulate --out pair --packets 5M --rate 5M --delay weibull-mean:200ns:0.6 --fifo \\
+  owl simulate --out pair --packets 5M --rate 5M --delay weibull-mean:200ns:0.6 \\
                --loss uniform:0.01
+  owl simulate --out pair --delay exp:40us --independent-delays   # i.i.d. delays: heavy reordering
   owl simulate --out pair --loss episodes:0.01:100 --reorder 0.001:8 --duplicate 0.0005 \\
                --rewrite ttl,mac,ecn=0.05 --clock-offset 3us
   owl simulate --out pair --from real.pcap --delay exp:50us";
@@ -85,7 +87,7 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Seed of every random choice (traffic and path use separate streams).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, value_parser = crate::numbers::u64_arg, default_value_t = 1)]
     pub seed: u64,
     /// Number of packets sent (accepts 100k, 5M, 1e6).
     #[arg(long, default_value = "100k", value_parser = parse_count)]
@@ -97,7 +99,7 @@ pub struct SimulateArgs {
     #[arg(long, value_enum, default_value = "poisson")]
     pub arrivals: ArrivalArg,
     /// Time of the first packet, ns since the epoch (default 2026-01-01T00:00:00Z).
-    #[arg(long, default_value_t = 1_767_225_600_000_000_000)]
+    #[arg(long, value_parser = crate::numbers::u64_arg, default_value_t = 1_767_225_600_000_000_000)]
     pub start_ns: u64,
     /// Number of flows, their sizes Pareto distributed [default: 1000, or the packet count if
     /// smaller].
@@ -122,7 +124,11 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 0.3)]
     pub udp: f64,
     /// Take S's traffic (packets and timestamps) from a real capture instead.
-    #[arg(long, value_name = "CAPTURE")]
+    #[arg(
+        long,
+        value_name = "CAPTURE",
+        conflicts_with_all = ["packets", "rate", "arrivals", "start_ns", "flows", "flow_shape", "flow_max_weight", "sizes", "ipv6", "udp"]
+    )]
     pub from: Option<PathBuf>,
     /// Delay model of the path (see below).
     #[arg(long, default_value = "weibull-mean:100us:0.7")]
@@ -131,21 +137,33 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "MODEL")]
     pub class_delay: Option<String>,
     /// Fraction of flows in the second queue.
-    #[arg(long, default_value_t = 0.5, value_name = "F")]
+    #[arg(
+        long,
+        default_value_t = 0.5,
+        value_name = "F",
+        requires = "class_delay"
+    )]
     pub class_fraction: f64,
     /// ECMP-like paths, each flow pinned to one by hash (see below).
     #[arg(long, value_name = "SPEC")]
     pub ecmp: Option<String>,
-    /// FIFO queue(s): a packet never overtakes the previous packet of its queue; it waits for it
-    /// (arrival = max(send + drawn delay, previous arrival)), so measured delays exceed the drawn
-    /// ones when the drawn delays vary more than the spacing of packets.
+    /// Give every packet a delay drawn independently of its neighbours', with no queue: wherever
+    /// the drawn delays vary more than the spacing of packets, packets overtake each other
+    /// wholesale (most of them at 100k packets/s with the default delay), a reordering no
+    /// router shows. By default the path is a FIFO queue per class and ECMP path: a packet
+    /// never overtakes the one before it but waits for it (arrival = max(send + drawn delay,
+    /// previous arrival)), so the delays after the queue exceed the drawn ones when the drawn
+    /// ones vary more than the spacing; --reorder adds the rare reordering of real routers.
     #[arg(long)]
+    pub independent_delays: bool,
+    /// The FIFO queue, the default (kept so that older command lines still run).
+    #[arg(long, hide = true, conflicts_with = "independent_delays")]
     pub fifo: bool,
     /// Loss model (see below).
     #[arg(long, default_value = "none")]
     pub loss: String,
-    /// Reordering FRACTION:D.
-    #[arg(long, value_name = "FRACTION:D")]
+    /// Reordering FRACTION:D (a fraction of packets overtaken by up to D later ones), or none.
+    #[arg(long, value_name = "FRACTION:D", default_value = "0.001:8")]
     pub reorder: Option<String>,
     /// Fraction of delivered packets duplicated.
     #[arg(long, default_value_t = 0.0, value_name = "F")]
@@ -162,7 +180,7 @@ pub struct SimulateArgs {
     )]
     pub clock_offset: String,
     /// Bytes captured per packet at both points (0 = whole packets).
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, value_parser = crate::numbers::u32_arg, default_value_t = 128)]
     pub snaplen: u32,
     /// Capture file format.
     #[arg(long, value_enum, default_value = "pcap")]
@@ -232,8 +250,8 @@ pub fn config(a: &SimulateArgs) -> Result<SimConfig> {
             udp_fraction: a.udp,
         }),
     };
-    let reorder = match &a.reorder {
-        None => None,
+    let reorder = match a.reorder.as_deref() {
+        None | Some("none") => None,
         Some(s) => {
             let (f, d) = s
                 .split_once(':')
@@ -263,7 +281,7 @@ pub fn config(a: &SimulateArgs) -> Result<SimConfig> {
                 Some(e) => parse_ecmp(e)?,
                 None => Vec::new(),
             },
-            fifo: a.fifo,
+            fifo: !a.independent_delays,
             loss: a.loss.parse::<LossModel>()?,
             reorder,
             duplicate: a.duplicate,
@@ -274,46 +292,79 @@ pub fn config(a: &SimulateArgs) -> Result<SimConfig> {
     })
 }
 
-pub fn run(a: SimulateArgs) -> Result<()> {
-    let cfg = config(&a)?;
-    cfg.validate()?;
-    let sim = Simulation::run(&cfg)?;
-    let format = match a.format {
-        Format::Pcap => CaptureFormat::Pcap,
-        Format::Pcapng => CaptureFormat::Pcapng,
-    };
-    let pb = progress::bar(0, "writing captures", false);
-    let (sp, rp) = sim.write(&a.out, format, &mut |done, total| {
-        pb.set_length(total);
-        pb.set_position(done);
-    })?;
-    pb.finish_and_clear();
-    let rep = sim.report();
+/// Write `DIR/sim.json`, the simulator's books (what it sent, lost, duplicated, reordered, the
+/// delays it gave, the clock offset) beside the two captures; returns its path and content.
+pub fn write_books(
+    dir: &std::path::Path,
+    cfg: &SimConfig,
+    sim: &Simulation,
+    sp: &std::path::Path,
+    rp: &std::path::Path,
+) -> Result<(PathBuf, serde_json::Value)> {
     let books = serde_json::json!({
         "sender": sp.display().to_string(),
         "receiver": rp.display().to_string(),
         "delay_model": cfg.path.delay.to_string(),
         "loss_model": cfg.path.loss.to_string(),
         "ecmp": owl_trace::sim::format_ecmp(&cfg.path.ecmp),
-        "report": rep,
+        "report": sim.report(),
     });
-    let jp = a.out.join("sim.json");
+    let jp = dir.join("sim.json");
     std::fs::write(&jp, serde_json::to_string_pretty(&books)? + "\n")
         .with_context(|| format!("{}: cannot write", jp.display()))?;
+    Ok((jp, books))
+}
+
+pub fn run(a: SimulateArgs) -> Result<()> {
+    if a.fifo {
+        eprintln!(
+            "owl: warning: --fifo is the default path now (--independent-delays gives every packet its own delay)"
+        );
+    }
+    let cfg = config(&a)?;
+    cfg.validate()?;
+    if let TrafficSource::Synthetic(t) = &cfg.traffic {
+        // the smallest packet the simulator writes for this mix of IPv4/IPv6 and TCP/UDP: a
+        // size below it cannot be written at all
+        let floor = min_ip_len(t.ipv6_fraction >= 1.0, t.udp_fraction > 0.0);
+        if let Some(&(short, _)) = t.sizes.iter().find(|(l, _)| *l < floor) {
+            eprintln!(
+                "owl: warning: --sizes {}: no packet is shorter than {floor} bytes, so {short}-byte ones are written longer (IP and TCP/UDP headers and the simulator's unique tag: from {} bytes for IPv4 UDP to {} for IPv6 TCP)",
+                a.sizes,
+                min_ip_len(false, true),
+                min_ip_len(true, false)
+            );
+        }
+    }
+    let sim = Simulation::run(&cfg)?;
+    let format = match a.format {
+        Format::Pcap => CaptureFormat::Pcap,
+        Format::Pcapng => CaptureFormat::Pcapng,
+    };
+    let pb = progress::bar(0, "writing captures", false);
+    let (sp, rp) = sim
+        .write(&a.out, format, &mut |done, total| {
+            pb.set_length(total);
+            pb.set_position(done);
+        })
+        .with_context(|| format!("{}: cannot write the captures", a.out.display()))?;
+    pb.finish_and_clear();
+    let rep = sim.report();
+    let (jp, books) = write_books(&a.out, &cfg, &sim, &sp, &rp)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&books)?);
+        say!("{}", serde_json::to_string_pretty(&books)?)?;
     } else {
-        println!("wrote {} ({} packets)", sp.display(), rep.sent);
-        println!(
+        say!("wrote {} ({} packets)", sp.display(), rep.sent)?;
+        say!(
             "wrote {} ({} packets: {} delivered, {} duplicates)",
             rp.display(),
             rep.delivered + rep.duplicated,
             rep.delivered,
             rep.duplicated
-        );
-        println!("wrote {} (the simulator's books)", jp.display());
-        println!(
-            "path: delay {} (mean {}), drawn mean {} std {}; lost {} ({:.3}%), reordered {}, duplicated {}, clock offset {}",
+        )?;
+        say!("wrote {} (the simulator's books)", jp.display())?;
+        say!(
+            "path: delay model {} (its mean {}); delays given to delivered packets (queueing included): mean {} std {}; lost {} ({:.3}%), reordered {}, duplicated {}, clock offset {}",
             cfg.path.delay,
             format_ns(rep.model_mean_ns),
             format_ns(rep.path_delay_mean_ns),
@@ -323,8 +374,8 @@ pub fn run(a: SimulateArgs) -> Result<()> {
             rep.reordered,
             rep.duplicated,
             format_ns(rep.clock_offset_ns as f64)
-        );
-        println!("next: owl compare {} {}", sp.display(), rp.display());
+        )?;
+        say!("next: owl compare {} {}", sp.display(), rp.display())?;
     }
     Ok(())
 }

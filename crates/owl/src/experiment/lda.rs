@@ -23,7 +23,7 @@
 //! The records are generated directly as arrays of (identity, S timestamp, delay) — identities
 //! random 64-bit, delays drawn by [`owl_trace::sim::DelayModel`]'s sampler, losses by
 //! [`owl_trace::sim::LossModel`]'s process, timestamps absolute ns from 2026-01-01 so every
-//! accumulator wraps — and fed to [`Aggregator::record_all`] and to the probe emulation of
+//! accumulator wraps — and fed to [`lda::Synopsis::record_all`] and to the probe emulation of
 //! [`owl_core::probe`], not written as frames and dissected: 5 M packets × hundreds of runs
 //! would spend minutes building and parsing frames that LDA never looks at (it sees an identity
 //! and a timestamp). The ground truth is the exact mean and population standard deviation of the
@@ -33,8 +33,8 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use owl_core::hash::HashFamily;
-use owl_core::lda::{self, Aggregator, LdaEstimate};
-use owl_core::probe::{self, ProbeReceiver, ProbeSender};
+use owl_core::lda::{self, LdaEstimate};
+use owl_core::probe;
 use owl_trace::sim::{DelayModel, LossModel};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -147,8 +147,8 @@ pub fn deliver(t: &Trace, loss: LossModel, seed: u64) -> Delivered {
 
 /// One LDA run: both points record, the receiver estimates.
 pub fn run_lda(cfg: &lda::Config, t: &Trace, d: &Delivered) -> Result<LdaEstimate> {
-    let mut s = Aggregator::new(cfg);
-    let mut r = Aggregator::new(cfg);
+    let mut s = lda::Synopsis::new(cfg);
+    let mut r = lda::Synopsis::new(cfg);
     s.record_all(&t.ids, &t.send);
     r.record_all(&d.ids, &d.ts);
     Ok(lda::estimate(&s, &r)?)
@@ -588,7 +588,7 @@ pub fn run_vs_probes(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             seed(ctx, 2, li as u64),
         );
         // the emulation's receiver: every delivered packet's arrival (probe module doc)
-        let mut rx = ProbeReceiver::with_capacity(d.ids.len());
+        let mut rx = probe::ReceiverSynopsis::with_capacity(d.ids.len());
         for (&id, &ts) in d.ids.iter().zip(&d.ts) {
             rx.record(id, ts);
         }
@@ -609,7 +609,7 @@ pub fn run_vs_probes(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             });
             for (k, rate) in probe::PAPER_RATES_HZ.into_iter().enumerate() {
                 let pcfg = probe::Config::new(rate, run_seed(ctx, 4 + k as u64, li, run))?;
-                let mut tx = ProbeSender::new(&pcfg);
+                let mut tx = probe::SenderSynopsis::new(&pcfg);
                 for (&id, &ts) in t.ids.iter().zip(&t.send) {
                     tx.record(id, ts);
                 }
@@ -785,9 +785,66 @@ mod tests {
         );
     }
 
-    /// LDA beats probing at equal bandwidth (Fig. 6): at every loss rate of the quick run the
-    /// two-bank LDA's average relative error of the mean is below 144-Hz probing's (or probing
-    /// got no probe through at all).
+    /// LDA beats probing at equal bandwidth, the README's claim (Fig. 6): below 1 % loss, over
+    /// 12 seeds, probes sending as many bytes as the two-bank LDA's synopsis (12 298 B; 192
+    /// probes of 64 B in the 20 ms of 100 000 packets) err on the mean many times more. Over
+    /// trace seeds 1–8 the ratio of average relative errors was 12–40 at 0.1 % loss and 13–19
+    /// at 0.5 %; the test requires 5 (a NaN, from no estimate, fails).
+    #[test]
+    fn lda_beats_probes_at_equal_bandwidth() {
+        let seed_trace = 1;
+        let n = 100_000;
+        let t = trace(
+            n,
+            DelayModel::weibull_with_mean(MEAN_DELAY_NS, 0.6),
+            seed_trace,
+        );
+        let duration_s = (t.send[n - 1] - t.send[0]) as f64 * 1e-9;
+        for (li, loss) in [1e-3, 5e-3].into_iter().enumerate() {
+            let d = deliver(
+                &t,
+                LossModel::Episodes {
+                    rate: loss,
+                    mean_len: EPISODE_PACKETS,
+                },
+                100 + li as u64,
+            );
+            let mut rx = probe::ReceiverSynopsis::with_capacity(d.ids.len());
+            for (&id, &ts) in d.ids.iter().zip(&d.ts) {
+                rx.record(id, ts);
+            }
+            let (mut lda_err, mut probe_err) = (0.0, 0.0);
+            for run in 0..12u64 {
+                let cfg =
+                    lda::Config::tuned(COUNTERS / 2, &lda::DEFAULT_TARGETS, n as u64, run).unwrap();
+                let e = run_lda(&cfg, &t, &d).unwrap();
+                lda_err += rel(e.mean_ns, d.mean);
+                let bytes = cfg.encoded_len() as f64;
+                let rate = bytes / probe::PROBE_BYTES as f64 / duration_s;
+                let pcfg = probe::Config::new(rate, 1000 + run).unwrap();
+                let mut tx = probe::SenderSynopsis::new(&pcfg);
+                for (&id, &ts) in t.ids.iter().zip(&t.send) {
+                    tx.record(id, ts);
+                }
+                let pe = probe::estimate(&tx, &rx);
+                assert!(
+                    (pe.bytes as f64 - bytes).abs() < 0.2 * bytes,
+                    "equal bandwidth: {} vs {bytes}",
+                    pe.bytes
+                );
+                probe_err += rel(pe.mean_ns, d.mean);
+            }
+            let ratio = probe_err / lda_err;
+            assert!(
+                ratio >= 5.0,
+                "loss {loss}: probes / LDA error ratio {ratio}"
+            );
+        }
+    }
+
+    /// The quick run of `lda-vs-probes` writes its files, and at every loss rate LDA's average
+    /// relative error of the mean is finite (the paper's 144 Hz probes send far fewer bytes
+    /// than LDA in the 20 ms of the quick trace: the equal-bandwidth claim is the test above).
     #[test]
     fn lda_vs_probes_quick() {
         let dir = tempfile::tempdir().unwrap();
@@ -801,12 +858,8 @@ mod tests {
                     .map(|r| num(r, 6))
                     .unwrap()
             };
-            let (lda, p144) = (get("LDA 2 banks"), get("probes 144 Hz"));
-            assert!(lda.is_finite());
-            assert!(
-                p144.is_nan() || p144 > lda,
-                "loss {l}: LDA {lda} vs 144 Hz {p144}"
-            );
+            let lda = get("LDA 2 banks");
+            assert!(lda.is_finite() && lda < 0.05, "loss {l}: LDA {lda}");
         }
     }
 }

@@ -42,7 +42,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use owl_core::hash::HashFamily;
-use owl_core::lda::{self, Aggregator, LdaEstimate, StdEstimator, ci};
+use owl_core::lda::{self, LdaEstimate, StdEstimator, ci};
 use owl_trace::sim::{DelayModel, LossModel};
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
@@ -257,7 +257,7 @@ fn quantile(v: &mut [f64], p: f64) -> f64 {
 }
 
 /// The delays of the delivered packets that sit in usable rows.
-fn stored_sample(s: &Aggregator, r: &Aggregator, d: &Delivered) -> Vec<f64> {
+fn stored_sample(s: &lda::Synopsis, r: &lda::Synopsis, d: &Delivered) -> Vec<f64> {
     d.ids
         .iter()
         .zip(&d.delay)
@@ -378,11 +378,11 @@ pub fn run(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                 let key = ((fi as u64) << 56) | ((ri as u64) << 32) | run as u64;
                 let t: Trace = trace(n, model, seed(ctx, 1, key));
                 let cfg = lda::Config::paper_default(seed(ctx, 3, key));
-                let mut s = Aggregator::new(&cfg);
+                let mut s = lda::Synopsis::new(&cfg);
                 s.record_all(&t.ids, &t.send);
                 for (li, &loss) in losses.iter().enumerate() {
                     let d = deliver(&t, loss, base, seed(ctx, 2, key ^ ((li as u64) << 48)));
-                    let mut r = Aggregator::new(&cfg);
+                    let mut r = lda::Synopsis::new(&cfg);
                     r.record_all(&d.ids, &d.ts);
                     let e = lda::estimate(&s, &r)?;
                     let stored = stored_sample(&s, &r, &d);

@@ -333,7 +333,7 @@ pub fn accuracy(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                 ctx.progress.inc(1);
             }
             for (name, rate) in [("MPE 10%", 0.1), ("MPE 1%", 0.01)] {
-                let m = mpe::MpeMethod::new(name, mpe::Config { rate, seed })?;
+                let m = mpe::MpeMethod::new(name, mpe::Config::new(rate, seed)?)?;
                 merge(&mut all, score(&t, name, &run_method(&m, &t)?));
                 ctx.progress.inc(1);
             }
@@ -956,12 +956,14 @@ mod tests {
             let others: Vec<(&str, Box<dyn Method>)> = vec![
                 (
                     "MPE 10%",
-                    Box::new(mpe::MpeMethod::new("mpe", mpe::Config { rate: 0.1, seed }).unwrap()),
+                    Box::new(
+                        mpe::MpeMethod::new("mpe", mpe::Config::new(0.1, seed).unwrap()).unwrap(),
+                    ),
                 ),
                 (
                     "MPE 1%",
                     Box::new(
-                        mpe::MpeMethod::new("mpe1", mpe::Config { rate: 0.01, seed }).unwrap(),
+                        mpe::MpeMethod::new("mpe1", mpe::Config::new(0.01, seed).unwrap()).unwrap(),
                     ),
                 ),
                 (

@@ -50,6 +50,8 @@ impl Ctx {
 pub struct Experiment {
     pub name: &'static str,
     pub summary: &'static str,
+    /// The files it writes into its directory.
+    pub files: &'static str,
     pub run: fn(&Ctx) -> Result<Vec<PathBuf>>,
 }
 
@@ -58,36 +60,43 @@ pub const EXPERIMENTS: &[Experiment] = &[
     Experiment {
         name: "lda-loss",
         summary: "LDA Fig. 4: mean/std relative error vs loss, Weibull 0.6-0.8 and Pareto 3-5, one bank of 1024 tuned to the loss",
+        files: "lda-loss.csv, lda-loss-summary.csv, lda-loss.png",
         run: lda::run_loss,
     },
     Experiment {
         name: "lda-banks",
         summary: "LDA Fig. 5: 2/3/4-bank LDAs of 1024 counters vs the tuned single bank over loss rates",
+        files: "lda-banks.csv, lda-banks-summary.csv, lda-banks.png",
         run: lda::run_banks,
     },
     Experiment {
         name: "lda-vs-probes",
         summary: "LDA Fig. 6: two-bank LDA vs Poisson probes at 1/7/144/10000 Hz under loss episodes",
+        files: "lda-vs-probes.csv, lda-vs-probes-summary.csv, lda-vs-probes.png",
         run: lda::run_vs_probes,
     },
     Experiment {
         name: "lda-std",
         summary: "LDA std estimators (paper / centred / rows) vs mean/std 0.3-1000 and loss 0-20 %, default 2 x 512 rows, 500 k packets; 95 % interval coverage",
+        files: "lda-std.csv, lda-std-summary.csv, lda-std-coverage.csv, lda-std.png",
         run: lda_std::run,
     },
     Experiment {
         name: "lds-accuracy",
         summary: "LDS Fig. 9/10: per-flow relative error by flow size, LDS vs MPE, RLI, aggregate mean; paper-like and queues-only paths, base-delay sweep",
+        files: "lds-accuracy.csv, lds-accuracy-cdf.csv, lds-accuracy-sweep.csv, lds-accuracy-{paper-like,queues-only}.png, lds-accuracy-bins-{paper-like,queues-only}.png, lds-accuracy-sweep.png",
         run: lds::accuracy,
     },
     Experiment {
         name: "lds-loss",
         summary: "LDS Fig. 11: multi-bank (as written, densest row) vs single-bank LDS under 0.1/0.5/1% uniform loss, both paths",
+        files: "lds-loss.csv, lds-loss-cdf.csv, lds-loss-{paper-like,queues-only}.png, lds-loss-100-{paper-like,queues-only}.png",
         run: lds::loss,
     },
     Experiment {
         name: "lds-weights",
         summary: "LDS Fig. 12: gold/silver/bronze flow weights on 40 000 and 100 000 cells, both paths",
+        files: "lds-weights.csv, lds-weights-cdf.csv, lds-weights-{40000,100000}-{paper-like,queues-only}.png",
         run: lds::weights,
     },
     rda::SET_DIFFERENCE,
@@ -97,12 +106,26 @@ pub const EXPERIMENTS: &[Experiment] = &[
     opa::VERSUS,
 ];
 
+/// The help after the options: the files each experiment writes, and examples.
+fn after_help() -> String {
+    let mut s = String::from(
+        "Each experiment writes CSV files (every point and run, to re-plot; *-summary.csv and \
+*-cdf.csv aggregate them) and PNG figures (the paper's) into --out, default \
+out/experiments/NAME. --quick is a small version for CI and a first look; without it the \
+experiment uses the paper's setup and can take minutes.\n\nFiles:\n",
+    );
+    for e in EXPERIMENTS {
+        s.push_str(&format!("  {:<20} {}\n", e.name, e.files));
+    }
+    s.push_str(
+        "\nExamples:\n  owl experiment --list\n  owl experiment lda-loss --quick\n  \
+owl experiment lds-accuracy --runs 5 --seed 7 --out results/lds",
+    );
+    s
+}
+
 #[derive(Args, Clone, Debug)]
-#[command(
-    after_help = "Each experiment writes NAME.csv (every point and run) and NAME.png \
-(the paper's figure) into --out, default out/experiments/NAME. --quick is a small version for \
-CI and a first look; without it the experiment uses the paper's setup and can take minutes."
-)]
+#[command(after_help = after_help())]
 pub struct ExperimentArgs {
     /// Experiment to run (`--list` shows them all).
     #[arg(required_unless_present = "list")]
@@ -114,10 +137,10 @@ pub struct ExperimentArgs {
     #[arg(long)]
     pub quick: bool,
     /// Runs per point (default: the paper's, or 3 with --quick).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::numbers::usize_arg)]
     pub runs: Option<usize>,
     /// Base seed.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, value_parser = crate::numbers::u64_arg, default_value_t = 1)]
     pub seed: u64,
     /// Output directory (default out/experiments/NAME).
     #[arg(long, value_name = "DIR")]
@@ -127,7 +150,7 @@ pub struct ExperimentArgs {
 pub fn run(a: ExperimentArgs) -> Result<()> {
     if a.list || a.name.is_none() {
         for e in EXPERIMENTS {
-            println!("{:<22} {}", e.name, e.summary);
+            say!("{:<22} {}", e.name, e.summary)?;
         }
         return Ok(());
     }
@@ -160,7 +183,7 @@ pub fn run(a: ExperimentArgs) -> Result<()> {
     let files = (e.run)(&ctx)?;
     ctx.progress.finish_and_clear();
     for f in files {
-        println!("wrote {}", f.display());
+        say!("wrote {}", f.display())?;
     }
     Ok(())
 }

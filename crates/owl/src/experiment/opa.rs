@@ -39,18 +39,21 @@ use super::{Ctx, Experiment, Panel, Series, mean_ci95, plot_png, write_csv};
 pub const GROUPS: Experiment = Experiment {
     name: "opa-groups",
     summary: "OPA Fig. 3/4: delays recovered vs groups and vs mappings tested, 1e6 packets, loss 1e-5 and 1e-4",
+    files: "opa-groups.csv, opa-groups.png",
     run: groups,
 };
 
 pub const PER_PACKET: Experiment = Experiment {
     name: "opa-per-packet",
     summary: "OPA Fig. 5-7: CDF of per-packet relative error, OPA vs RLI, large delays at 1e-4",
+    files: "opa-per-packet.csv, opa-per-packet.png",
     run: per_packet,
 };
 
 pub const VERSUS: Experiment = Experiment {
     name: "opa-vs",
     summary: "OPA Fig. 8: mean/std error, overhead and delays recovered of LDA, FineComb, RLI, OPA over loss 1e-5..1e-3",
+    files: "opa-vs.csv, opa-vs.png",
     run: versus,
 };
 
@@ -303,11 +306,14 @@ fn groups(ctx: &Ctx) -> Result<Vec<PathBuf>> {
 
 /// RLI with references at the fixed rate of §VII-C, one per 1 000 packets.
 fn rli_fixed(seed: u64) -> Result<rli::RliMethod> {
-    Ok(rli::RliMethod::new(rli::Config {
-        lower_gap: 1000,
-        upper_gap: 1000,
-        ..rli::Config::paper(seed)
-    })?)
+    let p = rli::Config::paper(seed);
+    Ok(rli::RliMethod::new(rli::Config::new(
+        1000,
+        1000,
+        p.capacity_bps(),
+        p.window_ns(),
+        seed,
+    )?)?)
 }
 
 /// `(identity, estimated delay)` of every delivered packet `m` places.

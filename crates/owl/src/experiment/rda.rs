@@ -20,11 +20,11 @@ use std::time::Instant;
 
 use anyhow::Result;
 use hashbrown::HashMap;
-use owl_core::finecomb::{self, FineCombPoint, IdealTruth};
+use owl_core::finecomb::{self, IdealTruth};
 use owl_core::hash::HashFamily;
 use owl_core::lda;
 use owl_core::method::Role;
-use owl_core::rda::{self, Pairing, RdaPoint, StdEstimator, Subtraction, decode_faithful};
+use owl_core::rda::{self, Pairing, StdEstimator, Subtraction, decode_faithful};
 use owl_trace::sim::{DelayModel, PathConfig, SimConfig, Simulation, TrafficConfig, TrafficSource};
 
 use super::{Ctx, Experiment, Panel, Series, mean_ci95, plot_png, write_csv};
@@ -32,12 +32,14 @@ use super::{Ctx, Experiment, Panel, Series, mean_ci95, plot_png, write_csv};
 pub const SET_DIFFERENCE: Experiment = Experiment {
     name: "rda-set-difference",
     summary: "RDA §VII Fig. 7/8: mean/std error of RDA and FineComb vs set difference, equal storage",
+    files: "rda-set-difference.csv, rda-set-difference.png",
     run: set_difference,
 };
 
 pub const DECODE_TIME: Experiment = Experiment {
     name: "rda-decode-time",
     summary: "RDA §VII Fig. 6: decoding time of RDA vs FineComb's stash enumeration",
+    files: "rda-decode-time.csv, rda-decode-time.png",
     run: decode_time,
 };
 
@@ -207,8 +209,8 @@ fn evaluate(iv: &Interval, seed: u64) -> Result<Vec<Row>> {
         ),
     ];
     for (cfg, stds) in variants {
-        let mut s = RdaPoint::new(cfg, Role::Sender)?;
-        let mut r = RdaPoint::new(cfg, Role::Receiver)?;
+        let mut s = rda::Synopsis::new(cfg, Role::Sender)?;
+        let mut r = rda::Synopsis::new(cfg, Role::Receiver)?;
         iv.sender.iter().for_each(|&(i, t)| {
             s.record_packet(i, t);
         });
@@ -245,8 +247,8 @@ fn evaluate(iv: &Interval, seed: u64) -> Result<Vec<Row>> {
     // LDA at 120 000 B: the paper's recommended two banks tuned toward 0.5 % and 10 % loss
     // (§IV-B of the LDA paper), for the interval's packet count
     let lc = lda::Config::for_memory(120_000, &lda::DEFAULT_TARGETS, iv.sender.len() as u64, seed)?;
-    let mut s = lda::Aggregator::new(&lc);
-    let mut r = lda::Aggregator::new(&lc);
+    let mut s = lda::Synopsis::new(&lc);
+    let mut r = lda::Synopsis::new(&lc);
     iv.sender.iter().for_each(|&(i, t)| s.record(i, t));
     iv.receiver.iter().for_each(|&(i, t)| r.record(i, t));
     let e = lda::estimate(&s, &r)?;
@@ -269,8 +271,8 @@ fn evaluate(iv: &Interval, seed: u64) -> Result<Vec<Row>> {
         seed,
         ..Default::default()
     };
-    let mut s = FineCombPoint::new(&fc, Role::Sender)?;
-    let mut r = FineCombPoint::new(&fc, Role::Receiver)?;
+    let mut s = finecomb::Synopsis::new(&fc, Role::Sender)?;
+    let mut r = finecomb::Synopsis::new(&fc, Role::Receiver)?;
     iv.sender.iter().for_each(|&(i, t)| s.record_packet(i, t));
     iv.receiver.iter().for_each(|&(i, t)| r.record_packet(i, t));
     for (method, o) in [
@@ -519,8 +521,8 @@ fn decode_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                     banks: 2,
                     ..rda::Config::fixed(m)
                 };
-                let mut s = RdaPoint::new(&cfg, Role::Sender)?;
-                let mut r = RdaPoint::new(&cfg, Role::Receiver)?;
+                let mut s = rda::Synopsis::new(&cfg, Role::Sender)?;
+                let mut r = rda::Synopsis::new(&cfg, Role::Receiver)?;
                 s_pk.iter().for_each(|&(i, t)| {
                     s.record_packet(i, t);
                 });
@@ -559,8 +561,8 @@ fn decode_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                     enumeration,
                     max_subsets: cap,
                 };
-                let mut s = FineCombPoint::new(&fc, Role::Sender)?;
-                let mut r = FineCombPoint::new(&fc, Role::Receiver)?;
+                let mut s = finecomb::Synopsis::new(&fc, Role::Sender)?;
+                let mut r = finecomb::Synopsis::new(&fc, Role::Receiver)?;
                 s_pk.iter().for_each(|&(i, t)| s.record_packet(i, t));
                 r_pk.iter().for_each(|&(i, t)| r.record_packet(i, t));
                 let reps = if enumeration == finecomb::Enumeration::Whole && d >= 18 {
@@ -654,10 +656,14 @@ mod tests {
         for line in csv.lines().skip(1) {
             let f: Vec<&str> = line.split(',').collect();
             let (d, method, mean_err) = (f[1], f[2], f[3].parse::<f64>().unwrap());
-            if method.starts_with("RDA") && (d == "0" || d == "1000" || method.contains("late")) {
-                assert!(line.contains("complete;"), "{line}");
+            // decoded completely ⇒ exact, whatever the seed; with nothing to decode, always
+            // complete (how often a full decode happens is a rate: see the test below)
+            if method.starts_with("RDA") && line.contains("complete;") {
                 assert!(mean_err < 1e-9, "{line}");
                 seen += 1;
+            }
+            if method.starts_with("RDA") && d == "0" {
+                assert!(line.contains("complete;"), "{line}");
             }
             if method == "LDA" && d == "1000" {
                 assert!(
@@ -672,7 +678,44 @@ mod tests {
                 );
             }
         }
-        assert_eq!(seen, 4 * 2 + 2);
+        // d = 0 (4 variants) at least, and d = 1 000 in the large majority of seeds
+        assert!(seen >= 4, "{seen}");
+    }
+
+    /// How often RDA decodes d = 1 000 problematic packets of 100 000 completely, over seeds.
+    /// Measured over seeds 1–200 (this test with 200 seeds): k = 2 (2 × 2 500 buckets, no retry)
+    /// completes in 182 (91 %), k = 3 and late binding in all 200. With 20 seeds, k = 2 must
+    /// complete at least 13 times: at p = 0.91 fewer happens with probability 2·10⁻⁴ (binomial
+    /// tail; mean 18.2, sd 1.3); k = 3 and late binding must complete at least 19 times.
+    #[test]
+    fn rda_completes_d_1000_at_its_measured_rate() {
+        let mut complete: Vec<(&'static str, u32)> = Vec::new();
+        for seed in 1..=20u64 {
+            let trace = simulate(seed, 100_000, 500).unwrap();
+            let iv = interval(&trace, 1000, seed);
+            for row in evaluate(&iv, seed).unwrap() {
+                if !row.method.starts_with("RDA") {
+                    continue;
+                }
+                let done = row.note.contains("complete;");
+                if done {
+                    assert!(row.mean_err < 1e-9, "{} {}", row.method, row.note);
+                }
+                match complete.iter_mut().find(|c| c.0 == row.method) {
+                    Some(c) => c.1 += done as u32,
+                    None => complete.push((row.method, done as u32)),
+                }
+            }
+        }
+        assert_eq!(complete.len(), 4, "{complete:?}");
+        for (method, n) in complete {
+            let need = if method.starts_with("RDA k=2") {
+                13
+            } else {
+                19
+            };
+            assert!(n >= need, "{method}: {n} of 20 complete");
+        }
     }
 
     #[test]

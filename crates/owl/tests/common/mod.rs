@@ -54,3 +54,30 @@ pub fn simulate(
         serde_json::from_str(&std::fs::read_to_string(dir.join("sim.json")).unwrap()).unwrap();
     (dir.join("sender.pcap"), dir.join("receiver.pcap"), books)
 }
+
+/// Copy capture `src` to `dst` (pcap) keeping `snaplen` bytes of each frame (0: all) and only
+/// the frames `keep(index, ts_ns)` accepts: a capture taken with another snaplen, started late
+/// or stopped early.
+pub fn recapture(
+    src: &std::path::Path,
+    dst: &std::path::Path,
+    snaplen: u32,
+    keep: impl Fn(u64, u64) -> bool,
+) {
+    use owl_trace::capture::{CaptureFormat, CaptureReader, CaptureWriter};
+    let mut r = CaptureReader::open(src).unwrap();
+    let f = std::io::BufWriter::new(std::fs::File::create(dst).unwrap());
+    let mut w: Option<CaptureWriter<_>> = None;
+    let mut f = Some(f);
+    let mut i = 0;
+    while let Some(p) = r.next_packet().unwrap() {
+        let w = w.get_or_insert_with(|| {
+            CaptureWriter::new(f.take().unwrap(), CaptureFormat::Pcap, p.linktype, snaplen).unwrap()
+        });
+        if keep(i, p.ts_ns) {
+            w.write_packet(p.ts_ns, p.data, p.orig_len).unwrap();
+        }
+        i += 1;
+    }
+    w.unwrap().finish().unwrap();
+}

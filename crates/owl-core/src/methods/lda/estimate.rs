@@ -3,7 +3,7 @@
 //! the configuration names, [`super::variance`]), and the loss count from the counters.
 
 use super::variance::{Pair, Row, StdEstimator, Usable, VarianceEstimate};
-use super::{Aggregator, Config};
+use super::{Config, Synopsis};
 use crate::method::MethodError;
 
 /// Confidence of the interval reported for the mean (Fig. 4(b): 98 %).
@@ -115,7 +115,7 @@ pub enum CollapseRule {
 /// The LDA pair estimator: the sender's and the receiver's aggregators of one interval, with
 /// owl's default [`CollapseRule::PerRow`] and the configuration's std estimator
 /// ([`Config::std`]).
-pub fn estimate(sender: &Aggregator, receiver: &Aggregator) -> Result<LdaEstimate, MethodError> {
+pub fn estimate(sender: &Synopsis, receiver: &Synopsis) -> Result<LdaEstimate, MethodError> {
     estimate_with(sender, receiver, CollapseRule::default())
 }
 
@@ -127,11 +127,11 @@ pub fn estimate(sender: &Aggregator, receiver: &Aggregator) -> Result<LdaEstimat
 /// [`super::variance`] (a second pass over the collected rows, centred on `D`), and the
 /// configuration's [`StdEstimator`] is the one reported.
 pub fn estimate_with(
-    sender: &Aggregator,
-    receiver: &Aggregator,
+    sender: &Synopsis,
+    receiver: &Synopsis,
     rule: CollapseRule,
 ) -> Result<LdaEstimate, MethodError> {
-    Config::check_same(sender.config(), receiver.config())?;
+    Config::check_pair(sender.config(), receiver.config())?;
     let c = sender.config();
     let m = c.rows();
     let probs = c.bank_probabilities();

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::synopsis::Shared;
-use super::{Aggregator, Config, estimate};
+use super::{Config, Synopsis, estimate};
 use crate::PacketRecord;
 use crate::method::{Estimate, Method, MethodError, MethodInfo, PointSynopsis, Role, downcast};
 use crate::wire::DecodeError;
@@ -24,18 +24,18 @@ impl LdaMethod {
     }
 }
 
-impl PointSynopsis for Aggregator {
+impl PointSynopsis for Synopsis {
     fn record(&mut self, rec: &PacketRecord) {
-        Aggregator::record(self, rec.id, rec.ts_ns);
+        Synopsis::record(self, rec.id, rec.ts_ns);
     }
     fn record_batch(&mut self, recs: &[PacketRecord]) {
-        self.record_packets(recs);
+        self.record_batch(recs);
     }
     fn encoded_len(&self) -> usize {
-        Aggregator::encoded_len(self)
+        Synopsis::encoded_len(self)
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        Aggregator::encode(self, out)
+        Synopsis::encode(self, out)
     }
 }
 
@@ -49,7 +49,7 @@ impl Method for LdaMethod {
     }
 
     fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(Aggregator::with_shared(self.shared.clone()))
+        Box::new(Synopsis::with_shared(self.shared.clone()))
     }
 
     fn decode_point(
@@ -57,7 +57,7 @@ impl Method for LdaMethod {
         _role: Role,
         bytes: &[u8],
     ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        Ok(Box::new(Aggregator::decode_shared(
+        Ok(Box::new(Synopsis::decode_shared(
             self.shared.clone(),
             bytes,
         )?))
@@ -68,8 +68,8 @@ impl Method for LdaMethod {
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Aggregator>(sender, "lda")?;
-        let r = downcast::<Aggregator>(receiver, "lda")?;
+        let s = downcast::<Synopsis>(sender, "lda")?;
+        let r = downcast::<Synopsis>(receiver, "lda")?;
         let e = estimate(&s, &r)?;
         Ok(to_estimate(&e, s.encoded_len() as u64))
     }
@@ -90,11 +90,36 @@ pub fn to_estimate(e: &super::LdaEstimate, bytes: u64) -> Estimate {
             b.samples
         ));
     }
+    let sent: u64 = e.banks.iter().map(|b| b.sent_sampled).sum();
+    let received: u64 = e.banks.iter().map(|b| b.received_sampled).sum();
     if e.mean_ns.is_none() {
-        notes.push(
-            "no usable row holds a packet: every sampled row saw a loss (tune a bank toward a higher loss rate)"
-                .into(),
-        );
+        // advice from the evidence: nothing sampled, packets R has and S has not, or losses
+        let rows: usize = e.banks.iter().map(|b| b.rows).sum();
+        let usable: usize = e.banks.iter().map(|b| b.usable_rows).sum();
+        let excess: usize = e.banks.iter().map(|b| b.excess_rows).sum();
+        let lossy = rows - usable - excess;
+        notes.push(if sent == 0 && received == 0 {
+            "no packet sampled at either point: nothing to measure in this interval".into()
+        } else if sent == 0 {
+            format!(
+                "no packet sampled at the sender, {received} at the receiver: S recorded nothing of this interval (a point not capturing, or unrelated captures)"
+            )
+        } else if received == 0 {
+            format!(
+                "no packet sampled at the receiver, {sent} at the sender: every packet lost, or R recorded nothing of this interval (a point not capturing)"
+            )
+        } else if excess >= lossy {
+            format!(
+                "no usable row: {excess} rows hold more packets at the receiver than at the sender, {lossy} fewer: the points did not see the same packets (unrelated captures, or intervals that do not line up)"
+            )
+        } else {
+            "no usable row holds a packet: every sampled row saw a loss (tune a bank toward a higher loss rate)".into()
+        });
+    }
+    if received > sent {
+        notes.push(format!(
+            "the receiver sampled more packets than the sender ({received} > {sent}): loss is shown as 0, a floor, not a measurement"
+        ));
     }
     let v = e.variance_by(e.std_estimator);
     match (&v.withheld, v.dof) {
@@ -121,6 +146,7 @@ pub fn to_estimate(e: &super::LdaEstimate, bytes: u64) -> Estimate {
         ));
     }
     Estimate {
+        quantiles: None,
         mean_ns: e.mean_ns,
         std_ns: e.std_ns,
         samples: e.effective_samples,
@@ -139,6 +165,7 @@ pub const INFO: MethodInfo = MethodInfo {
     name: "lda",
     summary: "Lossy Difference Aggregator (Kompella et al.): 2 banks x 512 rows tuned toward 0.5 % and 10 % loss of 5 M packets, 12 B a row (--memory sets the rows); mean, loss, std with a 95 % interval by the between-row estimator (lda:std=rows, default; lda:std=paper is eq. 5, lda:std=centred); assumes FIFO",
     per_flow: false,
+    crosses: "each point's aggregator (12 B a row), one way; no round trip",
     per_packet: false,
     build: |o| {
         let cfg = match o.memory {

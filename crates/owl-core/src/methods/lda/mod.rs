@@ -96,7 +96,7 @@ pub use estimate::{
     BankReport, CollapseRule, LdaEstimate, estimate, estimate_with, hoeffding_half_width,
 };
 pub use method::{INFO, LdaMethod};
-pub use synopsis::{Aggregator, BYTES_PER_ROW, Bucket, HEADER_BYTES};
+pub use synopsis::{BYTES_PER_ROW, Bucket, HEADER_BYTES, Synopsis};
 pub use variance::{StdEstimator, VarianceEstimate};
 
 use crate::hash::HashFamily;
@@ -477,7 +477,7 @@ impl Config {
     /// Compare two configurations field by field; the error names the first field that differs.
     /// ([`Config::pairs`] prints every field, probabilities in round-trip form, so equal pairs
     /// mean equal configurations.)
-    pub fn check_same(sender: &Config, receiver: &Config) -> Result<(), MethodError> {
+    pub fn check_pair(sender: &Config, receiver: &Config) -> Result<(), MethodError> {
         for ((k, a), (_, b)) in sender.pairs().into_iter().zip(receiver.pairs()) {
             if a != b {
                 return Err(MethodError::ConfigMismatch {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::{Config, Sampling};
 use crate::hash::{HashFn, reduce};
-use crate::wire::{DecodeError, WireReader};
+use crate::wire::{DecodeError, WireReader, WireWriter};
 
 /// Bytes of one encoded row: `u64` timestamp accumulator + `u32` packet counter.
 pub const BYTES_PER_ROW: usize = 12;
@@ -124,23 +124,23 @@ impl Shared {
     }
 }
 
-/// One point's LDA for one interval: `banks × rows` buckets, bank-major
-/// (`buckets[j·m + i]` is row `i` of bank `j`).
+/// One point's lossy difference aggregator (the paper's LDA, §3) for one interval:
+/// `banks × rows` buckets, bank-major (`buckets[j·m + i]` is row `i` of bank `j`).
 #[derive(Clone, Debug)]
-pub struct Aggregator {
+pub struct Synopsis {
     shared: Arc<Shared>,
     buckets: Vec<Bucket>,
 }
 
-impl Aggregator {
+impl Synopsis {
     /// An empty aggregator.
-    pub fn new(config: &Config) -> Aggregator {
+    pub fn new(config: &Config) -> Synopsis {
         Self::with_shared(Shared::new(config.clone()))
     }
 
-    pub(crate) fn with_shared(shared: Arc<Shared>) -> Aggregator {
+    pub(crate) fn with_shared(shared: Arc<Shared>) -> Synopsis {
         let n = shared.config.rows() * shared.config.banks();
-        Aggregator {
+        Synopsis {
             buckets: vec![Bucket::default(); n],
             shared,
         }
@@ -182,7 +182,7 @@ impl Aggregator {
     }
 
     /// Record packet records (one hash of the identity decides; unsampled packets cost only it).
-    pub fn record_packets(&mut self, recs: &[crate::PacketRecord]) {
+    pub fn record_batch(&mut self, recs: &[crate::PacketRecord]) {
         let s = &*self.shared;
         let m = s.config.rows();
         for r in recs {
@@ -223,26 +223,27 @@ impl Aggregator {
     /// Append the encoding (module doc: header, then 12 bytes per row).
     pub fn encode(&self, out: &mut Vec<u8>) {
         let c = &self.shared.config;
-        out.reserve(self.encoded_len());
-        out.extend_from_slice(TAG);
-        out.extend_from_slice(&(c.banks() as u16).to_le_bytes());
-        out.extend_from_slice(&(c.rows() as u32).to_le_bytes());
+        let mut w = WireWriter::new(out);
+        w.reserve(self.encoded_len());
+        w.bytes(TAG);
+        w.u16(c.banks() as u16);
+        w.u32(c.rows() as u32);
         for b in &self.buckets {
-            out.extend_from_slice(&b.ts_sum.to_le_bytes());
-            out.extend_from_slice(&b.count.to_le_bytes());
+            w.u64(b.ts_sum);
+            w.u32(b.count);
         }
     }
 
     /// Decode an aggregator of `config`; the header must match the configuration and the length
     /// must be exact.
-    pub fn decode(config: &Config, bytes: &[u8]) -> Result<Aggregator, DecodeError> {
+    pub fn decode(config: &Config, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
         Self::decode_shared(Shared::new(config.clone()), bytes)
     }
 
     pub(crate) fn decode_shared(
         shared: Arc<Shared>,
         bytes: &[u8],
-    ) -> Result<Aggregator, DecodeError> {
+    ) -> Result<Synopsis, DecodeError> {
         let c = &shared.config;
         let mut r = WireReader::new(bytes);
         let tag = r.take(4, "LDA tag")?;
@@ -271,7 +272,7 @@ impl Aggregator {
                 count: u32::from_le_bytes(ch[8..].try_into().unwrap()),
             })
             .collect();
-        Ok(Aggregator { shared, buckets })
+        Ok(Synopsis { shared, buckets })
     }
 }
 
@@ -315,7 +316,7 @@ mod tests {
             Sampling::LeadingZeros(vec![2, 5]),
         ] {
             let c = Config::new(64, sampling, 9).unwrap();
-            let a = Aggregator::new(&c);
+            let a = Synopsis::new(&c);
             let n = 400_000u64;
             let mut counts = [0u64; 2];
             for id in 0..n {
@@ -339,7 +340,7 @@ mod tests {
     #[test]
     fn encode_decode_roundtrip_and_errors() {
         let c = Config::tuned(8, &[0.01, 0.1], 1000, 3).unwrap();
-        let mut a = Aggregator::new(&c);
+        let mut a = Synopsis::new(&c);
         for id in 0..5000u64 {
             a.record(
                 id.wrapping_mul(0x9e37_79b9_7f4a_7c15),
@@ -351,25 +352,25 @@ mod tests {
         a.encode(&mut b);
         assert_eq!(b.len(), a.encoded_len());
         assert_eq!(b.len(), 10 + 12 * 16);
-        let d = Aggregator::decode(&c, &b).unwrap();
+        let d = Synopsis::decode(&c, &b).unwrap();
         assert_eq!(d.buckets, a.buckets);
         // every truncation is an error, never a panic
         for cut in 0..b.len() {
-            assert!(Aggregator::decode(&c, &b[..cut]).is_err(), "cut {cut}");
+            assert!(Synopsis::decode(&c, &b[..cut]).is_err(), "cut {cut}");
         }
         let mut long = b.clone();
         long.push(0);
-        assert!(Aggregator::decode(&c, &long).is_err());
+        assert!(Synopsis::decode(&c, &long).is_err());
         // foreign payloads
-        let e = Aggregator::decode(&c, b"RDA1\x02\x00\x08\x00\x00\x00").unwrap_err();
+        let e = Synopsis::decode(&c, b"RDA1\x02\x00\x08\x00\x00\x00").unwrap_err();
         assert!(e.to_string().contains("not an LDA synopsis"), "{e}");
         // another configuration's shape
         let other = Config::tuned(16, &[0.01, 0.1], 1000, 3).unwrap();
-        let e = Aggregator::decode(&other, &b).unwrap_err();
+        let e = Synopsis::decode(&other, &b).unwrap_err();
         assert!(e.to_string().contains("2 banks × 8 rows"), "{e}");
         // a hostile header that claims a huge size is refused before any allocation
         let mut hostile = b"LDA1\xff\xff\xff\xff\xff\xff".to_vec();
         hostile.extend_from_slice(&[0; 12]);
-        assert!(Aggregator::decode(&c, &hostile).is_err());
+        assert!(Synopsis::decode(&c, &hostile).is_err());
     }
 }

@@ -16,7 +16,7 @@ const T0: u64 = 1_767_225_600_000_000_000;
 /// Distinct identities that land in the given rows (one per entry), for a one-bank, p = 1
 /// configuration: found by trying identities in turn, so the worked examples go through the
 /// real hashes and the real update procedure.
-fn ids_for_rows(a: &Aggregator, rows: &[usize]) -> Vec<u64> {
+fn ids_for_rows(a: &Synopsis, rows: &[usize]) -> Vec<u64> {
     let mut out = Vec::new();
     let mut next = 1u64;
     for &want in rows {
@@ -41,8 +41,8 @@ fn one_bank_all(rows: usize) -> Config {
 #[test]
 fn fig2_worked_example() {
     let c = one_bank_all(4);
-    let mut s = Aggregator::new(&c);
-    let mut r = Aggregator::new(&c);
+    let mut s = Synopsis::new(&c);
+    let mut r = Synopsis::new(&c);
     // (row, sender timestamp, receiver timestamp or None if lost), rows 0-based
     let mut packets: Vec<(usize, u64, Option<u64>)> = Vec::new();
     for (k, ts) in [20u64, 22, 24, 26, 28].into_iter().enumerate() {
@@ -113,7 +113,7 @@ fn fig2_worked_example() {
     let [lo, hi] = e.std_ci95_ns.unwrap();
     assert!(lo < 6.75f64.sqrt() && 6.75f64.sqrt() < hi, "{lo} {hi}");
     let c = one_bank_all(4).with_std(StdEstimator::Paper);
-    let (mut s2, mut r2) = (Aggregator::new(&c), Aggregator::new(&c));
+    let (mut s2, mut r2) = (Synopsis::new(&c), Synopsis::new(&c));
     for i in 0..4 {
         s2.set_bucket(0, i, s.bucket(0, i));
         r2.set_bucket(0, i, r.bucket(0, i));
@@ -142,8 +142,8 @@ fn fig2_worked_example() {
 fn rda_fig2_reordering_fools_lda() {
     // the figure has five buckets; rows must be even here (§III-E pairs), so a sixth stays empty
     let c = one_bank_all(6);
-    let mut s = Aggregator::new(&c);
-    let mut r = Aggregator::new(&c);
+    let mut s = Synopsis::new(&c);
+    let mut r = Synopsis::new(&c);
     // (name, row, sender ts, receiver ts)
     let packets: [(&str, usize, Option<u64>, Option<u64>); 7] = [
         ("P1", 0, Some(100), Some(180)),
@@ -228,8 +228,8 @@ fn weibull_trace(n: usize, scale: f64, shape: f64, loss: f64, seed: u64) -> Trac
 }
 
 fn run(c: &Config, t: &Trace) -> LdaEstimate {
-    let mut s = Aggregator::new(c);
-    let mut r = Aggregator::new(c);
+    let mut s = Synopsis::new(c);
+    let mut r = Synopsis::new(c);
     s.record_all(&t.ids, &t.send);
     r.record_all(&t.recv_ids, &t.recv);
     estimate(&s, &r).unwrap()
@@ -253,7 +253,7 @@ fn no_loss_is_exact_despite_wrapping_accumulators() {
     assert_eq!(e.lost, Some(0.0));
     // near the top of the u64 range too
     let c = one_bank_all(2);
-    let (mut s, mut r) = (Aggregator::new(&c), Aggregator::new(&c));
+    let (mut s, mut r) = (Synopsis::new(&c), Synopsis::new(&c));
     for id in 0..1000u64 {
         s.record(id, u64::MAX - 5_000_000 + id);
         r.record(id, u64::MAX - 5_000_000 + id + 1000 + id % 7);
@@ -271,7 +271,7 @@ proptest::proptest! {
         packets in proptest::collection::vec((proptest::num::u64::ANY, 0u64..1u64 << 40), 1..200)
     ) {
         let c = Config::new(2, Sampling::Probabilities(vec![1.0]), 1).unwrap();
-        let (mut s, mut r) = (Aggregator::new(&c), Aggregator::new(&c));
+        let (mut s, mut r) = (Synopsis::new(&c), Synopsis::new(&c));
         let mut want: i128 = 0;
         for &(ts, d) in &packets {
             let ts = ts.min(u64::MAX - d);
@@ -489,7 +489,7 @@ fn config_pairs_roundtrip_and_bad_configs_are_errors() {
 fn config_mismatch_names_the_field() {
     let a = Config::paper_default(1);
     let b = Config::paper_default(2);
-    let e = estimate(&Aggregator::new(&a), &Aggregator::new(&b)).unwrap_err();
+    let e = estimate(&Synopsis::new(&a), &Synopsis::new(&b)).unwrap_err();
     assert_eq!(
         e,
         crate::method::MethodError::ConfigMismatch {
@@ -499,7 +499,7 @@ fn config_mismatch_names_the_field() {
         }
     );
     let c = Config::tuned(256, &DEFAULT_TARGETS, PAPER_PACKETS, 1).unwrap();
-    let e = estimate(&Aggregator::new(&a), &Aggregator::new(&c)).unwrap_err();
+    let e = estimate(&Synopsis::new(&a), &Synopsis::new(&c)).unwrap_err();
     assert!(
         e.to_string().contains("rows is 512 at the sender but 256"),
         "{e}"
@@ -546,7 +546,7 @@ fn config_mismatch_names_the_field() {
     assert!(m.decode_point(Role::Sender, b"OWLSYN\r\n").is_err());
     // a payload of another configuration (rows) is refused even though its tag is right
     let mut other = Vec::new();
-    Aggregator::new(&c).encode(&mut other);
+    Synopsis::new(&c).encode(&mut other);
     assert!(m.decode_point(Role::Sender, &other).is_err());
 }
 
@@ -592,7 +592,7 @@ fn method_interface() {
 #[test]
 fn excess_at_receiver_is_noted() {
     let c = one_bank_all(4);
-    let (mut s, mut r) = (Aggregator::new(&c), Aggregator::new(&c));
+    let (mut s, mut r) = (Synopsis::new(&c), Synopsis::new(&c));
     s.record(1, 10);
     r.record(1, 12);
     r.record(2, 13);
@@ -604,11 +604,25 @@ fn excess_at_receiver_is_noted() {
             .any(|n| n.contains("more packets at the receiver")),
         "{est:?}"
     );
-    // an empty pair: no mean, a note, no panic
-    let e = estimate(&Aggregator::new(&c), &Aggregator::new(&c)).unwrap();
+    // an empty pair: no mean, and a note that says so (not advice about loss)
+    let e = estimate(&Synopsis::new(&c), &Synopsis::new(&c)).unwrap();
     assert_eq!(e.mean_ns, None);
     let est = method::to_estimate(&e, 0);
-    assert!(est.notes.iter().any(|n| n.contains("no usable row")));
+    assert!(
+        est.notes.iter().any(|n| n.contains("nothing to measure")),
+        "{est:?}"
+    );
+    assert!(!est.notes.iter().any(|n| n.contains("saw a loss")));
+    // every row with a packet lost it: that advice
+    let (mut s, r) = (Synopsis::new(&c), Synopsis::new(&c));
+    s.record(1, 10);
+    let est = method::to_estimate(&estimate(&s, &r).unwrap(), 0);
+    assert!(
+        est.notes
+            .iter()
+            .any(|n| n.contains("no packet sampled at the receiver")),
+        "{est:?}"
+    );
 }
 
 /// A collapsed pair with a lost packet in one row and an extra (boundary-crossing) packet in the
@@ -618,8 +632,8 @@ fn excess_at_receiver_is_noted() {
 #[test]
 fn per_row_collapse_rule_survives_extra_packets() {
     let c = one_bank_all(4);
-    let mut s = Aggregator::new(&c);
-    let mut r = Aggregator::new(&c);
+    let mut s = Synopsis::new(&c);
+    let mut r = Synopsis::new(&c);
     // rows 0 and 1 form collapsed pair 0; rows 2 and 3 pair 1
     let ids = ids_for_rows(&s, &[0, 1, 2, 3, 2, 3]);
     let delay = [10u64, 20, 30, 40, 50, 60];
@@ -650,7 +664,7 @@ fn per_row_collapse_rule_survives_extra_packets() {
     assert_eq!(paper.collapsed_usable, 2);
 
     // with loss only, the rules agree exactly
-    let mut r2 = Aggregator::new(&c);
+    let mut r2 = Synopsis::new(&c);
     for (k, &id) in ids[1..6].iter().enumerate() {
         r2.record(id, T0 + 1_000 * k as u64 + delay[k]);
     }
@@ -675,7 +689,7 @@ fn rows_estimator_is_unbiased_for_few_unequal_rows() {
     let mut unequal = 0;
     for seed in 0..6000u64 {
         let c = Config::new(4, Sampling::Probabilities(vec![1.0]), seed).unwrap();
-        let (mut s, mut r) = (Aggregator::new(&c), Aggregator::new(&c));
+        let (mut s, mut r) = (Synopsis::new(&c), Synopsis::new(&c));
         let mut rng = Pcg64Mcg::seed_from_u64(seed);
         for _ in 0..30 {
             let id: u64 = rng.random();
@@ -711,7 +725,7 @@ fn centred_estimator_corrects_the_estimated_mean() {
     let (mut corrected, mut naive) = (Vec::new(), Vec::new());
     for seed in 0..20_000u64 {
         let c = Config::new(8, Sampling::Probabilities(vec![1.0]), seed).unwrap();
-        let (mut s, mut r) = (Aggregator::new(&c), Aggregator::new(&c));
+        let (mut s, mut r) = (Synopsis::new(&c), Synopsis::new(&c));
         let mut rng = Pcg64Mcg::seed_from_u64(seed);
         for _ in 0..16 {
             let id: u64 = rng.random();
@@ -909,8 +923,8 @@ fn std_is_a_config_field() {
     // the estimator refuses aggregators that disagree on it
     let a = Config::paper_default(1);
     let e = estimate(
-        &Aggregator::new(&a),
-        &Aggregator::new(&a.clone().with_std(StdEstimator::Centred)),
+        &Synopsis::new(&a),
+        &Synopsis::new(&a.clone().with_std(StdEstimator::Centred)),
     )
     .unwrap_err();
     assert!(

@@ -4,7 +4,7 @@ use crate::method::{Estimate, MethodError};
 use crate::record::FlowKey;
 
 use super::config::{CELL_BYTES, Selection};
-use super::sketch::{Cell, Layout, Lds};
+use super::sketch::{Cell, Layout, Synopsis};
 
 /// A cell of a flow that both points agree on.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -53,7 +53,7 @@ pub(crate) fn delay_sum(s: &Cell, r: &Cell) -> i64 {
 }
 
 /// Check that two sketches were built with the same configuration.
-pub fn check_pair(s: &Lds, r: &Lds) -> Result<(), MethodError> {
+pub fn check_pair(s: &Synopsis, r: &Synopsis) -> Result<(), MethodError> {
     let (a, b) = (s.config().pairs(), r.config().pairs());
     for ((k, x), (_, y)) in a.iter().zip(b.iter()) {
         if x != y {
@@ -71,15 +71,15 @@ pub fn check_pair(s: &Lds, r: &Lds) -> Result<(), MethodError> {
 /// query of every flow allocates nothing per flow).
 pub struct FlowQuery<'a> {
     pub(crate) layout: &'a Layout,
-    pub(crate) s: &'a Lds,
-    pub(crate) r: &'a Lds,
+    pub(crate) s: &'a Synopsis,
+    pub(crate) r: &'a Synopsis,
     pub(crate) bases: Vec<usize>,
     pub(crate) cells: Vec<Usable>,
 }
 
 impl<'a> FlowQuery<'a> {
     /// A query over the sender's and the receiver's sketches of one interval.
-    pub fn new(sender: &'a Lds, receiver: &'a Lds) -> Result<FlowQuery<'a>, MethodError> {
+    pub fn new(sender: &'a Synopsis, receiver: &'a Synopsis) -> Result<FlowQuery<'a>, MethodError> {
         check_pair(sender, receiver)?;
         let layout = &**sender.layout();
         Ok(FlowQuery {
@@ -177,7 +177,7 @@ impl<'a> FlowQuery<'a> {
 /// The aggregate delay over every packet both sketches agree on (LDA's estimator on the
 /// LDS's cells): the mean over every usable cell of every row, each row covering the sampled
 /// packets once. With weight rules the mean is weighted by the flows' weights (a note says so).
-pub fn aggregate(s: &Lds, r: &Lds) -> Result<Estimate, MethodError> {
+pub fn aggregate(s: &Synopsis, r: &Synopsis) -> Result<Estimate, MethodError> {
     check_pair(s, r)?;
     let cfg = s.config();
     let c = cfg.columns;
@@ -224,6 +224,7 @@ pub fn aggregate(s: &Lds, r: &Lds) -> Result<Estimate, MethodError> {
         ));
     }
     Ok(Estimate {
+        quantiles: None,
         mean_ns: (n_sum > 0).then(|| s_sum as f64 / n_sum as f64),
         std_ns: None,
         samples: best_row,

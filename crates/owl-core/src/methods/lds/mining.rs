@@ -5,7 +5,7 @@ use crate::method::FlowEstimate;
 use crate::record::FlowKey;
 
 use super::estimate::{FlowQuery, usable};
-use super::sketch::Lds;
+use super::sketch::Synopsis;
 
 impl<'a> FlowQuery<'a> {
     /// Rows whose count estimates are exact upper bounds: those that sample every packet. If
@@ -17,7 +17,7 @@ impl<'a> FlowQuery<'a> {
     }
 
     /// Sum of `n` over the flow's vLDA in row `r` of `sk`.
-    fn row_count(&self, sk: &Lds, r: usize) -> u64 {
+    fn row_count(&self, sk: &Synopsis, r: usize) -> u64 {
         let cells = sk.cells();
         (0..self.layout.cfg.k)
             .map(|o| cells[self.layout.cell_index(r, self.bases[r], o)].n as u64)
@@ -122,7 +122,11 @@ impl<'a> FlowQuery<'a> {
 /// sketch cannot list its flows, so the candidates come from elsewhere (a flow cache, the
 /// previous interval, a sampled list); with full-rate rows the count never undercounts, so
 /// no true heavy hitter among the candidates is missed.
-pub fn heavy_hitters(sender: &Lds, candidates: &[FlowKey], threshold: f64) -> Vec<(usize, f64)> {
+pub fn heavy_hitters(
+    sender: &Synopsis,
+    candidates: &[FlowKey],
+    threshold: f64,
+) -> Vec<(usize, f64)> {
     let mut q = FlowQuery {
         layout: sender.layout(),
         s: sender,
@@ -143,7 +147,7 @@ pub fn heavy_hitters(sender: &Lds, candidates: &[FlowKey], threshold: f64) -> Ve
 }
 
 /// Fraction of the sketch's non-empty cells both points agree on (a health figure).
-pub fn usable_fraction(s: &Lds, r: &Lds) -> f64 {
+pub fn usable_fraction(s: &Synopsis, r: &Synopsis) -> f64 {
     let (mut busy, mut ok) = (0usize, 0usize);
     for (a, b) in s.cells().iter().zip(r.cells()) {
         if a.n != 0 || b.n != 0 {

@@ -35,7 +35,7 @@ use crate::method::{BuildOptions, MethodInfo, columns_for_memory};
 pub use config::{Config, Selection};
 pub use estimate::{FlowDelay, FlowQuery, aggregate};
 pub use mining::heavy_hitters;
-pub use sketch::{Cell, Layout, Lds};
+pub use sketch::{Cell, Layout, Synopsis};
 pub use weights::Weights;
 
 use crate::method::{
@@ -70,13 +70,13 @@ impl LdsMethod {
     }
 
     /// A fresh sketch of this configuration.
-    pub fn sketch(&self) -> Lds {
-        Lds::new(self.layout.clone())
+    pub fn sketch(&self) -> Synopsis {
+        Synopsis::new(self.layout.clone())
     }
 }
 
-fn as_lds<'a>(p: &'a dyn PointSynopsis, name: &'static str) -> Result<&'a Lds, MethodError> {
-    downcast_ref::<Lds>(p, name)
+fn as_lds<'a>(p: &'a dyn PointSynopsis, name: &'static str) -> Result<&'a Synopsis, MethodError> {
+    downcast_ref::<Synopsis>(p, name)
 }
 
 impl Method for LdsMethod {
@@ -97,7 +97,7 @@ impl Method for LdsMethod {
         _role: Role,
         bytes: &[u8],
     ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        Ok(Box::new(Lds::decode(self.layout.clone(), bytes)?))
+        Ok(Box::new(Synopsis::decode(self.layout.clone(), bytes)?))
     }
 
     fn estimate(
@@ -105,8 +105,8 @@ impl Method for LdsMethod {
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Lds>(sender, "lds")?;
-        let r = downcast::<Lds>(receiver, "lds")?;
+        let s = downcast::<Synopsis>(sender, "lds")?;
+        let r = downcast::<Synopsis>(receiver, "lds")?;
         aggregate(&s, &r)
     }
 
@@ -170,6 +170,7 @@ pub const SINGLE_BANK: MethodInfo = MethodInfo {
     name: "lds",
     summary: "Lossy Difference Sketch (LDS §5.1): per-flow delay, 4 rows x 17 500 cells, k = 1, 1.1 MB",
     per_flow: true,
+    crosses: "each point's sketch (16 B a cell), one way; no round trip",
     per_packet: false,
     build: |o| lds_build("lds", o),
     from_config: |p| lds_from_config("lds", p),
@@ -180,6 +181,7 @@ pub const MULTI_BANK: MethodInfo = MethodInfo {
     name: "lds-mb",
     summary: "multi-bank LDS (LDS §5.2): k = 5, row sampling 0.01/0.1/0.5/1, 4 x 87 500 cells, loss-tolerant",
     per_flow: true,
+    crosses: "each point's sketch (16 B a cell), one way; no round trip",
     per_packet: false,
     build: |o| lds_build("lds-mb", o),
     from_config: |p| lds_from_config("lds-mb", p),
@@ -190,6 +192,7 @@ pub const MULTI_BANK_DENSE: MethodInfo = MethodInfo {
     name: "lds-mb-dense",
     summary: "multi-bank LDS estimating from the densest surviving bank (owl's variant of §4.2)",
     per_flow: true,
+    crosses: "each point's sketch (16 B a cell), one way; no round trip",
     per_packet: false,
     build: |o| lds_build("lds-mb-dense", o),
     from_config: |p| lds_from_config("lds-mb-dense", p),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::hash::{HashFamily, HashFn};
 use crate::method::PointSynopsis;
 use crate::record::{FlowKey, PacketRecord};
-use crate::wire::{DecodeError, WireReader};
+use crate::wire::{DecodeError, WireReader, WireWriter};
 
 use super::config::{CELL_BYTES, Config};
 
@@ -147,20 +147,20 @@ impl Layout {
     }
 }
 
-/// Packets per block of [`Lds::record_many`] (with 4 rows or fewer).
+/// Packets per block of [`Synopsis::record_batch`] (with 4 rows or fewer).
 pub const BLOCK: usize = 32;
 
-/// One point's LDS for one interval.
+/// One point's lossy difference sketch (LDS §3) for one interval.
 #[derive(Clone, Debug)]
-pub struct Lds {
+pub struct Synopsis {
     layout: Arc<Layout>,
     cells: Vec<Cell>,
 }
 
-impl Lds {
-    pub fn new(layout: Arc<Layout>) -> Lds {
+impl Synopsis {
+    pub fn new(layout: Arc<Layout>) -> Synopsis {
         let n = layout.cfg.rows * layout.cfg.columns;
-        Lds {
+        Synopsis {
             layout,
             cells: vec![Cell::default(); n],
         }
@@ -190,16 +190,16 @@ impl Lds {
     /// cell `(r, (h_r(f) + h'_r(x)) mod C)` gets `s += w·t`, `n += w`, `d ^= digest(x)`.
     #[inline]
     pub fn record(&mut self, rec: &PacketRecord) {
-        self.record_many(std::slice::from_ref(rec));
+        self.record_batch(std::slice::from_ref(rec));
     }
 
-    /// [`Lds::record`] for many packets, in two passes over blocks of [`BLOCK`] packets: first
+    /// [`Synopsis::record`] for many packets, in two passes over blocks of [`BLOCK`] packets: first
     /// every hash and cell index, then every cell update. The updates of a block are
     /// independent memory accesses the processor overlaps (a sketch of megabytes lives in L3
     /// or DRAM), instead of each waiting for its hashes. With the misses overlapped, the
     /// hashes are the cost — the 5-tuple hash alone about a third. Same result as recording
     /// one packet after the other.
-    pub fn record_many(&mut self, recs: &[PacketRecord]) {
+    pub fn record_batch(&mut self, recs: &[PacketRecord]) {
         let cfg = &self.layout.cfg;
         if cfg.rows == 4 && cfg.weights.is_empty() {
             self.record_many_four_rows(recs)
@@ -208,7 +208,7 @@ impl Lds {
         }
     }
 
-    /// [`Lds::record_many`] for any number of rows, sampling and weights.
+    /// [`Synopsis::record_batch`] for any number of rows, sampling and weights.
     fn record_many_any(&mut self, recs: &[PacketRecord]) {
         let l = &*self.layout;
         let cfg = &l.cfg;
@@ -271,7 +271,7 @@ impl Lds {
         }
     }
 
-    /// [`Lds::record_many`] for the common case — 4 rows, no weights — with the per-row
+    /// [`Synopsis::record_batch`] for the common case — 4 rows, no weights — with the per-row
     /// choices unrolled: two base hashes, one offset hash, one digest, and two sampling
     /// hashes when a row samples. Same cells, same order of updates as the general loop.
     fn record_many_four_rows(&mut self, recs: &[PacketRecord]) {
@@ -324,16 +324,17 @@ impl Lds {
     /// Append the wire form: every cell, row after row, as `s` u64, `n` u32, `d` u32
     /// (little-endian); `rows × columns × 16` bytes.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
-        out.reserve(self.cells.len() * CELL_BYTES);
+        let mut w = WireWriter::new(out);
+        w.reserve(self.cells.len() * CELL_BYTES);
         for c in &self.cells {
-            out.extend_from_slice(&c.s.to_le_bytes());
-            out.extend_from_slice(&c.n.to_le_bytes());
-            out.extend_from_slice(&c.d.to_le_bytes());
+            w.u64(c.s);
+            w.u32(c.n);
+            w.u32(c.d);
         }
     }
 
-    /// Decode what [`Lds::encode_into`] wrote for this layout; the length must be exact.
-    pub fn decode(layout: Arc<Layout>, bytes: &[u8]) -> Result<Lds, DecodeError> {
+    /// Decode what [`Synopsis::encode_into`] wrote for this layout; the length must be exact.
+    pub fn decode(layout: Arc<Layout>, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
         let n = layout.cfg.rows * layout.cfg.columns;
         let want = n * CELL_BYTES;
         let mut r = WireReader::new(bytes);
@@ -354,16 +355,16 @@ impl Lds {
             });
         }
         r.finish("LDS cells")?;
-        Ok(Lds { layout, cells })
+        Ok(Synopsis { layout, cells })
     }
 }
 
-impl PointSynopsis for Lds {
+impl PointSynopsis for Synopsis {
     fn record(&mut self, rec: &PacketRecord) {
-        Lds::record(self, rec);
+        Synopsis::record(self, rec);
     }
     fn record_batch(&mut self, recs: &[PacketRecord]) {
-        self.record_many(recs);
+        self.record_batch(recs);
     }
     fn encoded_len(&self) -> usize {
         self.cells.len() * CELL_BYTES
@@ -393,7 +394,7 @@ mod tests {
         let mut cfg = Config::multi_bank(1000, 3);
         cfg.sampling = vec![1.0, 0.5, 1.0, 0.25];
         let l = Layout::new(cfg);
-        let mut s = Lds::new(l.clone());
+        let mut s = Synopsis::new(l.clone());
         let f = flow(7);
         let mut bases = Vec::new();
         l.bases(l.flow_hash(&f), &mut bases);
@@ -450,8 +451,8 @@ mod tests {
                     len: 60,
                 })
                 .collect();
-            let (mut fast, mut any) = (Lds::new(l.clone()), Lds::new(l.clone()));
-            fast.record_many(&recs);
+            let (mut fast, mut any) = (Synopsis::new(l.clone()), Synopsis::new(l.clone()));
+            fast.record_batch(&recs);
             any.record_many_any(&recs);
             let mut reference = vec![Cell::default(); 4 * l.cfg.columns];
             let mut bases = Vec::new();
@@ -475,7 +476,7 @@ mod tests {
     #[test]
     fn encode_decode_roundtrip_and_hostile_bytes() {
         let l = Layout::new(Config::single_bank(3, 50, 1));
-        let mut s = Lds::new(l.clone());
+        let mut s = Synopsis::new(l.clone());
         for i in 0..500u64 {
             s.record(&PacketRecord {
                 ts_ns: (u64::MAX - 10).wrapping_add(i), // wraps: sums are modular
@@ -487,14 +488,14 @@ mod tests {
         let mut b = Vec::new();
         s.encode_into(&mut b);
         assert_eq!(b.len(), PointSynopsis::encoded_len(&s));
-        let d = Lds::decode(l.clone(), &b).unwrap();
+        let d = Synopsis::decode(l.clone(), &b).unwrap();
         assert_eq!(d.cells(), s.cells());
         for cut in [0, 1, b.len() - 1] {
-            assert!(Lds::decode(l.clone(), &b[..cut]).is_err());
+            assert!(Synopsis::decode(l.clone(), &b[..cut]).is_err());
         }
         let mut longer = b.clone();
         longer.push(0);
-        let e = Lds::decode(l, &longer).unwrap_err().to_string();
+        let e = Synopsis::decode(l, &longer).unwrap_err().to_string();
         assert!(e.contains("not this configuration"), "{e}");
     }
 
@@ -502,7 +503,7 @@ mod tests {
     fn counts_saturate_into_overflow() {
         let mut cfg = Config::single_bank(1, 4, 1);
         cfg.weights = "port:443=1048576".parse().unwrap();
-        let mut s = Lds::new(Layout::new(cfg));
+        let mut s = Synopsis::new(Layout::new(cfg));
         for i in 0..5000u64 {
             s.record(&PacketRecord {
                 ts_ns: i,

@@ -104,9 +104,9 @@ pub(crate) fn traffic_scaled(
     (s, r, truth)
 }
 
-pub(crate) fn build(cfg: Config, s: &[PacketRecord], r: &[PacketRecord]) -> (Lds, Lds) {
+pub(crate) fn build(cfg: Config, s: &[PacketRecord], r: &[PacketRecord]) -> (Synopsis, Synopsis) {
     let l = Layout::new(cfg);
-    let (mut a, mut b) = (Lds::new(l.clone()), Lds::new(l));
+    let (mut a, mut b) = (Synopsis::new(l.clone()), Synopsis::new(l));
     for x in s {
         a.record(x);
     }
@@ -242,7 +242,7 @@ fn loss_and_reordering_invalidate_only_their_cells() {
             }),
         }
     }
-    let (mut a, mut b) = (Lds::new(l.clone()), Lds::new(l.clone()));
+    let (mut a, mut b) = (Synopsis::new(l.clone()), Synopsis::new(l.clone()));
     sent.iter().for_each(|p| a.record(p));
     recv.iter().for_each(|p| b.record(p));
     // the swapped packet's cells have equal counts but different digests
@@ -415,7 +415,7 @@ fn rough_variance_is_about_right_on_average() {
         let mut cfg = Config::single_bank(8, 64, seed);
         cfg.k = 16;
         let l = Layout::new(cfg);
-        let (mut a, mut b) = (Lds::new(l.clone()), Lds::new(l));
+        let (mut a, mut b) = (Synopsis::new(l.clone()), Synopsis::new(l));
         let exp = Exp::new(1.0 / 100_000.0).unwrap();
         let mut ds = Vec::new();
         for i in 0..20_000u64 {

@@ -530,7 +530,19 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
         mean_ci98_ns: None,
         std_ci95_ns: None,
         notes,
+        quantiles: exact_quantiles(cfg, delays),
     }
+}
+
+/// With lossless timestamps the recovered delays are exact, and so are their quantiles (of the
+/// recovered packets; no sampling interval applies). The wavelet codec's quantiles would need
+/// its timestamp error carried into an interval: not given yet.
+fn exact_quantiles(cfg: &Config, mut delays: Vec<i64>) -> Option<crate::method::Quantiles> {
+    if !matches!(cfg.codec, Codec::Lossless) || delays.is_empty() {
+        return None;
+    }
+    delays.sort_unstable();
+    Some(crate::method::Quantiles::of_sorted(&delays))
 }
 
 /// OPA under a name: `opa` (lossless timestamps) or `opa-wavelet`.
@@ -669,6 +681,7 @@ pub const LOSSLESS: MethodInfo = MethodInfo {
     summary: "OPA (Every Packet Counts): Vandermonde-coded order per group + lossless timestamps, exact per-packet delay and loss",
     per_flow: false,
     per_packet: true,
+    crosses: "each point's OPA tuples (Vandermonde-coded hashes per group) and the sender's losslessly compressed timestamps, one way (about a third of a byte a packet); no round trip",
     build: |o| Ok(Box::new(OpaMethod::new(Config::lossless(o.seed))?)),
     from_config: |pairs| from_config("opa", pairs),
 };
@@ -680,6 +693,7 @@ pub const WAVELET: MethodInfo = MethodInfo {
     summary: "OPA with the paper's wavelet timestamps (6 % of coefficients): per-packet delay within the reported timestamp error",
     per_flow: false,
     per_packet: true,
+    crosses: "each point's OPA tuples and the sender's wavelet-compressed timestamps (θ = 0.1), one way; no round trip",
     build: |o| Ok(Box::new(OpaMethod::new(Config::wavelet(o.seed))?)),
     from_config: |pairs| from_config("opa-wavelet", pairs),
 };

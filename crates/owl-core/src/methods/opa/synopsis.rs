@@ -315,7 +315,7 @@ impl Sender {
     fn write(&self, out: &mut Vec<u8>) {
         let wire = self.wire();
         let k = self.cfg.rows as usize;
-        let mut w = WireWriter::new();
+        let mut w = WireWriter::new(out);
         w.bytes(SENDER_TAG);
         w.u8(matches!(self.cfg.codec, Codec::Wavelet { .. }) as u8);
         w.u32(self.cfg.groups);
@@ -338,7 +338,6 @@ impl Sender {
             w.f64(wire.error.sum_ns);
             w.u64(wire.error.max_abs_ns);
         }
-        out.extend_from_slice(&w.buf);
     }
 }
 
@@ -511,7 +510,7 @@ impl Receiver {
     }
 
     fn write(&self, out: &mut Vec<u8>) {
-        let mut w = WireWriter::new();
+        let mut w = WireWriter::new(out);
         w.bytes(RECEIVER_TAG);
         w.u32(self.cfg.groups);
         w.u32(self.segments.len() as u32);
@@ -532,7 +531,6 @@ impl Receiver {
         let stream = enc.bytes();
         w.u32(stream.len() as u32);
         w.bytes(&stream);
-        out.extend_from_slice(&w.buf);
     }
 }
 
@@ -552,6 +550,11 @@ impl PointSynopsis for Receiver {
     }
     fn encode(&self, out: &mut Vec<u8>) {
         self.write(out);
+    }
+    /// Nothing: the receiver's packets are its local state (it computes its own OPA tuples and
+    /// recovers against the sender's); they are in its file so that `owl estimate` can run.
+    fn shipped_len(&self) -> Option<u64> {
+        Some(0)
     }
 }
 

@@ -271,7 +271,7 @@ mod codecs {
         let empty = Encoder::new(Codec::Lossless).bytes();
         assert_eq!(
             decode(Codec::Lossless, &empty, &[0, 0]).unwrap(),
-            vec![vec![]; 2]
+            vec![Vec::<u64>::new(); 2]
         );
         assert!(decode(Codec::Lossless, &b, &[0]).is_err());
     }

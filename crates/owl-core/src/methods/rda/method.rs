@@ -1,7 +1,7 @@
 //! RDA as an object-safe [`Method`] for `owl compare` (and `owl record` / `owl estimate`).
 
 use super::exchange::reconcile;
-use super::point::RdaPoint;
+use super::point::Synopsis;
 use super::{Config, Sizing};
 use crate::method::{Estimate, Method, MethodError, MethodInfo, PointSynopsis, Role, downcast};
 use crate::wire::DecodeError;
@@ -40,25 +40,23 @@ impl Method for RdaMethod {
     }
     fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
         // the configuration was validated in `new`
-        Box::new(RdaPoint::new(&self.cfg, role).expect("validated configuration"))
+        Box::new(Synopsis::new(&self.cfg, role).expect("validated configuration"))
     }
     fn decode_point(
         &self,
         role: Role,
         bytes: &[u8],
     ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        Ok(Box::new(RdaPoint::decode(&self.cfg, role, bytes)?))
+        Ok(Box::new(Synopsis::decode(&self.cfg, role, bytes)?))
     }
     fn estimate(
         &self,
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let mut s = downcast::<RdaPoint>(sender, "rda")?;
-        let mut r = downcast::<RdaPoint>(receiver, "rda")?;
-        if let Some(e) = self.cfg.mismatch(s.config()) {
-            return Err(e);
-        }
+        let mut s = downcast::<Synopsis>(sender, "rda")?;
+        let mut r = downcast::<Synopsis>(receiver, "rda")?;
+        Config::check_pair(&self.cfg, s.config())?;
         Ok(reconcile(&mut s, &mut r)?.to_estimate(&self.cfg))
     }
 }
@@ -92,6 +90,7 @@ pub const LATE: MethodInfo = MethodInfo {
     summary: "RDA, late binding (§VIII): 3 banks of d̂ buckets from a strata estimate, decode \
                   lost and reordered packets, repair, exact mean; --memory caps the RDA",
     per_flow: false,
+    crosses: "a round trip: a strata sketch of the set difference, then RDA banks sized from it, then a request and a response for the timestamps of decoded packets (`bytes` counts all of it); the file holds the point's timestamp cache (16 B a packet), local state that a deployed point never sends",
     per_packet: false,
     build: |o| {
         let mut cfg = Config {
@@ -112,6 +111,7 @@ pub const FIXED: MethodInfo = MethodInfo {
     name: "rda-fixed",
     summary: "RDA of fixed size (§V/§VII): 3 banks × 1666 buckets (120 kB), or --memory / 72 B",
     per_flow: false,
+    crosses: "a round trip: the RDA banks, then a request and a response for the timestamps of decoded packets (`bytes` counts all of it); the file holds the point's timestamp cache (16 B a packet), local state that a deployed point never sends",
     per_packet: false,
     build: |o| {
         let mut cfg = Config {

@@ -58,7 +58,7 @@ pub use decode::{Class, Decoded, decode_faithful};
 pub use estimate::{Pairing, StdEstimator};
 pub use exchange::{Bytes, Reconciled, reconcile};
 pub use method::RdaMethod;
-pub use point::RdaPoint;
+pub use point::Synopsis;
 pub use setdiff::SetDiffEstimator;
 
 /// How each bank is sized.
@@ -379,9 +379,10 @@ impl Config {
         Ok(c)
     }
 
-    /// The first field that differs from `other`, as a configuration mismatch.
-    pub fn mismatch(&self, other: &Config) -> Option<MethodError> {
-        let (a, b) = (self.pairs(), other.pairs());
+    /// The pair check: the first field in which the sender's and the receiver's configurations
+    /// differ, as a configuration mismatch.
+    pub fn check_pair(sender: &Config, receiver: &Config) -> Result<(), MethodError> {
+        let (a, b) = (sender.pairs(), receiver.pairs());
         for (k, v) in &a {
             let w = b
                 .iter()
@@ -389,7 +390,7 @@ impl Config {
                 .map(|(_, w)| w.clone())
                 .unwrap_or_else(|| "absent".into());
             if *v != w {
-                return Some(MethodError::ConfigMismatch {
+                return Err(MethodError::ConfigMismatch {
                     field: (*k).to_string(),
                     sender: v.clone(),
                     receiver: w,
@@ -397,13 +398,13 @@ impl Config {
             }
         }
         if let Some((k, w)) = b.iter().find(|(k, _)| !a.iter().any(|(k2, _)| k2 == k)) {
-            return Some(MethodError::ConfigMismatch {
+            return Err(MethodError::ConfigMismatch {
                 field: (*k).to_string(),
                 sender: "absent".into(),
                 receiver: w.clone(),
             });
         }
-        None
+        Ok(())
     }
 }
 
@@ -534,13 +535,15 @@ mod tests {
         let a = Config::fixed(100);
         let mut b = a;
         b.seed = 2;
-        let e = a.mismatch(&b).unwrap().to_string();
+        let e = Config::check_pair(&a, &b).unwrap_err().to_string();
         assert!(
             e.contains("seed is 1 at the sender but 2 at the receiver"),
             "{e}"
         );
-        assert!(a.mismatch(&a).is_none());
-        let e = a.mismatch(&Config::default()).unwrap().to_string();
+        assert!(Config::check_pair(&a, &a).is_ok());
+        let e = Config::check_pair(&a, &Config::default())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("sizing"), "{e}");
     }
 }

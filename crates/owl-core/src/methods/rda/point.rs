@@ -34,16 +34,16 @@ const HEADER: usize = 4 + 1 + 1 + 8 + 1 + 8 + 8 + 8;
 
 /// A point's synopsis: cache (+ RDA when fixed).
 #[derive(Clone, Debug)]
-pub struct RdaPoint {
+pub struct Synopsis {
     pub(crate) cfg: Config,
     pub(crate) role: Role,
     pub(crate) cache: IntervalCache,
     pub(crate) rda: Option<Rda>,
 }
 
-impl RdaPoint {
+impl Synopsis {
     /// A fresh point for one interval.
-    pub fn new(cfg: &Config, role: Role) -> Result<RdaPoint, MethodError> {
+    pub fn new(cfg: &Config, role: Role) -> Result<Synopsis, MethodError> {
         cfg.validate()?;
         let rda = match cfg.sizing {
             Sizing::Fixed { buckets_per_bank } => Some(
@@ -52,7 +52,7 @@ impl RdaPoint {
             ),
             Sizing::Late(_) => None,
         };
-        Ok(RdaPoint {
+        Ok(Synopsis {
             cfg: *cfg,
             role,
             cache: IntervalCache::new(cfg.cache_capacity, cfg.seed),
@@ -64,7 +64,7 @@ impl RdaPoint {
     /// RDA. Returns whether it was kept. Duplicates are resolved by [`seal`](Self::seal).
     #[inline]
     pub fn record_packet(&mut self, id: u64, ts: u64) -> bool {
-        let RdaPoint { cache, rda, .. } = self;
+        let Synopsis { cache, rda, .. } = self;
         match rda {
             Some(rda) => {
                 let kept = cache.record(id, ts, &mut |eid, ets| rda.delete(eid, ets));
@@ -80,7 +80,7 @@ impl RdaPoint {
     /// End of the interval: seal the cache (first sightings kept, duplicates counted) and
     /// delete the duplicate sightings from the fixed RDA. Idempotent.
     pub fn seal(&mut self) {
-        let RdaPoint { cache, rda, .. } = self;
+        let Synopsis { cache, rda, .. } = self;
         match rda {
             Some(rda) => cache.seal(&mut |id, ts| rda.delete(id, ts)),
             None => cache.seal(&mut |_, _| {}),
@@ -90,7 +90,7 @@ impl RdaPoint {
     /// Bring the point to sampling `level` (no-op if it is already there), deleting evicted
     /// packets from the fixed RDA.
     pub fn raise_level(&mut self, level: u8) {
-        let RdaPoint { cache, rda, .. } = self;
+        let Synopsis { cache, rda, .. } = self;
         match rda {
             Some(rda) => cache.raise_level(level, &mut |id, ts| rda.delete(id, ts)),
             None => cache.raise_level(level, &mut |_, _| {}),
@@ -121,10 +121,8 @@ impl RdaPoint {
 
     /// Append the point payload (see the module documentation).
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let mut w = WireWriter {
-            buf: std::mem::take(out),
-        };
-        w.buf.reserve(self.payload_len());
+        let mut w = WireWriter::new(out);
+        w.reserve(self.payload_len());
         w.bytes(TAG);
         match self.cfg.sizing {
             Sizing::Fixed { buckets_per_bank } => {
@@ -147,11 +145,10 @@ impl RdaPoint {
             w.u64(id);
             w.u64(ts);
         }
-        *out = w.buf;
     }
 
     /// Read a payload written by [`encode`](Self::encode) under the same configuration.
-    pub fn decode(cfg: &Config, role: Role, bytes: &[u8]) -> Result<RdaPoint, DecodeError> {
+    pub fn decode(cfg: &Config, role: Role, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
         let mut r = WireReader::new(bytes);
         cfg.validate().map_err(|e| r.invalid(e.to_string()))?;
         if bytes.len() < TAG.len() || &bytes[..TAG.len()] != TAG {
@@ -232,7 +229,7 @@ impl RdaPoint {
             duplicates,
             unsampled,
         );
-        Ok(RdaPoint {
+        Ok(Synopsis {
             cfg: *cfg,
             role,
             cache,
@@ -241,7 +238,7 @@ impl RdaPoint {
     }
 }
 
-impl crate::method::PointSynopsis for RdaPoint {
+impl crate::method::PointSynopsis for Synopsis {
     #[inline]
     fn record(&mut self, rec: &PacketRecord) {
         self.record_packet(rec.id, rec.ts_ns);
@@ -250,7 +247,12 @@ impl crate::method::PointSynopsis for RdaPoint {
         self.payload_len()
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        RdaPoint::encode(self, out)
+        Synopsis::encode(self, out)
+    }
+    /// The payload is the point's cache, which stays at the point; what crosses is the round
+    /// trip of [`super::exchange`], decided by both points.
+    fn shipped_len(&self) -> Option<u64> {
+        None
     }
 }
 
@@ -258,8 +260,8 @@ impl crate::method::PointSynopsis for RdaPoint {
 mod tests {
     use super::*;
 
-    fn filled(cfg: &Config) -> RdaPoint {
-        let mut p = RdaPoint::new(cfg, Role::Sender).unwrap();
+    fn filled(cfg: &Config) -> Synopsis {
+        let mut p = Synopsis::new(cfg, Role::Sender).unwrap();
         for i in 0..500u64 {
             p.record_packet(i.wrapping_mul(0x9e37_79b9_7f4a_7c15), 1_000 + i);
         }
@@ -275,7 +277,7 @@ mod tests {
             let mut b = Vec::new();
             p.encode(&mut b);
             assert_eq!(b.len(), p.payload_len());
-            let q = RdaPoint::decode(&cfg, Role::Sender, &b).unwrap();
+            let q = Synopsis::decode(&cfg, Role::Sender, &b).unwrap();
             p.seal();
             assert_eq!(p.cache().duplicates(), 1);
             assert_eq!(
@@ -305,11 +307,11 @@ mod tests {
         p.encode(&mut b);
         for cut in 0..b.len() {
             assert!(
-                RdaPoint::decode(&cfg, Role::Sender, &b[..cut]).is_err(),
+                Synopsis::decode(&cfg, Role::Sender, &b[..cut]).is_err(),
                 "cut {cut}"
             );
         }
-        let e = RdaPoint::decode(
+        let e = Synopsis::decode(
             &cfg,
             Role::Sender,
             b"LDA1aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
@@ -317,26 +319,26 @@ mod tests {
         .unwrap_err();
         assert!(e.to_string().contains("not an RDA point payload"), "{e}");
         // another shape
-        let e = RdaPoint::decode(&Config::fixed(65), Role::Sender, &b).unwrap_err();
+        let e = Synopsis::decode(&Config::fixed(65), Role::Sender, &b).unwrap_err();
         assert!(e.to_string().contains("64 buckets"), "{e}");
-        let e = RdaPoint::decode(&Config::default(), Role::Sender, &b).unwrap_err();
+        let e = Synopsis::decode(&Config::default(), Role::Sender, &b).unwrap_err();
         assert!(e.to_string().contains("sizing"), "{e}");
         // swapped entries: not increasing
         let mut c = b.clone();
         let first = HEADER;
         let (x, y) = c[first..first + 32].split_at_mut(16);
         x.swap_with_slice(y);
-        assert!(RdaPoint::decode(&cfg, Role::Sender, &c).is_err());
+        assert!(Synopsis::decode(&cfg, Role::Sender, &c).is_err());
         // a huge count
         let mut c = b.clone();
         c[HEADER - 8..HEADER].copy_from_slice(&u64::MAX.to_le_bytes());
-        assert!(RdaPoint::decode(&cfg, Role::Sender, &c).is_err());
+        assert!(Synopsis::decode(&cfg, Role::Sender, &c).is_err());
         // a sampling level the identities do not satisfy
         let mut c = b.clone();
         c[14] = 40;
-        let e = RdaPoint::decode(&cfg, Role::Sender, &c).unwrap_err();
+        let e = Synopsis::decode(&cfg, Role::Sender, &c).unwrap_err();
         assert!(e.to_string().contains("not in the sample"), "{e}");
         c[14] = 200;
-        assert!(RdaPoint::decode(&cfg, Role::Sender, &c).is_err());
+        assert!(Synopsis::decode(&cfg, Role::Sender, &c).is_err());
     }
 }

@@ -143,35 +143,35 @@ mod tests {
         };
         for (bytes, enc) in [
             (req.wire_bytes(), {
-                let mut w = WireWriter::new();
-                req.encode(&mut w);
-                w.buf
+                let mut buf = Vec::new();
+                req.encode(&mut WireWriter::new(&mut buf));
+                buf
             }),
             (resp.wire_bytes(), {
-                let mut w = WireWriter::new();
-                resp.encode(&mut w);
-                w.buf
+                let mut buf = Vec::new();
+                resp.encode(&mut WireWriter::new(&mut buf));
+                buf
             }),
         ] {
             assert_eq!(bytes, enc.len() as u64);
         }
-        let mut w = WireWriter::new();
-        req.encode(&mut w);
+        let mut buf = Vec::new();
+        req.encode(&mut WireWriter::new(&mut buf));
         assert_eq!(
-            TimestampRequest::decode(&mut WireReader::new(&w.buf)).unwrap(),
+            TimestampRequest::decode(&mut WireReader::new(&buf)).unwrap(),
             req
         );
-        for cut in 0..w.buf.len() {
-            assert!(TimestampRequest::decode(&mut WireReader::new(&w.buf[..cut])).is_err());
+        for cut in 0..buf.len() {
+            assert!(TimestampRequest::decode(&mut WireReader::new(&buf[..cut])).is_err());
         }
-        let mut w = WireWriter::new();
-        resp.encode(&mut w);
+        let mut buf = Vec::new();
+        resp.encode(&mut WireWriter::new(&mut buf));
         assert_eq!(
-            TimestampResponse::decode(&mut WireReader::new(&w.buf)).unwrap(),
+            TimestampResponse::decode(&mut WireReader::new(&buf)).unwrap(),
             resp
         );
-        for cut in 0..w.buf.len() {
-            assert!(TimestampResponse::decode(&mut WireReader::new(&w.buf[..cut])).is_err());
+        for cut in 0..buf.len() {
+            assert!(TimestampResponse::decode(&mut WireReader::new(&buf[..cut])).is_err());
         }
         // a hostile count does not allocate
         let hostile = u32::MAX.to_le_bytes();

@@ -475,12 +475,12 @@ mod tests {
     fn wire_sizes_and_parsing() {
         let s = Strata::build(1, 16, 80, 0..100u64);
         assert_eq!(s.wire_bytes(), 16 * 81 * 16);
-        let mut w = WireWriter::new();
-        s.encode(&mut w);
-        assert_eq!(w.buf.len() as u64, s.wire_bytes());
-        let back = Strata::decode(&mut WireReader::new(&w.buf), 1, 16, 80).unwrap();
+        let mut buf = Vec::new();
+        s.encode(&mut WireWriter::new(&mut buf));
+        assert_eq!(buf.len() as u64, s.wire_bytes());
+        let back = Strata::decode(&mut WireReader::new(&buf), 1, 16, 80).unwrap();
         assert_eq!(back, s);
-        assert!(Strata::decode(&mut WireReader::new(&w.buf[..100]), 1, 16, 80).is_err());
+        assert!(Strata::decode(&mut WireReader::new(&buf[..100]), 1, 16, 80).is_err());
         assert_eq!(
             "strata:16:81".parse::<SetDiffEstimator>(),
             Ok(SetDiffEstimator::STRATA_DEFAULT)

@@ -1,0 +1,291 @@
+//! Captures to records, end to end through the public API: what is measured, what is counted,
+//! what is refused. Inputs are written with owl-trace's own writer or byte by byte.
+
+use owl_core::PacketRecord;
+use owl_trace::capture::{
+    CaptureError, CaptureFormat, CaptureReader, CaptureWriter, InterfaceInfo,
+};
+use owl_trace::dissect::{LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL2, LINKTYPE_RAW};
+use owl_trace::identity::{DEFAULT_IDENTITY_SEED, common_identity_bytes};
+use owl_trace::records::{InputStats, ReadOptions, RecordReader};
+
+/// An IPv4 UDP packet of `total` bytes, numbered `n` (in the IP identification field).
+fn ipv4_udp(n: u16, total: usize) -> Vec<u8> {
+    let mut ip = vec![
+        0x45,
+        0,
+        (total >> 8) as u8,
+        total as u8,
+        (n >> 8) as u8,
+        n as u8,
+        0,
+        0,
+        64,
+        17,
+        0,
+        0,
+        10,
+        0,
+        0,
+        1,
+        10,
+        0,
+        0,
+        2,
+    ];
+    let udp_len = (total - 20) as u16;
+    ip.extend_from_slice(&[0x30, 0x39, 0x00, 0x35]);
+    ip.extend_from_slice(&udp_len.to_be_bytes());
+    ip.extend_from_slice(&[0, 0]);
+    ip.extend((0..total - 28).map(|i| (i as u8) ^ (n as u8)));
+    ip
+}
+
+fn ethernet(ip: &[u8]) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+    f.extend_from_slice(ip);
+    f
+}
+
+fn records(
+    bytes: &[u8],
+    options: &ReadOptions,
+) -> Result<(Vec<PacketRecord>, InputStats), CaptureError> {
+    let mut rr = RecordReader::with_options(CaptureReader::new(bytes)?, options)?;
+    let mut all = Vec::new();
+    let mut batch = Vec::new();
+    while rr.next_batch(&mut batch, 7)? > 0 {
+        all.extend_from_slice(&batch);
+    }
+    Ok((all, rr.stats()))
+}
+
+fn seed() -> ReadOptions {
+    ReadOptions::with_seed(DEFAULT_IDENTITY_SEED)
+}
+
+/// Item 11 through the record reader: the record with an invalid time is malformed, not a
+/// packet 2 147 s late.
+#[test]
+fn invalid_timestamps_are_malformed_records() {
+    let mut w = CaptureWriter::new(Vec::new(), CaptureFormat::Pcap, LINKTYPE_RAW, 0).unwrap();
+    for n in 0..3u16 {
+        w.write_packet(1_000_000_000 + u64::from(n), &ipv4_udp(n, 60), 60)
+            .unwrap();
+    }
+    let mut b = w.finish().unwrap();
+    // second record's nanosecond field: 2^31 (what a corrupt writer left there)
+    let rec2 = 24 + 16 + 60;
+    b[rec2 + 4..rec2 + 8].copy_from_slice(&0x8000_0000u32.to_le_bytes());
+    let (recs, st) = records(&b, &seed()).unwrap();
+    assert_eq!(recs.len(), 2);
+    assert!(recs.iter().all(|r| r.ts_ns < 1_000_000_010));
+    assert_eq!(
+        (st.frames, st.ip_packets, st.malformed, st.bad_timestamp),
+        (3, 2, 1, 1)
+    );
+}
+
+/// pcapng bytes with the interfaces and packets given: `(linktype)` and `(interface, frame)`.
+fn pcapng(ifaces: &[u16], packets: &[(u32, Vec<u8>)]) -> Vec<u8> {
+    let mut b = Vec::new();
+    let block = |b: &mut Vec<u8>, t: u32, body: &[u8]| {
+        let mut body = body.to_vec();
+        while !body.len().is_multiple_of(4) {
+            body.push(0);
+        }
+        let len = 12 + body.len() as u32;
+        b.extend_from_slice(&t.to_le_bytes());
+        b.extend_from_slice(&len.to_le_bytes());
+        b.extend_from_slice(&body);
+        b.extend_from_slice(&len.to_le_bytes());
+    };
+    let mut shb = 0x1a2b_3c4du32.to_le_bytes().to_vec();
+    shb.extend_from_slice(&[1, 0, 0, 0]);
+    shb.extend_from_slice(&[0xff; 8]);
+    block(&mut b, 0x0a0d_0d0a, &shb);
+    for &lt in ifaces {
+        let mut idb = lt.to_le_bytes().to_vec();
+        idb.extend_from_slice(&[0, 0]);
+        idb.extend_from_slice(&0u32.to_le_bytes());
+        block(&mut b, 1, &idb);
+    }
+    for (k, (iface, frame)) in packets.iter().enumerate() {
+        let mut epb = iface.to_le_bytes().to_vec();
+        epb.extend_from_slice(&0u32.to_le_bytes());
+        epb.extend_from_slice(&(1_000_000 + k as u32).to_le_bytes());
+        epb.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+        epb.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+        epb.extend_from_slice(frame);
+        block(&mut b, 6, &epb);
+    }
+    b
+}
+
+/// Item 15: a pcapng file with a Wi-Fi monitor interface beside two it can read is measured on
+/// those two; the other's packets are counted. `--interface` keeps one.
+#[test]
+fn pcapng_interfaces_owl_cannot_read_are_counted_not_fatal() {
+    let radiotap = vec![0u8, 0, 8, 0, 0, 0, 0, 0, 0x80, 0];
+    let file = pcapng(
+        &[1, 127, 101],
+        &[
+            (0, ethernet(&ipv4_udp(1, 40))),
+            (1, radiotap.clone()),
+            (2, ipv4_udp(2, 40)),
+            (1, radiotap.clone()),
+            (0, ethernet(&ipv4_udp(3, 40))),
+        ],
+    );
+    let (recs, st) = records(&file, &seed()).unwrap();
+    assert_eq!(recs.len(), 3);
+    assert_eq!(
+        (st.frames, st.unsupported_link, st.unsupported_linktype),
+        (3, 2, Some(127))
+    );
+
+    let (recs, st) = records(
+        &file,
+        &ReadOptions {
+            interface: Some(2),
+            ..seed()
+        },
+    )
+    .unwrap();
+    assert_eq!(recs.len(), 1);
+    assert_eq!(
+        (st.frames, st.other_interface, st.unsupported_link),
+        (1, 4, 0)
+    );
+    let e = records(
+        &file,
+        &ReadOptions {
+            interface: Some(1),
+            ..seed()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("LINKTYPE_IEEE802_11_RADIOTAP"),
+        "{e}"
+    );
+
+    // nothing readable at all: the error names the link type
+    let only = pcapng(&[127], &[(0, radiotap.clone())]);
+    let e = records(&only, &seed()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("unsupported link type 127 (LINKTYPE_IEEE802_11_RADIOTAP)"),
+        "{e}"
+    );
+    // a pcap file has one link type: refused at its first packet, as before
+    let mut w = CaptureWriter::new(Vec::new(), CaptureFormat::Pcap, 127, 0).unwrap();
+    w.write_packet(1, &radiotap, 10).unwrap();
+    let e = records(&w.finish().unwrap(), &seed()).unwrap_err();
+    assert!(
+        e.to_string().contains("LINKTYPE_IEEE802_11_RADIOTAP"),
+        "{e}"
+    );
+}
+
+/// Item 14: Linux SLL2 (`tcpdump -i any` since libpcap 1.10) end to end, with the same
+/// identities as the Ethernet capture of the same packets.
+#[test]
+fn sll2_capture_matches_ethernet_capture() {
+    let mut eth =
+        CaptureWriter::new(Vec::new(), CaptureFormat::Pcap, LINKTYPE_ETHERNET, 0).unwrap();
+    let mut sll2 =
+        CaptureWriter::new(Vec::new(), CaptureFormat::Pcapng, LINKTYPE_LINUX_SLL2, 0).unwrap();
+    for n in 0..50u16 {
+        let ip = ipv4_udp(n, 100);
+        eth.write_packet(u64::from(n), &ethernet(&ip), 114).unwrap();
+        let mut f = vec![
+            0x08, 0x00, 0, 0, 0, 0, 0, 2, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0,
+        ];
+        f.extend_from_slice(&ip);
+        sll2.write_packet(u64::from(n) + 5, &f, 120).unwrap();
+    }
+    let (a, _) = records(&eth.finish().unwrap(), &seed()).unwrap();
+    let (b, st) = records(&sll2.finish().unwrap(), &seed()).unwrap();
+    assert_eq!(st.ip_packets, 50);
+    let ids = |v: &[PacketRecord]| v.iter().map(|r| r.id).collect::<Vec<_>>();
+    assert_eq!(ids(&a), ids(&b));
+}
+
+/// Item 1 at the identity level: S captured with a 96-byte snaplen, R whole packets. Without a
+/// limit every long packet has two identities; with the common limit they agree, short
+/// packets keep the identity they always had, and the cut packets are counted.
+#[test]
+fn different_snaplens_agree_on_the_common_identity_bytes() {
+    let write = |snaplen: u32| {
+        let mut w = CaptureWriter::new(Vec::new(), CaptureFormat::Pcap, LINKTYPE_ETHERNET, snaplen)
+            .unwrap();
+        for n in 0..40u16 {
+            let total = if n % 2 == 0 { 60 } else { 1200 };
+            w.write_packet(
+                u64::from(n),
+                &ethernet(&ipv4_udp(n, total)),
+                total as u32 + 14,
+            )
+            .unwrap();
+        }
+        w.finish().unwrap()
+    };
+    let (s_file, r_file) = (write(96), write(0));
+    let ids = |b: &[u8], o: &ReadOptions| {
+        let (v, st) = records(b, o).unwrap();
+        (v.iter().map(|r| r.id).collect::<Vec<_>>(), st)
+    };
+    let (s, s_st) = ids(&s_file, &seed());
+    let (r, r_st) = ids(&r_file, &seed());
+    let same = s.iter().zip(&r).filter(|(a, b)| a == b).count();
+    assert_eq!(same, 20, "only the short packets agree without a limit");
+    assert_eq!((s_st.identity_short, r_st.identity_short), (20, 0));
+
+    let info = |b: &[u8]| CaptureReader::new(b).unwrap().interfaces()[0];
+    let (si, ri) = (info(&s_file), info(&r_file));
+    assert_eq!(
+        si,
+        InterfaceInfo {
+            linktype: 1,
+            snaplen: 96
+        }
+    );
+    let limit = common_identity_bytes(si, ri);
+    assert_eq!(limit, Some(82));
+    let o = ReadOptions {
+        identity_bytes: limit,
+        ..seed()
+    };
+    let (s2, s2_st) = ids(&s_file, &o);
+    let (r2, _) = ids(&r_file, &o);
+    assert_eq!(s2, r2);
+    assert_eq!(s2_st.identity_short, 0);
+    // packets shorter than the limit keep the identity they have without it (the golden ones)
+    for k in (0..40).step_by(2) {
+        assert_eq!(s2[k], r[k]);
+    }
+}
+
+#[test]
+fn compressed_capture_through_the_record_reader() {
+    use std::io::Write;
+    let mut w = CaptureWriter::new(Vec::new(), CaptureFormat::Pcap, LINKTYPE_RAW, 0).unwrap();
+    for n in 0..100u16 {
+        w.write_packet(u64::from(n), &ipv4_udp(n, 80), 80).unwrap();
+    }
+    let plain = w.finish().unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&plain).unwrap();
+    let gz = gz.finish().unwrap();
+    let (a, _) = records(&plain, &seed()).unwrap();
+    let (b, _) = records(&gz, &seed()).unwrap();
+    assert_eq!(a, b);
+    // a file named .pcap holding gzip is read by its magic
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("capture.pcap");
+    std::fs::write(&path, &gz).unwrap();
+    let mut rr = RecordReader::open(&path, DEFAULT_IDENTITY_SEED).unwrap();
+    let mut batch = Vec::new();
+    assert_eq!(rr.next_batch(&mut batch, 1000).unwrap(), 100);
+}

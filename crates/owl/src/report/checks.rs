@@ -1,0 +1,321 @@
+//! What `owl compare` verifies about a pair of captures, from what the readers and the truth
+//! counted: one [`Check`] per assumption the figures rest on.
+
+use owl_core::pipeline::{PointCounters, StreamTruth};
+use owl_core::units::format_ns;
+use owl_trace::records::InputStats;
+
+use super::{
+    Check, Checks, ClockCheck, InvalidCheck, LateCheck, SnaplenCheck, SpanCheck, Status, TrimCheck,
+};
+
+const POINT: [&str; 2] = ["S", "R"];
+const ROLE: [&str; 2] = ["sender", "receiver"];
+
+fn snaplen_text(s: Option<u32>) -> String {
+    match s {
+        Some(n) => format!("{n} bytes"),
+        None => "whole frames".into(),
+    }
+}
+
+/// A timestamp as UTC, to the microsecond: `2026-01-01 00:00:00.000000`.
+pub fn format_utc(ns: u64) -> String {
+    let secs = ns / 1_000_000_000;
+    let (days, sod) = (secs / 86_400, secs % 86_400);
+    // civil from days (H. Hinnant's algorithm), days since 1970-01-01
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{:06}",
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60,
+        ns % 1_000_000_000 / 1_000
+    )
+}
+
+fn snaplen(stats: [&InputStats; 2]) -> Check<SnaplenCheck> {
+    let snap = [stats[0].snaplen, stats[1].snaplen];
+    let within = stats[0].identified_within.or(stats[1].identified_within);
+    let data = SnaplenCheck {
+        snaplen: snap,
+        identified_within: within,
+        cut_to_common: [stats[0].cut_to_common, stats[1].cut_to_common],
+    };
+    let cap = |s: Option<u32>| s.unwrap_or(u32::MAX);
+    let (status, summary) = if snap[0] == snap[1] {
+        (
+            Status::Ok,
+            format!("both keep {} of a frame", snaplen_text(snap[0])),
+        )
+    } else {
+        let small = cap(snap[0]).min(cap(snap[1]));
+        let big = usize::from(cap(snap[1]) > cap(snap[0]));
+        let both = format!(
+            "S keeps {} of a frame, R {}",
+            snaplen_text(snap[0]),
+            snaplen_text(snap[1])
+        );
+        match within {
+            Some(n) => (
+                Status::Adjusted,
+                format!(
+                    "{both}: packets identified on their first {n} bytes at both points ({} S and {} R frames were longer)",
+                    data.cut_to_common[0], data.cut_to_common[1]
+                ),
+            ),
+            None if stats[big].longest_frame > small => (
+                Status::Warning,
+                format!(
+                    "{both}, and {} holds frames of up to {} bytes: packets longer than {small} bytes get different identities at the two points (they count lost and unexpected); capture both alike",
+                    POINT[big], stats[big].longest_frame
+                ),
+            ),
+            None => (
+                Status::Ok,
+                format!("{both}; no frame is longer than {small} bytes"),
+            ),
+        }
+    };
+    Check {
+        status,
+        summary,
+        data,
+    }
+}
+
+fn spans(stream: &StreamTruth) -> Check<SpanCheck> {
+    let [s, r] = stream.span_ns;
+    let (mut lead_in, mut lead_out, mut overlap) = (None, None, 0);
+    let mut status = Status::Ok;
+    let rel = |d: i128| {
+        if d >= 0 {
+            format!("{} later", format_ns(d as f64))
+        } else {
+            format!("{} earlier", format_ns(-d as f64))
+        }
+    };
+    let summary = match (s, r) {
+        (Some((s0, s1)), Some((r0, r1))) => {
+            overlap = s1.min(r1).saturating_sub(s0.max(r0));
+            lead_in = Some((ROLE[usize::from(r0 < s0)].to_string(), s0.abs_diff(r0)));
+            lead_out = Some((ROLE[usize::from(r1 > s1)].to_string(), s1.abs_diff(r1)));
+            let head = format!(
+                "S {} from {} UTC; R starts {}, stops {}",
+                format_ns((s1 - s0) as f64),
+                format_utc(s0),
+                rel(r0 as i128 - s0 as i128),
+                rel(r1 as i128 - s1 as i128)
+            );
+            if s1 < r0 || r1 < s0 {
+                status = Status::Warning;
+                format!("{head}: the captures do not overlap")
+            } else {
+                format!("{head}; both {}", format_ns(overlap as f64))
+            }
+        }
+        _ => "a capture without records".into(),
+    };
+    Check {
+        status,
+        summary,
+        data: SpanCheck {
+            sender_ns: s,
+            receiver_ns: r,
+            overlap_ns: overlap,
+            lead_in,
+            lead_out,
+        },
+    }
+}
+
+fn trimmed(stream: &StreamTruth, points: &[PointCounters; 2], enabled: bool) -> Check<TrimCheck> {
+    let data = TrimCheck {
+        enabled,
+        packets: stream.trimmed,
+        records: [points[0].trimmed, points[1].trimmed],
+    };
+    let (status, summary) = if !enabled {
+        (
+            Status::Ok,
+            "off (--no-trim): what only one point was capturing counts lost or unexpected".into(),
+        )
+    } else if data.packets == [0, 0] {
+        (
+            Status::Ok,
+            "nothing outside the window both captured".into(),
+        )
+    } else {
+        (
+            Status::Adjusted,
+            format!(
+                "{} packets sent while R was not capturing and {} received while S was not: not measured, neither lost nor unexpected (--no-trim counts them)",
+                data.packets[0], data.packets[1]
+            ),
+        )
+    };
+    Check {
+        status,
+        summary,
+        data,
+    }
+}
+
+fn late(stream: &StreamTruth) -> Check<LateCheck> {
+    let data = LateCheck {
+        late: stream.late,
+        horizon_ns: stream.horizon_ns,
+        late_memory_evicted: stream.late_memory_evicted,
+    };
+    let h = format_ns(stream.horizon_ns as f64);
+    let (status, summary) = if data.late == 0 && data.late_memory_evicted == 0 {
+        (Status::Ok, format!("no packet later than the {h} horizon"))
+    } else {
+        let mut s = format!(
+            "{} packets reached R later than the {h} horizon: counted lost; raise --horizon to measure them",
+            data.late
+        );
+        if data.late_memory_evicted > 0 {
+            s.push_str(&format!(
+                " ({} lost identities forgotten: a later sighting of one counts unexpected)",
+                data.late_memory_evicted
+            ));
+        }
+        (Status::Warning, s)
+    };
+    Check {
+        status,
+        summary,
+        data,
+    }
+}
+
+fn invalid(stats: [&InputStats; 2], points: &[PointCounters; 2]) -> Check<InvalidCheck> {
+    let data = InvalidCheck {
+        non_ip: [stats[0].non_ip, stats[1].non_ip],
+        malformed: [stats[0].malformed, stats[1].malformed],
+        no_timestamp: [stats[0].no_timestamp, stats[1].no_timestamp],
+        out_of_order: [points[0].out_of_order, points[1].out_of_order],
+        before_origin: [points[0].before_origin, points[1].before_origin],
+    };
+    let mut parts = Vec::new();
+    let mut status = Status::Ok;
+    for (what, v, bad) in [
+        ("non-IP frames", data.non_ip, false),
+        ("malformed IP packets", data.malformed, true),
+        ("frames without timestamp", data.no_timestamp, true),
+        (
+            "records out of timestamp order beyond --disorder (in no interval)",
+            data.out_of_order,
+            true,
+        ),
+        (
+            "records before --origin-ns (in no interval)",
+            data.before_origin,
+            true,
+        ),
+    ] {
+        if v != [0, 0] {
+            parts.push(format!("{what}: S {}, R {}", v[0], v[1]));
+            if bad {
+                status = Status::Warning;
+            }
+        }
+    }
+    let summary = if parts.is_empty() {
+        "every frame an IP packet, in timestamp order".into()
+    } else {
+        parts.join("; ")
+    };
+    Check {
+        status,
+        summary,
+        data,
+    }
+}
+
+fn clock(stream: &StreamTruth) -> Check<ClockCheck> {
+    let min = stream.delay.map(|d| d.min_ns);
+    let data = ClockCheck {
+        negative_delays: stream.negative_delays,
+        matched: stream.received,
+        min_delay_ns: min,
+    };
+    let (status, summary) = match stream.delay {
+        Some(d) if d.min_ns == 0 && d.max_ns == 0 => (
+            Status::Warning,
+            format!(
+                "every one of the {} matched packets has a delay of exactly 0: S and R are the same capture (the same file twice, or copies of it), not two points",
+                d.count
+            ),
+        ),
+        _ => match min {
+            Some(m) if data.negative_delays > 0 => (
+                Status::Warning,
+                format!(
+                    "{} of {} matched packets arrive before they leave (down to {}): R's clock is behind S's by at least {}, and every delay is off by the offset",
+                    data.negative_delays,
+                    data.matched,
+                    format_ns(m as f64),
+                    format_ns(-m as f64)
+                ),
+            ),
+            Some(m) => (
+                Status::Ok,
+                format!(
+                    "no packet arrives before it leaves (smallest delay {})",
+                    format_ns(m as f64)
+                ),
+            ),
+            None => (Status::Ok, "no matched packet".into()),
+        },
+    };
+    Check {
+        status,
+        summary,
+        data,
+    }
+}
+
+/// Every check of a compared pair.
+pub fn compare(
+    stats: [&InputStats; 2],
+    points: &[PointCounters; 2],
+    stream: &StreamTruth,
+    trim: bool,
+) -> Checks {
+    Checks {
+        snaplen: snaplen(stats),
+        spans: spans(stream),
+        trimmed: trimmed(stream, points, trim),
+        late: late(stream),
+        invalid: invalid(stats, points),
+        clock: clock(stream),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc() {
+        assert_eq!(format_utc(0), "1970-01-01 00:00:00.000000");
+        assert_eq!(
+            format_utc(1_767_225_600_000_000_000 + 1_500),
+            "2026-01-01 00:00:00.000001"
+        );
+        assert_eq!(
+            format_utc(951_782_400_000_000_000),
+            "2000-02-29 00:00:00.000000"
+        );
+    }
+}

@@ -1,0 +1,544 @@
+//! The text tables of `owl compare` and `owl estimate`, read from their reports.
+
+use std::io::Write;
+
+use anyhow::Result;
+use owl_core::units::{format_bytes, format_ns};
+
+use super::{CompareReport, Estimate, EstimateInterval, IntervalReport, MethodReport};
+
+pub fn fmt_opt_ns(x: Option<f64>) -> String {
+    x.map(format_ns).unwrap_or_else(|| "-".into())
+}
+
+/// A relative error, `-` where there is none.
+pub fn fmt_err(x: Option<f64>) -> String {
+    match x {
+        None => "-".into(),
+        Some(0.0) => "0".into(),
+        Some(e) => format!("{e:.2e}"),
+    }
+}
+
+/// A relative error as a percentage (or a multiple, from 10x up).
+pub fn fmt_pct(x: Option<f64>) -> String {
+    match x {
+        None => "-".into(),
+        Some(e) if e >= 10.0 => format!("{:.0}x", e),
+        Some(e) => format!("{:.2}%", 100.0 * e),
+    }
+}
+
+/// Text tables fit a terminal of this many columns: wider rows wrap their method columns
+/// onto continuation lines.
+pub const WIDTH: usize = 120;
+/// Width of a method's column (the longest method name is 12 characters).
+const CELL: usize = 13;
+
+/// Write `cells` (each right-aligned in `CELL`) after `left`, as many per line as fit in
+/// [`WIDTH`]; continuation lines are indented by the width of `left`.
+fn wrapped(out: &mut impl Write, left: &str, cells: &[String]) -> Result<()> {
+    let per_line = ((WIDTH.saturating_sub(left.chars().count())) / CELL).max(1);
+    let indent = " ".repeat(left.chars().count());
+    if cells.is_empty() {
+        writeln!(out, "{left}")?;
+    }
+    for (k, chunk) in cells.chunks(per_line).enumerate() {
+        write!(out, "{}", if k == 0 { left } else { &indent })?;
+        for c in chunk {
+            write!(out, "{c:>CELL$}")?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// Interval rows of the compare report, printed as the intervals close.
+pub struct IntervalTable {
+    limit: usize,
+    printed: usize,
+    names: Vec<String>,
+}
+
+impl IntervalTable {
+    /// A table with one error column per method of `names` (the exact method excluded: its
+    /// row is the truth).
+    pub fn new(limit: Option<usize>, names: Vec<String>) -> IntervalTable {
+        IntervalTable {
+            limit: limit.unwrap_or(usize::MAX),
+            printed: 0,
+            names,
+        }
+    }
+
+    pub fn row(&mut self, out: &mut impl Write, it: &IntervalReport) -> Result<()> {
+        if self.printed >= self.limit {
+            self.printed += 1;
+            return Ok(());
+        }
+        if self.printed == 0 {
+            if !self.names.is_empty() {
+                writeln!(
+                    out,
+                    "{:52}relative error of each method's mean, |estimate - truth| / truth",
+                    ""
+                )?;
+            }
+            let left = format!(
+                "{:>11} {:>9} {:>9} {:>9} {:>10}",
+                "interval", "sent", "matched", "crossing", "truth mean"
+            );
+            let cells: Vec<String> = self.names.iter().map(|n| format!(" {n}")).collect();
+            wrapped(out, &left, &cells)?;
+        }
+        let t = &it.truth;
+        let left = format!(
+            "{:>11} {:>9} {:>9} {:>9} {:>10}",
+            it.index,
+            t.sent,
+            t.matched,
+            t.left,
+            fmt_opt_ns(t.mean_ns)
+        );
+        let cells: Vec<String> = self
+            .names
+            .iter()
+            .map(|n| {
+                fmt_err(
+                    it.methods
+                        .iter()
+                        .find(|m| &m.name == n)
+                        .and_then(|m| m.mean_rel_err),
+                )
+            })
+            .collect();
+        wrapped(out, &left, &cells)?;
+        out.flush()?;
+        self.printed += 1;
+        Ok(())
+    }
+
+    pub fn finish(&self, out: &mut impl Write) -> Result<()> {
+        if self.printed > self.limit {
+            writeln!(
+                out,
+                "… {} more intervals (--rows N prints more; --jsonl streams every interval)",
+                self.printed - self.limit
+            )?;
+        }
+        if self.printed > 0 {
+            writeln!(out)?;
+        }
+        Ok(())
+    }
+}
+
+fn skipped(c: &super::CaptureReport) -> String {
+    let s = &c.stats;
+    let mut parts = Vec::new();
+    if c.before_origin > 0 {
+        parts.push(format!(
+            "{} before --origin-ns, in no interval",
+            c.before_origin
+        ));
+    }
+    if c.out_of_order > 0 {
+        parts.push(format!(
+            "{} out of timestamp order beyond --disorder, in no interval",
+            c.out_of_order
+        ));
+    }
+    if s.non_ip > 0 {
+        parts.push(format!("{} non-IP frames skipped", s.non_ip));
+    }
+    if s.malformed > 0 {
+        parts.push(format!("{} malformed skipped", s.malformed));
+    }
+    if s.no_timestamp > 0 {
+        parts.push(format!("{} without timestamp skipped", s.no_timestamp));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
+/// The summary of `owl compare` (after the interval rows).
+pub fn compare(out: &mut impl Write, c: &CompareReport, top: usize) -> Result<()> {
+    let t = &c.truth;
+    for (label, x) in [("sender  ", &c.sender), ("receiver", &c.receiver)] {
+        writeln!(
+            out,
+            "{label} {}: {} IP packets{}",
+            x.path,
+            x.stats.ip_packets,
+            skipped(x)
+        )?;
+    }
+    let span = if c.interval_ns == 0 {
+        "one interval over the whole capture".to_string()
+    } else {
+        format!(
+            "{} intervals of {} (relative errors against packets matched within their interval)",
+            c.interval_count,
+            format_ns(c.interval_ns as f64)
+        )
+    };
+    writeln!(out, "measured as {span}")?;
+    writeln!(
+        out,
+        "horizon  {}: a packet counts as received if R sees it within that of S{}",
+        format_ns(c.horizon_ns as f64),
+        if t.late > 0 {
+            format!(" ({} packets came later: counted lost)", t.late)
+        } else {
+            String::new()
+        }
+    )?;
+    checks(out, &c.checks.lines())?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "truth    sent {}  received {}  lost {} ({:.3}%)  duplicated {}  reordered {}  unexpected {}",
+        t.sent,
+        t.received,
+        t.lost,
+        100.0 * t.loss_rate,
+        t.duplicated,
+        t.reordered,
+        t.unexpected
+    )?;
+    if let Some(d) = t.delay {
+        writeln!(
+            out,
+            "delay    mean {}  std {}  min {}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+            format_ns(d.mean_ns),
+            format_ns(d.std_ns),
+            format_ns(d.min_ns as f64),
+            format_ns(d.p50_ns as f64),
+            format_ns(d.p90_ns as f64),
+            format_ns(d.p99_ns as f64),
+            format_ns(d.p999_ns as f64),
+            format_ns(d.max_ns as f64)
+        )?;
+        if let Some(q) = t.quantiles_relative_error {
+            writeln!(
+                out,
+                "         (quantiles from a histogram, within {:.2} % of the exact ones; --exact-quantiles N keeps up to N delays)",
+                100.0 * q
+            )?;
+        }
+    }
+    writeln!(out)?;
+    methods(out, &c.methods)?;
+    if c.methods.iter().any(|m| m.per_packet.is_some()) {
+        per_packet(out, c)?;
+    }
+    if let (Some(flows), Some(bins)) = (&c.flows, &c.flow_error_bins) {
+        per_flow(out, c, flows, bins, top)?;
+    } else if let Some(flows) = &c.flows {
+        per_flow(out, c, flows, &[], top)?;
+    }
+    Ok(())
+}
+
+/// The checks block: one line per assumption the figures rest on.
+pub fn checks(out: &mut impl Write, lines: &[(&str, super::Status, &str)]) -> Result<()> {
+    for (k, &(name, status, summary)) in lines.iter().enumerate() {
+        let status = match status {
+            super::Status::Ok => "ok",
+            super::Status::Adjusted => "adjusted",
+            super::Status::Warning => "WARNING",
+        };
+        let head = if k == 0 { "checks" } else { "" };
+        writeln!(out, "{head:<8} {name:<8} {status:<8} {summary}")?;
+    }
+    Ok(())
+}
+
+/// The methods table: each method's overall estimate and its relative errors.
+fn methods(out: &mut impl Write, ms: &[MethodReport]) -> Result<()> {
+    let w = ms.iter().map(|m| m.name.len()).max().unwrap_or(0).max(6);
+    writeln!(
+        out,
+        "{:<w$} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10} {:>9}",
+        "method", "mean", "std", "mean rel.err", "std rel.err", "samples", "bytes", "time"
+    )?;
+    for m in ms {
+        let e = &m.estimate;
+        writeln!(
+            out,
+            "{:<w$} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10} {:>9}",
+            m.name,
+            fmt_opt_ns(e.mean_ns),
+            fmt_opt_ns(e.std_ns),
+            fmt_err(m.mean_rel_err),
+            fmt_err(m.std_rel_err),
+            e.samples,
+            format_bytes(e.bytes),
+            m.run
+                .as_ref()
+                .map(|r| format_ns(r.time_s * 1e9))
+                .unwrap_or_default()
+        )?;
+        if let Some(err) = m.run.as_ref().and_then(|r| r.error.as_ref()) {
+            writeln!(out, "{:w$}  ! {err}", "")?;
+        }
+        if let Some([lo, hi]) = e.std_ci95_ns {
+            writeln!(
+                out,
+                "{:w$}  std 95 % interval {} to {}",
+                "",
+                format_ns(lo),
+                format_ns(hi)
+            )?;
+        }
+        for n in &e.notes {
+            writeln!(out, "{:w$}  {n}", "")?;
+        }
+    }
+    Ok(())
+}
+
+/// The per-packet block: each per-packet method's quantiles beside the truth's, the packets it
+/// placed, and its largest delays.
+fn per_packet(out: &mut impl Write, c: &CompareReport) -> Result<()> {
+    let t = &c.truth;
+    let line = |d: &super::DelayFields| -> Option<String> {
+        Some(format!(
+            "p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+            format_ns(d.p50_ns? as f64),
+            format_ns(d.p90_ns? as f64),
+            format_ns(d.p99_ns? as f64),
+            format_ns(d.p999_ns? as f64),
+            format_ns(d.max_ns? as f64)
+        ))
+    };
+    writeln!(out)?;
+    writeln!(out, "per packet")?;
+    if let Some(l) = line(&t.delay_fields) {
+        writeln!(out, "  {:<12} {l}", "truth")?;
+    }
+    for m in &c.methods {
+        let Some(p) = &m.per_packet else { continue };
+        let name = &m.name;
+        match line(&p.delay_fields) {
+            Some(l) => writeln!(
+                out,
+                "  {name:<12} {l}{}",
+                if p.quantiles_exact {
+                    String::new()
+                } else {
+                    format!(
+                        " (quantiles within {:.2} %)",
+                        100.0 * owl_core::pipeline::truth::QUANTILE_RELATIVE_ERROR
+                    )
+                }
+            )?,
+            None => writeln!(out, "  {name:<12} no delay recovered")?,
+        }
+        writeln!(
+            out,
+            "  {:<12} placed {} of the {} received ({:.4} %), located {} lost, {} not placed",
+            "",
+            p.delivered,
+            t.received,
+            100.0 * p.recovered_fraction,
+            p.lost,
+            p.unplaced,
+        )?;
+        writeln!(
+            out,
+            "  {:<12} {} ({:.3} B per sender packet)",
+            "",
+            format_bytes(m.estimate.bytes),
+            p.bytes_per_packet
+        )?;
+        if let Some(e) = &p.error {
+            writeln!(out, "  {:<12} ! {e}", "")?;
+        }
+        // the largest delays, with the sending time of each (ns since the epoch)
+        for (k, a) in p.anomalies.iter().take(3).enumerate() {
+            writeln!(
+                out,
+                "  {:<12} {} {} sent at {} ns",
+                "",
+                if k == 0 { "largest" } else { "       " },
+                format_ns(a.delay_ns as f64),
+                a.sender_ns
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Width of the flow column; a longer flow (IPv6) has a line of its own above its figures.
+const FLOW: usize = 46;
+
+/// The per-flow tables: the largest flows, then errors by flow size.
+fn per_flow(
+    out: &mut impl Write,
+    c: &CompareReport,
+    flows: &[super::FlowReport],
+    bins: &[super::BinReport],
+    top: usize,
+) -> Result<()> {
+    let names: Vec<&str> = bins
+        .first()
+        .map(|b| b.methods.0.iter().map(|m| m.0.as_str()).collect())
+        .or_else(|| {
+            flows
+                .first()
+                .map(|f| f.methods.0.iter().map(|m| m.0.as_str()).collect())
+        })
+        .unwrap_or_default();
+    writeln!(out)?;
+    if !names.is_empty() {
+        writeln!(out, "{:82}relative error of each method's flow mean", "")?;
+    }
+    let head = format!(
+        "{:<FLOW$} {:>8} {:>7} {:>10} {:>10}",
+        "flow", "sent", "lost", "mean", "std"
+    );
+    let cells: Vec<String> = names.iter().map(|n| format!(" {n}")).collect();
+    wrapped(out, &head, &cells)?;
+    for f in flows.iter().take(top) {
+        let key = f.key.to_string();
+        let key = if key.chars().count() > FLOW {
+            writeln!(out, "{key}")?;
+            String::new()
+        } else {
+            key
+        };
+        let left = format!(
+            "{:<FLOW$} {:>8} {:>7} {:>10} {:>10}",
+            key,
+            f.truth.sent,
+            f.truth.lost,
+            fmt_opt_ns(f.truth.mean_ns),
+            fmt_opt_ns(f.truth.std_ns),
+        );
+        let cells: Vec<String> = f
+            .methods
+            .0
+            .iter()
+            .map(|(_, m)| fmt_pct(m.mean_rel_err))
+            .collect();
+        wrapped(out, &left, &cells)?;
+    }
+    if c.flows_total > top {
+        writeln!(
+            out,
+            "… {} more flows (--top N, or --json)",
+            c.flows_total - top
+        )?;
+    }
+    if bins.is_empty() || names.is_empty() {
+        return Ok(());
+    }
+    for (name, e) in &c.flow_errors {
+        writeln!(out, "{name}: ! {e}")?;
+    }
+    for (name, n) in &c.flow_notes {
+        writeln!(out, "{name}: {n}")?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "relative error of per-flow mean delay, by flow size (median / 95th percentile; all flows)"
+    )?;
+    // bins: 4 methods of 24 columns a line
+    const BIN: usize = 24;
+    let per_line = ((WIDTH - 18) / BIN).max(1);
+    for (k, chunk) in names.chunks(per_line).enumerate() {
+        if k > 0 {
+            writeln!(out)?;
+        }
+        write!(out, "{:<10} {:>7}", "packets", "flows")?;
+        for n in chunk {
+            write!(out, " {n:>23}")?;
+        }
+        writeln!(out)?;
+        for b in bins {
+            write!(out, "{:<10} {:>7}", b.bin, b.flows)?;
+            for (_, s) in b.methods.0.iter().skip(k * per_line).take(per_line) {
+                let cell = if s.missing > 0 {
+                    format!(
+                        "{} / {} ({} none)",
+                        fmt_pct(s.median_rel_err),
+                        fmt_pct(s.p95_rel_err),
+                        s.missing
+                    )
+                } else {
+                    format!("{} / {}", fmt_pct(s.median_rel_err), fmt_pct(s.p95_rel_err))
+                };
+                write!(out, " {cell:>23}")?;
+            }
+            writeln!(out)?;
+        }
+    }
+    Ok(())
+}
+
+/// One row of the `owl estimate` table.
+fn estimate_row(out: &mut impl Write, label: &str, start: &str, e: &Estimate) -> Result<()> {
+    writeln!(
+        out,
+        "{:>12} {:>26} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        label,
+        start,
+        fmt_opt_ns(e.mean_ns),
+        fmt_opt_ns(e.std_ns),
+        e.samples,
+        e.lost.map(|l| l.to_string()).unwrap_or_else(|| "-".into()),
+        format_bytes(e.bytes)
+    )?;
+    Ok(())
+}
+
+/// The head of the `owl estimate` table.
+pub fn estimate_head(out: &mut impl Write, method: &str) -> Result<()> {
+    writeln!(out, "method {method}")?;
+    writeln!(
+        out,
+        "{:>12} {:>26} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "interval", "start (UTC)", "mean", "std", "samples", "lost", "bytes"
+    )?;
+    Ok(())
+}
+
+/// One interval of `owl estimate`, with its confidence intervals and notes.
+pub fn estimate_interval(out: &mut impl Write, it: &EstimateInterval) -> Result<()> {
+    let e = &it.estimate;
+    let start = super::checks::format_utc(it.start_ns);
+    estimate_row(out, &it.index.to_string(), &start, e)?;
+    if let Some([lo, hi]) = e.mean_ci98_ns {
+        writeln!(
+            out,
+            "             mean 98 % interval {} to {}",
+            format_ns(lo),
+            format_ns(hi)
+        )?;
+    }
+    if let Some([lo, hi]) = e.std_ci95_ns {
+        writeln!(
+            out,
+            "             std 95 % interval {} to {}",
+            format_ns(lo),
+            format_ns(hi)
+        )?;
+    }
+    for n in &e.notes {
+        writeln!(out, "             {n}")?;
+    }
+    Ok(())
+}
+
+/// The overall row of `owl estimate`, when there are several intervals.
+pub fn estimate_overall(out: &mut impl Write, parts: u64, e: &Estimate) -> Result<()> {
+    if parts > 1 {
+        estimate_row(out, &format!("all {parts}"), "", e)?;
+    }
+    Ok(())
+}

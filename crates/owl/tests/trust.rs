@@ -1,0 +1,678 @@
+//! No silent wrong answers: each broken assumption of a capture pair (different snaplens,
+//! capture windows that do not overlap, an origin inside the capture, swapped roles, the same
+//! capture twice, …) is measured around, reported in the checks, or refused — never turned
+//! into a plausible wrong figure.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+mod common;
+use common::{fails, ok, owl, recapture, simulate};
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn compare_json(sender: &Path, receiver: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["compare", s(sender), s(receiver), "--json"];
+    args.extend_from_slice(extra);
+    serde_json::from_str(&ok(&args)).expect("one JSON document")
+}
+
+/// A lossless pair of 20 000 packets (IMIX sizes, snaplen 128) with exponential delays.
+fn pair(dir: &Path) -> (PathBuf, PathBuf, Value) {
+    simulate(dir, &["--delay", "exp:40us", "--seed", "3"])
+}
+
+#[test]
+fn different_snaplens_identify_on_the_common_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, books) = pair(dir.path());
+    let r100 = dir.path().join("r100.pcap");
+    recapture(&rp, &r100, 100, |_, _| true);
+    let j = compare_json(&sp, &r100, &["--methods", "exact,lda"]);
+    let t = &j["truth"];
+    // before: 41.7 % lost and as many unexpected (every packet longer than 100 bytes)
+    assert_eq!(t["lost"], books["report"]["lost"], "{t}");
+    assert_eq!(t["unexpected"], 0, "{t}");
+    let c = &j["checks"]["snaplen"];
+    assert_eq!(c["status"], "adjusted", "{c}");
+    assert_eq!(c["identified_within"], 100);
+    assert_eq!(c["snaplen"], serde_json::json!([128, 100]));
+    assert!(c["cut_to_common"][0].as_u64().unwrap() > 1000, "{c}");
+    // the same figures as the pair captured alike
+    let alike = compare_json(&sp, &rp, &["--methods", "exact"]);
+    assert_eq!(t["mean_ns"], alike["truth"]["mean_ns"]);
+    // the packets only one point saw are found again with the same identities
+    let unmatched = dir.path().join("unmatched");
+    ok(&["compare", s(&sp), s(&r100), "--unmatched", s(&unmatched)]);
+}
+
+#[test]
+fn capture_windows_that_do_not_overlap_are_trimmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, books) = pair(dir.path());
+    assert_eq!(books["report"]["lost"], 0);
+    // R started 6 000 packets late
+    let late = dir.path().join("late.pcap");
+    recapture(&rp, &late, 128, |i, _| i >= 6_000);
+    let j = compare_json(&sp, &late, &["--methods", "exact,lda"]);
+    let t = &j["truth"];
+    // what was sent within the largest delay (~0.45 ms, ~45 packets) of R's first record
+    // may have been lost: it stays counted lost; everything earlier is trimmed
+    let lost = t["lost"].as_u64().unwrap();
+    assert!(lost < 100, "lead-in taken for loss: {t}");
+    assert_eq!(t["unexpected"], 0, "{t}");
+    let c = &j["checks"];
+    assert_eq!(c["trimmed"]["status"], "adjusted");
+    let trimmed = c["trimmed"]["packets"][0].as_u64().unwrap();
+    assert!((5_900..=6_000).contains(&trimmed), "{trimmed}");
+    assert_eq!(lost + trimmed, 6_000);
+    assert_eq!(t["sent"].as_u64().unwrap() + trimmed, 20_000);
+    assert_eq!(c["spans"]["lead_in"][0], "sender");
+    assert!(c["spans"]["lead_in"][1].as_u64().unwrap() > 50_000_000);
+    // the methods measured the common window too: LDA's loss estimate is not the lead-in
+    let lda = &j["methods"][1];
+    assert!(lda["lost"].as_u64().unwrap() < 500, "{lda}");
+    // --no-trim keeps the old behaviour: the lead-in counts lost
+    let raw = compare_json(&sp, &late, &["--methods", "exact", "--no-trim"]);
+    assert!(raw["truth"]["lost"].as_u64().unwrap() >= 5_990);
+    // R stopped 6 000 packets early: at most the packets in flight when it stopped count lost
+    let early = dir.path().join("early.pcap");
+    recapture(&rp, &early, 128, |i, _| i < 14_000);
+    let j = compare_json(&sp, &early, &["--methods", "exact", "--interval", "20ms"]);
+    let lost = j["truth"]["lost"].as_u64().unwrap();
+    assert!(lost < 100, "{}", j["truth"]);
+    let trimmed = j["checks"]["trimmed"]["packets"][0].as_u64().unwrap();
+    assert!((5_900..=6_000).contains(&trimmed), "{trimmed}");
+    assert_eq!(j["checks"]["spans"]["lead_out"][0], "sender");
+    // intervals wholly after R stopped are not reported as lost intervals
+    for it in j["intervals"].as_array().unwrap() {
+        assert!(it["truth"]["lost"].as_u64().unwrap() < 100, "{it}");
+    }
+}
+
+#[test]
+fn an_origin_inside_the_capture_drops_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    // the capture starts at 2026-01-01T00:00:00Z; the origin is 103 ms later
+    let origin = (1_767_225_600_000_000_000u64 + 103_000_000).to_string();
+    let j = compare_json(
+        &sp,
+        &rp,
+        &[
+            "--methods",
+            "exact,lda",
+            "--interval",
+            "10ms",
+            "--origin-ns",
+            &origin,
+        ],
+    );
+    assert_eq!(j["sender"]["before_origin"], 0, "{}", j["sender"]);
+    assert_eq!(j["receiver"]["before_origin"], 0);
+    let ivs = j["intervals"].as_array().unwrap();
+    let sent: u64 = ivs
+        .iter()
+        .map(|i| i["truth"]["sent"].as_u64().unwrap())
+        .sum();
+    assert_eq!(sent, 20_000);
+    // boundaries at the origin: 3 ms past a multiple of 10 ms
+    for it in ivs {
+        assert_eq!(it["start_ns"].as_u64().unwrap() % 10_000_000, 3_000_000);
+    }
+    // the same grid with the origin an interval earlier: the same figures
+    let before = (1_767_225_600_000_000_000u64 + 3_000_000).to_string();
+    let k = compare_json(
+        &sp,
+        &rp,
+        &[
+            "--methods",
+            "exact",
+            "--interval",
+            "10ms",
+            "--origin-ns",
+            &before,
+        ],
+    );
+    assert_eq!(j["truth"]["in_interval"], k["truth"]["in_interval"]);
+}
+
+fn record(dir: &Path, method: &str, cap: &Path, role: &str, out: &str) -> PathBuf {
+    let o = dir.join(out);
+    ok(&[
+        "record",
+        "--method",
+        method,
+        "--role",
+        role,
+        s(cap),
+        "--interval",
+        "50ms",
+        "-o",
+        s(&o),
+    ]);
+    o
+}
+
+#[test]
+fn estimate_refuses_swapped_roles_for_every_method() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    for m in ["exact", "lda", "rda", "lds", "mpe"] {
+        // R's capture recorded as the sender's, S's as the receiver's
+        let so = record(dir.path(), m, &rp, "sender", &format!("{m}-s.owl"));
+        let ro = record(dir.path(), m, &sp, "receiver", &format!("{m}-r.owl"));
+        fails(&["estimate", s(&so), s(&ro)], "swapped");
+        let j: Value = serde_json::from_str(&ok(&[
+            "estimate",
+            s(&so),
+            s(&ro),
+            "--json",
+            "--allow-negative-delay",
+        ]))
+        .unwrap();
+        assert_eq!(j["checks"]["clock"]["status"], "warning", "{m}");
+        assert!(j["overall"]["mean_ns"].as_f64().unwrap() < 0.0, "{m}");
+    }
+}
+
+#[test]
+fn estimate_trims_intervals_one_point_did_not_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    let late = dir.path().join("late.pcap");
+    // R starts 160 ms late: S alone recorded the intervals [0, 50) and [50, 100) ms (the one
+    // just before R's first, [100, 150), is kept: packets in flight cross into R's next)
+    recapture(&rp, &late, 128, |i, _| i >= 16_000);
+    let so = record(dir.path(), "exact", &sp, "sender", "s.owl");
+    let ro = record(dir.path(), "exact", &late, "receiver", "r.owl");
+    let j: Value = serde_json::from_str(&ok(&["estimate", s(&so), s(&ro), "--json"])).unwrap();
+    let c = &j["checks"]["trimmed"];
+    assert_eq!(c["status"], "adjusted", "{c}");
+    assert_eq!(c["intervals"][0], 2, "{c}");
+    // before: the intervals before R started were estimated as 100 % lost
+    assert!(j["intervals"][0]["mean_ns"].is_null());
+    for it in &j["intervals"].as_array().unwrap()[1..] {
+        assert!(it["mean_ns"].is_number(), "{it}");
+    }
+    let raw: Value =
+        serde_json::from_str(&ok(&["estimate", s(&so), s(&ro), "--json", "--no-trim"])).unwrap();
+    assert_eq!(
+        raw["intervals"].as_array().unwrap().len(),
+        j["intervals"].as_array().unwrap().len() + 2
+    );
+}
+
+#[test]
+fn the_same_capture_twice_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, _, _) = pair(dir.path());
+    fails(&["compare", s(&sp), s(&sp)], "same file");
+    // a copy: said, in the checks and on stderr
+    let copy = dir.path().join("copy.pcap");
+    std::fs::copy(&sp, &copy).unwrap();
+    let o = owl(&["compare", s(&sp), s(&copy), "--json", "--methods", "exact"]);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("same capture"), "{err}");
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["checks"]["clock"]["status"], "warning");
+    assert!(
+        j["checks"]["clock"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("same capture")
+    );
+}
+
+#[test]
+fn checks_are_printed_in_text_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    let text = ok(&["compare", s(&sp), s(&rp), "--methods", "exact,lda"]);
+    for name in ["snaplen", "spans", "trimmed", "late", "invalid", "clock"] {
+        assert!(
+            text.lines()
+                .any(|l| l.split_whitespace().take(3).any(|w| w == name)),
+            "{name}: {text}"
+        );
+    }
+    let j = compare_json(&sp, &rp, &["--methods", "exact"]);
+    for name in ["snaplen", "spans", "trimmed", "late", "invalid", "clock"] {
+        assert_eq!(j["checks"][name]["status"], "ok", "{name}: {}", j["checks"]);
+    }
+    let so = record(dir.path(), "lda", &sp, "sender", "s.owl");
+    let ro = record(dir.path(), "lda", &rp, "receiver", "r.owl");
+    let text = ok(&["estimate", s(&so), s(&ro)]);
+    assert!(text.contains("checks"), "{text}");
+    let j: Value = serde_json::from_str(&ok(&["estimate", s(&so), s(&ro), "--json"])).unwrap();
+    for name in ["intervals", "trimmed", "clock"] {
+        assert_eq!(j["checks"][name]["status"], "ok", "{name}: {}", j["checks"]);
+    }
+}
+
+/// `owl compare … | head -1`: the reader closes the pipe; owl stops quietly with status 0.
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_owl"))
+        .args([
+            "compare",
+            s(&sp),
+            s(&rp),
+            "--interval",
+            "1ms",
+            "--jsonl",
+            "--allow-short-intervals",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with('{'));
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{:?}: {err}", o.status);
+    assert!(err.trim().is_empty(), "{err}");
+}
+
+/// Each cause said once; the path given, not a temporary one.
+#[test]
+fn errors_name_the_file_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let e = fails(&["simulate", "--out", s(&file)], "a-file");
+    assert_eq!(e.matches("os error").count(), 1, "{e}");
+    let e = fails(
+        &[
+            "simulate",
+            "--out",
+            s(&dir.path().join("x")),
+            "--from",
+            "missing.pcap",
+        ],
+        "missing.pcap",
+    );
+    assert_eq!(e.matches("os error").count(), 1, "{e}");
+    let (sp, _, _) = pair(dir.path());
+    let e = fails(
+        &[
+            "record",
+            "--method",
+            "lda",
+            "--role",
+            "sender",
+            s(&sp),
+            "-o",
+            "/nonexistent/x.owl",
+        ],
+        "/nonexistent/x.owl",
+    );
+    assert_eq!(e.matches("os error").count(), 1, "{e}");
+}
+
+/// Argument errors: one line, exit status 1, saying what is wrong with the value.
+#[test]
+fn argument_errors_are_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    let (sp, rp) = (s(&sp), s(&rp));
+    for (args, want) in [
+        (vec!["compare", sp, rp, "--seed", "-1"], "negative"),
+        (
+            vec!["compare", sp, rp, "--origin-ns", "99999999999999999999"],
+            "too large",
+        ),
+        (vec!["compare", sp, rp, "--interval", "1e30s"], "too long"),
+        (vec!["compare", sp, rp, "--interval", "-1s"], "negative"),
+        (
+            vec!["compare", sp, rp, "--top", "-3", "--per-flow"],
+            "negative",
+        ),
+        (vec!["compare", sp], "RECEIVER"),
+        (vec!["compare", sp, rp, "--bogus"], "--bogus"),
+        (
+            vec!["simulate", "--out", "x", "--packets", "-5"],
+            "non-negative",
+        ),
+        (
+            vec!["simulate", "--out", "x", "--snaplen", "5000000000"],
+            "too large",
+        ),
+    ] {
+        let e = fails(&args, want);
+        assert!(!e.contains("'-- "), "clap's tip: {e}");
+    }
+    // help and version are not errors
+    let o = owl(&["compare", "--help"]);
+    assert!(o.status.success());
+}
+
+/// The pair of the fixtures: loss, reordering, duplicates and a clock offset.
+fn lossy_pair(dir: &Path) -> (PathBuf, PathBuf, Value) {
+    simulate(
+        dir,
+        &[
+            "--loss",
+            "uniform:0.02",
+            "--reorder",
+            "0.01:5",
+            "--duplicate",
+            "0.002",
+            "--clock-offset",
+            "-3us",
+            "--delay",
+            "exp:40us",
+            "--seed",
+            "5",
+        ],
+    )
+}
+
+#[test]
+fn per_flow_estimates_that_are_no_delay_are_left_out_and_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = lossy_pair(dir.path());
+    let args = [
+        "--methods",
+        "exact,countmin,lds",
+        "--interval",
+        "100ms",
+        "--per-flow",
+    ];
+    let j = compare_json(&sp, &rp, &args);
+    let mut noted = 0;
+    for f in j["flows"].as_array().unwrap() {
+        let cm = &f["methods"]["countmin"];
+        if let Some(m) = cm["mean_ns"].as_f64() {
+            assert!(m.abs() <= 1e9, "countmin mean {m} beyond the horizon: {f}");
+        }
+        noted += cm.get("note").is_some() as usize;
+    }
+    assert!(
+        noted > 0,
+        "no flow says why its countmin estimate is missing"
+    );
+    for b in j["flow_error_bins"].as_array().unwrap() {
+        for (_, m) in b["methods"].as_object().unwrap() {
+            for k in ["median_rel_err", "p95_rel_err"] {
+                // before: 9223372.036854776, a saturated cast
+                assert!(m[k].as_f64().is_none_or(|e| e < 9e6), "{b}");
+            }
+        }
+    }
+    let mut targs = vec!["compare", s(&sp), s(&rp)];
+    targs.extend_from_slice(&args);
+    let text = ok(&targs);
+    assert!(!text.contains("9223372x"), "{text}");
+    assert!(text.contains("countmin: "), "{text}");
+    assert!(text.contains("flows without an estimate"), "{text}");
+}
+
+#[test]
+fn lda_advice_follows_from_the_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    // S stopped at 100 ms; R's intervals after that have nothing at S
+    let early = dir.path().join("early.pcap");
+    recapture(&sp, &early, 128, |i, _| i < 10_000);
+    let so = record(dir.path(), "lda", &early, "sender", "s.owl");
+    let ro = record(dir.path(), "lda", &rp, "receiver", "r.owl");
+    let j: Value =
+        serde_json::from_str(&ok(&["estimate", s(&so), s(&ro), "--json", "--no-trim"])).unwrap();
+    let notes = j["intervals"].to_string();
+    assert!(notes.contains("no packet sampled at the sender"), "{notes}");
+    assert!(!notes.contains("every sampled row saw a loss"), "{notes}");
+    // unrelated captures: R holds packets S never sent, and a loss of 0 is no measurement
+    let other = tempfile::tempdir().unwrap();
+    let (_, orp, _) = simulate(other.path(), &["--seed", "9"]);
+    let sa = record(dir.path(), "lda", &sp, "sender", "sa.owl");
+    let ra = record(dir.path(), "lda", &orp, "receiver", "ra.owl");
+    let j: Value = serde_json::from_str(&ok(&[
+        "estimate",
+        s(&sa),
+        s(&ra),
+        "--json",
+        "--allow-negative-delay",
+    ]))
+    .unwrap();
+    let notes = j["intervals"].to_string();
+    assert!(
+        notes.contains("not a measurement") || notes.contains("did not see the same packets"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn notes_are_shown_with_intervals() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    let text = ok(&[
+        "compare",
+        s(&sp),
+        s(&rp),
+        "--methods",
+        "exact,lda,mpe",
+        "--interval",
+        "50ms",
+    ]);
+    assert!(text.contains("intervals, first"), "{text}");
+    assert!(text.contains("rows usable"), "{text}");
+    let j = compare_json(&sp, &rp, &["--methods", "exact,lda", "--interval", "50ms"]);
+    assert!(!j["methods"][1]["notes"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn samples_are_explained() {
+    let help = ok(&["compare", "--help"]);
+    assert!(help.contains("`samples` counts"), "{help}");
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    let j = compare_json(&sp, &rp, &["--methods", "exact,mpe,mpe1"]);
+    for m in j["methods"].as_array().unwrap() {
+        assert!(
+            m["samples_are"].as_str().is_some_and(|x| !x.is_empty()),
+            "{m}"
+        );
+    }
+    assert!(
+        j["methods"][1]["samples_are"]
+            .as_str()
+            .unwrap()
+            .contains("per flow")
+    );
+}
+
+/// Options that do nothing where they are given are refused or warned about.
+#[test]
+fn options_without_effect_are_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    let out = dir.path().join("x");
+    let out = s(&out);
+    fails(&["compare", s(&sp), s(&rp), "--top", "3"], "--per-flow");
+    fails(
+        &["compare", s(&sp), s(&rp), "--rows", "3", "--json"],
+        "cannot be used with",
+    );
+    fails(
+        &["simulate", "--out", out, "--class-fraction", "0.2"],
+        "--class-delay",
+    );
+    fails(
+        &["simulate", "--out", out, "--from", s(&sp), "--packets", "5"],
+        "cannot be used with",
+    );
+    let o = owl(&["simulate", "--out", out, "--packets", "100", "--sizes", "5"]);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--sizes 5") && err.contains("written longer"),
+        "{err}"
+    );
+    // the default mix says nothing
+    let o = owl(&["simulate", "--out", out, "--packets", "100"]);
+    assert!(String::from_utf8_lossy(&o.stderr).is_empty());
+}
+
+/// Text tables fit 120 columns; IPv6 flows keep the columns aligned; error columns say they
+/// are relative.
+#[test]
+fn text_tables_fit_120_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = simulate(dir.path(), &["--ipv6", "0.5", "--seed", "4"]);
+    let text = ok(&[
+        "compare",
+        s(&sp),
+        s(&rp),
+        "--methods",
+        "all",
+        "--interval",
+        "50ms",
+        "--per-flow",
+        "--top",
+        "20",
+    ]);
+    assert!(text.contains("mean rel.err"), "{text}");
+    assert!(
+        text.contains("relative error of each method's mean"),
+        "{text}"
+    );
+    assert!(
+        text.contains("relative error of each method's flow mean"),
+        "{text}"
+    );
+    let mut in_flows = false;
+    let mut v6 = 0;
+    for line in text.lines() {
+        let width = line.chars().count();
+        // notes and checks are sentences; table lines (continuations too) must fit
+        let prose = line.contains(": ")
+            || line.starts_with("checks")
+            || (line.starts_with(' ')
+                && line.trim_start().starts_with(|c: char| c.is_alphabetic()));
+        assert!(prose || width <= 120, "{width} columns: {line}");
+        if line.starts_with("flow ") {
+            in_flows = true;
+            continue;
+        }
+        if line.starts_with('…') {
+            in_flows = false;
+        }
+        if in_flows && line.contains('[') {
+            v6 += 1;
+            assert!(width <= 120, "{line}");
+        } else if in_flows && line.len() > 56 && !line[..47].trim().is_empty() {
+            // the sent column: right-aligned at the same place for every flow
+            assert!(
+                line[47..55].trim().parse::<u64>().is_ok(),
+                "misaligned: {line}"
+            );
+        }
+    }
+    assert!(v6 > 0, "no IPv6 flow among the largest: {text}");
+}
+
+/// README, --help and behaviour agree.
+#[test]
+fn help_and_behaviour_agree() {
+    // only implemented methods are named
+    let help = ok(&["--help"]);
+    for m in ["OPA", "COLATE", "opa", "colate"] {
+        let listed = ok(&["compare", "--help"]).contains(&format!("  {} ", m.to_lowercase()));
+        assert!(listed || !help.contains(m), "owl --help names {m}: {help}");
+    }
+    // every command has examples; experiment names its files
+    for cmd in [
+        "demo",
+        "simulate",
+        "compare",
+        "record",
+        "estimate",
+        "experiment",
+    ] {
+        let h = ok(&[cmd, "--help"]);
+        assert!(h.contains("Examples:"), "{cmd} --help: {h}");
+    }
+    let h = ok(&["experiment", "--help"]);
+    assert!(h.contains("lda-loss-summary.csv"), "{h}");
+    assert!(h.contains("lds-weights-cdf.csv"), "{h}");
+    // demo --keep writes the simulator's books like simulate
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().join("demo");
+    ok(&["demo", "--keep", s(&keep), "--json"]);
+    assert!(keep.join("sim.json").is_file());
+    // the simulate summary does not call the delays after the queue "drawn"
+    let out = ok(&[
+        "simulate",
+        "--out",
+        s(&dir.path().join("f")),
+        "--packets",
+        "1000",
+        "--fifo",
+    ]);
+    assert!(!out.contains("drawn"), "{out}");
+    // interval numbering: the same in text and JSON
+    let (sp, rp, _) = pair(dir.path());
+    let text = ok(&[
+        "compare",
+        s(&sp),
+        s(&rp),
+        "--methods",
+        "exact",
+        "--interval",
+        "50ms",
+    ]);
+    let j = compare_json(&sp, &rp, &["--methods", "exact", "--interval", "50ms"]);
+    let first = j["intervals"][0]["index"].as_u64().unwrap().to_string();
+    assert!(
+        text.lines()
+            .any(|l| l.split_whitespace().next() == Some(first.as_str())),
+        "{first}: {text}"
+    );
+    // estimate's text: each interval's start time and LDA's 98 % bound
+    let so = record(dir.path(), "lda", &sp, "sender", "s.owl");
+    let ro = record(dir.path(), "lda", &rp, "receiver", "r.owl");
+    let text = ok(&["estimate", s(&so), s(&ro)]);
+    assert!(text.contains("2026-01-01 00:00:00.050000"), "{text}");
+    assert!(text.contains("mean 98 % interval"), "{text}");
+}
+
+/// The default simulated path is a FIFO queue with rare reordering, as on routers; i.i.d.
+/// per-packet delays (heavy reordering) are asked for by name.
+#[test]
+fn the_default_path_reorders_rarely() {
+    let dir = tempfile::tempdir().unwrap();
+    let share = |extra: &[&str], sub: &str| {
+        let (_, _, books) = simulate(&dir.path().join(sub), extra);
+        let b = &books["report"];
+        b["reordered"].as_f64().unwrap() / b["delivered"].as_f64().unwrap()
+    };
+    let default = share(&[], "default");
+    assert!(default > 0.0 && default < 0.01, "{default}");
+    assert_eq!(share(&["--reorder", "none"], "strict"), 0.0);
+    let iid = share(&["--independent-delays"], "iid");
+    assert!(iid > 0.3, "{iid}");
+    let o = owl(&[
+        "simulate",
+        "--out",
+        s(&dir.path().join("old")),
+        "--packets",
+        "100",
+        "--fifo",
+    ]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("default"));
+    assert!(ok(&["simulate", "--help"]).contains("--independent-delays"));
+}
