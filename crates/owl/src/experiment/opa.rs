@@ -195,10 +195,14 @@ fn groups(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             )?;
             for &g in gs {
                 for &e in &budgets {
+                    // the paper's setup: one segment in g groups, k = 3 rows, Algorithm 1
                     let cfg = Config {
                         groups: g,
                         delimiter_bits: 0,
                         max_errors: e,
+                        design_loss: 0.0,
+                        labels: 0,
+                        search: opa::config::Search::Paper,
                         seed: ctx.seed + run as u64,
                         ..Config::lossless(1)
                     };

@@ -11,8 +11,9 @@ use crate::method::{
 };
 use crate::wire::DecodeError;
 
+use super::align::{self, DelayModel, recover_aligned};
 use super::cah;
-use super::config::{Config, MAPPINGS_PER_PACKET, MIN_BUDGET};
+use super::config::{ALIGNMENTS_PER_PACKET, Config, MAPPINGS_PER_PACKET, MIN_BUDGET, Search};
 use super::recovery::{Errors, Limits, Mapping, Unrecovered, recover};
 use super::synopsis::{Key, Receiver, Sender, Tuple};
 use super::timestamps::{self, Codec, CodecError};
@@ -20,6 +21,11 @@ use super::timestamps::{self, Codec, CodecError};
 /// The first pass's cap on mappings per group; groups that reach it are searched again with
 /// caps growing sixteenfold up to the configuration's, while the interval's budget lasts.
 pub const FIRST_CAP: u64 = 1 << 12;
+/// The same for the search aligned on the timestamps, whose first alignments are the likely
+/// ones.
+pub const FIRST_CAP_ALIGNED: u64 = 1 << 8;
+/// Most delays sampled (from the groups that arrived whole) for the alignment's delay model.
+pub const MODEL_SAMPLE: usize = 1 << 16;
 
 /// Most consecutive sender segments one receiver segment may be split into (delimiters lost
 /// in a row); a longer run is not searched.
@@ -67,6 +73,16 @@ pub struct Stats {
     pub rematched: u64,
     /// Received packets given no sender position.
     pub unplaced: u64,
+    /// Received copies of a packet already in its group (removed before recovery).
+    pub duplicates: u64,
+    /// Received packets moved to the neighbouring segment across a delimiter that arrived
+    /// out of place.
+    pub recut: u64,
+    /// Loss rate measured over the groups: packets S counted that R did not, over S's
+    /// (a floor: insertions hide losses).
+    pub loss_rate: f64,
+    /// Fewest and most rows of a group.
+    pub rows: (u32, u32),
     /// Mappings tested (Algorithm 1's loop), and the most in one group.
     pub mappings: u64,
     pub most_mappings: u64,
@@ -79,6 +95,7 @@ pub struct Stats {
     pub foreign_segments: u64,
     pub tuple_bytes: u64,
     pub stream_bytes: u64,
+    pub label_bytes: u64,
     pub payload_bytes: u64,
     pub codec_error: CodecError,
     /// Zeroth-order empirical entropy of the sender's inter-packet gaps, bits per gap: within
@@ -109,8 +126,17 @@ impl PairRecovery {
 /// A received packet: its hash, identity, arrival time.
 type Got = (u64, u64, u64);
 
-/// Recover an interval: decode the sender's timestamps, line the two points' segments up,
-/// recover each group (Algorithm 1), pair positions with timestamps (Algorithm 2).
+/// A sender group: its tuple, and its packets' timestamps and labels by position.
+struct Sent<'a> {
+    tuple: Tuple,
+    times: &'a [u64],
+    labels: &'a [u8],
+}
+
+/// Recover an interval: decode the sender's timestamps (and labels), line the two points'
+/// segments up, leave out R's duplicate copies, move packets across a delimiter that arrived
+/// out of place, recover each group (Algorithm 1, or aligned on the timestamps), pair
+/// positions with timestamps (Algorithm 2).
 ///
 /// The receiver keeps the last recovery with a fingerprint of the sender's payload, so asking
 /// for the packets ([`Method::estimate_packets`]) and then for the estimate recovers once.
@@ -143,9 +169,10 @@ fn recover_uncached(
         codec_error: wire.error,
         ..Default::default()
     };
-    let (tb, sb) = wire.split_bytes(cfg.rows as usize);
+    let (tb, sb, lb) = wire.split_bytes(cfg);
     st.tuple_bytes = tb;
     st.stream_bytes = sb;
+    st.label_bytes = lb;
     st.payload_bytes = payload_bytes;
     let lengths: Vec<usize> = wire
         .segments
@@ -197,6 +224,18 @@ fn recover_uncached(
             _ => rsegs.push((seg.key, lists)),
         }
     }
+    // a packet R received twice is one packet: its first copy counts (in whichever segment it
+    // arrived), the others are counted as duplicates — they would be insertions, and a later
+    // copy in the packet's own segment could take the original's arrival time
+    let mut seen: hashbrown::HashSet<u64> = hashbrown::HashSet::new();
+    for (_, lists) in &mut rsegs {
+        for l in lists.iter_mut() {
+            let before = l.len();
+            l.retain(|p| seen.insert(p.1));
+            st.duplicates += (before - l.len()) as u64;
+        }
+    }
+    drop(seen);
     // runs: one R segment and the S segments it holds (more than one when delimiters were lost)
     let mut r_keys: HashMap<Key, usize> = HashMap::new();
     for (i, (k, _)) in rsegs.iter().enumerate() {
@@ -221,13 +260,56 @@ fn recover_uncached(
             st.unplaced += rsegs[ri].1.iter().map(|l| l.len() as u64).sum::<u64>();
         }
     }
+    // a delimiter that arrived late (or early) by m packets leaves the m packets it should
+    // have led (or followed) in R's segment before (or after) it: one segment counts m more
+    // than S sent, the next m fewer. Aligned on the timestamps, those packets are moved to the
+    // segment S sent them in (the m arriving nearest the boundary), bounded by the shift;
+    // the delimiter is then a reordered packet of its own segment
+    if cfg.search == Search::Timestamps {
+        let d = cfg.shift as usize;
+        for a in 1..runs.len() {
+            let (Some(ra), Some(rb)) = (runs[a - 1].0, runs[a].0) else {
+                continue;
+            };
+            for gi in 0..g {
+                let wa: i64 = runs[a - 1]
+                    .1
+                    .iter()
+                    .map(|&i| wire.segments[i].tuples[gi].w as i64)
+                    .sum();
+                let wb: i64 = runs[a]
+                    .1
+                    .iter()
+                    .map(|&i| wire.segments[i].tuples[gi].w as i64)
+                    .sum();
+                let na = rsegs[ra].1[gi].len() as i64;
+                let nb = rsegs[rb].1[gi].len() as i64;
+                if na > wa && nb < wb {
+                    let m = ((na - wa).min(wb - nb) as usize).min(d);
+                    let from = &mut rsegs[ra].1[gi];
+                    let moved: Vec<Got> = from.drain(from.len() - m..).collect();
+                    rsegs[rb].1[gi].splice(0..0, moved);
+                    st.recut += m as u64;
+                } else if na < wa && nb > wb {
+                    let m = ((wa - na).min(nb - wb) as usize).min(d);
+                    let moved: Vec<Got> = rsegs[rb].1[gi].drain(..m).collect();
+                    rsegs[ra].1[gi].extend(moved);
+                    st.recut += m as u64;
+                }
+            }
+        }
+    }
 
     // each group of each run, within the interval's search budget: every group first with a
     // small cap, then the ones that reached it again with caps growing sixteenfold, so that a
     // hopeless group cannot starve the solvable ones
-    let mut budget = MAPPINGS_PER_PACKET
+    let per_packet = match cfg.search {
+        Search::Paper => MAPPINGS_PER_PACKET,
+        Search::Timestamps => ALIGNMENTS_PER_PACKET,
+    };
+    let mut budget = per_packet
         .saturating_mul(st.sender_packets)
-        .max(MIN_BUDGET);
+        .max(MIN_BUDGET / (MAPPINGS_PER_PACKET / per_packet));
     let nseg = wire.segments.len();
     let jobs: Vec<(usize, usize)> = (0..runs.len())
         .flat_map(|r| (0..g).map(move |gi| (r, gi)))
@@ -238,16 +320,67 @@ fn recover_uncached(
             None => &[],
         }
     };
-    let tuples_of = |run: usize, gi: usize| -> Vec<Tuple> {
+    let labels = wire.labels(cfg);
+    let tuples_of = |run: usize, gi: usize| -> Vec<Sent> {
         runs[run]
             .1
             .iter()
-            .map(|&i| wire.segments[i].tuples[gi])
+            .map(|&i| Sent {
+                tuple: wire.segments[i].tuples[gi],
+                times: &ts[i * g + gi][..],
+                labels: labels.get(i * g + gi).map_or(&[][..], |l| &l[..]),
+            })
             .collect()
     };
+    // the interval's delays and loss rate, for the alignment's likelihood: the groups that
+    // arrived whole (count for count) give their delays in order
+    let model = {
+        let (mut sent, mut missing, mut whole) = (0u64, 0u64, 0usize);
+        for (run, gi) in jobs.iter().copied() {
+            let list = list_of(run, gi);
+            let tuples = tuples_of(run, gi);
+            let w: usize = tuples.iter().map(|t| t.tuple.w as usize).sum();
+            sent += w as u64;
+            missing += w.saturating_sub(list.len()) as u64;
+            if tuples.len() == 1 && w == list.len() {
+                whole += w;
+            }
+        }
+        let stride = whole.div_ceil(MODEL_SAMPLE).max(1);
+        let mut delays = Vec::with_capacity(whole.min(MODEL_SAMPLE) + 1);
+        let mut at = 0usize;
+        for (run, gi) in jobs.iter().copied() {
+            let list = list_of(run, gi);
+            let tuples = tuples_of(run, gi);
+            if tuples.len() == 1 && tuples[0].tuple.w as usize == list.len() {
+                for (p, &t) in list.iter().zip(tuples[0].times) {
+                    if at.is_multiple_of(stride) {
+                        delays.push(p.2.wrapping_sub(t) as i64);
+                    }
+                    at += 1;
+                }
+            }
+        }
+        st.loss_rate = missing as f64 / sent.max(1) as f64;
+        DelayModel::fit(&mut delays, st.loss_rate)
+    };
+    let first_cap = match cfg.search {
+        Search::Paper => FIRST_CAP,
+        Search::Timestamps => FIRST_CAP_ALIGNED,
+    };
+    st.rows = (u32::MAX, 0);
+    for sg in &wire.segments {
+        for t in &sg.tuples {
+            let k = cfg.rows_for(t.w) as u32;
+            st.rows = (st.rows.0.min(k), st.rows.1.max(k));
+        }
+    }
+    if st.rows.0 > st.rows.1 {
+        st.rows = (cfg.rows, cfg.rows);
+    }
     type Found = Result<Vec<(Mapping, usize, usize)>, Unrecovered>;
     let mut found: Vec<Found> = vec![Err(Unrecovered::Cap); jobs.len()];
-    let mut cap = FIRST_CAP.min(cfg.max_mappings);
+    let mut cap = first_cap.min(cfg.max_mappings);
     let mut pending: Vec<usize> = (0..jobs.len()).collect();
     loop {
         let mut again = Vec::new();
@@ -262,6 +395,7 @@ fn recover_uncached(
                 assign(
                     cfg,
                     &lim,
+                    &model,
                     list_of(run, gi),
                     &tuples_of(run, gi),
                     &mut st,
@@ -322,7 +456,7 @@ fn recover_uncached(
             Err(why) => {
                 let tuples = tuples_of(run, gi);
                 st.unrecovered_groups += tuples.len() as u64;
-                st.unrecovered_sent += tuples.iter().map(|t| t.w as u64).sum::<u64>();
+                st.unrecovered_sent += tuples.iter().map(|t| t.tuple.w as u64).sum::<u64>();
                 st.unrecovered_received += list.len() as u64;
                 st.unplaced += list.len() as u64;
                 match why {
@@ -393,22 +527,41 @@ fn in_order(ranks: &[Option<usize>]) -> Vec<bool> {
     keep
 }
 
-/// The mappings of consecutive sender tuples over one received list, split where each tuple's
-/// packets end: `(mapping, start, end)` per tuple.
+/// The mappings of consecutive sender tuples (with their sending times) over one received
+/// list, split where each tuple's packets end: `(mapping, start, end)` per tuple.
+#[allow(clippy::too_many_arguments)]
 fn assign(
     cfg: &Config,
     lim: &Limits,
+    model: &DelayModel,
     list: &[Got],
-    tuples: &[Tuple],
+    tuples: &[Sent],
     st: &mut Stats,
     budget: &mut u64,
 ) -> Result<Vec<(Mapping, usize, usize)>, Unrecovered> {
-    let k = cfg.rows as usize;
-    let run = |part: &[Got], t: &Tuple, st: &mut Stats, budget: &mut u64| {
+    let run = |part: &[Got], s: &Sent, st: &mut Stats, budget: &mut u64| {
         let mut lim = *lim;
         lim.max_mappings = lim.max_mappings.min(*budget).max(1);
         let xs: Vec<u64> = part.iter().map(|p| p.0).collect();
-        let r = recover(&t.b, k, t.w as usize, &xs, &cah::augmented, &lim);
+        let t = &s.tuple;
+        let (k, w) = (cfg.rows_for(t.w), t.w as usize);
+        let r = if cfg.search == Search::Timestamps && w <= align::MAX_ALIGNED {
+            let arrived: Vec<u64> = part.iter().map(|p| p.2).collect();
+            let labels: Vec<u8> = if s.labels.is_empty() {
+                Vec::new()
+            } else {
+                xs.iter().map(|&x| cfg.label(x)).collect()
+            };
+            let pts = align::Points {
+                sent: s.times,
+                sent_labels: s.labels,
+                arrived: &arrived,
+                labels: &labels,
+            };
+            recover_aligned(&t.b, k, w, &xs, &pts, model, &cah::augmented, &lim)
+        } else {
+            recover(&t.b, k, w, &xs, &cah::augmented, &lim)
+        };
         *budget = budget.saturating_sub(r.tested);
         st.mappings += r.tested;
         st.most_mappings = st.most_mappings.max(r.tested);
@@ -420,18 +573,38 @@ fn assign(
     if rest.is_empty() {
         return run(list, t0, st, budget).map(|m| vec![(m, 0, list.len())]);
     }
-    // the first tuple's packets end near its count: try there first, then outwards
-    let w0 = t0.w as i64;
-    let e = cfg.max_errors as i64;
+    // the first tuple's packets end near its count (within its errors): try the likeliest end
+    // first, then outwards — its count (the paper's search), or the packets that arrived by
+    // the time its last one was sent plus the median delay (aligned on the timestamps)
+    let w0 = t0.tuple.w as i64;
+    let (lo, hi, guess) = match cfg.search {
+        Search::Paper => {
+            let e = cfg.max_errors as i64;
+            (w0 - e, w0 + e, w0)
+        }
+        Search::Timestamps => {
+            let lo = w0 - (cfg.rows_for(t0.tuple.w) as i64 - 1);
+            let hi = w0 + align::MAX_INSERTIONS as i64;
+            let guess = match t0.times.last() {
+                Some(&t) => {
+                    let by = t.saturating_add_signed(model.median());
+                    list.partition_point(|p| p.2 <= by) as i64
+                }
+                None => w0,
+            };
+            (lo, hi, guess.clamp(lo, hi))
+        }
+    };
     let mut last = Unrecovered::NoMapping;
-    for off in (0..=e).flat_map(|o| if o == 0 { vec![0] } else { vec![-o, o] }) {
-        let c = w0 + off;
-        if c < 0 || c > list.len() as i64 {
+    let reach = (guess - lo).max(hi - guess);
+    for off in (0..=reach).flat_map(|o| if o == 0 { vec![0] } else { vec![-o, o] }) {
+        let c = guess + off;
+        if c < lo.max(0) || c > hi.min(list.len() as i64) {
             continue;
         }
         let c = c as usize;
         match run(&list[..c], t0, st, budget) {
-            Ok(m0) => match assign(cfg, lim, &list[c..], rest, st, budget) {
+            Ok(m0) => match assign(cfg, lim, model, &list[c..], rest, st, budget) {
                 Ok(more) => {
                     let mut out = vec![(m0, 0, c)];
                     out.extend(more.into_iter().map(|(m, a, b)| (m, a + c, b + c)));
@@ -477,14 +650,34 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
     )];
     if st.unrecovered_groups > 0 {
         notes.push(format!(
-            "unrecovered groups hold {} sent and {} received packets ({} over {} errors, {} at the cap of {} mappings, {} with no mapping within the budget); their loss counted as the difference",
+            "unrecovered groups hold {} sent and {} received packets ({} with more errors than {}, {} at the cap of {} mappings, {} with no mapping within the budget); their loss counted as the difference",
             st.unrecovered_sent,
             st.unrecovered_received,
             st.too_many_errors,
-            cfg.max_errors,
+            match cfg.search {
+                Search::Paper => format!("the budget of {}", cfg.max_errors),
+                Search::Timestamps => "their rows solve".to_string(),
+            },
             st.capped,
             cfg.max_mappings,
             st.no_mapping
+        ));
+    }
+    if st.duplicates > 0 || st.recut > 0 {
+        notes.push(format!(
+            "{} received copies of a packet left out before recovery; {} packets moved to the segment across a delimiter that arrived out of place",
+            st.duplicates, st.recut
+        ));
+    }
+    if st.loss_rate > cfg.design_loss {
+        notes.push(format!(
+            "measured loss {:.3} % exceeds the design loss rate of {} % the groups' rows ({} to {}) are sized for{}: a group losing as many packets as it has rows cannot be recovered ({} groups with too many errors here); record with a larger design_loss",
+            100.0 * st.loss_rate,
+            100.0 * cfg.design_loss,
+            st.rows.0,
+            st.rows.1,
+            if cfg.design_loss == 0.0 { " (0: fixed rows)" } else { "" },
+            st.too_many_errors
         ));
     }
     notes.push(format!(
@@ -502,9 +695,10 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
         Codec::Wavelet { ratio } => format!("wavelet θ = {ratio}"),
     };
     notes.push(format!(
-        "bytes per packet: {:.3} ({:.3} OPA tuples, {:.3} timestamps {codec}); zeroth-order entropy of the sender's gaps: {:.3} B per packet in group order, {:.3} B in S order",
+        "bytes per packet: {:.3} ({:.3} OPA tuples, {:.3} labels, {:.3} timestamps {codec}); zeroth-order entropy of the sender's gaps: {:.3} B per packet in group order, {:.3} B in S order",
         per(st.payload_bytes),
         per(st.tuple_bytes),
+        per(st.label_bytes),
         per(st.stream_bytes),
         h_group / 8.0,
         h_all / 8.0
