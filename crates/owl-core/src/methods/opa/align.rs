@@ -535,12 +535,8 @@ impl<'a> Lattice<'a> {
                     continue;
                 }
                 if let Some(p) = self.path(u, want) {
-                    self.edges_into(v, &mut edges);
-                    let c = edges
-                        .iter()
-                        .find(|e| e.0 == u)
-                        .map(|e| e.1)
-                        .expect("an edge from a predecessor");
+                    // the edge's weight: the previous path's cost less its prefix's
+                    let c = prev.cost - self.path(u, prev.k).expect("a path's prefix").cost;
                     if let Some(h) = self.heaps.get_mut(&v) {
                         h.push(Cand {
                             cost: p.cost + c,
