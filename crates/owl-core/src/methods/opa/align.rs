@@ -56,10 +56,12 @@ pub const STAGE_PATHS: [u64; 4] = [64, 1 << 10, 1 << 10, 1 << 12];
 /// Largest shift (positions a late packet is overtaken by) the lattice models as a move; a
 /// larger configured shift is searched as an insertion and a loss.
 pub const MAX_SHIFT: usize = 32;
-/// A priori chance that a packet arrives late (a move), and that a received packet belongs to
-/// no position of its group (an insertion).
+/// A priori chance that a packet arrives late (a move), that a received packet near either
+/// end of its segment belongs to the segment before or after (an insertion), and that one
+/// elsewhere does.
 const P_MOVE: f64 = 1e-3;
 const P_INSERT: f64 = 1e-4;
+const P_INSERT_ANYWHERE: f64 = 1e-5;
 
 /// The interval's delay distribution and error rates, as alignment costs (negative log
 /// likelihoods, in nats).
@@ -75,7 +77,7 @@ pub struct DelayModel {
     /// Cost of a delay below the sample's smallest, per `unit`, on top of the first bin's.
     below: f64,
     /// Cost of a matched packet besides its delay, of a loss, of a move (besides the late
-    /// packet's delay), of an insertion (besides its uniform arrival time).
+    /// packet's delay), of an insertion near the ends of its segment.
     matched: f64,
     lost: f64,
     moved: f64,
@@ -269,7 +271,7 @@ struct Lattice<'a> {
     flags: usize,
     pts: &'a Points<'a>,
     model: &'a DelayModel,
-    /// Cost of an insertion, its uniform arrival time included.
+    /// Cost of an insertion.
     insert_cost: f64,
     /// Cost of each match.
     costs: &'a Costs,
@@ -410,10 +412,6 @@ impl<'a> Lattice<'a> {
         model: &'a DelayModel,
         costs: &'a Costs,
     ) -> Lattice<'a> {
-        let span = match (pts.arrived.first(), pts.arrived.last()) {
-            (Some(a), Some(b)) => (b.saturating_sub(*a) as f64).max(1.0),
-            _ => 1.0,
-        };
         let mut l = Lattice {
             w,
             n,
@@ -428,7 +426,11 @@ impl<'a> Lattice<'a> {
             flags: if ins > 0 || inserts_anywhere { 2 } else { 1 },
             pts,
             model,
-            insert_cost: model.inserted + span.ln(),
+            insert_cost: if inserts_anywhere {
+                -P_INSERT_ANYWHERE.ln()
+            } else {
+                model.inserted
+            },
             costs,
             best: Vec::new(),
             pred: Vec::new(),

@@ -24,6 +24,8 @@ pub const FIRST_CAP: u64 = 1 << 12;
 /// The same for the search aligned on the timestamps, whose first alignments are the likely
 /// ones.
 pub const FIRST_CAP_ALIGNED: u64 = 1 << 8;
+/// Mappings of Algorithm 1 tried after an alignment failed.
+pub const FALLBACK_CAP: u64 = 1 << 12;
 /// Most delays sampled (from the groups that arrived whole) for the alignment's delay model.
 pub const MODEL_SAMPLE: usize = 1 << 16;
 
@@ -262,9 +264,10 @@ fn recover_uncached(
     }
     // a delimiter that arrived late (or early) by m packets leaves the m packets it should
     // have led (or followed) in R's segment before (or after) it: one segment counts m more
-    // than S sent, the next m fewer. Aligned on the timestamps, those packets are moved to the
-    // segment S sent them in (the m arriving nearest the boundary), bounded by the shift;
-    // the delimiter is then a reordered packet of its own segment
+    // than S sent, the next m fewer. A few are insertions near the end of one segment, solved
+    // losses of the other, and re-matched; more than a search allows (m > MAX_INSERTIONS) are
+    // moved, aligned on the timestamps, to the segment S sent them in — the m that arrived
+    // just before the delimiter, or just after it — bounded by the shift
     if cfg.search == Search::Timestamps {
         let d = cfg.shift as usize;
         for a in 1..runs.len() {
@@ -284,15 +287,21 @@ fn recover_uncached(
                     .sum();
                 let na = rsegs[ra].1[gi].len() as i64;
                 let nb = rsegs[rb].1[gi].len() as i64;
-                if na > wa && nb < wb {
+                let few = align::MAX_INSERTIONS as i64;
+                if na - wa > few && wb - nb > few {
                     let m = ((na - wa).min(wb - nb) as usize).min(d);
                     let from = &mut rsegs[ra].1[gi];
                     let moved: Vec<Got> = from.drain(from.len() - m..).collect();
                     rsegs[rb].1[gi].splice(0..0, moved);
                     st.recut += m as u64;
-                } else if na < wa && nb > wb {
+                } else if wa - na > few && nb - wb > few {
+                    // after the delimiter, which opened R's segment (with one group: its
+                    // first packet)
+                    let skip = usize::from(g == 1);
                     let m = ((wa - na).min(nb - wb) as usize).min(d);
-                    let moved: Vec<Got> = rsegs[rb].1[gi].drain(..m).collect();
+                    let to = &mut rsegs[rb].1[gi];
+                    let m = m.min(to.len().saturating_sub(skip));
+                    let moved: Vec<Got> = to.drain(skip..skip + m).collect();
                     rsegs[ra].1[gi].extend(moved);
                     st.recut += m as u64;
                 }
@@ -558,7 +567,22 @@ fn assign(
                 arrived: &arrived,
                 labels: &labels,
             };
-            recover_aligned(&t.b, k, w, &xs, &pts, model, &cah::augmented, &lim)
+            let mut r = recover_aligned(&t.b, k, w, &xs, &pts, model, &cah::augmented, &lim);
+            // what the alignment does not propose (a path far from FIFO, a packet held far
+            // behind its segment), Algorithm 1 may still find within its few errors: a short
+            // enumeration after every failed alignment
+            if r.result.is_err() && r.result != Err(Unrecovered::TooManyErrors) {
+                let mut paper = lim;
+                paper.max_mappings = FALLBACK_CAP.min(lim.max_mappings.saturating_sub(r.tested));
+                if paper.max_mappings > 0 {
+                    let p = recover(&t.b, k, w, &xs, &cah::augmented, &paper);
+                    r.tested += p.tested;
+                    if p.result.is_ok() || r.result == Err(Unrecovered::NoMapping) {
+                        r.result = p.result;
+                    }
+                }
+            }
+            r
         } else {
             recover(&t.b, k, w, &xs, &cah::augmented, &lim)
         };
