@@ -80,6 +80,9 @@ pub struct Stats {
     /// Received packets moved to the neighbouring segment across a delimiter that arrived
     /// out of place.
     pub recut: u64,
+    /// Most groups with errors stayed unrecovered at the first cap, and were not searched
+    /// further.
+    pub hopeless: bool,
     /// Loss rate measured over the groups: packets S counted that R did not, over S's
     /// (a floor: insertions hide losses).
     pub loss_rate: f64,
@@ -415,6 +418,17 @@ fn recover_uncached(
                 again.push(n);
             }
         }
+        // the first pass decides whether the path is within OPA's assumptions: when most of
+        // the groups with errors stayed unrecovered at the first cap (reordering far beyond
+        // the shift bound, i.i.d. delays), searching them harder only spends the budget
+        let searched = pending
+            .iter()
+            .filter(|&&n| !matches!(&found[n], Ok(parts) if parts.iter().all(|p| p.0.errors.total() == 0)))
+            .count();
+        if cap == first_cap.min(cfg.max_mappings) && again.len() * 2 > searched {
+            st.hopeless = true;
+            break;
+        }
         if again.is_empty() || cap >= cfg.max_mappings || budget == 0 {
             break;
         }
@@ -577,7 +591,7 @@ fn assign(
                 if paper.max_mappings > 0 {
                     let p = recover(&t.b, k, w, &xs, &cah::augmented, &paper);
                     r.tested += p.tested;
-                    if p.result.is_ok() || r.result == Err(Unrecovered::NoMapping) {
+                    if p.result.is_ok() {
                         r.result = p.result;
                     }
                 }
@@ -620,6 +634,7 @@ fn assign(
         }
     };
     let mut last = Unrecovered::NoMapping;
+    let mut capped = false;
     let reach = (guess - lo).max(hi - guess);
     for off in (0..=reach).flat_map(|o| if o == 0 { vec![0] } else { vec![-o, o] }) {
         let c = guess + off;
@@ -638,8 +653,11 @@ fn assign(
             },
             Err(why) => last = why,
         }
+        // a split that reached the cap may check with a larger one: say so, whatever the
+        // other splits found
+        capped |= last == Unrecovered::Cap;
     }
-    Err(last)
+    Err(if capped { Unrecovered::Cap } else { last })
 }
 
 /// An interval's estimate from its recovery: the exact mean and std of the recovered delays,
@@ -686,6 +704,11 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
             cfg.max_mappings,
             st.no_mapping
         ));
+    }
+    if st.hopeless {
+        notes.push(
+            "most groups with errors were unrecoverable at the first cap and were not searched further: reordering far beyond the shift bound (or independent per-packet delays) breaks OPA's assumption of mostly ordered packets (§II)".to_string(),
+        );
     }
     if st.duplicates > 0 || st.recut > 0 {
         notes.push(format!(
@@ -892,26 +915,27 @@ fn from_config(
     Ok(Box::new(OpaMethod::new(cfg)?))
 }
 
-/// `opa`: not sizeable by `--memory` — what crosses follows the traffic (about a third of a
-/// byte per packet; each estimate reports its bytes).
+/// `opa`: not sizeable by `--memory` — what crosses follows the traffic (about 2.6 B a
+/// packet: tuples, labels and lossless timestamps; each estimate reports its bytes).
 pub const LOSSLESS: MethodInfo = MethodInfo {
     name: "opa",
     summary: "OPA (Every Packet Counts): Vandermonde-coded order per group + lossless timestamps, exact per-packet delay and loss",
     per_flow: false,
     per_packet: true,
-    crosses: "each point's OPA tuples (Vandermonde-coded hashes per group) and the sender's losslessly compressed timestamps, one way (about a third of a byte a packet); no round trip",
+    crosses: "the sender's OPA tuples (Vandermonde-coded hashes per group, rows sized for 1 % loss), 2 label bits a packet and its losslessly compressed timestamps, one way (about 2.6 B a packet, 0.5 B of it tuples); the receiver computes its own side; no round trip",
     build: |o| Ok(Box::new(OpaMethod::new(Config::lossless(o.seed))?)),
     from_config: |pairs| from_config("opa", pairs),
 };
 
-/// `opa-wavelet`: the paper's wavelet-compressed timestamps (θ = 0.06, within the paper's
-/// overhead of §VI-B).
+/// `opa-wavelet`: the paper's wavelet-compressed timestamps (θ = 0.06), with `opa`'s groups,
+/// rows and labels (about 1 B a packet; the paper's overhead of §VI-B, 0.44 B, with
+/// `design_loss=0,labels=0,search=paper`).
 pub const WAVELET: MethodInfo = MethodInfo {
     name: "opa-wavelet",
     summary: "OPA with the paper's wavelet timestamps (6 % of coefficients): per-packet delay within the reported timestamp error",
     per_flow: false,
     per_packet: true,
-    crosses: "each point's OPA tuples and the sender's wavelet-compressed timestamps (θ = 0.1), one way; no round trip",
+    crosses: "the sender's OPA tuples, 2 label bits a packet and its wavelet-compressed timestamps (θ = 0.06), one way (about 1 B a packet); the receiver computes its own side; no round trip",
     build: |o| Ok(Box::new(OpaMethod::new(Config::wavelet(o.seed))?)),
     from_config: |pairs| from_config("opa-wavelet", pairs),
 };
