@@ -45,5 +45,5 @@ pub mod stats;
 pub mod units;
 pub mod wire;
 
-pub use methods::{countmin, exact, finecomb, lda, lds, mpe, probe, rda, rli, sds};
+pub use methods::{colate, countmin, exact, finecomb, lda, lds, mpe, probe, rda, rli, sds};
 pub use record::{FlowKey, PacketRecord};

@@ -8,7 +8,7 @@
 //! `rda-set-difference` experiment runs it directly, `finecomb::estimate_ideal`).
 
 use crate::method::MethodInfo;
-use crate::{countmin, exact, finecomb, lda, lds, mpe, probe, rda, rli, sds};
+use crate::{colate, countmin, exact, finecomb, lda, lds, mpe, probe, rda, rli, sds};
 
 pub const METHODS: &[&MethodInfo] = &[
     &exact::method::INFO,
@@ -25,6 +25,7 @@ pub const METHODS: &[&MethodInfo] = &[
     &mpe::TEN_PERCENT,
     &mpe::ONE_PERCENT,
     &countmin::INFO,
+    &colate::INFO,
 ];
 
 /// The descriptor of `name`.
