@@ -18,6 +18,7 @@ fuzz_target!(|data: &[u8]| {
             to_ns: u64::MAX,
             horizon_ns: 0,
             gamma: 10,
+            estimator: Default::default(),
         };
         let one = [e];
         let _ = query(&one, &one, &q);

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::Result;
 use clap::Args;
-use owl_core::colate::Query;
+use owl_core::colate::{Estimator, Query};
 use owl_core::units::{format_ns, parse_duration_u64};
 use serde_json::json;
 
@@ -49,6 +49,10 @@ pub struct QueryArgs {
     /// Virtual repetitions γ of Theorem 4 (0: no standard deviation).
     #[arg(long, default_value_t = 1_000)]
     pub gamma: u32,
+    /// The mean's estimator: paper (Theorem 2, Eq. 3) or raw (owl's variant); default: the
+    /// sender point's configuration.
+    #[arg(long, value_name = "paper|raw")]
+    pub mean: Option<String>,
     /// One JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -73,12 +77,22 @@ pub fn run(a: QueryArgs) -> Result<()> {
     };
     let (ss, sp) = open(&a.sender)?;
     let (rs, rp) = open(&a.receiver)?;
+    let configured = sp
+        .config
+        .iter()
+        .find(|(k, _)| k == "mean")
+        .map(|(_, v)| v.clone());
+    let estimator: Estimator = match a.mean.as_deref().or(configured.as_deref()) {
+        Some(m) => m.parse()?,
+        None => Estimator::Paper,
+    };
     let q = Query {
         flow,
         from_ns: from,
         to_ns: to,
         horizon_ns: a.horizon,
         gamma: a.gamma,
+        estimator,
     };
     let l = query_stores((&ss, &sp), (&rs, &rp), &q)?;
     let g = guarantee(&sp);
@@ -95,6 +109,7 @@ pub fn run(a: QueryArgs) -> Result<()> {
             "packets": l.packets,
             "lost": l.lost,
             "gamma": a.gamma,
+            "estimator": estimator.to_string(),
             "timestamp_sum_units": l.t_units,
             "reliability": g.map(|(alpha, beta, t_min)| json!({
                 "alpha": alpha, "beta": beta, "t_min_units": t_min, "covered": covered,
@@ -119,7 +134,7 @@ pub fn run(a: QueryArgs) -> Result<()> {
         Some(p) => println!("packets  {p:.1} (count vector)"),
         None => println!("packets  -"),
     }
-    println!("mean     {}", opt(l.mean_ns));
+    println!("mean     {} ({estimator} estimator)", opt(l.mean_ns));
     if a.gamma > 0 {
         println!(
             "std      {} (γ = {} virtual repetitions)",

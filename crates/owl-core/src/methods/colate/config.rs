@@ -6,6 +6,9 @@
 //! defaults are the paper's **medium** requirement (α = 0.95, β = 0.05) at M = 10 MiB with the
 //! `t_min` and `t_max` its example implies.
 //!
+//! `mean=paper` (default) estimates as §4 writes it; `mean=raw` is owl's variant
+//! ([`Estimator::Raw`]).
+//!
 //! Two points may differ in `n`, `b`, `T` and the timestamp unit (§5.3: "each observation
 //! point can choose its own values"); they must agree on `m`, the seed and the sampling
 //! vectors — Theorem 4 needs the same packets in the same `j` at both points, and the loss
@@ -14,6 +17,7 @@
 use crate::method::{MethodError, config_value, unknown_field};
 
 use super::epoch::MAX_COUNTERS;
+use super::estimate::Estimator;
 use super::plan::{self, Form, Level, MIB_BITS, Plan, Requirement};
 
 /// Default timestamp unit: 1 µs (module doc of [`super`]: the unit trades epoch length for
@@ -37,6 +41,7 @@ pub struct Config {
     vectors: Vec<f64>,
     seed: u64,
     gamma: u32,
+    mean: Estimator,
     requirement: Requirement,
 }
 
@@ -49,6 +54,7 @@ const FIELDS: &[&str] = &[
     "vectors",
     "seed",
     "gamma",
+    "mean",
     "alpha",
     "beta",
     "memory",
@@ -75,6 +81,7 @@ impl Config {
             vectors: vec![1.0],
             seed,
             gamma: DEFAULT_GAMMA,
+            mean: Estimator::Paper,
             requirement: p.requirement,
         };
         c.validate()?;
@@ -119,6 +126,12 @@ impl Config {
         self.vectors = p;
         self.validate()?;
         Ok(self)
+    }
+
+    /// The mean's estimator (the paper's, or owl's raw variant).
+    pub fn with_mean(mut self, mean: Estimator) -> Config {
+        self.mean = mean;
+        self
     }
 
     pub fn with_gamma(mut self, gamma: u32) -> Result<Config, MethodError> {
@@ -201,6 +214,9 @@ impl Config {
     pub fn gamma(&self) -> u32 {
         self.gamma
     }
+    pub fn mean(&self) -> Estimator {
+        self.mean
+    }
     pub fn requirement(&self) -> &Requirement {
         &self.requirement
     }
@@ -241,6 +257,7 @@ impl Config {
             ("vectors", fmt_list(&self.vectors)),
             ("seed", self.seed.to_string()),
             ("gamma", self.gamma.to_string()),
+            ("mean", self.mean.to_string()),
             ("alpha", q.alpha.to_string()),
             ("beta", q.beta.to_string()),
             ("memory", ((q.memory_bits / 8.0).round() as u64).to_string()),
@@ -258,6 +275,7 @@ impl Config {
         let mut req = Requirement::paper(Level::Medium, DEFAULT_MEMORY_BYTES as f64 * 8.0);
         let (mut n, mut m, mut b, mut t) = (None, None, None, None);
         let (mut unit, mut vectors, mut gamma, mut seed) = (None, None, None, seed);
+        let mut mean = Estimator::Paper;
         for (k, s) in pairs {
             match k.as_str() {
                 "alpha" => req.alpha = v(k, s)?,
@@ -277,6 +295,7 @@ impl Config {
                 "threshold" => t = Some(config_value::<u64>("colate", k, s)?),
                 "unit_ns" => unit = Some(config_value::<u64>("colate", k, s)?),
                 "gamma" => gamma = Some(config_value::<u32>("colate", k, s)?),
+                "mean" => mean = s.parse()?,
                 "seed" => seed = config_value("colate", k, s)?,
                 "vectors" => {
                     vectors = Some(
@@ -314,6 +333,7 @@ impl Config {
             vectors: vec![1.0],
             seed,
             gamma: DEFAULT_GAMMA,
+            mean,
             requirement: req,
         };
         c.unit_ns = unit.unwrap_or(c.unit_ns);

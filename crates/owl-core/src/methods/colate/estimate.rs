@@ -51,6 +51,45 @@ pub struct Query {
     pub horizon_ns: u64,
     /// Virtual repetitions γ; 0 = no standard deviation.
     pub gamma: u32,
+    pub estimator: Estimator,
+}
+
+/// Which counters' values the mean and std rest on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Estimator {
+    /// As the paper writes it: Theorem 2 (the expected share of other flows subtracted from
+    /// the subvector), Eq. 3, Theorems 3 and 4 on the denoised counters.
+    #[default]
+    Paper,
+    /// owl's variant: the subvector's sums as they are, `Σ_j (A_R[j] − A_S[j]) / Σ_j N_S[j]`,
+    /// and Theorem 4 on the raw counters. When both points saw the same packets in the same
+    /// counters (same `n` and seed, one link, same epochs), every packet in the flow's
+    /// counters cancels down to its delay, so this is the mean delay of the packets in the
+    /// flow's counters — the flow's own and the colliding ones' — with nothing subtracted: no
+    /// timestamp-sized noise, no division by a noisy `p̃` (module doc).
+    Raw,
+}
+
+impl std::fmt::Display for Estimator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Estimator::Paper => "paper",
+            Estimator::Raw => "raw",
+        })
+    }
+}
+
+impl std::str::FromStr for Estimator {
+    type Err = MethodError;
+    fn from_str(s: &str) -> Result<Estimator, MethodError> {
+        match s.trim() {
+            "paper" => Ok(Estimator::Paper),
+            "raw" => Ok(Estimator::Raw),
+            _ => Err(MethodError::Invalid(format!(
+                "colate: mean estimator '{s}' is not paper or raw"
+            ))),
+        }
+    }
 }
 
 /// What a query gives.
@@ -83,8 +122,13 @@ pub struct PointSums {
     pub t_units: f64,
     /// `Σ_j N[j]`: raw packet counters of the subvector.
     pub raw_counts: u64,
+    /// `Σ_j A[j]`: the subvector's absolute sums as they are, noise included (ns relative to
+    /// `R₀`).
+    pub raw_t: f64,
     /// Theorem 3: `f`'s own part of each counter, made absolute (ns relative to `R₀`).
     pub w: Vec<f64>,
+    /// Each counter of the subvector as it is, made absolute: `A[j]` (ns relative to `R₀`).
+    pub a: Vec<f64>,
     pub epochs: usize,
 }
 
@@ -128,6 +172,7 @@ pub fn point_sums(
     let m = map.m as usize;
     let mut out = PointSums {
         w: if mle { vec![0.0; m] } else { Vec::new() },
+        a: vec![0.0; m],
         epochs: epochs.len(),
         ..PointSums::default()
     };
@@ -140,9 +185,11 @@ pub fn point_sums(
         let unit = e.unit_ns as i128;
         let shift = e.base_ns as i128 - r0 as i128;
         let (mut sa, mut ss, mut sn) = (0i128, 0u128, 0u64);
-        for &i in &idx {
+        for (j, &i) in idx.iter().enumerate() {
             let (s, c) = (e.ts[i], e.counts[i]);
-            sa += unit * s as i128 + shift * c as i128;
+            let a = unit * s as i128 + shift * c as i128;
+            out.a[j] += a as f64;
+            sa += a;
             ss += s as u128;
             sn += c as u64;
         }
@@ -156,6 +203,7 @@ pub fn point_sums(
         let t_units = (n as i128 * ss as i128 - m as i128 * e.sum as i128) as f64 / (nf - mf);
         out.t_units += t_units;
         out.raw_counts += sn;
+        out.raw_t += sa as f64;
         if mle {
             let tau = (e.sum as f64 - t_units).max(0.0);
             let nu = (e.packets as f64 - p).max(0.0);
@@ -316,8 +364,9 @@ pub fn query_epochs(s: &[&Epoch], r: &[&Epoch], q: &Query) -> Result<FlowLatency
             continue;
         }
         let want_std = q.gamma > 0;
-        let ps = point_sums(&sv, &map, fh, r0, want_std);
-        let pr = point_sums(&rv, &map, fh, r0, want_std);
+        let paper = q.estimator == Estimator::Paper;
+        let ps = point_sums(&sv, &map, fh, r0, want_std && paper);
+        let pr = point_sums(&rv, &map, fh, r0, want_std && paper);
         let (cs, cr) = if same_n {
             (ps.raw_counts, pr.raw_counts)
         } else {
@@ -331,7 +380,9 @@ pub fn query_epochs(s: &[&Epoch], r: &[&Epoch], q: &Query) -> Result<FlowLatency
             lost = Some(lost.map_or(d, |l: f64| l.min(d)));
             continue;
         }
-        if ps.p < 0.5 {
+        // the packets the mean is over: p̃ (paper) or every packet in the counters (raw)
+        let p = if paper { ps.p } else { ps.raw_counts as f64 };
+        if p < 0.5 {
             // the flow has no packet in this vector (or in these epochs)
             absent = Some(absent.map_or(ps.p, |a: f64| a.max(ps.p)));
             continue;
@@ -339,13 +390,22 @@ pub fn query_epochs(s: &[&Epoch], r: &[&Epoch], q: &Query) -> Result<FlowLatency
         out.vector = Some(v as u16);
         out.lost = Some(0.0);
         out.t_units = ps.t_units;
-        let mean = (pr.t - ps.t) / ps.p;
+        let mean = if paper {
+            (pr.t - ps.t) / p
+        } else {
+            (pr.raw_t - ps.raw_t) / p
+        };
         out.mean_ns = Some(mean);
-        out.packets = Some(ps.p);
+        out.packets = Some(ps.p.max(0.0));
         if want_std {
             let seed = mix(fh ^ map.seed ^ 0x7669_7274);
-            let f = virtual_repetitions(&ps.w, &pr.w, q.gamma, seed);
-            let var = f / ps.p - mean * mean;
+            let (ws, wr) = if paper {
+                (&ps.w, &pr.w)
+            } else {
+                (&ps.a, &pr.a)
+            };
+            let f = virtual_repetitions(ws, wr, q.gamma, seed);
+            let var = f / p - mean * mean;
             if var < 0.0 {
                 out.notes.push(format!(
                     "the variance estimate is negative ({var:.3e} ns²): std taken as 0"

@@ -169,6 +169,7 @@ impl Method for ColateMethod {
                         to_ns: u64::MAX,
                         horizon_ns: 0,
                         gamma: self.layout.cfg.gamma(),
+                        estimator: self.layout.cfg.mean(),
                     };
                     let l = query(&s, &r, &q)?;
                     Ok(FlowEstimate {

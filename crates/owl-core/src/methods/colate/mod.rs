@@ -75,7 +75,7 @@ mod tests;
 
 pub use config::Config;
 pub use epoch::Epoch;
-pub use estimate::{FlowLatency, Query, aggregate, mle_noise, query};
+pub use estimate::{Estimator, FlowLatency, Query, aggregate, mle_noise, query};
 pub use method::{ColateMethod, INFO};
 pub use plan::{Level, Plan, Requirement};
 pub use vector::{Layout, Mapping, Recorder};
