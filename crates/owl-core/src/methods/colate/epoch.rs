@@ -242,11 +242,23 @@ pub fn count_bits(packets: u64, n: u32) -> u8 {
 
 /// Bytes of an epoch of these counters (`b`-bit timestamp counters).
 pub fn encoded_len(b: u8, packets: u64, ts: &[u64], counts: &[u32]) -> usize {
-    let n = ts.len() as u32;
+    encoded_len_of(b, packets, ts.iter().copied().zip(counts.iter().copied()))
+}
+
+/// [`encoded_len`] of `(timestamp counter, packet counter)` pairs.
+pub fn encoded_len_of(
+    b: u8,
+    packets: u64,
+    cells: impl ExactSizeIterator<Item = (u64, u32)>,
+) -> usize {
+    let n = cells.len() as u32;
     let bc = count_bits(packets, n);
     let (top, top_c) = (escape(b), escape(bc));
-    let esc = ts.iter().filter(|&&v| v >= top).count();
-    let esc_c = counts.iter().filter(|&&v| v as u64 >= top_c).count();
+    let (mut esc, mut esc_c) = (0, 0);
+    for (t, c) in cells {
+        esc += (t >= top) as usize;
+        esc_c += (c as u64 >= top_c) as usize;
+    }
     HEADER_BYTES + packed_len(n, b) + 4 + 12 * esc + packed_len(n, bc) + 4 + 8 * esc_c + 8
 }
 

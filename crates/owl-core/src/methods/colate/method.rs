@@ -29,9 +29,7 @@ impl PointSynopsis for Recorder {
         Recorder::record(self, rec);
     }
     fn record_batch(&mut self, recs: &[PacketRecord]) {
-        for r in recs {
-            Recorder::record(self, r);
-        }
+        Recorder::record_batch(self, recs);
     }
     fn encoded_len(&self) -> usize {
         let sealed: usize = self.sealed().iter().map(|e| 4 + e.encoded_len()).sum();

@@ -23,9 +23,7 @@ fn cfg(n: u32, m: u32, t: u64, unit: u64, seed: u64) -> Config {
 
 fn record(c: &Config, recs: &[PacketRecord]) -> Vec<Epoch> {
     let mut r = Recorder::new(Layout::new(c.clone()));
-    for x in recs {
-        r.record(x);
-    }
+    r.record_batch(recs);
     r.dump_open();
     r.take_epochs()
 }
@@ -447,4 +445,19 @@ fn raw_variant_beats_theorem_2_on_one_link() {
     };
     let (paper, raw) = (within(Estimator::Paper), within(Estimator::Raw));
     assert!(raw > paper + 0.2 && raw > 0.5, "paper {paper}, raw {raw}");
+}
+
+/// The batched recording is the packet-by-packet one, epoch for epoch.
+#[test]
+fn record_batch_is_record() {
+    let (s, _, _) = traffic(3, 100, 1_000, 0.0);
+    let c = cfg(5_000, 10, 1_000_000, 100, 2);
+    let mut a = Recorder::new(Layout::new(c.clone()));
+    for x in &s {
+        a.record(x);
+    }
+    a.dump_open();
+    let b = record(&c, &s);
+    assert!(b.len() > 3);
+    assert_eq!(a.take_epochs(), b);
 }

@@ -118,11 +118,12 @@ impl Mapping {
     }
 }
 
-/// One vector of `n` counters in RAM, between two dumps.
+/// One vector of `n` counters in RAM, between two dumps: each timestamp counter beside the
+/// packet counter of the same index, so a packet touches one cache line.
 #[derive(Clone, Debug)]
 pub struct CounterVector {
-    pub ts: Vec<u64>,
-    pub counts: Vec<u32>,
+    /// `(timestamp counter, packet counter)` of each index.
+    pub cells: Vec<(u64, u32)>,
     pub sum: u128,
     pub packets: u64,
     pub base_ns: u64,
@@ -135,8 +136,7 @@ impl CounterVector {
     /// An empty vector; its counters are allocated with its first packet.
     fn new() -> CounterVector {
         CounterVector {
-            ts: Vec::new(),
-            counts: Vec::new(),
+            cells: Vec::new(),
             sum: 0,
             packets: 0,
             base_ns: 0,
@@ -223,15 +223,39 @@ impl Recorder {
     #[inline]
     pub fn record_hashed(&mut self, ts_ns: u64, id: u64, flow_hash: u64) {
         let map = &self.layout.map;
-        let cfg = &self.layout.cfg;
         let v = map.vector(id);
-        let n = cfg.n() as usize;
+        let i = map.index(flow_hash, map.j(id), self.layout.cfg.n() as usize);
+        self.update(v, i, ts_ns);
+    }
+
+    /// Record a batch: every packet's vector and counter first (the hashes), then the counter
+    /// updates, whose addresses are then all known so the memory accesses overlap.
+    pub fn record_batch(&mut self, recs: &[PacketRecord]) {
+        const CHUNK: usize = 128;
+        let n = self.layout.cfg.n() as usize;
+        let mut at = [(0u32, 0usize); CHUNK];
+        for chunk in recs.chunks(CHUNK) {
+            let map = &self.layout.map;
+            for (slot, r) in at.iter_mut().zip(chunk) {
+                let fh = map.flow_hash(&r.flow);
+                *slot = (map.vector(r.id) as u32, map.index(fh, map.j(r.id), n));
+            }
+            for (&(v, i), r) in at.iter().zip(chunk) {
+                self.update(v as usize, i, r.ts_ns);
+            }
+        }
+    }
+
+    /// Add a packet at `ts_ns` to counter `i` of vector `v`; dump the vector when its sum
+    /// reaches `T`.
+    #[inline]
+    fn update(&mut self, v: usize, i: usize, ts_ns: u64) {
+        let cfg = &self.layout.cfg;
         let vec = &mut self.vectors[v];
-        let i = map.index(flow_hash, map.j(id), n);
         if vec.packets == 0 {
-            if vec.ts.len() != n {
-                vec.ts = vec![0; n];
-                vec.counts = vec![0; n];
+            let n = cfg.n() as usize;
+            if vec.cells.len() != n {
+                vec.cells = vec![(0, 0); n];
             }
             vec.base_ns = ts_ns;
             vec.first_ns = ts_ns;
@@ -245,8 +269,9 @@ impl Recorder {
         };
         vec.first_ns = vec.first_ns.min(ts_ns);
         vec.last_ns = vec.last_ns.max(ts_ns);
-        vec.ts[i] = vec.ts[i].wrapping_add(rel);
-        vec.counts[i] = vec.counts[i].wrapping_add(1);
+        let cell = &mut vec.cells[i];
+        cell.0 = cell.0.wrapping_add(rel);
+        cell.1 = cell.1.wrapping_add(1);
         vec.sum += rel as u128;
         vec.packets += 1;
         self.packets += 1;
@@ -280,8 +305,8 @@ impl Recorder {
             packets: c.packets,
             sum: c.sum,
             early: c.early,
-            ts: c.ts,
-            counts: c.counts,
+            ts: c.cells.iter().map(|x| x.0).collect(),
+            counts: c.cells.iter().map(|x| x.1).collect(),
         };
         self.seq += 1;
         self.dumps += 1;
@@ -329,7 +354,7 @@ impl Recorder {
         self.vectors
             .iter()
             .filter(|v| v.packets > 0)
-            .map(|v| super::epoch::encoded_len(b, v.packets, &v.ts, &v.counts))
+            .map(|v| super::epoch::encoded_len_of(b, v.packets, v.cells.iter().copied()))
             .sum()
     }
 }
