@@ -42,6 +42,17 @@
 //! packets — do not cancel: each brings its whole timestamp. The `colate-*` experiments
 //! measure both regimes and the README states which claims hold.
 //!
+//! # owl's raw variant (`colate:mean=raw`)
+//!
+//! Theorem 2 subtracts from the subvector the *expected* share of every other flow,
+//! `m·t_X/(n − m)` — timestamp-sized, so whenever the packets in the two points' queried epochs
+//! differ (other links' traffic, epochs that do not line up) it leaves timestamp-sized noise,
+//! and for a small flow `p̃` (the same estimator on the counts) can be near zero or negative.
+//! [`Estimator::Raw`] takes the subvector as it is: `Σ_j (A_R[j] − A_S[j]) / Σ_j N_S[j]`, the
+//! mean delay of every packet in the flow's counters, kept only when the counters' packet
+//! counts agree at both points (a packet only one point saw makes them differ). The faithful
+//! estimator stays the default; the experiments run both.
+//!
 //! # Intervals (the method contract)
 //!
 //! COLATE coordinates nothing; owl's pipeline gives each method a synopsis per measurement
