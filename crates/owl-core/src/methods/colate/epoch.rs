@@ -192,6 +192,12 @@ impl Epoch {
             return Err(r.invalid(format!("last timestamp {last_ns} before first {first_ns}")));
         }
         let packets = r.u64("packets")?;
+        if bc != count_bits(packets, n) {
+            return Err(r.invalid(format!(
+                "packet counters of {bc} bits, but {packets} packets in {n} counters are stored in {}",
+                count_bits(packets, n)
+            )));
+        }
         let sum = r.u64("sum")? as u128 | (r.u64("sum")? as u128) << 64;
         let early = r.u64("early")?;
         let ts = unpack(&mut r, n, b, |r| r.u64("escaped counter"))?;
@@ -321,6 +327,10 @@ fn unpack(
         out.push((acc as u64) & top);
         acc >>= b;
         have -= b as u32;
+    }
+    // one encoding per epoch: the padding of the last byte is zero
+    if acc != 0 {
+        return Err(r.invalid("non-zero padding after the packed counters"));
     }
     let e = r.u32("escapes")?;
     let need = out.iter().filter(|&&v| v == top).count();
