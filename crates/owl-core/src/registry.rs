@@ -12,7 +12,7 @@
 //! `finecomb::estimate_ideal`).
 
 use crate::method::MethodInfo;
-use crate::{countmin, exact, finecomb, lda, lds, mpe, probe, rda, rli, sample, sds};
+use crate::{colate, countmin, exact, finecomb, lda, lds, mpe, probe, rda, rli, sample, sds};
 
 pub const METHODS: &[&MethodInfo] = &[
     &exact::method::INFO,
@@ -30,6 +30,7 @@ pub const METHODS: &[&MethodInfo] = &[
     &mpe::ONE_PERCENT,
     &countmin::INFO,
     &sample::INFO,
+    &colate::INFO,
 ];
 
 /// The descriptor of `name`.

@@ -970,8 +970,10 @@ fn record_says_what_crosses_the_network() {
 /// ≤ 0.03 % (tolerance 0.5 %); LDS variants ≤ 0.26 % (1 %); LDA ≤ 2.7 % (6 %, with 2 200
 /// effective samples); 144 Hz probes ≤ 2.5 % (260 probes: σ/μ ≈ 0.55, so one sd of the mean is
 /// 3.4 %; tolerance 3 sd = 10 %); RLI ≤ 2.3 % (6 %); MPE at 10 % and 1 % ≤ 3.3 % (8 %); sample
-/// (4 096 uniform samples: one sd of the mean 0.9 %; tolerance 3 sd = 3 %). Count-Min
-/// has no aggregate mean on a lossy pair, and must say why instead of giving one.
+/// (4 096 uniform samples: one sd of the mean 0.9 %; tolerance 3 sd = 3 %). Count-Min and
+/// COLATE have no aggregate mean on a lossy pair (a loss in any flow of a shared counter
+/// spoils its sum), and must say why instead of giving one; their per-flow means are checked
+/// in `perflow_cli.rs`.
 #[test]
 fn every_method_meets_its_accuracy_end_to_end() {
     let tol = |m: &str| -> f64 {
@@ -1019,6 +1021,15 @@ fn every_method_meets_its_accuracy_end_to_end() {
                 assert!(m["mean_ns"].is_null(), "{m}");
                 let notes = m["notes"].to_string();
                 assert!(notes.contains("the mean is meaningless"), "{notes}");
+                continue;
+            }
+            if name == "colate" {
+                assert!(m["mean_ns"].is_null(), "{m}");
+                let notes = m["notes"].to_string();
+                assert!(
+                    notes.contains("no vector holds the same number of packets at both points"),
+                    "{notes}"
+                );
                 continue;
             }
             let err = m["mean_rel_err"]

@@ -15,7 +15,11 @@
 //! simulator keeps its own books ([`SimReport`]): sent, lost, duplicated, reordered (RFC 4737,
 //! computed from its own sending order), and the delays it drew. Those books are what the exact
 //! truth computed from the two captures must agree with.
+//!
+//! More than two points: [`mesh`] spreads one traffic mix over the directed links between
+//! several points (COLATE §6.2.1's triangle), each point seeing its outgoing and incoming links.
 
+pub mod mesh;
 mod path;
 mod trace;
 mod traffic;

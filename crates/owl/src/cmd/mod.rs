@@ -1,7 +1,9 @@
 pub mod agreed;
+pub mod colate;
 pub mod compare;
 pub mod demo;
 pub mod estimate;
 pub mod perflow;
+pub mod query;
 pub mod record;
 pub mod simulate;

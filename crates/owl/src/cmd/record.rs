@@ -31,11 +31,16 @@ If the capture turns out truncated or corrupt half-way, the intervals recorded b
 kept in FILE, and owl exits with status 1 saying so (with --allow-truncated, a capture that merely
 ends inside a record is accepted with a warning).
 
+COLATE records no intervals: with --store FILE, each counter epoch is appended to an SQLite
+epoch store as soon as the point's vector is dumped (durable once written; a crash loses at
+most the epoch being written), under --point NAME; query it later with `owl query`.
+
 Examples:
   owl record --method lda --role sender   S.pcap --interval 1s -o S.owl
   owl record --method lda --role receiver R.pcap --interval 1s -o R.owl
   owl estimate S.owl R.owl
-  tcpdump -i eth0 -w - | owl record --method lda --role sender - --interval 1s -o S.owl";
+  tcpdump -i eth0 -w - | owl record --method lda --role sender - --interval 1s -o S.owl
+  owl record --method colate --store S.db --point s S.pcap";
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum RoleArg {
@@ -49,14 +54,20 @@ pub struct RecordArgs {
     /// Capture of this observation point (pcap or pcapng; a FIFO, or - for standard input).
     pub capture: PathBuf,
     /// Synopsis file to write.
-    #[arg(short, long, value_name = "FILE")]
-    pub output: PathBuf,
+    #[arg(short, long, value_name = "FILE", required_unless_present = "store")]
+    pub output: Option<PathBuf>,
+    /// COLATE epoch store to append to (SQLite; created if missing). Needs --method colate.
+    #[arg(long, value_name = "FILE", conflicts_with = "output")]
+    pub store: Option<PathBuf>,
+    /// Name of this observation point in the store (default: the capture's file name).
+    #[arg(long, value_name = "NAME", requires = "store")]
+    pub point: Option<String>,
     /// Method whose synopsis to record.
     #[arg(long, long_help = methods::help(false))]
     pub method: String,
     /// Which point this capture was taken at.
-    #[arg(long, value_enum)]
-    pub role: RoleArg,
+    #[arg(long, value_enum, required_unless_present = "store")]
+    pub role: Option<RoleArg>,
     #[command(flatten)]
     pub agreed: Agreed,
     /// Timestamp disorder tolerated within the capture before an interval closes.
@@ -119,6 +130,14 @@ impl Out {
 }
 
 pub fn run(a: RecordArgs) -> Result<()> {
+    if let Some(store) = &a.store {
+        return run_store(&a, store);
+    }
+    let output = a
+        .output
+        .clone()
+        .ok_or_else(|| anyhow!("-o FILE is needed"))?;
+    let role = a.role.ok_or_else(|| anyhow!("--role is needed"))?;
     let overrides = a.agreed.overrides()?;
     if let Some(m) = overrides.methods().into_iter().find(|m| *m != a.method) {
         return Err(anyhow!(
@@ -133,7 +152,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
     )?);
     let info = methods::info(&a.method)?;
     let iv = a.agreed.intervals()?;
-    let role = match a.role {
+    let role = match role {
         RoleArg::Sender => Role::Sender,
         RoleArg::Receiver => Role::Receiver,
     };
@@ -150,7 +169,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
         points: Vec::new(),
     };
     let mut out = Out {
-        path: a.output.clone(),
+        path: output.clone(),
         header: header.encode_stream_header(),
         w: None,
         blocks: 0,
@@ -182,7 +201,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
     if let Some(w) = &out.w {
         w.get_ref()
             .sync_all()
-            .with_context(|| format!("{}: cannot write", a.output.display()))?;
+            .with_context(|| format!("{}: cannot write", output.display()))?;
     }
     let c = point.counters();
     match read {
@@ -204,7 +223,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
             }
             say!(
                 "wrote {}: {} synopsis of {} interval(s), {} IP packets, {} ({} of synopses)",
-                a.output.display(),
+                output.display(),
                 header.method,
                 out.blocks,
                 r.stats.ip_packets,
@@ -233,8 +252,89 @@ pub fn run(a: RecordArgs) -> Result<()> {
         // (an error before any interval was recorded has returned above, with no file)
         Err(e) => Err(e.context(format!(
             "{} holds the {} interval(s) recorded before the error",
-            a.output.display(),
+            output.display(),
             out.blocks
         ))),
+    }
+}
+
+/// `--store`: COLATE's epochs into an epoch store, no intervals.
+fn run_store(a: &RecordArgs, path: &std::path::Path) -> Result<()> {
+    if a.method != "colate" {
+        return Err(anyhow!(
+            "--store keeps COLATE counter epochs: use --method colate (got {})",
+            a.method
+        ));
+    }
+    if a.agreed.interval != 0 || a.agreed.origin_ns.is_some() {
+        return Err(anyhow!(
+            "COLATE coordinates no intervals: --interval and --origin-ns do not apply to --store"
+        ));
+    }
+    let overrides = a.agreed.overrides()?;
+    if let Some(m) = overrides.methods().into_iter().find(|m| *m != "colate") {
+        return Err(anyhow!(
+            "--method-config sets {m}, but the method recorded is colate"
+        ));
+    }
+    let cfg = crate::colate::config(&a.agreed.options(), &overrides)?;
+    let name = match &a.point {
+        Some(p) => p.clone(),
+        None => a
+            .capture
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .filter(|s| !s.is_empty() && s != "-")
+            .unwrap_or_else(|| "point".into()),
+    };
+    let store = crate::store::Store::open_or_create(path)?;
+    let pairs: Vec<(String, String)> = cfg
+        .pairs()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    let point = store.point(&name, &pairs, a.agreed.identity_seed)?;
+    let (rec, read) = crate::colate::record_to_store(
+        &a.capture,
+        &store,
+        &point,
+        cfg,
+        a.agreed.identity_seed,
+        a.allow_truncated,
+    )?;
+    let stats = store.stats(&point)?;
+    let summary = format!(
+        "{}#{}: {} epoch(s) appended, {} packets, {} of epochs ({:.4} bits per packet); the point now holds {} epochs of {} packets ({:.4} bits per packet)",
+        path.display(),
+        name,
+        rec.epochs,
+        rec.packets,
+        format_bytes(rec.bytes),
+        rec.bytes as f64 * 8.0 / rec.packets.max(1) as f64,
+        stats.epochs,
+        stats.packets,
+        stats.bits_per_packet()
+    );
+    if rec.early > 0 {
+        eprintln!(
+            "owl: warning: {} packets older than their epoch's first (capture disorder) were recorded at the epoch's base",
+            rec.early
+        );
+    }
+    if rec.overflows > 0 {
+        eprintln!(
+            "owl: warning: {} counter(s) exceeded b bits (kept exactly, in the epoch's escape list)",
+            rec.overflows
+        );
+    }
+    match read {
+        Ok(r) => {
+            if let Some(t) = &r.truncated {
+                eprintln!("owl: warning: {}: {t}", a.capture.display());
+            }
+            println!("{summary}");
+            Ok(())
+        }
+        Err(e) => Err(e.context(format!("{summary}, before the error"))),
     }
 }

@@ -1,0 +1,210 @@
+//! COLATE as an [`owl_core::method::Method`](crate::method::Method): the per-interval
+//! synopsis of a point is its [`Recorder`] over the interval — the epochs dumped during it and,
+//! at its end, the open vectors dumped as one more epoch each (module doc of [`super`]).
+//!
+//! # Payload (`COL1`)
+//!
+//! `"COL1" | u32 k | k × (u32 len, len bytes of one epoch, see [`super::epoch`])`.
+
+use std::sync::Arc;
+
+use crate::method::{
+    Estimate, FlowEstimate, Method, MethodError, MethodInfo, PointSynopsis, Role, downcast,
+    downcast_ref,
+};
+use crate::record::{FlowKey, PacketRecord};
+use crate::wire::{DecodeError, WireReader, WireWriter};
+
+use super::config::Config;
+use super::epoch::Epoch;
+use super::estimate::{Query, aggregate, query};
+use super::vector::{Layout, Recorder};
+
+pub const PAYLOAD_TAG: &[u8; 4] = b"COL1";
+/// Most epochs one payload may list.
+pub const MAX_EPOCHS: u32 = 1 << 20;
+
+impl PointSynopsis for Recorder {
+    fn record(&mut self, rec: &PacketRecord) {
+        Recorder::record(self, rec);
+    }
+    fn record_batch(&mut self, recs: &[PacketRecord]) {
+        Recorder::record_batch(self, recs);
+    }
+    fn encoded_len(&self) -> usize {
+        let sealed: usize = self.sealed().iter().map(|e| 4 + e.encoded_len()).sum();
+        let open = self.open_encoded_len();
+        let open_count = self.open_vectors();
+        8 + sealed + open + 4 * open_count
+    }
+    /// The counter epochs themselves (what a point dumps to its epoch store and a query
+    /// reads), without this file's framing.
+    fn shipped_len(&self) -> Option<u64> {
+        let sealed: usize = self.sealed().iter().map(|e| e.encoded_len()).sum();
+        Some((sealed + self.open_encoded_len()) as u64)
+    }
+    fn encode(&self, out: &mut Vec<u8>) {
+        let epochs = self.snapshot();
+        let mut w = WireWriter::new(out);
+        w.bytes(PAYLOAD_TAG);
+        w.u32(epochs.len() as u32);
+        for e in &epochs {
+            WireWriter::new(out).u32(e.encoded_len() as u32);
+            e.encode(out);
+        }
+    }
+}
+
+/// Decode a `COL1` payload into its epochs.
+pub fn decode_epochs(bytes: &[u8]) -> Result<Vec<Epoch>, DecodeError> {
+    let mut r = WireReader::new(bytes);
+    if r.take(4, "COLATE payload tag")? != PAYLOAD_TAG {
+        return Err(DecodeError::Invalid {
+            offset: 0,
+            what: "not a COLATE payload (tag is not COL1)".into(),
+        });
+    }
+    let k = r.u32("epoch count")?;
+    if k > MAX_EPOCHS {
+        return Err(r.invalid(format!("{k} epochs is more than {MAX_EPOCHS}")));
+    }
+    let mut out = Vec::new();
+    for _ in 0..k {
+        let len = r.u32("epoch length")? as usize;
+        let off = r.offset();
+        let b = r.take(len, "epoch")?;
+        out.push(Epoch::decode(b).map_err(|e| match e {
+            DecodeError::Truncated {
+                offset,
+                what,
+                needed,
+                available,
+            } => DecodeError::Truncated {
+                offset: off + offset,
+                what,
+                needed,
+                available,
+            },
+            DecodeError::Invalid { offset, what } => DecodeError::Invalid {
+                offset: off + offset,
+                what,
+            },
+        })?);
+    }
+    r.finish("COLATE payload")?;
+    Ok(out)
+}
+
+/// COLATE as a method.
+#[derive(Debug)]
+pub struct ColateMethod {
+    layout: Arc<Layout>,
+}
+
+impl ColateMethod {
+    pub fn new(cfg: Config) -> Result<ColateMethod, MethodError> {
+        cfg.validate()?;
+        Ok(ColateMethod {
+            layout: Layout::new(cfg),
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.layout.cfg
+    }
+
+    /// A fresh recorder of this configuration.
+    pub fn recorder(&self) -> Recorder {
+        Recorder::new(self.layout.clone())
+    }
+}
+
+fn epochs_of(p: &dyn PointSynopsis) -> Result<Vec<Epoch>, MethodError> {
+    Ok(downcast_ref::<Recorder>(p, "colate")?.snapshot())
+}
+
+impl Method for ColateMethod {
+    fn name(&self) -> &str {
+        "colate"
+    }
+    fn config(&self) -> Vec<(&'static str, String)> {
+        self.layout.cfg.pairs()
+    }
+    fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
+        Box::new(self.recorder())
+    }
+    fn decode_point(
+        &self,
+        _role: Role,
+        bytes: &[u8],
+    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
+        let epochs = decode_epochs(bytes)?;
+        Ok(Box::new(Recorder::with_epochs(self.layout.clone(), epochs)))
+    }
+    fn estimate(
+        &self,
+        sender: Box<dyn PointSynopsis>,
+        receiver: Box<dyn PointSynopsis>,
+    ) -> Result<Estimate, MethodError> {
+        let s = downcast::<Recorder>(sender, "colate")?.snapshot();
+        let r = downcast::<Recorder>(receiver, "colate")?.snapshot();
+        let mut e = aggregate(&s, &r)?;
+        let stored = |v: &[Epoch]| v.iter().map(|e| e.encoded_len() as u64).sum::<u64>();
+        e.bytes = stored(&s).max(stored(&r));
+        let epochs = |n: usize| format!("{n} epoch{}", if n == 1 { "" } else { "s" });
+        e.notes.push(format!(
+            "{} at the sender, {} at the receiver; per-flow estimates with --per-flow",
+            epochs(s.len()),
+            epochs(r.len())
+        ));
+        Ok(e)
+    }
+    fn estimate_flows(
+        &self,
+        sender: &dyn PointSynopsis,
+        receiver: &dyn PointSynopsis,
+        flows: &[FlowKey],
+    ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
+        let go = || -> Result<Vec<FlowEstimate>, MethodError> {
+            let (s, r) = (epochs_of(sender)?, epochs_of(receiver)?);
+            flows
+                .iter()
+                .map(|f| {
+                    let q = Query {
+                        flow: *f,
+                        from_ns: 0,
+                        to_ns: u64::MAX,
+                        horizon_ns: 0,
+                        gamma: self.layout.cfg.gamma(),
+                        estimator: self.layout.cfg.mean(),
+                    };
+                    let l = query(&s, &r, &q)?;
+                    Ok(FlowEstimate {
+                        mean_ns: l.mean_ns,
+                        std_ns: l.std_ns,
+                        packets: l.packets,
+                        lost: l.lost,
+                    })
+                })
+                .collect()
+        };
+        Some(go())
+    }
+}
+
+/// `colate`: the plan of the medium requirement at 10 MiB, or at `--memory`.
+pub const INFO: MethodInfo = MethodInfo {
+    name: "colate",
+    summary: "COLATE: one shared counter vector per point, epochs, per-flow mean/std by denoising (plan: alpha 0.95, beta 0.05, 10 MiB), per-flow",
+    per_flow: true,
+    crosses: "nothing per interval: each point appends its counter epochs to its own epoch store; a query later reads the epochs of both points that overlap the flow's time range (counted here as the interval's epochs at S)",
+    per_packet: false,
+    build: |o| {
+        let cfg = match o.memory {
+            None => Config::paper_default(o.seed),
+            Some(bytes) => Config::for_level(super::plan::Level::Medium, bytes, o.seed)?,
+        };
+        Ok(Box::new(ColateMethod::new(cfg)?))
+    },
+    from_config: |pairs| Ok(Box::new(ColateMethod::new(Config::from_pairs(pairs, 1)?)?)),
+};
