@@ -647,18 +647,13 @@ pub fn loss(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                 let t = make_trace(sc, seed, l, path)?;
                 ctx.progress.inc(1);
                 let sent: Vec<u64> = t.flows.iter().map(|f| f.sent).collect();
-                let single = |p: f64| {
-                    let mut c = LdsConfig::multi_bank(wide, seed);
-                    c.sampling = vec![p; 4];
-                    c
-                };
-                let mut dense = LdsConfig::multi_bank(wide, seed);
-                dense.selection = Selection::Densest;
+                let single = |p: f64| LdsConfig::multi_bank(wide, seed).with_uniform_sampling(p);
+                let dense = LdsConfig::multi_bank(wide, seed).with_selection(Selection::Densest);
                 let configs = [
                     ("multi-bank", LdsConfig::multi_bank(wide, seed)),
                     ("multi-bank densest", dense),
-                    ("single 5%", single(0.05)),
-                    ("single 100%", single(1.0)),
+                    ("single 5%", single(0.05)?),
+                    ("single 100%", single(1.0)?),
                     (
                         "k=1 (Sec. 5.1)",
                         LdsConfig::single_bank(4, columns(17_500, sc, 1), seed),
@@ -803,12 +798,12 @@ pub fn weights(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             ctx.progress.inc(1);
             let mut panels = Vec::new();
             for &(b, s, g) in &weightings {
-                let mut cfg = LdsConfig::single_bank(4, cols, seed);
+                let cfg = LdsConfig::single_bank(4, cols, seed);
                 let rule = format!(
                     "sport:{}-{}={g},sport:{}-{}={s}",
                     GOLD.0, GOLD.1, SILVER.0, SILVER.1
                 );
-                cfg.weights = rule.parse::<Weights>()?;
+                let cfg = cfg.with_weights(rule.parse::<Weights>()?)?;
                 debug_assert_eq!(b, 1, "bronze is the default weight");
                 let w = score(&t, "weighted", &run_method(&lds("lds", cfg)?, &t)?);
                 ctx.progress.inc(1);
@@ -983,8 +978,7 @@ mod tests {
             let sent: Vec<u64> = t.flows.iter().map(|f| f.sent).collect();
             in_bin(&sent, errs, 1_000, u64::MAX)
         };
-        let mut dense = LdsConfig::multi_bank(wide, 1);
-        dense.selection = Selection::Densest;
+        let dense = LdsConfig::multi_bank(wide, 1).with_selection(Selection::Densest);
         let (clean, lossy) = (
             make_trace(1.0, 1, 0.0, &PAPER_LIKE).unwrap(),
             make_trace(1.0, 1, 0.01, &PAPER_LIKE).unwrap(),

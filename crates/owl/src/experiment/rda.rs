@@ -162,18 +162,9 @@ fn evaluate(iv: &Interval, seed: u64) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     // RDA at 120 000 B: the paper's 2 banks × 2 500 buckets and owl's 3 banks × 1 666; and the
     // late-binding RDA, which takes the bytes it needs
-    let paper = rda::Config {
-        seed,
-        ..rda::Config::paper_fixed()
-    };
-    let owl3 = rda::Config {
-        seed,
-        ..rda::Config::fixed(1666)
-    };
-    let late = rda::Config {
-        seed,
-        ..rda::Config::default()
-    };
+    let paper = rda::Config::paper_fixed().with_seed(seed);
+    let owl3 = rda::Config::fixed(1666).with_seed(seed);
+    let late = rda::Config::default().with_seed(seed);
     type StdVariant = (&'static str, StdEstimator, Pairing);
     let variants: [(&rda::Config, &[StdVariant]); 3] = [
         (
@@ -265,12 +256,7 @@ fn evaluate(iv: &Interval, seed: u64) -> Result<Vec<Row>> {
         ),
     });
     // FineComb, 5 000 buckets, stash of 5 000
-    let fc = finecomb::Config {
-        buckets: 5000,
-        stash: 5000,
-        seed,
-        ..Default::default()
-    };
+    let fc = finecomb::Config::default().with_seed(seed);
     let mut s = finecomb::Synopsis::new(&fc, Role::Sender)?;
     let mut r = finecomb::Synopsis::new(&fc, Role::Receiver)?;
     iv.sender.iter().for_each(|&(i, t)| s.record_packet(i, t));
@@ -287,7 +273,7 @@ fn evaluate(iv: &Interval, seed: u64) -> Result<Vec<Row>> {
             mean_err: rel(o.mean_ns, iv.mean),
             std_err: rel(o.variance.map(|v| v.max(0.0).sqrt()), iv.std),
             samples: o.packets,
-            bytes: fc.buckets as u64 * finecomb::BUCKET_BYTES,
+            bytes: fc.buckets() as u64 * finecomb::BUCKET_BYTES,
             note: format!(
                 "{} usable buckets; {} repaired of {} impaired",
                 o.usable, o.repair.repaired, o.repair.impaired
@@ -516,11 +502,7 @@ fn decode_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                 sizes.push(("RDA, 2 × 2d buckets", 2 * d));
             }
             for (name, m) in sizes {
-                let cfg = rda::Config {
-                    seed,
-                    banks: 2,
-                    ..rda::Config::fixed(m)
-                };
+                let cfg = rda::Config::fixed(m).with_seed(seed).with_banks(2)?;
                 let mut s = rda::Synopsis::new(&cfg, Role::Sender)?;
                 let mut r = rda::Synopsis::new(&cfg, Role::Receiver)?;
                 s_pk.iter().for_each(|&(i, t)| {
@@ -554,13 +536,7 @@ fn decode_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                 ));
             }
             for (name, enumeration) in encs {
-                let fc = finecomb::Config {
-                    buckets: 4000,
-                    stash: d,
-                    seed,
-                    enumeration,
-                    max_subsets: cap,
-                };
+                let fc = finecomb::Config::new(4000, d, seed, enumeration, cap)?;
                 let mut s = finecomb::Synopsis::new(&fc, Role::Sender)?;
                 let mut r = finecomb::Synopsis::new(&fc, Role::Receiver)?;
                 s_pk.iter().for_each(|&(i, t)| s.record_packet(i, t));

@@ -89,17 +89,22 @@ pub struct LateBinding {
 }
 
 /// Everything both points must agree on.
+///
+/// The fields are private: a configuration starts from a preset ([`Config::default`],
+/// [`Config::fixed`], [`Config::paper_fixed`], [`Config::paper_late_binding`]) or from a
+/// synopsis file ([`Config::from_pairs`]), and every change goes through a `with_*` method that
+/// validates, so no `Config` outside this module holds a value [`Config::validate`] refuses.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Config {
     /// Banks `k` (one hash function each; the paper recommends 2, §VIII-B).
-    pub banks: usize,
-    pub sizing: Sizing,
+    banks: usize,
+    sizing: Sizing,
     /// Seed of the hash family (banks, sampling, sketches).
-    pub seed: u64,
+    seed: u64,
     /// Most distinct packets a point caches per interval before sampling (§VIII-B).
-    pub cache_capacity: usize,
-    pub std: StdEstimator,
-    pub pairing: Pairing,
+    cache_capacity: usize,
+    std: StdEstimator,
+    pairing: Pairing,
 }
 
 /// Most retries a late-binding configuration may ask for.
@@ -139,6 +144,65 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Banks `k`.
+    pub fn banks(&self) -> usize {
+        self.banks
+    }
+    /// How each bank is sized.
+    pub fn sizing(&self) -> Sizing {
+        self.sizing
+    }
+    /// Seed of the hash family.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+    /// Most distinct packets a point caches per interval.
+    pub fn cache_capacity(&self) -> usize {
+        self.cache_capacity
+    }
+    /// The std estimator.
+    pub fn std(&self) -> StdEstimator {
+        self.std
+    }
+    /// How Algorithm 2 pairs the collapsed buckets.
+    pub fn pairing(&self) -> Pairing {
+        self.pairing
+    }
+
+    /// The same configuration with another hash seed (any seed is sound).
+    pub fn with_seed(self, seed: u64) -> Config {
+        Config { seed, ..self }
+    }
+    /// The same configuration with `k` banks (a fixed size stays per bank), validated.
+    pub fn with_banks(self, banks: usize) -> Result<Config, MethodError> {
+        let c = Config { banks, ..self };
+        c.validate()?;
+        Ok(c)
+    }
+    /// The same configuration with another sizing, validated.
+    pub fn with_sizing(self, sizing: Sizing) -> Result<Config, MethodError> {
+        let c = Config { sizing, ..self };
+        c.validate()?;
+        Ok(c)
+    }
+    /// The same configuration with another interval cache, validated.
+    pub fn with_cache_capacity(self, cache_capacity: usize) -> Result<Config, MethodError> {
+        let c = Config {
+            cache_capacity,
+            ..self
+        };
+        c.validate()?;
+        Ok(c)
+    }
+    /// The same configuration with another std estimator and pairing.
+    pub fn with_std(self, std: StdEstimator, pairing: Pairing) -> Config {
+        Config {
+            std,
+            pairing,
+            ..self
+        }
+    }
+
     /// A fixed-size RDA of `m` buckets per bank with owl's defaults (k = 3, unbiased std);
     /// `fixed(1666)` holds 4 998 buckets, the §VII storage.
     pub fn fixed(buckets_per_bank: usize) -> Config {
