@@ -40,9 +40,10 @@ fn different_snaplens_identify_on_the_common_bytes() {
     assert_eq!(t["unexpected"], 0, "{t}");
     let c = &j["checks"]["snaplen"];
     assert_eq!(c["status"], "adjusted", "{c}");
-    assert_eq!(c["identified_within"], 100);
+    // both Ethernet: 100 − 14 IP bytes are what both keep
+    assert_eq!(c["identity_bytes"], 86);
     assert_eq!(c["snaplen"], serde_json::json!([128, 100]));
-    assert!(c["cut_to_common"][0].as_u64().unwrap() > 1000, "{c}");
+    assert!(c["identity_cut"][0].as_u64().unwrap() > 1000, "{c}");
     // the same figures as the pair captured alike
     let alike = compare_json(&sp, &rp, &["--methods", "exact"]);
     assert_eq!(t["mean_ns"], alike["truth"]["mean_ns"]);

@@ -116,6 +116,9 @@ pub fn run(a: DemoArgs) -> Result<()> {
         rows: None,
         allow_short_intervals: false,
         no_trim: false,
+        interface: None,
+        sender_interface: None,
+        receiver_interface: None,
     };
     compare::run(args)?;
     if a.keep.is_some() && !a.json {

@@ -8,9 +8,13 @@ use std::sync::Arc;
 use anyhow::{Context, Result, anyhow};
 use clap::{Args, ValueEnum};
 use owl_core::method::{Method, Role};
-use owl_core::pipeline::{NoTimer, PointStream, Synopses};
+use owl_core::pipeline::{ClosedInterval, NoTimer, PointStream};
 use owl_core::units::{format_bytes, parse_duration_u64};
 use owl_core::wire::SynopsisFile;
+
+use owl_trace::dissect::linktype_name;
+use owl_trace::identity::identity_bytes;
+use owl_trace::records::InputStats;
 
 use super::agreed::Agreed;
 use crate::input::read_capture;
@@ -65,6 +69,9 @@ pub struct RecordArgs {
     /// Accept a capture that ends inside a record (measure what is complete).
     #[arg(long)]
     pub allow_truncated: bool,
+    /// Measure only pcapng interface N (numbered from 0 in file order).
+    #[arg(long, value_parser = crate::numbers::u32_arg, value_name = "N")]
+    pub interface: Option<u32>,
 }
 
 /// The output file, written block by block.
@@ -105,13 +112,14 @@ impl Out {
         Ok(())
     }
 
-    fn intervals(&mut self, closed: &mut Vec<(u64, Synopses)>) -> Result<()> {
-        for (i, s) in closed.drain(..) {
-            let mut p = Vec::with_capacity(s[0].encoded_len());
-            s[0].encode(&mut p);
+    fn intervals(&mut self, closed: &mut Vec<ClosedInterval>) -> Result<()> {
+        for c in closed.drain(..) {
+            let s = &c.synopses[0];
+            let mut p = Vec::with_capacity(s.encoded_len());
+            s.encode(&mut p);
             self.payload += p.len() as u64;
-            self.shipped = self.shipped.zip(s[0].shipped_len()).map(|(a, b)| a + b);
-            self.write(&SynopsisFile::encode_stream_block(i, &p))?;
+            self.shipped = self.shipped.zip(s.shipped_len()).map(|(a, b)| a + b);
+            self.write(&SynopsisFile::encode_stream_block(c.index, c.packets, &p))?;
             self.blocks += 1;
         }
         Ok(())
@@ -142,6 +150,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
         role,
         intervals: iv,
         identity_seed: a.agreed.identity_seed,
+        identity_bytes: a.agreed.identity_bytes,
         config: method
             .config()
             .into_iter()
@@ -162,7 +171,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
     let mut closed = Vec::new();
     let read = read_capture(
         &a.capture,
-        a.agreed.identity_seed,
+        &a.agreed.read_options(a.interface),
         a.allow_truncated,
         "capture",
         |batch| {
@@ -194,6 +203,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
                     r.stats.ip_packets
                 );
             }
+            identity_warning(&a, &r.stats);
             for (n, what) in [
                 (c.before_origin, "before --origin-ns"),
                 (c.out_of_order, "out of timestamp order beyond --disorder"),
@@ -236,5 +246,39 @@ pub fn run(a: RecordArgs) -> Result<()> {
             a.output.display(),
             out.blocks
         ))),
+    }
+}
+
+/// Say when the capture's snaplen cut packets shorter than the identity covers: the other point
+/// must then keep exactly the same bytes, or both agree on fewer with --identity-bytes.
+fn identity_warning(a: &RecordArgs, st: &InputStats) {
+    if st.identity_short == 0 {
+        return;
+    }
+    let keeps = st
+        .linktype
+        .and_then(|l| identity_bytes(st.snaplen.unwrap_or(0), l));
+    let name = a.capture.display();
+    let snap = match (st.snaplen, st.linktype) {
+        (Some(n), Some(l)) => format!("snaplen {n}, {}", linktype_name(l)),
+        _ => "its snaplen".into(),
+    };
+    match (a.agreed.identity_bytes, keeps) {
+        (Some(n), Some(k)) if k < n => eprintln!(
+            "owl: warning: {name} keeps {k} IP bytes of a packet ({snap}), fewer than --identity-bytes {n}: {} packets were identified on fewer bytes than a point that keeps {n} will, so they will not match there; record both points with --identity-bytes {k} or less",
+            st.identity_short
+        ),
+        (Some(n), _) => eprintln!(
+            "owl: warning: {name}: {} packets were cut by the snaplen ({snap}) below --identity-bytes {n} (longer link headers: VLAN tags, MPLS labels): they will not match at a point that keeps {n} bytes; a smaller --identity-bytes avoids it",
+            st.identity_short
+        ),
+        (None, k) => eprintln!(
+            "owl: note: {name}: {} packets were cut by the snaplen ({snap}) and are identified on the bytes kept: the other point must keep exactly the same bytes (same snaplen and link header){}",
+            st.identity_short,
+            match k {
+                Some(k) => format!(", or record both points with --identity-bytes {k}"),
+                None => String::new(),
+            }
+        ),
     }
 }
