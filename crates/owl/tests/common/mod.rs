@@ -81,3 +81,56 @@ pub fn recapture(
     }
     w.unwrap().finish().unwrap();
 }
+
+/// Copy Ethernet capture `src` to `dst` as `tcpdump -i any` writes it since libpcap 1.10:
+/// pcapng, link type Linux SLL2 (a 20-byte link header in place of Ethernet's 14), keeping
+/// `snaplen` bytes of each frame.
+pub fn to_sll2(src: &std::path::Path, dst: &std::path::Path, snaplen: u32) {
+    use owl_trace::capture::{CaptureFormat, CaptureReader, CaptureWriter};
+    use owl_trace::dissect::{LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL2};
+    let mut r = CaptureReader::open(src).unwrap();
+    let f = std::io::BufWriter::new(std::fs::File::create(dst).unwrap());
+    let mut w = CaptureWriter::new(f, CaptureFormat::Pcapng, LINKTYPE_LINUX_SLL2, snaplen).unwrap();
+    while let Some(p) = r.next_packet().unwrap() {
+        assert_eq!(p.linktype, LINKTYPE_ETHERNET);
+        // protocol (the EtherType), reserved, ifindex 2, ARPHRD_ETHER, outgoing, 6-byte address
+        let mut f = vec![p.data[12], p.data[13], 0, 0, 0, 0, 0, 2, 0, 1, 4, 6];
+        f.extend_from_slice(&p.data[6..12]);
+        f.extend_from_slice(&[0, 0]);
+        f.extend_from_slice(&p.data[14..]);
+        w.write_packet(p.ts_ns, &f, p.orig_len + 6).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// Merge captures `a` and `b` into one pcapng `dst` with two interfaces, as `dumpcap -i a -i b`
+/// writes: `a`'s packets on interface 0 (nanoseconds), `b`'s on interface 1 with timestamps of
+/// 10^-`exp` s and `snaplen`.
+pub fn two_interfaces(
+    a: &std::path::Path,
+    b: &std::path::Path,
+    dst: &std::path::Path,
+    exp: u8,
+    snaplen: u32,
+) {
+    use owl_trace::capture::{CaptureFormat, CaptureReader, CaptureWriter};
+    let read = |p: &std::path::Path| {
+        let mut r = CaptureReader::open(p).unwrap();
+        let mut v = Vec::new();
+        while let Some(p) = r.next_packet().unwrap() {
+            v.push((p.ts_ns, p.linktype, p.data.to_vec(), p.orig_len));
+        }
+        v
+    };
+    let (a, b) = (read(a), read(b));
+    let f = std::io::BufWriter::new(std::fs::File::create(dst).unwrap());
+    let mut w = CaptureWriter::new(f, CaptureFormat::Pcapng, a[0].1, 0).unwrap();
+    w.add_interface(b[0].1, snaplen, exp).unwrap();
+    let mut all: Vec<(u32, &(u64, u32, Vec<u8>, u32))> = a.iter().map(|p| (0, p)).collect();
+    all.extend(b.iter().map(|p| (1, p)));
+    all.sort_by_key(|(_, p)| p.0);
+    for (iface, (ts, _, data, len)) in all {
+        w.write_packet_on(iface, *ts, data, *len).unwrap();
+    }
+    w.finish().unwrap();
+}
