@@ -114,23 +114,36 @@ pub fn two_interfaces(
     snaplen: u32,
 ) {
     use owl_trace::capture::{CaptureFormat, CaptureReader, CaptureWriter};
-    let read = |p: &std::path::Path| {
+    struct Frame {
+        iface: u32,
+        ts: u64,
+        linktype: u32,
+        data: Vec<u8>,
+        len: u32,
+    }
+    let read = |p: &std::path::Path, iface| {
         let mut r = CaptureReader::open(p).unwrap();
         let mut v = Vec::new();
         while let Some(p) = r.next_packet().unwrap() {
-            v.push((p.ts_ns, p.linktype, p.data.to_vec(), p.orig_len));
+            let (ts, linktype, data, len) = (p.ts_ns, p.linktype, p.data.to_vec(), p.orig_len);
+            v.push(Frame {
+                iface,
+                ts,
+                linktype,
+                data,
+                len,
+            });
         }
         v
     };
-    let (a, b) = (read(a), read(b));
+    let (mut all, b) = (read(a, 0), read(b, 1));
     let f = std::io::BufWriter::new(std::fs::File::create(dst).unwrap());
-    let mut w = CaptureWriter::new(f, CaptureFormat::Pcapng, a[0].1, 0).unwrap();
-    w.add_interface(b[0].1, snaplen, exp).unwrap();
-    let mut all: Vec<(u32, &(u64, u32, Vec<u8>, u32))> = a.iter().map(|p| (0, p)).collect();
-    all.extend(b.iter().map(|p| (1, p)));
-    all.sort_by_key(|(_, p)| p.0);
-    for (iface, (ts, _, data, len)) in all {
-        w.write_packet_on(iface, *ts, data, *len).unwrap();
+    let mut w = CaptureWriter::new(f, CaptureFormat::Pcapng, all[0].linktype, 0).unwrap();
+    w.add_interface(b[0].linktype, snaplen, exp).unwrap();
+    all.extend(b);
+    all.sort_by_key(|f| f.ts);
+    for f in all {
+        w.write_packet_on(f.iface, f.ts, &f.data, f.len).unwrap();
     }
     w.finish().unwrap();
 }
