@@ -965,6 +965,21 @@ fn unlike_interfaces_are_refused_and_one_is_selected() {
         &["compare", s(&both), s(&rp), "--interface", "7"],
         "no interface 7",
     );
+    // simulate --from: the same (the interfaces differ in timestamp resolution)
+    let out = dir.path().join("sim");
+    fails(
+        &["simulate", "--from", s(&both), "--out", s(&out)],
+        "--interface N",
+    );
+    ok(&[
+        "simulate",
+        "--from",
+        s(&both),
+        "--interface",
+        "0",
+        "--out",
+        s(&out),
+    ]);
     // alike interfaces (both at nanoseconds, same snaplen) are one stream, and the checks say so
     let alike = dir.path().join("alike.pcapng");
     two_interfaces(&sp, &sp, &alike, 9, 262_144);

@@ -83,10 +83,20 @@ Intervals:
   deployment, and the JSON gets a per-interval breakdown.
 
 Checks:
-  The text starts with a checks block, the JSON has a checks object: snaplen (captures with
-  different snaplens are identified on the bytes both hold), spans (when each capture ran),
-  trimmed (a lead-in or lead-out only one capture has is not loss: it is trimmed and counted;
-  --no-trim keeps it), late, invalid records, clock (negative delays, the same capture twice).
+  The text starts with a checks block, the JSON has a checks object: snaplen (captures that
+  keep different numbers of IP bytes of a long packet, by snaplen or link header, e.g.
+  Ethernet at 128 bytes and Linux SLL2 at 100, are identified on the IP bytes both keep, 80
+  here; --identity-bytes N sets the number), spans (when each capture ran), trimmed (a lead-in
+  or lead-out only one capture has is not loss: it is trimmed for the truth and the methods
+  alike, and counted; --no-trim keeps it), late, invalid records, clock (negative delays, the
+  same capture twice).
+
+Interfaces:
+  The interfaces of a pcapng file are measured as one stream only when they are alike (link
+  type, snaplen, timestamp resolution); otherwise compare stops naming both: pick one with
+  --interface N (both captures), --sender-interface N or --receiver-interface N (numbered from
+  0 in file order, as `tshark -D` lists a dumpcap capture's). Interfaces of link types owl
+  cannot read are counted and skipped.
 
 Per flow (--per-flow):
   Truth per flow is the exact match over the whole capture. Every method with per-flow
@@ -111,7 +121,8 @@ Examples:
   owl compare sender.pcap receiver.pcap
   owl compare S.pcapng R.pcapng --interval 100ms --json | jq '.intervals[].truth.mean_ns'
   owl compare S.pcap R.pcap --per-flow --top 20
-  owl compare S.pcap R.pcap --unmatched debug/ --delays delays.csv";
+  owl compare S.pcap R.pcap --unmatched debug/ --delays delays.csv
+  owl compare both.pcapng R.pcap --sender-interface 1";
 
 #[derive(Args, Clone, Debug)]
 #[command(after_help = AFTER_HELP.replace("{PER_FLOW}", &methods::per_flow_names()))]

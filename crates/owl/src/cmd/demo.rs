@@ -58,6 +58,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         ipv6: 0.2,
         udp: 0.3,
         from: None,
+        interface: None,
         delay: "weibull-mean:10us:0.7".into(),
         class_delay: None,
         class_fraction: 0.5,

@@ -19,8 +19,12 @@ use crate::report::{
 #[derive(Args, Clone, Debug)]
 #[command(
     after_help = "The files come from `owl record` at each point. A pair recorded with \
-different methods, configurations, intervals or identity seeds is refused with the name of the \
-field that differs. An interval only one point recorded is estimated against an empty synopsis \
+different methods, configurations, intervals, identity seeds or identity bytes is refused with \
+the name of the field that differs and both values. Each interval shows the packets S sent and \
+R received in it (each point's packet counter, recorded with its synopsis) and the loss rate \
+(sent - received) / sent: packets in flight at a boundary count in S's interval and in R's \
+next one, so a single interval can show a negative rate; over the run it is the loss (less R's \
+duplicates). lost is the method's own estimate, where it gives one. An interval only one point recorded is estimated against an empty synopsis \
 of the other (everything lost, or everything unexpected), unless it comes before the other \
 point's first interval or after its last: that point was not recording, and such a lead-in or \
 lead-out is left out and counted (--no-trim estimates it). A negative mean delay in most \

@@ -22,8 +22,21 @@ use crate::methods;
 
 const AFTER_HELP: &str = "Each observation point records its own capture; only the synopsis
 files meet (`owl estimate SENDER_FILE RECEIVER_FILE`). Both points must use the same method,
-configuration (--memory, --seed), --interval, --origin-ns and --identity-seed: estimate refuses a
-pair that differs and names the field.
+configuration (--memory, --seed), --interval, --origin-ns, --identity-seed and --identity-bytes:
+estimate refuses a pair that differs and names the field.
+
+Identity bytes: a packet is identified by a hash of its bytes from the IP header on, as far as
+the capture kept them. If the two points keep different numbers (another snaplen, or another
+link header: Ethernet 14 bytes, Linux SLL2 20), pass both --identity-bytes N with N what the
+point that keeps less has: snaplen minus link header (tcpdump -s 128 on Ethernet: 114). record
+warns when its capture cut packets below N, and says when packets were cut with no N given.
+
+Each interval's block also holds the number of packets the point took in it: estimate reports
+them as sent and received.
+
+A pcapng file with several interfaces is recorded as one stream only if they are alike (link
+type, snaplen, timestamp resolution); otherwise record stops naming them: --interface N picks
+one.
 
 Streaming: each interval is appended to FILE as soon as the capture has passed its end (plus
 --disorder), and freed, so memory holds one or two intervals whatever the capture's length, and
@@ -39,7 +52,8 @@ Examples:
   owl record --method lda --role sender   S.pcap --interval 1s -o S.owl
   owl record --method lda --role receiver R.pcap --interval 1s -o R.owl
   owl estimate S.owl R.owl
-  tcpdump -i eth0 -w - | owl record --method lda --role sender - --interval 1s -o S.owl";
+  tcpdump -i eth0 -w - | owl record --method lda --role sender - --interval 1s -o S.owl
+  owl record --method lda --role receiver any.pcapng --identity-bytes 80 -o R.owl";
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum RoleArg {
