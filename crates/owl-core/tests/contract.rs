@@ -208,6 +208,7 @@ fn a_method_defined_outside_the_crate_follows_the_contract() {
             role,
             intervals: Intervals::aligned(0),
             identity_seed: 0,
+            identity_bytes: None,
             config: ours
                 .config()
                 .into_iter()

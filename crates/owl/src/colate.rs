@@ -48,7 +48,7 @@ pub fn record_to_store(
     store: &Store,
     point: &Point,
     cfg: Config,
-    identity_seed: u64,
+    options: &owl_trace::records::ReadOptions,
     allow_truncated: bool,
 ) -> Result<(Recorded, Result<crate::input::Read>)> {
     let mut rec = Recorder::new(Layout::new(cfg));
@@ -64,18 +64,12 @@ pub fn record_to_store(
         }
         Ok(())
     };
-    let read = read_capture(
-        capture,
-        identity_seed,
-        allow_truncated,
-        "capture",
-        |batch| {
-            for r in batch {
-                rec.record(r);
-            }
-            flush(&mut rec, &mut out)
-        },
-    );
+    let read = read_capture(capture, options, allow_truncated, "capture", |batch| {
+        for r in batch {
+            rec.record(r);
+        }
+        flush(&mut rec, &mut out)
+    });
     rec.dump_open();
     flush(&mut rec, &mut out)?;
     Ok((out, read))

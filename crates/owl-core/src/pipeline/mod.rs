@@ -33,7 +33,7 @@ use crate::interval::Intervals;
 use crate::method::{Estimate, Method, MethodError, PointSynopsis, Role};
 use crate::record::PacketRecord;
 
-pub use point::{PointCounters, PointStream, Synopses};
+pub use point::{ClosedInterval, PointCounters, PointStream, Synopses};
 pub use truth::{StreamTruth, StreamingTruth, TruthConfig};
 
 /// Charges the work of method `k` to it (a wall clock in the command line; nothing in tests).
@@ -119,7 +119,7 @@ pub struct PairPipeline {
     /// Truth closed, waiting for the estimates.
     truths: BTreeMap<u64, IntervalTruth>,
     ready: VecDeque<IntervalOutcome>,
-    closed: Vec<(u64, Synopses)>,
+    closed: Vec<ClosedInterval>,
     /// Most intervals held at once in `waiting` + `estimated` + `truths` (for reports).
     pub peak_held: usize,
 }
@@ -203,8 +203,8 @@ impl PairPipeline {
 
     fn collect(&mut self, role: Role, timer: &mut dyn Timer, hook: &mut dyn PairHook) {
         let side = role as usize;
-        for (i, s) in std::mem::take(&mut self.closed) {
-            self.waiting.entry(i).or_insert([None, None])[side] = Some(s);
+        for c in std::mem::take(&mut self.closed) {
+            self.waiting.entry(c.index).or_insert([None, None])[side] = Some(c.synopses);
         }
         // a pair is complete once both points closed it (an empty side gets fresh synopses)
         let below = self.points[0]

@@ -254,8 +254,9 @@ impl Default for PathConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub enum TrafficSource {
     Synthetic(TrafficConfig),
-    /// A real capture (its IP packets and timestamps).
-    Capture(PathBuf),
+    /// A real capture (its IP packets and timestamps), and the pcapng interface to take them
+    /// from (`None`: every interface, which must then be alike).
+    Capture(PathBuf, Option<u32>),
 }
 
 /// A whole simulation.
@@ -476,7 +477,7 @@ impl Simulation {
         cfg.validate()?;
         let source = match &cfg.traffic {
             TrafficSource::Synthetic(t) => Source::Synthetic(Synthetic::generate(t, cfg.seed)?),
-            TrafficSource::Capture(p) => Source::Trace(TraceSource::load(p)?),
+            TrafficSource::Capture(p, i) => Source::Trace(TraceSource::load(p, *i)?),
         };
         let n = source.len();
         let p = &cfg.path;

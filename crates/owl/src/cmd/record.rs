@@ -8,9 +8,13 @@ use std::sync::Arc;
 use anyhow::{Context, Result, anyhow};
 use clap::{Args, ValueEnum};
 use owl_core::method::{Method, Role};
-use owl_core::pipeline::{NoTimer, PointStream, Synopses};
+use owl_core::pipeline::{ClosedInterval, NoTimer, PointStream};
 use owl_core::units::{format_bytes, parse_duration_u64};
 use owl_core::wire::SynopsisFile;
+
+use owl_trace::dissect::linktype_name;
+use owl_trace::identity::identity_bytes;
+use owl_trace::records::InputStats;
 
 use super::agreed::Agreed;
 use crate::input::read_capture;
@@ -18,8 +22,21 @@ use crate::methods;
 
 const AFTER_HELP: &str = "Each observation point records its own capture; only the synopsis
 files meet (`owl estimate SENDER_FILE RECEIVER_FILE`). Both points must use the same method,
-configuration (--memory, --seed), --interval, --origin-ns and --identity-seed: estimate refuses a
-pair that differs and names the field.
+configuration (--memory, --seed), --interval, --origin-ns, --identity-seed and --identity-bytes:
+estimate refuses a pair that differs and names the field.
+
+Identity bytes: a packet is identified by a hash of its bytes from the IP header on, as far as
+the capture kept them. If the two points keep different numbers (another snaplen, or another
+link header: Ethernet 14 bytes, Linux SLL2 20), pass both --identity-bytes N with N what the
+point that keeps less has: snaplen minus link header (tcpdump -s 128 on Ethernet: 114). record
+warns when its capture cut packets below N, and says when packets were cut with no N given.
+
+Each interval's block also holds the number of packets the point took in it: estimate reports
+them as sent and received.
+
+A pcapng file with several interfaces is recorded as one stream only if they are alike (link
+type, snaplen, timestamp resolution); otherwise record stops naming them: --interface N picks
+one.
 
 Streaming: each interval is appended to FILE as soon as the capture has passed its end (plus
 --disorder), and freed, so memory holds one or two intervals whatever the capture's length, and
@@ -40,6 +57,7 @@ Examples:
   owl record --method lda --role receiver R.pcap --interval 1s -o R.owl
   owl estimate S.owl R.owl
   tcpdump -i eth0 -w - | owl record --method lda --role sender - --interval 1s -o S.owl
+  owl record --method lda --role receiver any.pcapng --identity-bytes 80 -o R.owl
   owl record --method colate --store S.db --point s S.pcap";
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -76,6 +94,9 @@ pub struct RecordArgs {
     /// Accept a capture that ends inside a record (measure what is complete).
     #[arg(long)]
     pub allow_truncated: bool,
+    /// Measure only pcapng interface N (numbered from 0 in file order).
+    #[arg(long, value_parser = crate::numbers::u32_arg, value_name = "N")]
+    pub interface: Option<u32>,
 }
 
 /// The output file, written block by block.
@@ -116,13 +137,14 @@ impl Out {
         Ok(())
     }
 
-    fn intervals(&mut self, closed: &mut Vec<(u64, Synopses)>) -> Result<()> {
-        for (i, s) in closed.drain(..) {
-            let mut p = Vec::with_capacity(s[0].encoded_len());
-            s[0].encode(&mut p);
+    fn intervals(&mut self, closed: &mut Vec<ClosedInterval>) -> Result<()> {
+        for c in closed.drain(..) {
+            let s = &c.synopses[0];
+            let mut p = Vec::with_capacity(s.encoded_len());
+            s.encode(&mut p);
             self.payload += p.len() as u64;
-            self.shipped = self.shipped.zip(s[0].shipped_len()).map(|(a, b)| a + b);
-            self.write(&SynopsisFile::encode_stream_block(i, &p))?;
+            self.shipped = self.shipped.zip(s.shipped_len()).map(|(a, b)| a + b);
+            self.write(&SynopsisFile::encode_stream_block(c.index, c.packets, &p))?;
             self.blocks += 1;
         }
         Ok(())
@@ -161,6 +183,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
         role,
         intervals: iv,
         identity_seed: a.agreed.identity_seed,
+        identity_bytes: a.agreed.identity_bytes,
         config: method
             .config()
             .into_iter()
@@ -181,7 +204,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
     let mut closed = Vec::new();
     let read = read_capture(
         &a.capture,
-        a.agreed.identity_seed,
+        &a.agreed.read_options(a.interface),
         a.allow_truncated,
         "capture",
         |batch| {
@@ -213,6 +236,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
                     r.stats.ip_packets
                 );
             }
+            identity_warning(&a, &r.stats);
             for (n, what) in [
                 (c.before_origin, "before --origin-ns"),
                 (c.out_of_order, "out of timestamp order beyond --disorder"),
@@ -299,7 +323,7 @@ fn run_store(a: &RecordArgs, path: &std::path::Path) -> Result<()> {
         &store,
         &point,
         cfg,
-        a.agreed.identity_seed,
+        &a.agreed.read_options(a.interface),
         a.allow_truncated,
     )?;
     let stats = store.stats(&point)?;
@@ -336,5 +360,39 @@ fn run_store(a: &RecordArgs, path: &std::path::Path) -> Result<()> {
             Ok(())
         }
         Err(e) => Err(e.context(format!("{summary}, before the error"))),
+    }
+}
+
+/// Say when the capture's snaplen cut packets shorter than the identity covers: the other point
+/// must then keep exactly the same bytes, or both agree on fewer with --identity-bytes.
+fn identity_warning(a: &RecordArgs, st: &InputStats) {
+    if st.identity_short == 0 {
+        return;
+    }
+    let keeps = st
+        .linktype
+        .and_then(|l| identity_bytes(st.snaplen.unwrap_or(0), l));
+    let name = a.capture.display();
+    let snap = match (st.snaplen, st.linktype) {
+        (Some(n), Some(l)) => format!("snaplen {n}, {}", linktype_name(l)),
+        _ => "its snaplen".into(),
+    };
+    match (a.agreed.identity_bytes, keeps) {
+        (Some(n), Some(k)) if k < n => eprintln!(
+            "owl: warning: {name} keeps {k} IP bytes of a packet ({snap}), fewer than --identity-bytes {n}: {} packets were identified on fewer bytes than a point that keeps {n} will, so they will not match there; record both points with --identity-bytes {k} or less",
+            st.identity_short
+        ),
+        (Some(n), _) => eprintln!(
+            "owl: warning: {name}: {} packets were cut by the snaplen ({snap}) below --identity-bytes {n} (longer link headers: VLAN tags, MPLS labels): they will not match at a point that keeps {n} bytes; a smaller --identity-bytes avoids it",
+            st.identity_short
+        ),
+        (None, k) => eprintln!(
+            "owl: note: {name}: {} packets were cut by the snaplen ({snap}) and are identified on the bytes kept: the other point must keep exactly the same bytes (same snaplen and link header){}",
+            st.identity_short,
+            match k {
+                Some(k) => format!(", or record both points with --identity-bytes {k}"),
+                None => String::new(),
+            }
+        ),
     }
 }
