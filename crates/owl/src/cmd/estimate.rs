@@ -288,8 +288,15 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     }
     let overall = combiner.combined();
     if tally.negative * 2 > tally.negative + tally.positive && !a.allow_negative_delay {
+        // two points that cut long packets at different bytes give them different identities,
+        // which can look like anything; the files cannot tell (their snaplens are not stored)
+        let or_cut = if header.identity_bytes.is_none() {
+            "; or did the two points keep different bytes of long packets (different snaplens or link headers: `owl record` printed a note) without an agreed --identity-bytes?"
+        } else {
+            "?"
+        };
         bail!(
-            "the {} delay is negative in {} of {} intervals (overall {}): were the files recorded with their roles swapped (--role sender at the receiver point)? (pass --allow-negative-delay if R's clock is known to lag S's)",
+            "the {} delay is negative in {} of {} intervals (overall {}): were the files recorded with their roles swapped (--role sender at the receiver point){or_cut} (pass --allow-negative-delay if R's clock is known to lag S's)",
             header.method,
             tally.negative,
             tally.negative + tally.positive,
