@@ -379,6 +379,32 @@ fn tcpdump_reads_simulated_captures() {
     }
 }
 
+/// A pair recorded without `--interval` is one interval over the whole capture: its row says
+/// so instead of showing time 0 as a 1970 date.
+#[test]
+fn estimate_of_a_whole_capture_shows_no_1970_date() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = simulate(dir.path(), &[]);
+    let (so, ro) = (dir.path().join("S.owl"), dir.path().join("R.owl"));
+    for (cap, out, role) in [(&s, &so, "sender"), (&r, &ro, "receiver")] {
+        ok(&[
+            "record",
+            "--method",
+            "lda",
+            "--role",
+            role,
+            cap.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+    }
+    let text = ok(&["estimate", so.to_str().unwrap(), ro.to_str().unwrap()]);
+    assert!(
+        text.contains("whole capture") && !text.contains("1970"),
+        "{text}"
+    );
+}
+
 /// `owl record` at each point and `owl estimate` where the files meet give the same numbers as
 /// `owl compare` on the two captures.
 #[test]

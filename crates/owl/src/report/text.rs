@@ -468,7 +468,12 @@ pub fn estimate_head(out: &mut impl Write, method: &str) -> Result<()> {
 /// One interval of `owl estimate`, with its confidence intervals and notes.
 pub fn estimate_interval(out: &mut impl Write, it: &EstimateInterval) -> Result<()> {
     let e = &it.estimate;
-    let start = super::checks::format_utc(it.start_ns);
+    // a file recorded without --interval is one interval from time 0: no date to show
+    let start = if it.start_ns == 0 {
+        "whole capture".to_string()
+    } else {
+        super::checks::format_utc(it.start_ns)
+    };
     estimate_row(out, &it.index.to_string(), &start, &it.packets, e)?;
     if let Some([lo, hi]) = e.mean_ci98_ns {
         writeln!(
