@@ -72,6 +72,8 @@ enum Command {
     Estimate(cmd::estimate::EstimateArgs),
     /// Regenerate a paper's evaluation on simulated traces (CSV + PNG).
     Experiment(experiment::ExperimentArgs),
+    /// Make the shared key of a live deployment (agents and collector).
+    Keygen(cmd::keygen::KeygenArgs),
 }
 
 /// The command line, with every option that takes a value accepting one that starts with `-`,
@@ -174,6 +176,7 @@ fn main() -> ExitCode {
         Command::Record(a) => cmd::record::run(a),
         Command::Estimate(a) => cmd::estimate::run(a),
         Command::Experiment(a) => experiment::run(a),
+        Command::Keygen(a) => cmd::keygen::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
