@@ -85,10 +85,11 @@ impl Key {
         use std::io::Read;
         let what = path.display().to_string();
         let f = std::fs::File::open(path).map_err(|e| KeyError::Io(what.clone(), e))?;
-        let mut text = String::new();
+        let mut bytes = Vec::new();
         f.take(4096)
-            .read_to_string(&mut text)
+            .read_to_end(&mut bytes)
             .map_err(|e| KeyError::Io(what.clone(), e))?;
+        let text = String::from_utf8(bytes).map_err(|_| KeyError::Format(what.clone()))?;
         Key::parse(&text, &what)
     }
 

@@ -8,6 +8,10 @@
 //! | frames: length-prefixed, versioned, capped, HMAC-SHA256 per frame, sequence numbers | [`frame`] |
 //! | the handshake: a session key from the pre-shared key and two nonces; refusals | [`link`] |
 //! | the configuration both agents must agree on, and the field that differs | [`config`] |
+//! | the agents' messages (synopses, RDA's exchange, results, flow control) | [`protocol`] |
+//! | the receiver's join of both points' intervals: estimate, lead-in/out, missing | [`join`] |
+//! | a point's capture cut into intervals, handed to the exchange (bounded; waits or drops) | [`capture`] |
+//! | the sender and receiver agents | [`agent`] |
 //!
 //! # Why HMAC-SHA256 with a pre-shared key, not TLS
 //!
@@ -25,7 +29,11 @@
 //! This crate reads sockets and clocks; the measurement itself stays in `owl_core`
 //! (synopses, estimators) and `owl_trace` (captures).
 
+pub mod agent;
+pub mod capture;
 pub mod config;
 pub mod frame;
+pub mod join;
 pub mod key;
 pub mod link;
+pub mod protocol;

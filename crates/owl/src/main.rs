@@ -72,6 +72,8 @@ enum Command {
     Estimate(cmd::estimate::EstimateArgs),
     /// Regenerate a paper's evaluation on simulated traces (CSV + PNG).
     Experiment(experiment::ExperimentArgs),
+    /// One observation point of a live measurement: exchange per-interval synopses with the other.
+    Agent(cmd::agent::AgentArgs),
     /// Make the shared key of a live deployment (agents and collector).
     Keygen(cmd::keygen::KeygenArgs),
 }
@@ -176,6 +178,7 @@ fn main() -> ExitCode {
         Command::Record(a) => cmd::record::run(a),
         Command::Estimate(a) => cmd::estimate::run(a),
         Command::Experiment(a) => experiment::run(a),
+        Command::Agent(a) => cmd::agent::run(a),
         Command::Keygen(a) => cmd::keygen::run(a),
     };
     match result {

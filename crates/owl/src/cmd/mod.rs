@@ -1,3 +1,4 @@
+pub mod agent;
 pub mod agreed;
 pub mod compare;
 pub mod demo;
