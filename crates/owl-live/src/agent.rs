@@ -35,7 +35,7 @@ use owl_core::rda::Synopsis as RdaSynopsis;
 use owl_core::rda::session::{Decoder, Message, Responder, Step};
 use serde::Serialize;
 
-use crate::capture::{self, CaptureOptions, CaptureSummary, Handoff, Speed};
+use crate::capture::{self, CaptureOptions, CaptureSummary, Closed, Handoff, Speed};
 use crate::config::AgentConfig;
 use crate::frame::{HEADER_BYTES, MAX_FRAME, TAG_BYTES};
 use crate::join::{Held, Join, RECEIVER, SENDER, Verdict};
@@ -234,7 +234,7 @@ struct SenderState {
     rda: Vec<Option<owl_core::rda::Config>>,
     window: usize,
     /// Closed intervals not yet announced (`None`: dropped).
-    backlog: VecDeque<(u64, Option<Synopses>)>,
+    backlog: VecDeque<Closed>,
     /// Announced and not released: (interval, whether it holds a hand-off slot).
     announced: VecDeque<(u64, bool)>,
     /// RDA synopses of announced intervals, by method, until R starts their exchange.
@@ -252,16 +252,18 @@ impl SenderState {
     /// Announce what the window allows, then where S's stream is.
     fn pump(&mut self, w: &mut LinkWriter) -> Result<(), AgentError> {
         while self.announced.len() < self.window {
-            let Some((k, syn)) = self.backlog.pop_front() else {
+            let Some(c) = self.backlog.pop_front() else {
                 break;
             };
-            let slot = syn.is_some();
-            match syn {
+            let (k, packets) = (c.index, c.packets);
+            let slot = c.synopses.is_some();
+            match c.synopses {
                 None => send(
                     w,
                     &Msg::Have {
                         interval: k,
                         dropped: true,
+                        packets,
                     },
                 )?,
                 Some(syn) => {
@@ -300,6 +302,7 @@ impl SenderState {
                         &Msg::Have {
                             interval: k,
                             dropped: false,
+                            packets,
                         },
                     )?;
                 }
@@ -307,7 +310,7 @@ impl SenderState {
             self.announced.push_back((k, slot));
         }
         let below = match self.backlog.front() {
-            Some((k, _)) => self.capture_below.min(*k),
+            Some(c) => self.capture_below.min(c.index),
             None => self.capture_below,
         };
         if self.capture_done.is_some() && self.backlog.is_empty() {
@@ -440,6 +443,18 @@ fn send_result(
     )
 }
 
+/// What became of an interval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Estimated by every method (each may still report an error).
+    Estimated,
+    /// A point recorded it but could not keep it: no estimate.
+    Missing,
+    /// Only one point recorded it, before the other started or after it stopped.
+    LeftOut,
+}
+
 /// One interval's result as R writes it (one JSON line).
 #[derive(Clone, Debug, Serialize)]
 pub struct IntervalLine {
@@ -447,12 +462,27 @@ pub struct IntervalLine {
     pub kind: &'static str,
     pub index: u64,
     pub start_ns: u64,
-    /// One per method, in the agents' order (absent when the interval is missing).
+    pub status: Status,
+    /// Why it is missing or left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Packets S and R recorded in the interval.
+    pub sent: u64,
+    pub received: u64,
+    /// One per method, in the agents' order (estimated intervals only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub methods: Vec<MethodResult>,
-    /// Why the interval has no result.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub missing: Option<String>,
+}
+
+/// Intervals `[from, to)` in which neither point recorded a packet (between two written
+/// intervals: every index is accounted for).
+#[derive(Clone, Debug, Serialize)]
+pub struct QuietLine {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub from: u64,
+    pub to: u64,
+    pub start_ns: u64,
 }
 
 /// One method's result for one interval.
@@ -464,6 +494,9 @@ pub struct MethodResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
+
+/// Where the receiver's lines also go (the collector's queue).
+pub type LineSink = Box<dyn FnMut(&str) + Send>;
 
 /// What the receiver did, written as the last line.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -485,6 +518,7 @@ pub struct ReceiverSummary {
 /// An interval being estimated (RDA's exchanges in flight).
 struct Work {
     start_ns: u64,
+    packets: [u64; 2],
     results: Vec<Option<Result<Estimate, String>>>,
     responders: Vec<Option<Responder<Box<RdaSynopsis>>>>,
 }
@@ -495,6 +529,7 @@ pub fn run_receiver(
     o: AgentOptions,
     listener: TcpListener,
     out: &mut dyn Write,
+    sink: Option<LineSink>,
 ) -> Result<ReceiverSummary, AgentError> {
     let cfg = AgentConfig::of(&o.methods, o.intervals, o.identity_seed);
     let links = spawn_acceptor(
@@ -514,11 +549,14 @@ pub fn run_receiver(
         window: o.queue.max(1),
         join: Join::new(),
         local: BTreeMap::new(),
+        packets: BTreeMap::new(),
         remote: BTreeMap::new(),
         remote_results: BTreeMap::new(),
         outstanding: VecDeque::new(),
         work: BTreeMap::new(),
         lines: BTreeMap::new(),
+        written: None,
+        sink,
         released: 0,
         summary: ReceiverSummary {
             kind: "summary",
@@ -533,8 +571,10 @@ pub fn run_receiver(
         select! {
             recv(wake) -> _ => {
                 let t = handoff.take();
-                for (k, syn) in t.closed {
-                    match syn {
+                for c in t.closed {
+                    let k = c.index;
+                    r.packets.entry(k).or_default()[RECEIVER] = c.packets;
+                    match c.synopses {
                         Some(s) => {
                             r.join.have(RECEIVER, k, Held::Data).map_err(AgentError::Capture)?;
                             r.local.insert(k, s);
@@ -664,6 +704,8 @@ struct ReceiverState {
     join: Join,
     /// R's closed intervals with packets, until decided.
     local: BTreeMap<u64, Synopses>,
+    /// Packets each point recorded in an interval, until decided.
+    packets: BTreeMap<u64, [u64; 2]>,
     /// S's payloads by interval and method, until decided.
     remote: BTreeMap<u64, Vec<Option<Vec<u8>>>>,
     /// S's results for one-way methods it could not send (too large), until decided.
@@ -672,8 +714,12 @@ struct ReceiverState {
     outstanding: VecDeque<u64>,
     /// Intervals decided and being estimated, in order.
     work: BTreeMap<u64, Work>,
-    /// Intervals decided and finished, waiting to be written in order (`None`: left out).
-    lines: BTreeMap<u64, Option<IntervalLine>>,
+    /// Intervals decided and finished, waiting to be written in order.
+    lines: BTreeMap<u64, IntervalLine>,
+    /// The last interval written.
+    written: Option<u64>,
+    /// Where each written line also goes (the collector).
+    sink: Option<LineSink>,
     released: u64,
     summary: ReceiverSummary,
     handoff: Arc<Handoff>,
@@ -705,7 +751,11 @@ impl ReceiverState {
                     .or_insert_with(|| vec![None; self.methods.len()]);
                 v[method as usize] = Some(payload);
             }
-            Msg::Have { interval, dropped } => {
+            Msg::Have {
+                interval,
+                dropped,
+                packets,
+            } => {
                 if self.outstanding.len() >= self.window {
                     return Err(proto(format!(
                         "interval {interval} beyond the window of {} intervals",
@@ -714,6 +764,7 @@ impl ReceiverState {
                 }
                 let h = if dropped { Held::Dropped } else { Held::Data };
                 self.join.have(SENDER, interval, h).map_err(proto)?;
+                self.packets.entry(interval).or_default()[SENDER] = packets;
                 if dropped {
                     self.summary.dropped[0] += 1;
                 }
@@ -819,13 +870,32 @@ impl ReceiverState {
             let local = self.local.remove(&k);
             let remote = self.remote.remove(&k);
             let errors = self.remote_results.remove(&k).unwrap_or_default();
+            let [sent, received] = self.packets.remove(&k).unwrap_or_default();
             if local.is_some() {
                 self.handoff.release(1);
             }
+            let line = |status, reason: &str| IntervalLine {
+                kind: "interval",
+                index: k,
+                start_ns: self.intervals.start_ns(k),
+                status,
+                reason: Some(reason.to_string()),
+                sent,
+                received,
+                methods: Vec::new(),
+            };
             match v {
                 Verdict::Trimmed { sender } => {
                     self.summary.trimmed[usize::from(!sender)] += 1;
-                    self.finish(k, None);
+                    let l = line(
+                        Status::LeftOut,
+                        if sender {
+                            "only the sender recorded it, before the receiver started or after it stopped"
+                        } else {
+                            "only the receiver recorded it, before the sender started or after it stopped"
+                        },
+                    );
+                    self.finish(k, l);
                 }
                 Verdict::Missing {
                     sender_dropped,
@@ -837,23 +907,15 @@ impl ReceiverState {
                         (true, false) => "dropped at the sender (overload)",
                         _ => "dropped at the receiver (overload)",
                     };
-                    self.finish(
-                        k,
-                        Some(IntervalLine {
-                            kind: "interval",
-                            index: k,
-                            start_ns: self.intervals.start_ns(k),
-                            methods: Vec::new(),
-                            missing: Some(why.into()),
-                        }),
-                    );
+                    let l = line(Status::Missing, why);
+                    self.finish(k, l);
                 }
                 Verdict::Estimate { .. } => {
-                    self.start(w, k, local, remote, errors)?;
+                    self.start(w, k, local, remote, errors, [sent, received])?;
                 }
             }
         }
-        // write completed intervals in order
+        // completed intervals, in order
         while let Some((&k, work)) = self.work.first_key_value() {
             if work.results.iter().any(Option::is_none) {
                 break;
@@ -878,25 +940,28 @@ impl ReceiverState {
                 .collect();
             self.finish(
                 k,
-                Some(IntervalLine {
+                IntervalLine {
                     kind: "interval",
                     index: k,
                     start_ns: work.start_ns,
+                    status: Status::Estimated,
+                    reason: None,
+                    sent: work.packets[0],
+                    received: work.packets[1],
                     methods,
-                    missing: None,
-                }),
+                },
             );
         }
         self.flush(w, out)
     }
 
-    /// Interval `k` is decided: its line (none for a lead-in or lead-out) waits for the
-    /// intervals before it still in exchange.
-    fn finish(&mut self, k: u64, line: Option<IntervalLine>) {
+    /// Interval `k` is decided: its line waits for the intervals before it still in exchange.
+    fn finish(&mut self, k: u64, line: IntervalLine) {
         self.lines.insert(k, line);
     }
 
-    /// Write every decided interval below the oldest one still in exchange, and release them.
+    /// Write every decided interval below the oldest one still in exchange (with the quiet
+    /// stretch before it, if any), hand it to the sink, and release it.
     fn flush(&mut self, w: &mut LinkWriter, out: &mut dyn Write) -> Result<(), AgentError> {
         let limit = self.work.keys().next().copied().unwrap_or(u64::MAX);
         let mut release = None;
@@ -905,10 +970,25 @@ impl ReceiverState {
                 break;
             }
             let (_, line) = self.lines.pop_first().expect("checked");
-            if let Some(l) = line {
-                serde_json::to_writer(&mut *out, &l).map_err(std::io::Error::other)?;
-                writeln!(out)?;
+            if let Some(p) = self.written
+                && p + 1 < k
+            {
+                let q = QuietLine {
+                    kind: "quiet",
+                    from: p + 1,
+                    to: k,
+                    start_ns: self.intervals.start_ns(p + 1),
+                };
+                self.emit(
+                    out,
+                    &serde_json::to_string(&q).map_err(std::io::Error::other)?,
+                )?;
             }
+            self.emit(
+                out,
+                &serde_json::to_string(&line).map_err(std::io::Error::other)?,
+            )?;
+            self.written = Some(k);
             release = Some(k + 1);
         }
         out.flush()?;
@@ -924,6 +1004,14 @@ impl ReceiverState {
         Ok(())
     }
 
+    fn emit(&mut self, out: &mut dyn Write, line: &str) -> Result<(), AgentError> {
+        writeln!(out, "{line}")?;
+        if let Some(sink) = self.sink.as_mut() {
+            sink(line);
+        }
+        Ok(())
+    }
+
     /// Estimate interval `k`: one-way methods at once, RDA by starting its exchange.
     fn start(
         &mut self,
@@ -932,6 +1020,7 @@ impl ReceiverState {
         local: Option<Synopses>,
         remote: Option<Vec<Option<Vec<u8>>>>,
         errors: Vec<(u16, String)>,
+        packets: [u64; 2],
     ) -> Result<(), AgentError> {
         let n = self.methods.len();
         let mut local: Vec<Option<Box<dyn PointSynopsis>>> = match local {
@@ -941,6 +1030,7 @@ impl ReceiverState {
         let mut remote = remote.unwrap_or_else(|| vec![None; n]);
         let mut work = Work {
             start_ns: self.intervals.start_ns(k),
+            packets,
             results: (0..n).map(|_| None).collect(),
             responders: (0..n).map(|_| None).collect(),
         };

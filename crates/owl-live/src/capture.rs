@@ -53,11 +53,20 @@ impl std::str::FromStr for Speed {
     }
 }
 
+/// One closed interval as the capture hands it over.
+pub struct Closed {
+    pub index: u64,
+    /// Every method's synopsis; `None`: dropped (the queue was full).
+    pub synopses: Option<Synopses>,
+    /// Packets the point recorded in the interval.
+    pub packets: u64,
+}
+
 /// What the capture thread hands over.
 #[derive(Default)]
 struct State {
-    /// Closed intervals in order; `None`: dropped.
-    closed: VecDeque<(u64, Option<Synopses>)>,
+    /// Closed intervals in order.
+    closed: VecDeque<Closed>,
     /// Intervals whose synopses are in `closed` or held by the exchange.
     held: usize,
     /// The point will close no interval below this.
@@ -78,7 +87,7 @@ pub struct Handoff {
 /// What the exchange takes from the hand-off at once.
 #[derive(Default)]
 pub struct Taken {
-    pub closed: Vec<(u64, Option<Synopses>)>,
+    pub closed: Vec<Closed>,
     pub below: u64,
     pub done: Option<Result<CaptureSummary, String>>,
 }
@@ -193,10 +202,10 @@ fn run(o: &CaptureOptions, h: &Handoff) -> Result<CaptureSummary, String> {
             }
         }
         point.push(&batch, &mut NoTimer);
-        point.drain_closed(&mut closed);
+        point.drain_closed_counted(&mut closed);
         hand(o, h, &mut closed, point.closed_below(), &mut summary);
     }
-    point.finish(&mut closed);
+    point.finish_counted(&mut closed);
     hand(o, h, &mut closed, u64::MAX, &mut summary);
     summary.input = rr.stats();
     summary.point = point.counters();
@@ -213,12 +222,12 @@ fn run(o: &CaptureOptions, h: &Handoff) -> Result<CaptureSummary, String> {
 fn hand(
     o: &CaptureOptions,
     h: &Handoff,
-    closed: &mut Vec<(u64, Synopses)>,
+    closed: &mut Vec<(u64, Synopses, u64)>,
     below: u64,
     summary: &mut CaptureSummary,
 ) {
     let mut s = h.lock();
-    for (k, syn) in closed.drain(..) {
+    for (k, syn, packets) in closed.drain(..) {
         summary.intervals += 1;
         if s.held >= h.cap && o.speed == Speed::Max {
             // tell the exchange what is there before waiting for room
@@ -231,7 +240,11 @@ fn hand(
         }
         if s.held < h.cap {
             s.held += 1;
-            s.closed.push_back((k, Some(syn)));
+            s.closed.push_back(Closed {
+                index: k,
+                synopses: Some(syn),
+                packets,
+            });
         } else {
             drop(syn);
             s.dropped += 1;
@@ -240,7 +253,11 @@ fn hand(
                 "interval {k} dropped: {} intervals already wait for the exchange (--queue); it will be reported missing",
                 h.cap
             ));
-            s.closed.push_back((k, None));
+            s.closed.push_back(Closed {
+                index: k,
+                synopses: None,
+                packets,
+            });
         }
     }
     s.below = s.below.max(below);
@@ -276,11 +293,15 @@ mod tests {
         let o = options(Speed::Times(1.0), logged.clone());
         let (h, _wake) = Handoff::new(1);
         let mut sum = CaptureSummary::default();
-        let mut closed: Vec<(u64, Synopses)> = (0..3).map(|k| (k, Vec::new())).collect();
+        let mut closed: Vec<(u64, Synopses, u64)> = (0..3).map(|k| (k, Vec::new(), 5)).collect();
         hand(&o, &h, &mut closed, 3, &mut sum);
         let t = h.take();
-        let kept: Vec<(u64, bool)> = t.closed.iter().map(|(k, s)| (*k, s.is_some())).collect();
-        assert_eq!(kept, [(0, true), (1, false), (2, false)]);
+        let kept: Vec<(u64, bool, u64)> = t
+            .closed
+            .iter()
+            .map(|c| (c.index, c.synopses.is_some(), c.packets))
+            .collect();
+        assert_eq!(kept, [(0, true, 5), (1, false, 5), (2, false, 5)]);
         assert_eq!(
             (t.below, sum.intervals, sum.dropped, h.dropped()),
             (3, 3, 2, 2)
@@ -288,9 +309,9 @@ mod tests {
         assert_eq!(logged.load(Ordering::Relaxed), 2);
         // once the exchange releases the held interval there is room again
         h.release(1);
-        let mut closed: Vec<(u64, Synopses)> = vec![(3, Vec::new())];
+        let mut closed: Vec<(u64, Synopses, u64)> = vec![(3, Vec::new(), 1)];
         hand(&o, &h, &mut closed, 4, &mut sum);
-        assert!(h.take().closed[0].1.is_some());
+        assert!(h.take().closed[0].synopses.is_some());
     }
 
     /// At full speed a full queue waits for the exchange: nothing is dropped.
@@ -302,16 +323,17 @@ mod tests {
         let h2 = h.clone();
         let t = std::thread::spawn(move || {
             let mut sum = CaptureSummary::default();
-            let mut closed: Vec<(u64, Synopses)> = (0..4).map(|k| (k, Vec::new())).collect();
+            let mut closed: Vec<(u64, Synopses, u64)> =
+                (0..4).map(|k| (k, Vec::new(), 1)).collect();
             hand(&o, &h2, &mut closed, 4, &mut sum);
             sum
         });
         let mut got = Vec::new();
         while got.len() < 4 {
             wake.recv().unwrap();
-            for (k, s) in h.take().closed {
-                assert!(s.is_some());
-                got.push(k);
+            for c in h.take().closed {
+                assert!(c.synopses.is_some());
+                got.push(c.index);
                 h.release(1);
             }
         }

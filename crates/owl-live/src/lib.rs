@@ -12,6 +12,8 @@
 //! | the receiver's join of both points' intervals: estimate, lead-in/out, missing | [`join`] |
 //! | a point's capture cut into intervals, handed to the exchange (bounded; waits or drops) | [`capture`] |
 //! | the sender and receiver agents | [`agent`] |
+//! | the collector and the agents' delivery to it (queued, resent until acknowledged) | [`collector`] |
+//! | the collector's SQLite database: schema, one transaction per interval, the series | [`store`] |
 //!
 //! # Why HMAC-SHA256 with a pre-shared key, not TLS
 //!
@@ -31,9 +33,11 @@
 
 pub mod agent;
 pub mod capture;
+pub mod collector;
 pub mod config;
 pub mod frame;
 pub mod join;
 pub mod key;
 pub mod link;
 pub mod protocol;
+pub mod store;

@@ -7,8 +7,8 @@
 //! S → R  Config   the measurement configuration (crate::config); R answers Accept or a refusal
 //! R → S  Accept   u32 window: most intervals S may announce that R has not released
 //! S → R  Synopsis u64 interval | u16 method | the method's payload (what `owl record` writes)
-//! S → R  Have     u64 interval | u8 dropped: S closed this interval with packets in it
-//!                 (after its Synopsis frames); dropped = S lost it to overload
+//! S → R  Have     u64 interval | u8 dropped | u64 packets: S closed this interval with
+//!                 packets in it (after its Synopsis frames); dropped = S lost it to overload
 //! S → R  Below    u64 n: S will announce no interval below n
 //! S → R  Done     S's capture ended; every interval is announced
 //! both   Rda      u64 interval | u16 method | one message of RDA's exchange (owl_core rda::session)
@@ -51,6 +51,7 @@ pub enum Msg {
     Have {
         interval: u64,
         dropped: bool,
+        packets: u64,
     },
     Below(u64),
     Done,
@@ -92,9 +93,14 @@ impl Msg {
                 w.bytes(payload);
                 kind::SYNOPSIS
             }
-            Msg::Have { interval, dropped } => {
+            Msg::Have {
+                interval,
+                dropped,
+                packets,
+            } => {
                 w.u64(*interval);
                 w.u8(u8::from(*dropped));
+                w.u64(*packets);
                 kind::HAVE
             }
             Msg::Below(n) => {
@@ -159,6 +165,7 @@ impl Msg {
                     1 => true,
                     x => return Err(r.invalid(format!("dropped flag {x}"))),
                 },
+                packets: r.u64("packets")?,
             },
             kind::BELOW => Msg::Below(r.u64("interval")?),
             kind::DONE => Msg::Done,
@@ -376,6 +383,7 @@ mod tests {
             Msg::Have {
                 interval: 9,
                 dropped: true,
+                packets: 77,
             },
             Msg::Below(10),
             Msg::Done,
@@ -415,6 +423,12 @@ mod tests {
             }
         }
         assert!(Msg::decode(99, &[]).is_err());
-        assert!(Msg::decode(kind::HAVE, &[0, 0, 0, 0, 0, 0, 0, 0, 2]).is_err());
+        assert!(
+            Msg::decode(
+                kind::HAVE,
+                &[0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0]
+            )
+            .is_err()
+        );
     }
 }

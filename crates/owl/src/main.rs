@@ -74,6 +74,10 @@ enum Command {
     Experiment(experiment::ExperimentArgs),
     /// One observation point of a live measurement: exchange per-interval synopses with the other.
     Agent(cmd::agent::AgentArgs),
+    /// Store the per-interval results of live agent pairs in an SQLite database.
+    Collector(cmd::collector::CollectorArgs),
+    /// Print the per-interval series a collector stored.
+    Report(cmd::report::ReportArgs),
     /// Make the shared key of a live deployment (agents and collector).
     Keygen(cmd::keygen::KeygenArgs),
 }
@@ -179,6 +183,8 @@ fn main() -> ExitCode {
         Command::Estimate(a) => cmd::estimate::run(a),
         Command::Experiment(a) => experiment::run(a),
         Command::Agent(a) => cmd::agent::run(a),
+        Command::Collector(a) => cmd::collector::run(a),
+        Command::Report(a) => cmd::report::run(a),
         Command::Keygen(a) => cmd::keygen::run(a),
     };
     match result {

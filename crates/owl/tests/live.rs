@@ -40,6 +40,11 @@ struct Run {
 /// Start a receiver on a free loopback port, then a sender, with the same `common` flags;
 /// both must exit 0.
 fn agents(s: &Path, r: &Path, key: &Path, common: &[&str]) -> Run {
+    agents_with(s, r, key, common, &[])
+}
+
+/// [`agents`], with flags for the receiver only.
+fn agents_with(s: &Path, r: &Path, key: &Path, common: &[&str], receiver_only: &[&str]) -> Run {
     use std::io::{BufRead, BufReader, Read};
     use std::process::{Command, Stdio};
     let bin = env!("CARGO_BIN_EXE_owl");
@@ -52,6 +57,7 @@ fn agents(s: &Path, r: &Path, key: &Path, common: &[&str]) -> Run {
             key.to_str().unwrap(),
         ])
         .args(common)
+        .args(receiver_only)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -81,6 +87,10 @@ fn agents(s: &Path, r: &Path, key: &Path, common: &[&str]) -> Run {
         .output()
         .unwrap();
     let sender_err = String::from_utf8_lossy(&tx.stderr).to_string();
+    if !tx.status.success() {
+        // the receiver would wait for a sender forever
+        let _ = rx.kill();
+    }
     let out = rx.wait_with_output().unwrap();
     let receiver_err = format!("{first}{}", rest.join().unwrap());
     assert!(
@@ -290,6 +300,7 @@ fn a_wrong_key_or_configuration_is_refused_on_both_sides() {
     ok(&["keygen", "-o", k2.to_str().unwrap()]);
     let common = ["--methods", "lda", "--interval", "20ms"];
     let (rx, addr) = receiver(&r, &k1, &common);
+    let mut rx = Guard(Some(rx));
     let sender = |key: &Path, extra: &[&str]| {
         let mut a = vec!["agent", "--role", "sender", "--peer", &addr, "--replay"];
         a.extend([s.to_str().unwrap(), "--key-file", key.to_str().unwrap()]);
@@ -313,7 +324,7 @@ fn a_wrong_key_or_configuration_is_refused_on_both_sides() {
         sender(&k1, &["--origin-ns", "5000000"]),
         "interval origin is 5000000 at the sender but 0 at the receiver",
     );
-    let log = stop(rx);
+    let log = stop(rx.0.take().unwrap());
     let refused: Vec<&str> = log.lines().filter(|l| l.contains("refused")).collect();
     assert_eq!(refused.len(), 3, "{log}");
     assert!(refused[0].contains("do not hold the same key"), "{log}");
@@ -383,5 +394,138 @@ fn a_wrong_key_or_configuration_is_refused_on_both_sides() {
             "1s",
         ],
         "not an owl key file",
+    );
+}
+
+/// A child process killed (by its id) when the test ends, even by a panic.
+struct Guard(Option<std::process::Child>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A process that says where it listens on its first line of standard error.
+fn listening(mut c: std::process::Child, prefix: &str) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    let mut first = String::new();
+    BufReader::new(c.stderr.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let rest = first
+        .trim()
+        .strip_prefix(prefix)
+        .unwrap_or_else(|| panic!("said: {first}"));
+    let addr = rest.split(',').next().unwrap().to_string();
+    (c, addr)
+}
+
+/// Agents deliver every interval to a collector; `owl report` prints the same series the
+/// receiver wrote, with each point's packet counts.
+#[test]
+fn the_collector_stores_what_the_receiver_reports() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, books) = common::simulate(&dir.path().join("p"), &["--loss", "uniform:0.02"]);
+    let key = dir.path().join("k");
+    ok(&["keygen", "-o", key.to_str().unwrap()]);
+    let db = dir.path().join("owl.db");
+    let c = Command::new(env!("CARGO_BIN_EXE_owl"))
+        .args([
+            "collector",
+            "--listen",
+            "127.0.0.1:0",
+            "--db",
+            db.to_str().unwrap(),
+        ])
+        .args(["--key-file", key.to_str().unwrap()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (c, caddr) = listening(c, "owl: collector: listening on ");
+    let mut c = Guard(Some(c));
+    let common = ["--methods", "lda,rda", "--interval", "20ms"];
+    let run = agents_with(
+        &s,
+        &r,
+        &key,
+        &common,
+        &["--collector", &caddr, "--pair", "s→r"],
+    );
+    assert!(
+        run.receiver_err
+            .contains("lines delivered to the collector"),
+        "{}",
+        run.receiver_err
+    );
+    let log = stop(c.0.take().unwrap());
+    assert!(log.contains("s→r"), "{log}");
+    let rep: serde_json::Value = serde_json::from_str(&ok(&[
+        "report",
+        "--db",
+        db.to_str().unwrap(),
+        "--pair",
+        "s→r",
+        "--json",
+    ]))
+    .unwrap();
+    let rows = rep["intervals"].as_array().unwrap();
+    // the receiver's estimated intervals, method by method (the report orders methods by name)
+    let mut want = Vec::new();
+    for l in run.lines.iter().filter(|l| l["type"] == "interval") {
+        let mut ms: Vec<&serde_json::Value> = l["methods"].as_array().unwrap().iter().collect();
+        ms.sort_by_key(|m| m["method"].as_str().unwrap().to_string());
+        for m in ms {
+            want.push((
+                l["start_ns"].clone(),
+                m["method"].clone(),
+                m["mean_ns"].clone(),
+                m["samples"].clone(),
+                l["sent"].clone(),
+                l["received"].clone(),
+            ));
+        }
+    }
+    let got: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            assert_eq!(r["pair"], "s→r");
+            assert_eq!(r["status"], "estimated");
+            (
+                r["start_ns"].clone(),
+                r["method"].clone(),
+                r["mean_ns"].clone(),
+                r["samples"].clone(),
+                r["sent"].clone(),
+                r["received"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+    // every packet of both captures is in an interval's counts
+    let sent: u64 = run.lines.iter().filter_map(|l| l["sent"].as_u64()).sum();
+    let received: u64 = run
+        .lines
+        .iter()
+        .filter_map(|l| l["received"].as_u64())
+        .sum();
+    let b = &books["report"];
+    assert_eq!(sent, b["sent"].as_u64().unwrap(), "{books}");
+    let delivered = b["delivered"].as_u64().unwrap() + b["duplicated"].as_u64().unwrap();
+    assert_eq!(received, delivered, "{books}");
+    // the text table and the errors
+    let text = ok(&["report", "--db", db.to_str().unwrap()]);
+    assert!(text.lines().count() == rows.len() + 1, "{text}");
+    fails(
+        &["report", "--db", db.to_str().unwrap(), "--pair", "x"],
+        "no pair 'x' (pairs: s→r)",
+    );
+    fails(
+        &["report", "--db", key.to_str().unwrap()],
+        "not an owl collector database",
     );
 }

@@ -39,7 +39,8 @@ pub struct PointStream {
     intervals: Intervals,
     disorder_ns: u64,
     methods: Vec<Arc<dyn Method>>,
-    open: BTreeMap<u64, Synopses>,
+    /// Each open interval's synopses and the records they took.
+    open: BTreeMap<u64, (Synopses, u64)>,
     watermark: Option<u64>,
     closed_below: u64,
     counters: PointCounters,
@@ -151,10 +152,11 @@ impl PointStream {
                         timer.charge(k, &mut || s = Some(m.new_point(role)));
                         made.extend(s);
                     }
-                    v.insert(made)
+                    v.insert((made, 0))
                 }
             };
-            for (k, s) in synopses.iter_mut().enumerate() {
+            synopses.1 += run.len() as u64;
+            for (k, s) in synopses.0.iter_mut().enumerate() {
                 timer.charge(k, &mut || s.record_batch(run));
             }
             start = end;
@@ -163,6 +165,13 @@ impl PointStream {
 
     /// Close the intervals this point's stream has passed, in index order.
     pub fn drain_closed(&mut self, out: &mut Vec<(u64, Synopses)>) {
+        let mut counted = Vec::new();
+        self.drain_closed_counted(&mut counted);
+        out.extend(counted.into_iter().map(|(i, s, _)| (i, s)));
+    }
+
+    /// [`drain_closed`](Self::drain_closed), with the number of records each interval took.
+    pub fn drain_closed_counted(&mut self, out: &mut Vec<(u64, Synopses, u64)>) {
         if self.intervals.is_whole() {
             return;
         }
@@ -175,9 +184,9 @@ impl PointStream {
             if w < end.saturating_add(self.disorder_ns) {
                 break;
             }
-            let (i, s) = self.open.pop_first().unwrap();
+            let (i, (s, n)) = self.open.pop_first().unwrap();
             self.closed_below = i + 1;
-            out.push((i, s));
+            out.push((i, s, n));
         }
         // intervals with no record are closed too, as the stream passes them
         if let Some(i) = self.intervals.index(w.saturating_sub(self.disorder_ns)) {
@@ -187,9 +196,16 @@ impl PointStream {
 
     /// The stream has ended: every open interval, in index order.
     pub fn finish(&mut self, out: &mut Vec<(u64, Synopses)>) {
+        let mut counted = Vec::new();
+        self.finish_counted(&mut counted);
+        out.extend(counted.into_iter().map(|(i, s, _)| (i, s)));
+    }
+
+    /// [`finish`](Self::finish), with the number of records each interval took.
+    pub fn finish_counted(&mut self, out: &mut Vec<(u64, Synopses, u64)>) {
         self.done = true;
-        while let Some((i, s)) = self.open.pop_first() {
-            out.push((i, s));
+        while let Some((i, (s, n))) = self.open.pop_first() {
+            out.push((i, s, n));
         }
     }
 }

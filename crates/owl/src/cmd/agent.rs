@@ -11,6 +11,7 @@ use owl_core::method::Method;
 use owl_core::units::{format_bytes, parse_duration_u64};
 use owl_live::agent::{self, AgentOptions};
 use owl_live::capture::Speed;
+use owl_live::collector::Reporter;
 use owl_live::key::Key;
 
 use super::agreed::Agreed;
@@ -25,12 +26,14 @@ round trip (R's sketch, S's bank size, R's RDA, S's requests for the timestamps 
 packets, R's answers) and S sends R the estimate: the caches never cross.
 
 R writes one JSON line per interval on standard output, in interval order:
-  {\"type\":\"interval\",\"index\":…,\"start_ns\":…,\"methods\":[{\"method\":\"lda\",\"mean_ns\":…,…}]}
-with each method's estimate as `owl estimate --jsonl` prints it (or \"error\"), or
-  {\"type\":\"interval\",\"index\":…,\"start_ns\":…,\"missing\":\"dropped at the sender (overload)\"}
-for an interval a point recorded but could not keep, then a {\"type\":\"summary\",…} line.
-Intervals only one point recorded before the other started or after it stopped are left out
-and counted (summary \"trimmed\"), as `owl estimate` does.
+  {\"type\":\"interval\",\"index\":…,\"start_ns\":…,\"status\":\"estimated\",\"sent\":…,\"received\":…,
+   \"methods\":[{\"method\":\"lda\",\"mean_ns\":…,…}]}
+with each method's estimate as `owl estimate --jsonl` prints it (or \"error\"); sent and
+received are the packets each point recorded in the interval. An interval a point recorded but
+could not keep has \"status\":\"missing\" and a \"reason\" (never an estimate from one side); one
+only a point recorded before the other started or after it stopped is \"left_out\" (as `owl
+estimate` leaves it out); {\"type\":\"quiet\",\"from\":a,\"to\":b,…} covers intervals [a, b) without
+a packet at either point, so every index is accounted for. A {\"type\":\"summary\",…} line ends.
 
 Security: every frame is authenticated with HMAC-SHA256 under a key derived from --key-file
 (`owl keygen`) and fresh nonces of both sides, numbered against replay; a peer with another key,
@@ -42,8 +45,11 @@ Bounded: at most --queue intervals of synopses wait at each point. A replay at f
 (--speed max) waits for the exchange; a paced replay (--speed X, as a live capture) drops a
 whole interval when the queue is full, logs it, and R reports it missing.
 
+With --collector, R also delivers every line to `owl collector` (queued while the collector
+is unreachable, at most --collector-queue lines, and resent until acknowledged).
+
 With --replay, each agent exits with status 0 once its file is done and its last interval has
-been exchanged (R has written every line).
+been exchanged (R has written every line, and the collector has acknowledged every one).
 
 Examples:
   owl keygen -o owl.key
@@ -91,6 +97,19 @@ pub struct AgentArgs {
     /// This point's name in logs and the peer's logs.
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
+    /// Receiver: deliver every interval line to this collector (`owl collector`) too.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub collector: Option<String>,
+    /// Receiver: the pair's label at the collector (default: --name).
+    #[arg(long, value_name = "LABEL")]
+    pub pair: Option<String>,
+    /// Receiver: lines kept for the collector while it is unreachable (then the oldest are
+    /// dropped, counted and logged).
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub collector_queue: usize,
+    /// Receiver: at the end, how long to wait for the collector to take the last lines.
+    #[arg(long, default_value = "30s", value_parser = parse_duration_u64, value_name = "T")]
+    pub collector_patience: u64,
     /// Sender: how long to keep trying to reach the receiver.
     #[arg(long, default_value = "30s", value_parser = parse_duration_u64, value_name = "T")]
     pub connect_timeout: u64,
@@ -152,6 +171,11 @@ pub fn run(a: AgentArgs) -> Result<()> {
             if a.listen.is_some() {
                 bail!("--listen is for the receiver; the sender connects with --peer");
             }
+            if a.collector.is_some() || a.pair.is_some() {
+                bail!(
+                    "--collector and --pair are for the receiver, which delivers the pair's results (the sender's drops reach it as missing intervals)"
+                );
+            }
             let peer = a
                 .peer
                 .ok_or_else(|| anyhow!("the sender needs --peer HOST:PORT (the receiver agent)"))?;
@@ -177,9 +201,15 @@ pub fn run(a: AgentArgs) -> Result<()> {
             let listener = TcpListener::bind(&addr)
                 .map_err(|e| anyhow!("--listen {addr}: cannot listen: {e}"))?;
             log(&format!("listening on {}", listener.local_addr()?));
+            let pair = a.pair.clone().unwrap_or_else(|| o.name.clone());
+            let reporter = a
+                .collector
+                .clone()
+                .map(|c| Reporter::start(c, o.key.clone(), pair, a.collector_queue, Arc::new(log)));
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
-            let s = agent::run_receiver(o, listener, &mut out)?;
+            let sink = reporter.as_ref().map(Reporter::sink);
+            let s = agent::run_receiver(o, listener, &mut out, sink)?;
             serde_json::to_writer(&mut out, &s)?;
             use std::io::Write;
             writeln!(out)?;
@@ -187,6 +217,20 @@ pub fn run(a: AgentArgs) -> Result<()> {
                 "done: {} intervals estimated, {} missing, {}+{} left out (lead-in/out at S/R)",
                 s.intervals, s.missing, s.trimmed[0], s.trimmed[1]
             ));
+            if let (Some(r), Some(c)) = (reporter, &a.collector) {
+                let d = r.finish(Duration::from_nanos(a.collector_patience));
+                if d.undelivered > 0 || d.dropped > 0 {
+                    bail!(
+                        "{} result lines not delivered to the collector at {c} ({} dropped while it was unreachable)",
+                        d.undelivered + d.dropped,
+                        d.dropped
+                    );
+                }
+                log(&format!(
+                    "{} lines delivered to the collector at {c}",
+                    d.delivered
+                ));
+            }
             Ok(())
         }
     }

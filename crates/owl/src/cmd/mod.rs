@@ -1,9 +1,11 @@
 pub mod agent;
 pub mod agreed;
+pub mod collector;
 pub mod compare;
 pub mod demo;
 pub mod estimate;
 pub mod keygen;
 pub mod perflow;
 pub mod record;
+pub mod report;
 pub mod simulate;
