@@ -25,7 +25,9 @@ fn keygen_writes_a_private_key_once() {
     // standard output: another key each time
     let other = ok(&["keygen"]);
     assert_ne!(owl_live::key::Key::parse(&other, "-").unwrap(), key);
-    assert!(ok(&["keygen", "--help"]).contains("Examples:"));
+    for cmd in ["keygen", "agent", "collector", "report"] {
+        assert!(ok(&[cmd, "--help"]).contains("Examples:"), "{cmd} --help");
+    }
 }
 
 /// A running `owl agent` pair's results.
