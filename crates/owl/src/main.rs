@@ -80,6 +80,14 @@ enum Command {
     Colate(cmd::colate::ColateArgs),
     /// Regenerate a paper's evaluation on simulated traces (CSV + PNG).
     Experiment(experiment::ExperimentArgs),
+    /// One observation point of a live measurement: exchange per-interval synopses with the other.
+    Agent(cmd::agent::AgentArgs),
+    /// Store the per-interval results of live agent pairs in an SQLite database.
+    Collector(cmd::collector::CollectorArgs),
+    /// Print the per-interval series a collector stored.
+    Report(cmd::report::ReportArgs),
+    /// Make the shared key of a live deployment (agents and collector).
+    Keygen(cmd::keygen::KeygenArgs),
 }
 
 /// The command line, with every option that takes a value accepting one that starts with `-`,
@@ -184,6 +192,10 @@ fn main() -> ExitCode {
         Command::Query(a) => cmd::query::run(a),
         Command::Colate(a) => cmd::colate::run(a),
         Command::Experiment(a) => experiment::run(a),
+        Command::Agent(a) => cmd::agent::run(a),
+        Command::Collector(a) => cmd::collector::run(a),
+        Command::Report(a) => cmd::report::run(a),
+        Command::Keygen(a) => cmd::keygen::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -18,6 +18,7 @@
 //! | the interval cache, duplicates, sampling | [`cache`] | §III-B, §VIII-B |
 //! | one point's synopsis and its file payload | [`point`] | §VIII-A |
 //! | the whole exchange between S and R | [`exchange`] | §VIII-A |
+//! | the exchange as two message-driven halves (`owl agent`) | [`session`] | §VIII-A |
 //! | `owl compare` integration | [`method`] | |
 //!
 //! # Two sizings
@@ -48,6 +49,7 @@ pub mod exchange;
 pub mod method;
 pub mod point;
 pub mod repair;
+pub mod session;
 pub mod setdiff;
 pub mod srda;
 
