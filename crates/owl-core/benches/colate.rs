@@ -13,7 +13,9 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use owl_core::colate::{Config, Epoch, Estimator, Layout, Query, Recorder, query};
+use owl_core::colate::{
+    Config, Epoch, EpochReader, Estimator, Layout, Mapping, Query, Recorder, query, query_flow,
+};
 use owl_core::{FlowKey, PacketRecord};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -157,6 +159,31 @@ fn queries(c: &mut Criterion) {
         let q = Query { gamma: 1_000, ..q };
         b.iter(|| query(black_box(&s), black_box(&r), &q).unwrap())
     });
+    // what `owl query` does with the store: each epoch read in place, the header and the
+    // flow's m cells (here from encoded bytes in RAM; the store reads them by blob I/O)
+    let enc = |v: &[Epoch]| -> Vec<Vec<u8>> {
+        v.iter()
+            .map(|e| {
+                let mut b = Vec::new();
+                e.encode(&mut b);
+                b
+            })
+            .collect()
+    };
+    let (se, re) = (enc(&s), enc(&r));
+    let map = Mapping::new(s[0].seed, s[0].m, &[1.0]);
+    let fh = map.flow_hash(&q.flow);
+    let cells = |v: &[Vec<u8>]| {
+        v.iter()
+            .map(|b| EpochReader::open(&b[..]).unwrap().flow(&map, fh).unwrap())
+            .collect::<Vec<_>>()
+    };
+    for (name, gamma) in [("mean_in_place", 0u32), ("std_gamma_1000_in_place", 1_000)] {
+        g.bench_function(format!("{name}/{k}_epochs"), |b| {
+            let q = Query { gamma, ..q };
+            b.iter(|| query_flow(&cells(black_box(&se)), &cells(black_box(&re)), &q).unwrap())
+        });
+    }
     g.bench_function(format!("std_gamma_1000_raw/{k}_epochs"), |b| {
         let q = Query {
             gamma: 1_000,

@@ -146,8 +146,18 @@ impl Method for ColateMethod {
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Recorder>(sender, "colate")?.snapshot();
-        let r = downcast::<Recorder>(receiver, "colate")?.snapshot();
+        let (s, r) = (
+            downcast::<Recorder>(sender, "colate")?,
+            downcast::<Recorder>(receiver, "colate")?,
+        );
+        let ram = s.memory().total_bytes().max(r.memory().total_bytes());
+        let ram_line = if ram == s.memory().total_bytes() {
+            s.memory().describe()
+        } else {
+            r.memory().describe()
+        };
+        let forced = s.overflow_dumps + r.overflow_dumps;
+        let (s, r) = (s.snapshot(), r.snapshot());
         let mut e = aggregate(&s, &r)?;
         let stored = |v: &[Epoch]| v.iter().map(|e| e.encoded_len() as u64).sum::<u64>();
         e.bytes = stored(&s).max(stored(&r));
@@ -157,6 +167,15 @@ impl Method for ColateMethod {
             epochs(s.len()),
             epochs(r.len())
         ));
+        // a decoded synopsis has no vectors in RAM: only a recording point reports them
+        if ram > 0 {
+            e.notes.push(format!("per point: {ram_line}"));
+        }
+        if forced > 0 {
+            e.notes.push(format!(
+                "{forced} dump(s) before T: a counter would overflow with the spill full (§3.1)"
+            ));
+        }
         Ok(e)
     }
     fn estimate_flows(
