@@ -70,7 +70,7 @@ fn record(c: &mut Criterion) {
                 for x in black_box(&recs) {
                     r.record(x);
                 }
-                r.take_epochs()
+                r.take_sealed()
             });
         });
         // hashes of 128 packets first, then their updates (what record_batch does)
@@ -78,7 +78,7 @@ fn record(c: &mut Criterion) {
             let mut r = Recorder::new(layout.clone());
             b.iter(|| {
                 r.record_batch(black_box(&recs));
-                r.take_epochs()
+                r.take_sealed()
             });
         });
         // the counter update alone, flow hashes precomputed (a switch hashes the 5-tuple once
@@ -93,7 +93,7 @@ fn record(c: &mut Criterion) {
                 for &(ts, id, fh) in black_box(&hashes) {
                     r.record_hashed(ts, id, fh);
                 }
-                r.take_epochs()
+                r.take_sealed()
             });
         });
     }

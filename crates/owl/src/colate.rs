@@ -59,12 +59,12 @@ pub fn record_to_store(
     rec.resume_at(store.next_seq(point)?);
     let mut out = Recorded::default();
     let flush = |rec: &mut Recorder, out: &mut Recorded| -> Result<()> {
-        for e in rec.take_epochs() {
-            out.bytes += store.append(point, &e)?;
+        for e in rec.take_sealed() {
+            out.bytes += store.append_sealed(point, &e)?;
             out.epochs += 1;
-            out.packets += e.packets;
-            out.overflows += e.overflows() as u64;
-            out.early += e.early;
+            out.packets += e.head.packets;
+            out.overflows += e.overflows as u64;
+            out.early += e.head.early;
         }
         Ok(())
     };

@@ -40,7 +40,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
 use owl_core::FlowKey;
-use owl_core::colate::{Epoch, EpochReader, FlowEpoch, Mapping, ReadAt};
+use owl_core::colate::{Epoch, EpochReader, FlowEpoch, Mapping, ReadAt, Sealed};
 use owl_core::wire::DecodeError;
 use rusqlite::blob::Blob;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
@@ -324,34 +324,34 @@ impl Store {
         Ok(max.map_or(0, |m| m as u64 + 1))
     }
 
-    /// Append one epoch (one transaction, durable when this returns); its bytes.
-    pub fn append(&self, point: &Point, e: &Epoch) -> Result<u64> {
-        let mut blob = Vec::with_capacity(e.encoded_len());
-        e.encode(&mut blob);
+    /// Append one epoch as a recorder dumped it (one transaction, durable when this
+    /// returns); its bytes.
+    pub fn append_sealed(&self, point: &Point, e: &Sealed) -> Result<u64> {
+        let h = &e.head;
         self.conn
             .execute(
                 "INSERT INTO epochs (point, seq, vector, first_ns, last_ns, packets, bytes, epoch)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![
                     point.id,
-                    ns(e.seq, "sequence")?,
-                    e.vector as i64,
-                    ns(e.first_ns, "first timestamp")?,
-                    ns(e.last_ns, "last timestamp")?,
-                    ns(e.packets, "packets")?,
-                    blob.len() as i64,
-                    blob
+                    ns(h.seq, "sequence")?,
+                    h.vector as i64,
+                    ns(h.first_ns, "first timestamp")?,
+                    ns(h.last_ns, "last timestamp")?,
+                    ns(h.packets, "packets")?,
+                    e.bytes.len() as i64,
+                    e.bytes
                 ],
             )
             .with_context(|| {
                 format!(
                     "{}: cannot append epoch {} of point {}",
                     self.path.display(),
-                    e.seq,
+                    h.seq,
                     point.name
                 )
             })?;
-        Ok(blob.len() as u64)
+        Ok(e.bytes.len() as u64)
     }
 
     /// The point's epochs whose time frame meets `[from, to]`, by sequence; each decoded and
@@ -479,7 +479,7 @@ mod tests {
     use owl_core::colate::{Config, Layout, Recorder};
     use owl_core::{FlowKey, PacketRecord};
 
-    fn epochs(k: usize) -> Vec<Epoch> {
+    fn epochs(k: usize) -> Vec<Sealed> {
         let c = Config::paper_default(1)
             .with_parameters(1_000, 10, 20, 50_000)
             .unwrap();
@@ -496,7 +496,7 @@ mod tests {
             });
         }
         r.dump_open();
-        let mut v = r.take_epochs();
+        let mut v = r.take_sealed();
         assert!(v.len() >= k, "{}", v.len());
         v.truncate(k);
         v
@@ -512,7 +512,7 @@ mod tests {
             let st = Store::open_or_create(&path).unwrap();
             let p = st.point("s", &cfg, 7).unwrap();
             for e in &es {
-                st.append(&p, e).unwrap();
+                st.append_sealed(&p, e).unwrap();
             }
             assert_eq!(st.next_seq(&p).unwrap(), es.len() as u64);
             // a point recorded with another configuration is refused by field
@@ -521,13 +521,16 @@ mod tests {
         }
         let st = Store::open_read(&path).unwrap();
         let p = st.only_point(None).unwrap();
-        assert_eq!(st.epochs(&p, 0, u64::MAX).unwrap(), es);
-        let mid = st.epochs(&p, es[2].first_ns, es[2].last_ns).unwrap();
-        assert!(mid.iter().any(|e| e.seq == es[2].seq));
+        let decoded: Vec<Epoch> = es.iter().map(Sealed::decode).collect();
+        assert_eq!(st.epochs(&p, 0, u64::MAX).unwrap(), decoded);
+        let mid = st
+            .epochs(&p, es[2].head.first_ns, es[2].head.last_ns)
+            .unwrap();
+        assert!(mid.iter().any(|e| e.seq == es[2].head.seq));
         assert!(mid.len() <= 3);
         let s = st.stats(&p).unwrap();
         assert_eq!(s.epochs, 5);
-        assert_eq!(s.packets, es.iter().map(|e| e.packets).sum::<u64>());
+        assert_eq!(s.packets, es.iter().map(|e| e.head.packets).sum::<u64>());
         assert_eq!(st.integrity().unwrap(), "ok");
         assert!(Store::open_read(&dir.path().join("none.db")).is_err());
         std::fs::write(dir.path().join("junk.db"), b"not a database at all").unwrap();
@@ -542,7 +545,7 @@ mod tests {
         let st = Store::open_or_create(&path).unwrap();
         let p = st.point("s", &[], 1).unwrap();
         for e in epochs(2) {
-            st.append(&p, &e).unwrap();
+            st.append_sealed(&p, &e).unwrap();
         }
         st.conn
             .execute(

@@ -926,8 +926,8 @@ fn day_of_epochs(dir: &std::path::Path, k: usize, seed: u64) -> Result<[std::pat
         s.dump_open();
         r.dump_open();
         for (x, rec) in [&mut s, &mut r].into_iter().enumerate() {
-            for ep in rec.take_epochs() {
-                stores[x].append(&points[x], &ep)?;
+            for ep in rec.take_sealed() {
+                stores[x].append_sealed(&points[x], &ep)?;
             }
         }
     }

@@ -155,66 +155,8 @@ impl Epoch {
     }
 
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        let bc = self.count_bits();
-        let (top, top_c) = (escape(self.b), escape(bc));
-        let esc: Vec<(u32, u64)> = (0..self.ts.len())
-            .filter(|&i| self.ts[i] >= top)
-            .map(|i| (i as u32, self.ts[i]))
-            .collect();
-        let esc_c: Vec<(u32, u32)> = (0..self.counts.len())
-            .filter(|&i| self.counts[i] as u64 >= top_c)
-            .map(|i| (i as u32, self.counts[i]))
-            .collect();
-        let mut w = WireWriter::new(out);
-        w.reserve(self.encoded_len());
-        w.bytes(TAG);
-        w.u64(self.seq);
-        w.u16(self.vector);
-        w.u16(self.vectors);
-        w.f64(self.probability);
-        w.u64(self.seed);
-        w.u32(self.n);
-        w.u32(self.m);
-        w.u8(self.b);
-        w.u8(bc);
-        w.u64(self.unit_ns);
-        w.u64(self.base_ns);
-        w.u64(self.first_ns);
-        w.u64(self.last_ns);
-        w.u64(self.packets);
-        w.u64(self.sum as u64);
-        w.u64((self.sum >> 64) as u64);
-        w.u64(self.early);
-        w.u32(esc.len() as u32);
-        w.u32(esc_c.len() as u32);
-        let head_sum = xxh3_64(&w.written()[start..]);
-        w.u64(head_sum);
-        // the cells, b + bc bits each
-        let (b, wbits) = (self.b as u32, self.b as u32 + bc as u32);
-        let (mut acc, mut have) = (0u128, 0u32);
-        for (&t, &c) in self.ts.iter().zip(&self.counts) {
-            acc |= ((t.min(top) as u128) | ((c as u64).min(top_c) as u128) << b) << have;
-            have += wbits;
-            while have >= 8 {
-                w.u8(acc as u8);
-                acc >>= 8;
-                have -= 8;
-            }
-        }
-        if have > 0 {
-            w.u8(acc as u8);
-        }
-        for (i, v) in esc {
-            w.u32(i);
-            w.u64(v);
-        }
-        for (i, v) in esc_c {
-            w.u32(i);
-            w.u32(v);
-        }
-        let sum = xxh3_64(&w.written()[start..]);
-        w.u64(sum);
+        let cells = self.ts.iter().copied().zip(self.counts.iter().copied());
+        encode_cells(&self.head, cells, out);
     }
 
     /// Decode one epoch (exactly `bytes`) whole, checking the tag, the header and whole
@@ -281,6 +223,113 @@ impl Epoch {
             ts,
             counts: counts.into_iter().map(|c| c as u32).collect(),
         })
+    }
+}
+
+/// Encode an epoch of `head` whose `n` cells `(timestamp counter, packet counter)` come in
+/// order (module doc: the layout); the number of escaped timestamp counters. One pass: the
+/// header's escape counts and checksum are written once the cells are.
+pub fn encode_cells(
+    head: &EpochHead,
+    cells: impl Iterator<Item = (u64, u32)>,
+    out: &mut Vec<u8>,
+) -> usize {
+    let start = out.len();
+    let bc = count_bits(head.packets, head.n);
+    let (top, top_c) = (escape(head.b), escape(bc));
+    let (b, wbits) = (head.b as u32, head.b as u32 + bc as u32);
+    out.reserve(HEADER_BYTES + Cells::packed_len(head.n as usize, wbits) + 8);
+    let mut w = WireWriter::new(out);
+    w.bytes(TAG);
+    w.u64(head.seq);
+    w.u16(head.vector);
+    w.u16(head.vectors);
+    w.f64(head.probability);
+    w.u64(head.seed);
+    w.u32(head.n);
+    w.u32(head.m);
+    w.u8(head.b);
+    w.u8(bc);
+    w.u64(head.unit_ns);
+    w.u64(head.base_ns);
+    w.u64(head.first_ns);
+    w.u64(head.last_ns);
+    w.u64(head.packets);
+    w.u64(head.sum as u64);
+    w.u64((head.sum >> 64) as u64);
+    w.u64(head.early);
+    // escape counts and the header's checksum, patched below
+    w.u32(0);
+    w.u32(0);
+    w.u64(0);
+    let (mut esc, mut esc_c) = (Vec::new(), Vec::new());
+    let (mut acc, mut have) = (0u128, 0u32);
+    for (i, (t, c)) in cells.enumerate() {
+        if t >= top {
+            esc.push((i as u32, t));
+        }
+        if c as u64 >= top_c {
+            esc_c.push((i as u32, c));
+        }
+        acc |= ((t.min(top) as u128) | ((c as u64).min(top_c) as u128) << b) << have;
+        have += wbits;
+        while have >= 8 {
+            w.u8(acc as u8);
+            acc >>= 8;
+            have -= 8;
+        }
+    }
+    if have > 0 {
+        w.u8(acc as u8);
+    }
+    for &(i, v) in &esc {
+        w.u32(i);
+        w.u64(v);
+    }
+    for &(i, v) in &esc_c {
+        w.u32(i);
+        w.u32(v);
+    }
+    let h = start + HEADER_BYTES - 16;
+    out[h..h + 4].copy_from_slice(&(esc.len() as u32).to_le_bytes());
+    out[h + 4..h + 8].copy_from_slice(&(esc_c.len() as u32).to_le_bytes());
+    let head_sum = xxh3_64(&out[start..h + 8]);
+    out[h + 8..h + 16].copy_from_slice(&head_sum.to_le_bytes());
+    let sum = xxh3_64(&out[start..]);
+    out.extend_from_slice(&sum.to_le_bytes());
+    esc.len()
+}
+
+/// An epoch as it is dumped and stored: its encoding, with its head and escape count at
+/// hand. A recorder keeps what it dumped this way (a fifth of the decoded [`Epoch`]'s 12
+/// bytes per counter), and a flow's query reads its cells in place.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sealed {
+    pub head: EpochHead,
+    pub bytes: Vec<u8>,
+    /// Timestamp counters that did not fit `b` bits.
+    pub overflows: usize,
+}
+
+impl Sealed {
+    /// Check `bytes` whole (as [`Epoch::decode`]) and keep them.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Sealed, DecodeError> {
+        let e = Epoch::decode(&bytes)?;
+        Ok(Sealed {
+            overflows: e.overflows(),
+            head: e.head,
+            bytes,
+        })
+    }
+
+    /// The epoch decoded (bytes this type checked or encoded itself).
+    pub fn decode(&self) -> Epoch {
+        Epoch::decode(&self.bytes).expect("a sealed epoch decodes: owl encoded or checked it")
+    }
+
+    /// The epoch's cells, read in place.
+    pub fn reader(&self) -> EpochReader<&[u8]> {
+        EpochReader::open(&self.bytes[..]).expect("a sealed epoch's header reads")
     }
 }
 

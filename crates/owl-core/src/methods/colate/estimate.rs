@@ -457,8 +457,17 @@ pub fn query_flow(s: &[FlowEpoch], r: &[FlowEpoch], q: &Query) -> Result<FlowLat
 /// The aggregate mean of every packet (not per flow): the vector of the highest sampling
 /// probability whose packet counters agree at both points over all epochs.
 pub fn aggregate(sender: &[Epoch], receiver: &[Epoch]) -> Result<Estimate, MethodError> {
-    let s: Vec<&EpochHead> = sender.iter().map(|e| &e.head).collect();
-    let r: Vec<&EpochHead> = receiver.iter().map(|e| &e.head).collect();
+    let heads = |v: &[Epoch]| v.iter().map(|e| e.head.clone()).collect::<Vec<_>>();
+    aggregate_heads(&heads(sender), &heads(receiver))
+}
+
+/// [`aggregate`] from the epochs' heads (it reads no counter).
+pub fn aggregate_heads(
+    sender: &[EpochHead],
+    receiver: &[EpochHead],
+) -> Result<Estimate, MethodError> {
+    let s: Vec<&EpochHead> = sender.iter().collect();
+    let r: Vec<&EpochHead> = receiver.iter().collect();
     let mut est = Estimate::default();
     let Some((_, probs)) = shared_mapping(&s, &r)? else {
         return Ok(est);

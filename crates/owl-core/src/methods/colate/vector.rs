@@ -28,7 +28,7 @@ use crate::record::{FlowKey, PacketRecord};
 
 use super::cells::{Cells, Memory};
 use super::config::Config;
-use super::epoch::{Epoch, EpochHead};
+use super::epoch::{Epoch, EpochHead, Sealed, encode_cells};
 
 /// Family members of the salts.
 const SALT_J: u64 = 0xc01a_7e00;
@@ -231,7 +231,7 @@ impl Layout {
 pub struct Recorder {
     layout: Arc<Layout>,
     vectors: Vec<CounterVector>,
-    sealed: Vec<Epoch>,
+    sealed: Vec<Sealed>,
     seq: u64,
     /// Packets recorded, and epochs dumped, over the recorder's life.
     pub packets: u64,
@@ -256,9 +256,9 @@ impl Recorder {
     }
 
     /// A recorder holding `epochs` as dumped and nothing open (a decoded synopsis).
-    pub fn with_epochs(layout: Arc<Layout>, epochs: Vec<Epoch>) -> Recorder {
+    pub fn with_epochs(layout: Arc<Layout>, epochs: Vec<Sealed>) -> Recorder {
         let mut r = Recorder::new(layout);
-        r.packets = epochs.iter().map(|e| e.packets).sum();
+        r.packets = epochs.iter().map(|e| e.head.packets).sum();
         r.sealed = epochs;
         r
     }
@@ -293,8 +293,8 @@ impl Recorder {
         self.update(v, i, ts_ns);
     }
 
-    /// Record a batch: every packet's vector and counter first (the hashes), then the counter
-    /// updates, whose addresses are then all known so the memory accesses overlap.
+    /// Record a batch: every packet's vector and counter first (the hashes, and a prefetch of
+    /// the cell), then the counter updates, whose cells are then on their way to the cache.
     pub fn record_batch(&mut self, recs: &[PacketRecord]) {
         const CHUNK: usize = 128;
         let n = self.layout.cfg.n() as usize;
@@ -303,7 +303,9 @@ impl Recorder {
             let map = &self.layout.map;
             for (slot, r) in at.iter_mut().zip(chunk) {
                 let fh = map.flow_hash(&r.flow);
-                *slot = (map.vector(r.id) as u32, map.index(fh, map.j(r.id), n));
+                let (v, i) = (map.vector(r.id), map.index(fh, map.j(r.id), n));
+                self.vectors[v].cells.prefetch(i);
+                *slot = (v as u32, i);
             }
             for (&(v, i), r) in at.iter().zip(chunk) {
                 self.update(v as usize, i, r.ts_ns);
@@ -350,40 +352,41 @@ impl Recorder {
 
     /// Dump vector `v` as an epoch and reset it.
     fn dump(&mut self, v: usize) {
-        let e = self.epoch_of(v);
+        let e = self.seal(v, self.seq);
+        self.seq += 1;
+        self.dumps += 1;
         self.vectors[v].reset();
         self.sealed.push(e);
     }
 
-    /// Vector `v` as an epoch (it stays as it is).
-    fn epoch_of(&mut self, v: usize) -> Epoch {
+    /// Vector `v` encoded as epoch `seq` (it stays as it is): straight from the packed cells.
+    fn seal(&self, v: usize, seq: u64) -> Sealed {
         let cfg = &self.layout.cfg;
         let c = &self.vectors[v];
-        let (ts, counts) = c.cells.to_vectors();
-        let e = Epoch {
-            head: EpochHead {
-                seq: self.seq,
-                vector: v as u16,
-                vectors: cfg.vectors().len() as u16,
-                probability: cfg.vectors()[v],
-                seed: cfg.seed(),
-                n: cfg.n(),
-                m: cfg.m(),
-                b: cfg.b(),
-                unit_ns: cfg.unit_ns(),
-                base_ns: c.base_ns,
-                first_ns: c.first_ns,
-                last_ns: c.last_ns,
-                packets: c.packets,
-                sum: c.sum,
-                early: c.early,
-            },
-            ts,
-            counts,
+        let head = EpochHead {
+            seq,
+            vector: v as u16,
+            vectors: cfg.vectors().len() as u16,
+            probability: cfg.vectors()[v],
+            seed: cfg.seed(),
+            n: cfg.n(),
+            m: cfg.m(),
+            b: cfg.b(),
+            unit_ns: cfg.unit_ns(),
+            base_ns: c.base_ns,
+            first_ns: c.first_ns,
+            last_ns: c.last_ns,
+            packets: c.packets,
+            sum: c.sum,
+            early: c.early,
         };
-        self.seq += 1;
-        self.dumps += 1;
-        e
+        let mut bytes = Vec::new();
+        let overflows = encode_cells(&head, c.cells.iter(), &mut bytes);
+        Sealed {
+            head,
+            bytes,
+            overflows,
+        }
     }
 
     /// Dump every vector that holds a packet (the end of a recording, or of an interval).
@@ -395,25 +398,38 @@ impl Recorder {
         }
     }
 
-    /// The epochs dumped since the last call, oldest first.
+    /// The epochs dumped since the last call, oldest first, decoded.
     pub fn take_epochs(&mut self) -> Vec<Epoch> {
+        self.take_sealed().iter().map(Sealed::decode).collect()
+    }
+
+    /// The epochs dumped since the last call, oldest first, as they are stored.
+    pub fn take_sealed(&mut self) -> Vec<Sealed> {
         std::mem::take(&mut self.sealed)
     }
 
     /// Epochs dumped and not taken.
-    pub fn sealed(&self) -> &[Epoch] {
+    pub fn sealed(&self) -> &[Sealed] {
         &self.sealed
     }
 
     /// The epochs dumped and not taken, then the open vectors as epochs, without resetting
     /// anything (what a synopsis of this point holds right now).
-    pub fn snapshot(&self) -> Vec<Epoch> {
+    pub fn snapshot_sealed(&self) -> Vec<Sealed> {
         let mut out = self.sealed.clone();
-        let mut me = self.clone();
-        me.sealed.clear();
-        me.dump_open();
-        out.extend(me.sealed);
+        let mut seq = self.seq;
+        for v in 0..self.vectors.len() {
+            if self.vectors[v].packets > 0 {
+                out.push(self.seal(v, seq));
+                seq += 1;
+            }
+        }
         out
+    }
+
+    /// [`snapshot_sealed`](Self::snapshot_sealed), decoded.
+    pub fn snapshot(&self) -> Vec<Epoch> {
+        self.snapshot_sealed().iter().map(Sealed::decode).collect()
     }
 
     /// Packets in the open vectors.
