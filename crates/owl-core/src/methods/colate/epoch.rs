@@ -271,16 +271,31 @@ pub fn encode_cells(
         if c as u64 >= top_c {
             esc_c.push((i as u32, c));
         }
-        acc |= ((t.min(top) as u128) | ((c as u64).min(top_c) as u128) << b) << have;
+        // have < 64 here and a cell is at most 95 bits: what does not fit the 128-bit
+        // accumulator (`lost`) goes in after the first flush
+        let cell = (t.min(top) as u128) | ((c as u64).min(top_c) as u128) << b;
+        let lost = if have + wbits > 128 {
+            cell >> (128 - have)
+        } else {
+            0
+        };
+        acc |= cell << have;
         have += wbits;
-        while have >= 8 {
-            w.u8(acc as u8);
-            acc >>= 8;
-            have -= 8;
+        if have >= 64 {
+            w.u64(acc as u64);
+            acc = (acc >> 64) | (lost << 64);
+            have -= 64;
+        }
+        if have >= 64 {
+            w.u64(acc as u64);
+            acc >>= 64;
+            have -= 64;
         }
     }
-    if have > 0 {
+    while have > 0 {
         w.u8(acc as u8);
+        acc >>= 8;
+        have = have.saturating_sub(8);
     }
     for &(i, v) in &esc {
         w.u32(i);

@@ -334,10 +334,7 @@ impl Recorder {
             None => 0,
         };
         if !vec.cells.add(i, rel) {
-            // a fresh vector takes any packet: its base is this packet's timestamp
-            self.overflow_dumps += 1;
-            self.dump(v);
-            return self.update(v, i, ts_ns);
+            return self.dump_then_update(v, i, ts_ns);
         }
         vec.early += (ts_ns < vec.base_ns) as u64;
         vec.first_ns = vec.first_ns.min(ts_ns);
@@ -350,7 +347,20 @@ impl Recorder {
         }
     }
 
+    /// [`update`](Self::update) of a packet that would overflow a counter the spill cannot
+    /// take: dump first; a fresh vector takes any packet (its base is this packet's
+    /// timestamp, so it adds 0).
+    #[cold]
+    #[inline(never)]
+    fn dump_then_update(&mut self, v: usize, i: usize, ts_ns: u64) {
+        self.overflow_dumps += 1;
+        self.dump(v);
+        self.update(v, i, ts_ns);
+    }
+
     /// Dump vector `v` as an epoch and reset it.
+    #[cold]
+    #[inline(never)]
     fn dump(&mut self, v: usize) {
         let e = self.seal(v, self.seq);
         self.seq += 1;
