@@ -1,14 +1,14 @@
 //! COLATE's costs (issue 13): recording (≥ 50 M records/s on one core: one flow hash and one
-//! counter update per packet, §1.4; a dump is one pass over the packed cells), a one-flow query over 24 h of epochs (< 10 ms), and the
-//! standard deviation with γ = 1 000 virtual repetitions (< 100 ms).
+//! counter update per packet, §1.4; a dump is one pass over the packed cells), a one-flow
+//! query over 24 h of epochs (< 10 ms), and the standard deviation with γ = 1 000 virtual
+//! repetitions (< 100 ms).
 //!
-//! "24 h of epochs": the paper's 1 MiB plan (n = 455 334, T ≈ 8·10¹⁰) on an ICSI-like link
+//! "24 h of epochs": the 1 MiB plan (n = 441 505 = ⌊M/b⌋, T ≈ 7.8·10¹⁰) on an ICSI-like link
 //! (§6.1: 46.9 M packets in 41.1 h, 317 packets/s) with a 1 ms unit dumps every
-//! `√(2·u·T/rate)` ≈ 710 s: 122 epochs a day at each point. (With a 1 µs unit it would be
-//! ~3 900 a day, 21 GiB of epochs in RAM per point: the cost is linear in the epochs a flow's
-//! range meets, ~10 µs each, dominated by two cache and TLB misses per counter read.) The
-//! epochs here hold 2 000 packets each — a query's cost depends on the epochs and `m`, not
-//! on what they hold.
+//! `√(2·u·T/rate)` ≈ 700 s: 122 epochs a day at each point. The epochs here hold 2 000
+//! packets each — a query's cost depends on the epochs and `m`, not on what they hold. The
+//! queries here run on epochs in RAM, decoded or (`*_in_place`) read in place from their
+//! encodings; `owl experiment colate-query` times the same from two SQLite epoch stores.
 
 use std::hint::black_box;
 
