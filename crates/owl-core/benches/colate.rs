@@ -1,19 +1,21 @@
 //! COLATE's costs (issue 13): recording (≥ 50 M records/s on one core: one flow hash and one
-//! counter update per packet, §1.4), a one-flow query over 24 h of epochs (< 10 ms), and the
-//! standard deviation with γ = 1 000 virtual repetitions (< 100 ms).
+//! counter update per packet, §1.4; a dump is one pass over the packed cells), a one-flow
+//! query over 24 h of epochs (< 10 ms), and the standard deviation with γ = 1 000 virtual
+//! repetitions (< 100 ms).
 //!
-//! "24 h of epochs": the paper's 1 MiB plan (n = 455 334, T ≈ 8·10¹⁰) on an ICSI-like link
+//! "24 h of epochs": the 1 MiB plan (n = 441 505 = ⌊M/b⌋, T ≈ 7.8·10¹⁰) on an ICSI-like link
 //! (§6.1: 46.9 M packets in 41.1 h, 317 packets/s) with a 1 ms unit dumps every
-//! `√(2·u·T/rate)` ≈ 710 s: 122 epochs a day at each point. (With a 1 µs unit it would be
-//! ~3 900 a day, 21 GiB of epochs in RAM per point: the cost is linear in the epochs a flow's
-//! range meets, ~10 µs each, dominated by two cache and TLB misses per counter read.) The
-//! epochs here hold 2 000 packets each — a query's cost depends on the epochs and `m`, not
-//! on what they hold.
+//! `√(2·u·T/rate)` ≈ 700 s: 122 epochs a day at each point. The epochs here hold 2 000
+//! packets each — a query's cost depends on the epochs and `m`, not on what they hold. The
+//! queries here run on epochs in RAM, decoded or (`*_in_place`) read in place from their
+//! encodings; `owl experiment colate-query` times the same from two SQLite epoch stores.
 
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use owl_core::colate::{Config, Epoch, Estimator, Layout, Query, Recorder, query};
+use owl_core::colate::{
+    Config, Epoch, EpochReader, Estimator, Layout, Mapping, Query, Recorder, query, query_flow,
+};
 use owl_core::{FlowKey, PacketRecord};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -31,14 +33,14 @@ fn key(i: u32) -> FlowKey {
     }
 }
 
-/// 1 M records of 10 000 flows, 200 ns apart.
-fn records() -> Vec<PacketRecord> {
+/// 1 M records of `flows` flows, 200 ns apart.
+fn records(flows: u32) -> Vec<PacketRecord> {
     let mut rng = Pcg64Mcg::seed_from_u64(1);
     (0..N)
         .map(|i| PacketRecord {
             ts_ns: T0 + 200 * i as u64,
             id: rng.random(),
-            flow: key(rng.random_range(0..10_000)),
+            flow: key(rng.random_range(0..flows)),
             len: 500,
         })
         .collect()
@@ -48,8 +50,15 @@ fn plan(mib: u64) -> Config {
     Config::for_level(owl_core::colate::Level::Medium, mib << 20, 1).unwrap()
 }
 
+/// Flows of the records: a million spread packets over every counter (the load the plan
+/// assumes: `T` shared by all `n` counters); 10 000 flows put the whole load on ~40 % of the
+/// 1 MiB plan's counters (and ~4 % of the 10 MiB plan's), which then overflow their `b` bits.
+const FLOWS: u32 = 1_000_000;
+const FEW_FLOWS: u32 = 10_000;
+
 fn record(c: &mut Criterion) {
-    let recs = records();
+    let recs = records(FLOWS);
+    let few = records(FEW_FLOWS);
     let mut g = c.benchmark_group("colate_record");
     g.throughput(Throughput::Elements(N as u64));
     // the one hash per packet alone: xxh3 of the 37-byte canonical 5-tuple
@@ -68,7 +77,7 @@ fn record(c: &mut Criterion) {
                 for x in black_box(&recs) {
                     r.record(x);
                 }
-                r.take_epochs()
+                r.take_sealed()
             });
         });
         // hashes of 128 packets first, then their updates (what record_batch does)
@@ -76,7 +85,14 @@ fn record(c: &mut Criterion) {
             let mut r = Recorder::new(layout.clone());
             b.iter(|| {
                 r.record_batch(black_box(&recs));
-                r.take_epochs()
+                r.take_sealed()
+            });
+        });
+        g.bench_function(format!("{mib}MiB/record_batch_10k_flows"), |b| {
+            let mut r = Recorder::new(layout.clone());
+            b.iter(|| {
+                r.record_batch(black_box(&few));
+                r.take_sealed()
             });
         });
         // the counter update alone, flow hashes precomputed (a switch hashes the 5-tuple once
@@ -91,7 +107,7 @@ fn record(c: &mut Criterion) {
                 for &(ts, id, fh) in black_box(&hashes) {
                     r.record_hashed(ts, id, fh);
                 }
-                r.take_epochs()
+                r.take_sealed()
             });
         });
     }
@@ -157,6 +173,31 @@ fn queries(c: &mut Criterion) {
         let q = Query { gamma: 1_000, ..q };
         b.iter(|| query(black_box(&s), black_box(&r), &q).unwrap())
     });
+    // what `owl query` does with the store: each epoch read in place, the header and the
+    // flow's m cells (here from encoded bytes in RAM; the store reads them by blob I/O)
+    let enc = |v: &[Epoch]| -> Vec<Vec<u8>> {
+        v.iter()
+            .map(|e| {
+                let mut b = Vec::new();
+                e.encode(&mut b);
+                b
+            })
+            .collect()
+    };
+    let (se, re) = (enc(&s), enc(&r));
+    let map = Mapping::new(s[0].seed, s[0].m, &[1.0]);
+    let fh = map.flow_hash(&q.flow);
+    let cells = |v: &[Vec<u8>]| {
+        v.iter()
+            .map(|b| EpochReader::open(&b[..]).unwrap().flow(&map, fh).unwrap())
+            .collect::<Vec<_>>()
+    };
+    for (name, gamma) in [("mean_in_place", 0u32), ("std_gamma_1000_in_place", 1_000)] {
+        g.bench_function(format!("{name}/{k}_epochs"), |b| {
+            let q = Query { gamma, ..q };
+            b.iter(|| query_flow(&cells(black_box(&se)), &cells(black_box(&re)), &q).unwrap())
+        });
+    }
     g.bench_function(format!("std_gamma_1000_raw/{k}_epochs"), |b| {
         let q = Query {
             gamma: 1_000,

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, anyhow, bail};
 use owl_core::FlowKey;
-use owl_core::colate::{Config, FlowLatency, Layout, Query, Recorder, query};
+use owl_core::colate::{Config, FlowLatency, Layout, Query, Recorder, query, query_flow};
 use owl_core::method::config_value;
 
 use crate::input::read_capture;
@@ -38,6 +38,10 @@ pub struct Recorded {
     pub bytes: u64,
     pub overflows: u64,
     pub early: u64,
+    /// Dumps before `T` because a counter would overflow with the spill full.
+    pub overflow_dumps: u64,
+    /// The counter vectors in RAM.
+    pub memory: owl_core::colate::Memory,
 }
 
 /// Record `capture`'s packets as `point`'s epochs into `store`, each appended (durably) as
@@ -55,12 +59,12 @@ pub fn record_to_store(
     rec.resume_at(store.next_seq(point)?);
     let mut out = Recorded::default();
     let flush = |rec: &mut Recorder, out: &mut Recorded| -> Result<()> {
-        for e in rec.take_epochs() {
-            out.bytes += store.append(point, &e)?;
+        for e in rec.take_sealed() {
+            out.bytes += store.append_sealed(point, &e)?;
             out.epochs += 1;
-            out.packets += e.packets;
-            out.overflows += e.overflows() as u64;
-            out.early += e.early;
+            out.packets += e.head.packets;
+            out.overflows += e.overflows as u64;
+            out.early += e.head.early;
         }
         Ok(())
     };
@@ -70,8 +74,10 @@ pub fn record_to_store(
         }
         flush(&mut rec, &mut out)
     });
+    out.memory = rec.memory();
     rec.dump_open();
     flush(&mut rec, &mut out)?;
+    out.overflow_dumps = rec.overflow_dumps;
     Ok((out, read))
 }
 
@@ -147,11 +153,13 @@ pub fn guarantee(p: &Point) -> Option<(f64, f64, f64)> {
     Some((get("alpha")?, get("beta")?, get("t_min")?))
 }
 
-/// Answer a flow query from two stores.
+/// Answer a flow query from two stores: the flow's cells of each epoch in range, read in
+/// place; with `verify`, every epoch in range read whole and its checksum checked first.
 pub fn query_stores(
     sender: (&Store, &Point),
     receiver: (&Store, &Point),
     q: &Query,
+    verify: bool,
 ) -> Result<FlowLatency> {
     if sender.1.identity_seed != receiver.1.identity_seed {
         bail!(
@@ -160,9 +168,17 @@ pub fn query_stores(
             receiver.1.identity_seed
         );
     }
-    let s = sender.0.epochs(sender.1, q.from_ns, q.to_ns)?;
+    let r_to = q.to_ns.saturating_add(q.horizon_ns);
+    if verify {
+        let s = sender.0.epochs(sender.1, q.from_ns, q.to_ns)?;
+        let r = receiver.0.epochs(receiver.1, q.from_ns, r_to)?;
+        return query(&s, &r, q).context("querying the epochs");
+    }
+    let s = sender
+        .0
+        .flow_epochs(sender.1, q.from_ns, q.to_ns, &q.flow)?;
     let r = receiver
         .0
-        .epochs(receiver.1, q.from_ns, q.to_ns.saturating_add(q.horizon_ns))?;
-    query(&s, &r, q).context("querying the epochs")
+        .flow_epochs(receiver.1, q.from_ns, r_to, &q.flow)?;
+    query_flow(&s, &r, q).context("querying the epochs")
 }

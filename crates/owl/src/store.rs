@@ -1,10 +1,10 @@
 //! The COLATE epoch store: counter epochs appended per observation point to an embedded SQLite
 //! database (bundled, no system library), read back by time range for `owl query`.
 //!
-//! # Schema (version 1)
+//! # Schema (version 2)
 //!
 //! ```sql
-//! meta(key TEXT PRIMARY KEY, value TEXT)       -- application = owl-colate-store, schema = 1
+//! meta(key TEXT PRIMARY KEY, value TEXT)       -- application = owl-colate-store, schema = 2
 //! points(id INTEGER PRIMARY KEY, name TEXT UNIQUE, config TEXT, identity_seed INTEGER)
 //! epochs(point INTEGER, seq INTEGER, vector INTEGER, first_ns INTEGER, last_ns INTEGER,
 //!        packets INTEGER, bytes INTEGER, epoch BLOB, PRIMARY KEY (point, seq))
@@ -12,26 +12,58 @@
 //! ```
 //!
 //! `config` is the method's configuration, one `field=value` per line; `epoch` is the
-//! checksummed `CLE1` encoding of [`owl_core::colate::epoch`] — self-describing (its base,
+//! checksummed `CLE2` encoding of [`owl_core::colate::epoch`] — self-describing (its base,
 //! unit, `n`, `m`, seed), so an epoch is readable without the row around it. Timestamps are
-//! ns since the Unix epoch in SQLite's signed 64-bit integers (until 2262).
+//! ns since the Unix epoch in SQLite's signed 64-bit integers (until 2262). Schema 1 held
+//! `CLE1` epochs, whose cells were not randomly accessible; it is refused by name.
+//!
+//! # Reading one flow
+//!
+//! A query reads, of each epoch in its range, the header and the flow's `m` cells only, by
+//! SQLite's incremental blob I/O ([`Store::flow_epochs`]; `CLE2` puts every cell at an offset
+//! its header gives). An epoch of a large vector spans a chain of overflow pages, and SQLite
+//! finds the page of an offset by following the chain; the store is created with
+//! `auto_vacuum = INCREMENTAL`, whose pointer-map pages let SQLite follow the chain without
+//! reading the pages it skips. A flow's query reads a few kilobytes per epoch, not the epoch.
 //!
 //! # Crash safety
 //!
 //! The database runs in WAL mode with `synchronous = FULL`, and each epoch is one transaction:
 //! once [`Store::append`] returns, the epoch survives a crash or a power cut; a cut during an
 //! append loses that epoch only (SQLite ignores a WAL transaction without its commit frame,
-//! and every frame is checksummed). Reading checks every epoch's own checksum too, so a
-//! damaged blob is one clear error naming the epoch, never a wrong counter.
+//! and every frame is checksummed). Reading an epoch whole ([`Store::epochs`], `owl query
+//! --verify`) checks its own checksum too, so a damaged blob is one clear error naming the
+//! epoch, never a wrong counter; reading a flow's cells checks the header's checksum and every
+//! offset against the blob's length.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
-use owl_core::colate::Epoch;
+use owl_core::FlowKey;
+use owl_core::colate::{Epoch, EpochReader, FlowEpoch, Mapping, ReadAt, Sealed};
+use owl_core::wire::DecodeError;
+use rusqlite::blob::Blob;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 const APPLICATION: &str = "owl-colate-store";
-const SCHEMA: &str = "1";
+const SCHEMA: &str = "2";
+
+/// An epoch blob read in place.
+struct BlobAt<'a, 'c>(&'a Blob<'c>);
+
+impl ReadAt for BlobAt<'_, '_> {
+    fn size(&self) -> usize {
+        self.0.len()
+    }
+    fn read_at(&mut self, offset: usize, buf: &mut [u8]) -> Result<(), DecodeError> {
+        self.0
+            .read_at_exact(buf, offset)
+            .map_err(|e| DecodeError::Invalid {
+                offset,
+                what: format!("reading the epoch blob: {e}"),
+            })
+    }
+}
 
 /// An open store.
 pub struct Store {
@@ -89,6 +121,10 @@ impl Store {
         let conn = Connection::open(path)
             .with_context(|| format!("{}: cannot open or create", path.display()))?;
         let ctx = || format!("{}: cannot set up the epoch store", path.display());
+        // pointer maps: a blob's overflow chain is followed without reading it (module doc);
+        // only takes effect on a new database
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+            .with_context(ctx)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .with_context(ctx)?;
         conn.pragma_update(None, "synchronous", "FULL")
@@ -113,7 +149,7 @@ impl Store {
                  PRIMARY KEY (point, seq));
              CREATE INDEX IF NOT EXISTS epochs_range ON epochs(point, last_ns, first_ns);
              INSERT OR IGNORE INTO meta VALUES ('application', 'owl-colate-store');
-             INSERT OR IGNORE INTO meta VALUES ('schema', '1');
+             INSERT OR IGNORE INTO meta VALUES ('schema', '2');
              COMMIT;",
         )
         .map_err(|e| anyhow!("{}: not an epoch store ({e})", path.display()))?;
@@ -288,34 +324,34 @@ impl Store {
         Ok(max.map_or(0, |m| m as u64 + 1))
     }
 
-    /// Append one epoch (one transaction, durable when this returns); its bytes.
-    pub fn append(&self, point: &Point, e: &Epoch) -> Result<u64> {
-        let mut blob = Vec::with_capacity(e.encoded_len());
-        e.encode(&mut blob);
+    /// Append one epoch as a recorder dumped it (one transaction, durable when this
+    /// returns); its bytes.
+    pub fn append_sealed(&self, point: &Point, e: &Sealed) -> Result<u64> {
+        let h = &e.head;
         self.conn
             .execute(
                 "INSERT INTO epochs (point, seq, vector, first_ns, last_ns, packets, bytes, epoch)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![
                     point.id,
-                    ns(e.seq, "sequence")?,
-                    e.vector as i64,
-                    ns(e.first_ns, "first timestamp")?,
-                    ns(e.last_ns, "last timestamp")?,
-                    ns(e.packets, "packets")?,
-                    blob.len() as i64,
-                    blob
+                    ns(h.seq, "sequence")?,
+                    h.vector as i64,
+                    ns(h.first_ns, "first timestamp")?,
+                    ns(h.last_ns, "last timestamp")?,
+                    ns(h.packets, "packets")?,
+                    e.bytes.len() as i64,
+                    e.bytes
                 ],
             )
             .with_context(|| {
                 format!(
                     "{}: cannot append epoch {} of point {}",
                     self.path.display(),
-                    e.seq,
+                    h.seq,
                     point.name
                 )
             })?;
-        Ok(blob.len() as u64)
+        Ok(e.bytes.len() as u64)
     }
 
     /// The point's epochs whose time frame meets `[from, to]`, by sequence; each decoded and
@@ -342,6 +378,66 @@ impl Store {
                     point.name
                 )
             })?);
+        }
+        Ok(out)
+    }
+
+    /// The flow's cells of the point's epochs whose time frame meets `[from, to]`, by
+    /// sequence: each epoch's header and `m` cells read in place (module doc).
+    pub fn flow_epochs(
+        &self,
+        point: &Point,
+        from: u64,
+        to: u64,
+        flow: &FlowKey,
+    ) -> Result<Vec<FlowEpoch>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT rowid, seq FROM epochs
+             WHERE point = ?1 AND last_ns >= ?2 AND first_ns <= ?3 ORDER BY seq",
+        )?;
+        let (from, to) = (
+            i64::try_from(from).unwrap_or(i64::MAX),
+            i64::try_from(to).unwrap_or(i64::MAX),
+        );
+        let rows = st
+            .query_map(params![point.id, from, to], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut out = Vec::with_capacity(rows.len());
+        let mut blob: Option<Blob> = None;
+        let mut map: Option<(Mapping, u64)> = None;
+        for (rowid, seq) in rows {
+            let named = |e: &dyn std::fmt::Display| {
+                anyhow!(
+                    "{}: epoch {seq} of point {}: {e}",
+                    self.path.display(),
+                    point.name
+                )
+            };
+            match &mut blob {
+                Some(b) => b.reopen(rowid).map_err(|e| named(&e))?,
+                None => {
+                    blob = Some(
+                        self.conn
+                            .blob_open(c"main", c"epochs", c"epoch", rowid, true)
+                            .map_err(|e| named(&e))?,
+                    )
+                }
+            }
+            let b = blob.as_ref().expect("opened above");
+            let mut rd = EpochReader::open(BlobAt(b)).map_err(|e| named(&e))?;
+            let h = rd.head();
+            let (map, fh) = match &map {
+                Some((mp, fh)) if mp.seed == h.seed && mp.m == h.m => (mp, *fh),
+                _ => {
+                    let mp = Mapping::new(h.seed, h.m, &[1.0]);
+                    let fh = mp.flow_hash(flow);
+                    let (mp, fh) = map.insert((mp, fh));
+                    (&*mp, *fh)
+                }
+            };
+            out.push(rd.flow(map, fh).map_err(|e| named(&e))?);
         }
         Ok(out)
     }
@@ -383,7 +479,7 @@ mod tests {
     use owl_core::colate::{Config, Layout, Recorder};
     use owl_core::{FlowKey, PacketRecord};
 
-    fn epochs(k: usize) -> Vec<Epoch> {
+    fn epochs(k: usize) -> Vec<Sealed> {
         let c = Config::paper_default(1)
             .with_parameters(1_000, 10, 20, 50_000)
             .unwrap();
@@ -400,7 +496,7 @@ mod tests {
             });
         }
         r.dump_open();
-        let mut v = r.take_epochs();
+        let mut v = r.take_sealed();
         assert!(v.len() >= k, "{}", v.len());
         v.truncate(k);
         v
@@ -416,7 +512,7 @@ mod tests {
             let st = Store::open_or_create(&path).unwrap();
             let p = st.point("s", &cfg, 7).unwrap();
             for e in &es {
-                st.append(&p, e).unwrap();
+                st.append_sealed(&p, e).unwrap();
             }
             assert_eq!(st.next_seq(&p).unwrap(), es.len() as u64);
             // a point recorded with another configuration is refused by field
@@ -425,13 +521,16 @@ mod tests {
         }
         let st = Store::open_read(&path).unwrap();
         let p = st.only_point(None).unwrap();
-        assert_eq!(st.epochs(&p, 0, u64::MAX).unwrap(), es);
-        let mid = st.epochs(&p, es[2].first_ns, es[2].last_ns).unwrap();
-        assert!(mid.iter().any(|e| e.seq == es[2].seq));
+        let decoded: Vec<Epoch> = es.iter().map(Sealed::decode).collect();
+        assert_eq!(st.epochs(&p, 0, u64::MAX).unwrap(), decoded);
+        let mid = st
+            .epochs(&p, es[2].head.first_ns, es[2].head.last_ns)
+            .unwrap();
+        assert!(mid.iter().any(|e| e.seq == es[2].head.seq));
         assert!(mid.len() <= 3);
         let s = st.stats(&p).unwrap();
         assert_eq!(s.epochs, 5);
-        assert_eq!(s.packets, es.iter().map(|e| e.packets).sum::<u64>());
+        assert_eq!(s.packets, es.iter().map(|e| e.head.packets).sum::<u64>());
         assert_eq!(st.integrity().unwrap(), "ok");
         assert!(Store::open_read(&dir.path().join("none.db")).is_err());
         std::fs::write(dir.path().join("junk.db"), b"not a database at all").unwrap();
@@ -446,7 +545,7 @@ mod tests {
         let st = Store::open_or_create(&path).unwrap();
         let p = st.point("s", &[], 1).unwrap();
         for e in epochs(2) {
-            st.append(&p, &e).unwrap();
+            st.append_sealed(&p, &e).unwrap();
         }
         st.conn
             .execute(

@@ -53,6 +53,10 @@ pub struct QueryArgs {
     /// sender point's configuration.
     #[arg(long, value_name = "paper|raw")]
     pub mean: Option<String>,
+    /// Read every epoch in range whole and check its checksum (slower: a query otherwise
+    /// reads only each epoch's header and the flow's cells).
+    #[arg(long)]
+    pub verify: bool,
     /// One JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -94,7 +98,7 @@ pub fn run(a: QueryArgs) -> Result<()> {
         gamma: a.gamma,
         estimator,
     };
-    let l = query_stores((&ss, &sp), (&rs, &rp), &q)?;
+    let l = query_stores((&ss, &sp), (&rs, &rp), &q, a.verify)?;
     let g = guarantee(&sp);
     let covered = g.map(|(_, _, t_min)| l.mean_ns.is_some() && l.t_units >= t_min);
     if a.json {

@@ -351,12 +351,19 @@ fn run_store(a: &RecordArgs, path: &std::path::Path) -> Result<()> {
             rec.overflows
         );
     }
+    if rec.overflow_dumps > 0 {
+        eprintln!(
+            "owl: warning: {} epoch(s) dumped before T: a counter would overflow with the spill full (more storage, not less accuracy; a coarser unit_ns or a larger spill avoids it)",
+            rec.overflow_dumps
+        );
+    }
     match read {
         Ok(r) => {
             if let Some(t) = &r.truncated {
                 eprintln!("owl: warning: {}: {t}", a.capture.display());
             }
             println!("{summary}");
+            println!("  {}", rec.memory.describe());
             Ok(())
         }
         Err(e) => Err(e.context(format!("{summary}, before the error"))),

@@ -868,6 +868,193 @@ pub fn versus(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     Ok(vec![csv, cdf_csv, png])
 }
 
+/// `colate-query`: the time of `owl query` over a day of epochs (issue 13: < 10 ms for a
+/// flow's mean, < 100 ms for its std with γ = 1 000), and how it grows with the epochs a
+/// range meets.
+pub const QUERY_TIME: super::Experiment = super::Experiment {
+    name: "colate-query",
+    summary: "COLATE query time from two epoch stores (SQLite, blob I/O of the flow's cells): mean and std (gamma 1000), paper and raw, vs epochs in range up to a day (122 per point), and reading epochs whole (--verify)",
+    files: "colate-query.csv, colate-query.png",
+    run: query_time,
+};
+
+/// Epochs a day at each point: the 1 MiB plan (`n` = 441 505, `T` ≈ 7.8·10¹⁰) on an
+/// ICSI-like link (§6.1: 317 packets/s) with a 1 ms unit dumps every `√(2·u·T/rate)` ≈ 700 s.
+const DAY_EPOCHS: usize = 122;
+
+/// Two stores of `k` epochs each (1 MiB plan, 1 ms unit, 700 s per epoch), written as
+/// `owl record --store` writes them; each epoch holds 2 000 packets of 2 000 flows (a query's
+/// cost depends on the epochs it meets and `m`, not on what they hold).
+fn day_of_epochs(dir: &std::path::Path, k: usize, seed: u64) -> Result<[std::path::PathBuf; 2]> {
+    use crate::store::Store;
+    use rand::{RngExt, SeedableRng};
+    let cfg = Config::for_level(Level::Medium, 1 << 20, seed)?.with_unit(1_000_000)?;
+    let layout = Layout::new(cfg.clone());
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+    let (mut s, mut r) = (Recorder::new(layout.clone()), Recorder::new(layout));
+    let paths = [dir.join("s.db"), dir.join("r.db")];
+    let stores = [
+        Store::open_or_create(&paths[0])?,
+        Store::open_or_create(&paths[1])?,
+    ];
+    let pairs: Vec<(String, String)> = cfg
+        .pairs()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    let points = [
+        stores[0].point("s", &pairs, DEFAULT_IDENTITY_SEED)?,
+        stores[1].point("r", &pairs, DEFAULT_IDENTITY_SEED)?,
+    ];
+    let (per, span) = (2_000u64, 700_000_000_000u64);
+    let t0 = 1_767_225_600_000_000_000u64;
+    for e in 0..k as u64 {
+        for i in 0..per {
+            let ts = t0 + e * span + i * (span / per);
+            let rec = PacketRecord {
+                ts_ns: ts,
+                id: rng.random(),
+                flow: query_flow_key(rng.random_range(0..2_000)),
+                len: 500,
+            };
+            s.record(&rec);
+            r.record(&PacketRecord {
+                ts_ns: ts + rng.random_range(100_000..200_000),
+                ..rec
+            });
+        }
+        s.dump_open();
+        r.dump_open();
+        for (x, rec) in [&mut s, &mut r].into_iter().enumerate() {
+            for ep in rec.take_sealed() {
+                stores[x].append_sealed(&points[x], &ep)?;
+            }
+        }
+    }
+    Ok(paths)
+}
+
+fn query_flow_key(i: u32) -> FlowKey {
+    FlowKey {
+        proto: 6,
+        src: std::net::IpAddr::V4((0x0a00_0000 + i).into()),
+        dst: std::net::IpAddr::V4(0xac10_0001u32.into()),
+        sport: (i % 60_000) as u16,
+        dport: 443,
+    }
+}
+
+fn query_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
+    use crate::store::Store;
+    use std::time::Instant;
+    let k = if ctx.quick { 8 } else { DAY_EPOCHS };
+    let reps = ctx.runs_or(30, 3);
+    let dir = tempfile::tempdir().context("a temporary directory for the stores")?;
+    let paths = day_of_epochs(dir.path(), k, ctx.seed)?;
+    let counts: Vec<usize> = [1usize, 8, 30, 61, DAY_EPOCHS]
+        .into_iter()
+        .filter(|&c| c <= k)
+        .chain((k < DAY_EPOCHS).then_some(k))
+        .collect();
+    let cases: [(&str, u32, Estimator, bool); 5] = [
+        ("mean", 0, Estimator::Paper, false),
+        ("mean", 0, Estimator::Raw, false),
+        ("std gamma 1000", GAMMA, Estimator::Paper, false),
+        ("std gamma 1000", GAMMA, Estimator::Raw, false),
+        (
+            "mean, epochs read whole (--verify)",
+            0,
+            Estimator::Paper,
+            true,
+        ),
+    ];
+    ctx.progress.set_length((counts.len() * cases.len()) as u64);
+    let (t0, span) = (1_767_225_600_000_000_000u64, 700_000_000_000u64);
+    let mut rows = Vec::new();
+    let mut series: Vec<Series> = Vec::new();
+    for &(what, gamma, est, verify) in &cases {
+        let mut pts = Vec::new();
+        for &c in &counts {
+            let q = Query {
+                flow: query_flow_key(0),
+                from_ns: t0,
+                to_ns: t0 + c as u64 * span - span / 2,
+                horizon_ns: 0,
+                gamma,
+                estimator: est,
+            };
+            // the whole `owl query`: open both stores, find the points, read, estimate
+            let run = || -> Result<(f64, usize)> {
+                let t = Instant::now();
+                let (ss, rs) = (Store::open_read(&paths[0])?, Store::open_read(&paths[1])?);
+                let (sp, rp) = (ss.only_point(None)?, rs.only_point(None)?);
+                let l = crate::colate::query_stores((&ss, &sp), (&rs, &rp), &q, verify)?;
+                Ok((t.elapsed().as_secs_f64() * 1e3, l.sender_epochs))
+            };
+            let reps = if verify { reps.min(3) } else { reps };
+            run()?; // warm the page cache
+            let mut ms = Vec::with_capacity(reps);
+            let mut met = 0;
+            for _ in 0..reps {
+                let (t, e) = run()?;
+                ms.push(t);
+                met = e;
+            }
+            ms.sort_by(f64::total_cmp);
+            let med = ms[ms.len() / 2];
+            let p90 = ms[(ms.len() * 9 / 10).min(ms.len() - 1)];
+            rows.push(vec![
+                what.to_string(),
+                est.to_string(),
+                gamma.to_string(),
+                c.to_string(),
+                met.to_string(),
+                reps.to_string(),
+                format!("{med:.4}"),
+                format!("{p90:.4}"),
+                format!("{:.4}", ms[ms.len() - 1]),
+            ]);
+            pts.push((met as f64, med));
+            ctx.progress.inc(1);
+        }
+        series.push(Series {
+            name: format!("{what} ({est})"),
+            points: pts,
+            err: None,
+        });
+    }
+    let csv = ctx.path("colate-query.csv");
+    write_csv(
+        &csv,
+        &[
+            "query",
+            "estimator",
+            "gamma",
+            "epochs_in_range",
+            "sender_epochs_read",
+            "runs",
+            "median_ms",
+            "p90_ms",
+            "max_ms",
+        ],
+        &rows,
+    )?;
+    let png = ctx.path("colate-query.png");
+    plot_png(
+        &png,
+        &[Panel {
+            title: "owl query from two SQLite epoch stores (1 MiB plan, 1 ms unit): median time"
+                .into(),
+            x_label: "epochs in the range at each point (122 = a day)".into(),
+            y_label: "ms".into(),
+            log_x: true,
+            log_y: true,
+            series,
+        }],
+    )?;
+    Ok(vec![csv, png])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -914,5 +1101,42 @@ mod tests {
         }
         let files = versus(&quick_ctx(dir.path())).unwrap();
         assert_eq!(csv_rows(&files[0]).len(), 5);
+    }
+
+    /// The query-time experiment runs, and reading a flow's cells in place gives the answer
+    /// reading the epochs whole does.
+    #[test]
+    fn query_time_quick_and_in_place_is_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = query_time(&quick_ctx(dir.path())).unwrap();
+        let rows = csv_rows(&files[0]);
+        assert_eq!(rows.len(), 5 * 3);
+        assert!(rows.iter().all(|r| r[4] == r[3]), "{rows:?}");
+        let paths = day_of_epochs(dir.path(), 3, 2).unwrap();
+        let (ss, rs) = (
+            crate::store::Store::open_read(&paths[0]).unwrap(),
+            crate::store::Store::open_read(&paths[1]).unwrap(),
+        );
+        let (sp, rp) = (ss.only_point(None).unwrap(), rs.only_point(None).unwrap());
+        let mut answered = 0;
+        for i in [0, 1, 77, 1_999] {
+            for (gamma, est) in [(0, Estimator::Paper), (GAMMA, Estimator::Raw)] {
+                let q = Query {
+                    flow: query_flow_key(i),
+                    from_ns: 0,
+                    to_ns: u64::MAX,
+                    horizon_ns: 0,
+                    gamma,
+                    estimator: est,
+                };
+                let a = crate::colate::query_stores((&ss, &sp), (&rs, &rp), &q, false).unwrap();
+                let b = crate::colate::query_stores((&ss, &sp), (&rs, &rp), &q, true).unwrap();
+                assert_eq!(a, b);
+                assert_eq!(a.sender_epochs, 3);
+                answered += a.mean_ns.is_some() as usize;
+            }
+        }
+        // (a flow of ~3 packets can be "absent" to the paper's p̃; the raw variant answers)
+        assert!(answered >= 4, "{answered}");
     }
 }

@@ -125,6 +125,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         files: "colate-vs.csv, colate-vs-cdf.csv, colate-vs.png",
         run: colate::versus,
     },
+    colate::QUERY_TIME,
 ];
 
 /// The help after the options: the files each experiment writes, and examples.

@@ -16,6 +16,7 @@
 
 use crate::method::{MethodError, config_value, unknown_field};
 
+use super::cells::{Cells, Memory, Spill};
 use super::epoch::MAX_COUNTERS;
 use super::estimate::Estimator;
 use super::plan::{self, Form, Level, MIB_BITS, Plan, Requirement};
@@ -29,6 +30,12 @@ pub const DEFAULT_GAMMA: u32 = 1_000;
 pub const DEFAULT_MEMORY_BYTES: u64 = 10 << 20;
 /// Most sampling vectors.
 pub const MAX_VECTORS: usize = 16;
+/// Default width of the packet counters in RAM ([`super::cells`]): 8 bits beside the `b` of
+/// each timestamp counter; a count above 255 spills like a timestamp counter above `2^b − 1`.
+pub const DEFAULT_COUNT_BITS: u8 = 8;
+/// Default spill bound: one entry per 64 counters (12 bytes at a load of 3/4: 2 bits per
+/// counter beside `M`).
+pub const SPILL_PER_COUNTERS: u32 = 64;
 
 /// A validated configuration.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,6 +50,9 @@ pub struct Config {
     gamma: u32,
     mean: Estimator,
     requirement: Requirement,
+    count_bits: u8,
+    /// Spill entries; `None`: `n/64`.
+    spill: Option<u32>,
 }
 
 const FIELDS: &[&str] = &[
@@ -62,6 +72,8 @@ const FIELDS: &[&str] = &[
     "t_max",
     "ratio",
     "form",
+    "count_bits",
+    "spill",
 ];
 
 fn invalid(s: String) -> MethodError {
@@ -83,6 +95,8 @@ impl Config {
             gamma: DEFAULT_GAMMA,
             mean: Estimator::Paper,
             requirement: p.requirement,
+            count_bits: DEFAULT_COUNT_BITS,
+            spill: None,
         };
         c.validate()?;
         Ok(c)
@@ -134,6 +148,14 @@ impl Config {
         self
     }
 
+    /// Packet counters of `bits` bits in RAM, and a spill of at most `entries`.
+    pub fn with_ram(mut self, count_bits: u8, spill: u32) -> Result<Config, MethodError> {
+        self.count_bits = count_bits;
+        self.spill = Some(spill);
+        self.validate()?;
+        Ok(self)
+    }
+
     pub fn with_gamma(mut self, gamma: u32) -> Result<Config, MethodError> {
         self.gamma = gamma;
         self.validate()?;
@@ -181,6 +203,19 @@ impl Config {
                 "sampling probabilities sum to {s}: §1.4 wants them to sum to 1"
             )));
         }
+        if !(1..=32).contains(&self.count_bits) {
+            return Err(invalid(format!(
+                "count_bits = {} must be 1..=32",
+                self.count_bits
+            )));
+        }
+        if self.spill.is_some_and(|s| s > self.n) {
+            return Err(invalid(format!(
+                "spill = {} entries is more than the n = {} counters",
+                self.spill.unwrap_or(0),
+                self.n
+            )));
+        }
         if self.gamma == 0 || self.gamma > 10_000_000 {
             return Err(invalid(format!(
                 "gamma = {} virtual repetitions must be 1..=10000000",
@@ -220,9 +255,30 @@ impl Config {
     pub fn requirement(&self) -> &Requirement {
         &self.requirement
     }
+    /// Width of the packet counters in RAM.
+    pub fn count_bits(&self) -> u8 {
+        self.count_bits
+    }
+    /// Most counters whose high parts the spill holds ([`super::cells`]).
+    pub fn spill(&self) -> u32 {
+        self.spill.unwrap_or(self.n / SPILL_PER_COUNTERS)
+    }
     /// RAM of the timestamp counters as the paper counts it, `n·b` bits, in bytes.
     pub fn memory_bytes(&self) -> u64 {
-        (self.n as u64 * self.b as u64).div_ceil(8) * self.vectors.len() as u64
+        self.memory().timestamp_bits.div_ceil(8)
+    }
+    /// The RAM the vectors take once allocated: the paper's `M` (`n·b`), the packet counters
+    /// beside it (`n·c`), the cells as allocated and the spill at its bound — per vector,
+    /// times the vectors.
+    pub fn memory(&self) -> Memory {
+        let (n, k) = (self.n as u64, self.vectors.len() as u64);
+        let w = self.b as u32 + self.count_bits as u32;
+        Memory {
+            timestamp_bits: n * self.b as u64 * k,
+            count_bits: n * self.count_bits as u64 * k,
+            spill_bytes: Spill::bytes_for(self.spill() as usize) * k,
+            cell_bytes: Cells::allocated(self.n as usize, w) as u64 * k,
+        }
     }
 
     /// Name the first field the two points must agree on that differs (module doc).
@@ -265,6 +321,8 @@ impl Config {
             ("t_max", q.t_max.to_string()),
             ("ratio", q.ratio.to_string()),
             ("form", q.form.to_string()),
+            ("count_bits", self.count_bits.to_string()),
+            ("spill", self.spill().to_string()),
         ]
     }
 
@@ -276,6 +334,7 @@ impl Config {
         let (mut n, mut m, mut b, mut t) = (None, None, None, None);
         let (mut unit, mut vectors, mut gamma, mut seed) = (None, None, None, seed);
         let mut mean = Estimator::Paper;
+        let (mut count_bits, mut spill) = (DEFAULT_COUNT_BITS, None);
         for (k, s) in pairs {
             match k.as_str() {
                 "alpha" => req.alpha = v(k, s)?,
@@ -297,6 +356,8 @@ impl Config {
                 "gamma" => gamma = Some(config_value::<u32>("colate", k, s)?),
                 "mean" => mean = s.parse()?,
                 "seed" => seed = config_value("colate", k, s)?,
+                "count_bits" => count_bits = config_value::<u8>("colate", k, s)?,
+                "spill" => spill = Some(config_value::<u32>("colate", k, s)?),
                 "vectors" => {
                     vectors = Some(
                         s.split(['/', ' '])
@@ -316,10 +377,11 @@ impl Config {
                 let p = plan::solve(&req)?;
                 let n_plan = u32::try_from(p.n)
                     .map_err(|_| invalid(format!("the plan asks for {} counters", p.n)))?;
+                let b = b.unwrap_or(p.b.min(63) as u8);
                 (
                     n.unwrap_or(n_plan),
                     m.unwrap_or(p.m),
-                    b.unwrap_or(p.b.min(63) as u8),
+                    b,
                     t.unwrap_or(p.threshold),
                 )
             }
@@ -335,9 +397,15 @@ impl Config {
             gamma: DEFAULT_GAMMA,
             mean,
             requirement: req,
+            count_bits,
+            spill,
         };
         c.unit_ns = unit.unwrap_or(c.unit_ns);
         c.gamma = gamma.unwrap_or(c.gamma);
+        // the default bound, spelled out (as `pairs` writes it), stays the default
+        if c.spill == Some(c.n / SPILL_PER_COUNTERS) {
+            c.spill = None;
+        }
         if let Some(vs) = vectors {
             c.vectors = vs;
         }

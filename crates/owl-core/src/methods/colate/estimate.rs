@@ -13,7 +13,7 @@
 //! - **Eq. 3**: `μ̃_f = (t̃_{f,R} − t̃_{f,S}) / p̃_f`, `p̃_f` at the sender.
 //! - **Theorem 3** (Eq. 7): the maximum-likelihood part of each counter that is `f`'s own,
 //!   `w̃[j]`, the root in `ξ = S[j] − w̃[j]` of `ψ(τ − ξ + 1) − ψ(ξ + 1) = ln(n − 1)` with
-//!   `τ = t_X − t̃_f` ([`mle_noise`], digamma from `statrs`, bisection: the left side falls
+//!   `τ = t_X − t̃_f` ([`mle_noise`], digamma from [`super::special`], bisection: the left side falls
 //!   strictly in `ξ`); the same for the packet counters, whose noise *is* binomial.
 //! - **Theorem 4** (Eq. 9, 10): γ random permutations `Q` of the `m` counters; each gives
 //!   `Σ_l (v_R[l] − v_S[l])²` with `v_X[l] = w̃_X[Q[2l]] − w̃_X[Q[2l−1]]`, an estimate of
@@ -32,12 +32,12 @@
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_pcg::Pcg64Mcg;
-use statrs::function::gamma::digamma;
 
 use crate::method::{Estimate, MethodError};
 use crate::record::FlowKey;
 
-use super::epoch::Epoch;
+use super::epoch::{Epoch, EpochHead, FlowEpoch};
+use super::special::digamma;
 use super::vector::{Mapping, mix};
 
 /// A flow's latency query (§1.4 "Querying Phase").
@@ -169,24 +169,26 @@ pub fn point_sums(
     r0: u64,
     mle: bool,
 ) -> PointSums {
-    let m = map.m as usize;
+    let cells: Vec<FlowEpoch> = epochs.iter().map(|e| e.flow(map, flow_hash)).collect();
+    flow_sums(&cells.iter().collect::<Vec<_>>(), map.m as usize, r0, mle)
+}
+
+/// [`point_sums`] over the flow's cells of each epoch (`m` each).
+pub fn flow_sums(epochs: &[&FlowEpoch], m: usize, r0: u64, mle: bool) -> PointSums {
     let mut out = PointSums {
         w: if mle { vec![0.0; m] } else { Vec::new() },
         a: vec![0.0; m],
         epochs: epochs.len(),
         ..PointSums::default()
     };
-    let mut idx = vec![0usize; m];
-    for e in epochs {
+    for fe in epochs {
+        let e = &fe.head;
         let n = e.n as usize;
-        for (j, slot) in idx.iter_mut().enumerate() {
-            *slot = map.index(flow_hash, j, n);
-        }
         let unit = e.unit_ns as i128;
         let shift = e.base_ns as i128 - r0 as i128;
         let (mut sa, mut ss, mut sn) = (0i128, 0u128, 0u64);
-        for (j, &i) in idx.iter().enumerate() {
-            let (s, c) = (e.ts[i], e.counts[i]);
+        for j in 0..m {
+            let (s, c) = (fe.ts[j], fe.counts[j]);
             let a = unit * s as i128 + shift * c as i128;
             out.a[j] += a as f64;
             sa += a;
@@ -207,9 +209,9 @@ pub fn point_sums(
         if mle {
             let tau = (e.sum as f64 - t_units).max(0.0);
             let nu = (e.packets as f64 - p).max(0.0);
-            for (j, &i) in idx.iter().enumerate() {
-                let s = e.ts[i] as f64;
-                let c = e.counts[i] as f64;
+            for j in 0..m {
+                let s = fe.ts[j] as f64;
+                let c = fe.counts[j] as f64;
                 let w = s - mle_noise(s, tau, nf);
                 let k = c - mle_noise(c, nu, nf);
                 out.w[j] += e.unit_ns as f64 * w + shift as f64 * k;
@@ -249,9 +251,9 @@ pub fn repetitions_limit(ws: &[f64], wr: &[f64]) -> f64 {
 }
 
 /// The mapping every epoch of a query shares, or the mismatch.
-fn shared_mapping(
-    sender: &[&Epoch],
-    receiver: &[&Epoch],
+pub fn shared_mapping(
+    sender: &[&EpochHead],
+    receiver: &[&EpochHead],
 ) -> Result<Option<(Mapping, Vec<f64>)>, MethodError> {
     let Some(first) = sender.first().or(receiver.first()) else {
         return Ok(None);
@@ -305,17 +307,32 @@ pub fn query(sender: &[Epoch], receiver: &[Epoch], q: &Query) -> Result<FlowLate
         .iter()
         .filter(|e| e.overlaps(q.from_ns, r_to))
         .collect();
-    query_epochs(&s, &r, q)
+    fn heads<'a>(v: &[&'a Epoch]) -> Vec<&'a EpochHead> {
+        v.iter().map(|e| &e.head).collect()
+    }
+    let Some((map, _)) = shared_mapping(&heads(&s), &heads(&r))? else {
+        return query_flow(&[], &[], q);
+    };
+    let fh = map.flow_hash(&q.flow);
+    let cells = |v: &[&Epoch]| v.iter().map(|e| e.flow(&map, fh)).collect::<Vec<_>>();
+    query_flow(&cells(&s), &cells(&r), q)
 }
 
-/// [`query`] over epochs already chosen.
-pub fn query_epochs(s: &[&Epoch], r: &[&Epoch], q: &Query) -> Result<FlowLatency, MethodError> {
+/// [`query`] over the flow's cells of the epochs already chosen (those that overlap the
+/// query's range at each point: what the epoch store reads).
+pub fn query_flow(s: &[FlowEpoch], r: &[FlowEpoch], q: &Query) -> Result<FlowLatency, MethodError> {
+    let s: Vec<&FlowEpoch> = s.iter().collect();
+    let r: Vec<&FlowEpoch> = r.iter().collect();
+    let (s, r) = (&s[..], &r[..]);
     let mut out = FlowLatency {
         sender_epochs: s.len(),
         receiver_epochs: r.len(),
         ..FlowLatency::default()
     };
-    let Some((map, probs)) = shared_mapping(s, r)? else {
+    fn heads<'a>(v: &[&'a FlowEpoch]) -> Vec<&'a EpochHead> {
+        v.iter().map(|e| &e.head).collect()
+    }
+    let Some((map, probs)) = shared_mapping(&heads(s), &heads(r))? else {
         out.notes
             .push("no epoch overlaps the range at either point".into());
         return Ok(out);
@@ -332,13 +349,13 @@ pub fn query_epochs(s: &[&Epoch], r: &[&Epoch], q: &Query) -> Result<FlowLatency
     // f64 division keeps nanoseconds)
     let r0 = s
         .iter()
-        .map(|e| e.first_ns)
+        .map(|e| e.head.first_ns)
         .min()
         .unwrap_or(0)
         .max(q.from_ns);
     // the same n everywhere: a packet sits in the same counter at both points, and the
     // flow's own counters tell its losses; otherwise only whole vectors can (§1.4)
-    let same_n = s.iter().chain(r).all(|e| e.n == s[0].n);
+    let same_n = s.iter().chain(r).all(|e| e.head.n == s[0].head.n);
     if !same_n {
         out.notes.push(
             "the points use different n: losses are checked on whole vectors (§1.4), and traffic both points saw no longer cancels".into(),
@@ -350,29 +367,30 @@ pub fn query_epochs(s: &[&Epoch], r: &[&Epoch], q: &Query) -> Result<FlowLatency
     let mut lost: Option<f64> = None;
     let mut absent: Option<f64> = None;
     for v in order {
-        let sv: Vec<&Epoch> = s
+        let sv: Vec<&FlowEpoch> = s
             .iter()
             .copied()
-            .filter(|e| e.vector as usize == v)
+            .filter(|e| e.head.vector as usize == v)
             .collect();
-        let rv: Vec<&Epoch> = r
+        let rv: Vec<&FlowEpoch> = r
             .iter()
             .copied()
-            .filter(|e| e.vector as usize == v)
+            .filter(|e| e.head.vector as usize == v)
             .collect();
         if sv.is_empty() || rv.is_empty() {
             continue;
         }
         let want_std = q.gamma > 0;
         let paper = q.estimator == Estimator::Paper;
-        let ps = point_sums(&sv, &map, fh, r0, want_std && paper);
-        let pr = point_sums(&rv, &map, fh, r0, want_std && paper);
+        let m = map.m as usize;
+        let ps = flow_sums(&sv, m, r0, want_std && paper);
+        let pr = flow_sums(&rv, m, r0, want_std && paper);
         let (cs, cr) = if same_n {
             (ps.raw_counts, pr.raw_counts)
         } else {
             (
-                sv.iter().map(|e| e.packets).sum::<u64>(),
-                rv.iter().map(|e| e.packets).sum::<u64>(),
+                sv.iter().map(|e| e.head.packets).sum::<u64>(),
+                rv.iter().map(|e| e.head.packets).sum::<u64>(),
             )
         };
         if cs != cr {
@@ -439,14 +457,23 @@ pub fn query_epochs(s: &[&Epoch], r: &[&Epoch], q: &Query) -> Result<FlowLatency
 /// The aggregate mean of every packet (not per flow): the vector of the highest sampling
 /// probability whose packet counters agree at both points over all epochs.
 pub fn aggregate(sender: &[Epoch], receiver: &[Epoch]) -> Result<Estimate, MethodError> {
-    let s: Vec<&Epoch> = sender.iter().collect();
-    let r: Vec<&Epoch> = receiver.iter().collect();
+    let heads = |v: &[Epoch]| v.iter().map(|e| e.head.clone()).collect::<Vec<_>>();
+    aggregate_heads(&heads(sender), &heads(receiver))
+}
+
+/// [`aggregate`] from the epochs' heads (it reads no counter).
+pub fn aggregate_heads(
+    sender: &[EpochHead],
+    receiver: &[EpochHead],
+) -> Result<Estimate, MethodError> {
+    let s: Vec<&EpochHead> = sender.iter().collect();
+    let r: Vec<&EpochHead> = receiver.iter().collect();
     let mut est = Estimate::default();
     let Some((_, probs)) = shared_mapping(&s, &r)? else {
         return Ok(est);
     };
     let r0 = s.iter().chain(&r).map(|e| e.first_ns).min().unwrap_or(0);
-    let total = |es: &[&Epoch], v: usize| -> (i128, u64) {
+    let total = |es: &[&EpochHead], v: usize| -> (i128, u64) {
         es.iter()
             .filter(|e| e.vector as usize == v)
             .fold((0i128, 0u64), |(a, n), e| {

@@ -16,8 +16,8 @@ use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader, WireWriter};
 
 use super::config::Config;
-use super::epoch::Epoch;
-use super::estimate::{Query, aggregate, query};
+use super::epoch::{Epoch, EpochReader, Sealed};
+use super::estimate::{Query, aggregate_heads, query_flow, shared_mapping};
 use super::vector::{Layout, Recorder};
 
 pub const PAYLOAD_TAG: &[u8; 4] = b"COL1";
@@ -32,7 +32,7 @@ impl PointSynopsis for Recorder {
         Recorder::record_batch(self, recs);
     }
     fn encoded_len(&self) -> usize {
-        let sealed: usize = self.sealed().iter().map(|e| 4 + e.encoded_len()).sum();
+        let sealed: usize = self.sealed().iter().map(|e| 4 + e.bytes.len()).sum();
         let open = self.open_encoded_len();
         let open_count = self.open_vectors();
         8 + sealed + open + 4 * open_count
@@ -40,23 +40,28 @@ impl PointSynopsis for Recorder {
     /// The counter epochs themselves (what a point dumps to its epoch store and a query
     /// reads), without this file's framing.
     fn shipped_len(&self) -> Option<u64> {
-        let sealed: usize = self.sealed().iter().map(|e| e.encoded_len()).sum();
+        let sealed: usize = self.sealed().iter().map(|e| e.bytes.len()).sum();
         Some((sealed + self.open_encoded_len()) as u64)
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        let epochs = self.snapshot();
+        let epochs = self.snapshot_sealed();
         let mut w = WireWriter::new(out);
         w.bytes(PAYLOAD_TAG);
         w.u32(epochs.len() as u32);
         for e in &epochs {
-            WireWriter::new(out).u32(e.encoded_len() as u32);
-            e.encode(out);
+            w.u32(e.bytes.len() as u32);
+            w.bytes(&e.bytes);
         }
     }
 }
 
 /// Decode a `COL1` payload into its epochs.
 pub fn decode_epochs(bytes: &[u8]) -> Result<Vec<Epoch>, DecodeError> {
+    Ok(decode_sealed(bytes)?.iter().map(Sealed::decode).collect())
+}
+
+/// Decode a `COL1` payload into its epochs as stored, each checked whole.
+pub fn decode_sealed(bytes: &[u8]) -> Result<Vec<Sealed>, DecodeError> {
     let mut r = WireReader::new(bytes);
     if r.take(4, "COLATE payload tag")? != PAYLOAD_TAG {
         return Err(DecodeError::Invalid {
@@ -73,7 +78,7 @@ pub fn decode_epochs(bytes: &[u8]) -> Result<Vec<Epoch>, DecodeError> {
         let len = r.u32("epoch length")? as usize;
         let off = r.offset();
         let b = r.take(len, "epoch")?;
-        out.push(Epoch::decode(b).map_err(|e| match e {
+        out.push(Sealed::from_bytes(b.to_vec()).map_err(|e| match e {
             DecodeError::Truncated {
                 offset,
                 what,
@@ -119,8 +124,8 @@ impl ColateMethod {
     }
 }
 
-fn epochs_of(p: &dyn PointSynopsis) -> Result<Vec<Epoch>, MethodError> {
-    Ok(downcast_ref::<Recorder>(p, "colate")?.snapshot())
+fn epochs_of(p: &dyn PointSynopsis) -> Result<Vec<Sealed>, MethodError> {
+    Ok(downcast_ref::<Recorder>(p, "colate")?.snapshot_sealed())
 }
 
 impl Method for ColateMethod {
@@ -138,7 +143,7 @@ impl Method for ColateMethod {
         _role: Role,
         bytes: &[u8],
     ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        let epochs = decode_epochs(bytes)?;
+        let epochs = decode_sealed(bytes)?;
         Ok(Box::new(Recorder::with_epochs(self.layout.clone(), epochs)))
     }
     fn estimate(
@@ -146,10 +151,21 @@ impl Method for ColateMethod {
         sender: Box<dyn PointSynopsis>,
         receiver: Box<dyn PointSynopsis>,
     ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Recorder>(sender, "colate")?.snapshot();
-        let r = downcast::<Recorder>(receiver, "colate")?.snapshot();
-        let mut e = aggregate(&s, &r)?;
-        let stored = |v: &[Epoch]| v.iter().map(|e| e.encoded_len() as u64).sum::<u64>();
+        let (s, r) = (
+            downcast::<Recorder>(sender, "colate")?,
+            downcast::<Recorder>(receiver, "colate")?,
+        );
+        let ram = s.memory().total_bytes().max(r.memory().total_bytes());
+        let ram_line = if ram == s.memory().total_bytes() {
+            s.memory().describe()
+        } else {
+            r.memory().describe()
+        };
+        let forced = s.overflow_dumps + r.overflow_dumps;
+        let (s, r) = (s.snapshot_sealed(), r.snapshot_sealed());
+        let heads = |v: &[Sealed]| v.iter().map(|e| e.head.clone()).collect::<Vec<_>>();
+        let mut e = aggregate_heads(&heads(&s), &heads(&r))?;
+        let stored = |v: &[Sealed]| v.iter().map(|e| e.bytes.len() as u64).sum::<u64>();
         e.bytes = stored(&s).max(stored(&r));
         let epochs = |n: usize| format!("{n} epoch{}", if n == 1 { "" } else { "s" });
         e.notes.push(format!(
@@ -157,6 +173,15 @@ impl Method for ColateMethod {
             epochs(s.len()),
             epochs(r.len())
         ));
+        // a decoded synopsis has no vectors in RAM: only a recording point reports them
+        if ram > 0 {
+            e.notes.push(format!("per point: {ram_line}"));
+        }
+        if forced > 0 {
+            e.notes.push(format!(
+                "{forced} dump(s) before T: a counter would overflow with the spill full (§3.1)"
+            ));
+        }
         Ok(e)
     }
     fn estimate_flows(
@@ -167,6 +192,18 @@ impl Method for ColateMethod {
     ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
         let go = || -> Result<Vec<FlowEstimate>, MethodError> {
             let (s, r) = (epochs_of(sender)?, epochs_of(receiver)?);
+            let (hs, hr): (Vec<_>, Vec<_>) = (
+                s.iter().map(|e| &e.head).collect(),
+                r.iter().map(|e| &e.head).collect(),
+            );
+            let Some((map, _)) = shared_mapping(&hs, &hr)? else {
+                return Ok(vec![FlowEstimate::default(); flows.len()]);
+            };
+            // each flow's m cells of each epoch, read in place
+            let (mut rs, mut rr): (Vec<_>, Vec<_>) = (
+                s.iter().map(Sealed::reader).collect(),
+                r.iter().map(Sealed::reader).collect(),
+            );
             flows
                 .iter()
                 .map(|f| {
@@ -178,7 +215,14 @@ impl Method for ColateMethod {
                         gamma: self.layout.cfg.gamma(),
                         estimator: self.layout.cfg.mean(),
                     };
-                    let l = query(&s, &r, &q)?;
+                    let fh = map.flow_hash(f);
+                    let cells = |v: &mut [EpochReader<&[u8]>]| {
+                        v.iter_mut()
+                            .map(|rd| rd.flow(&map, fh))
+                            .collect::<Result<Vec<_>, _>>()
+                            .map_err(|e| MethodError::Invalid(format!("colate: {e}")))
+                    };
+                    let l = query_flow(&cells(&mut rs)?, &cells(&mut rr)?, &q)?;
                     Ok(FlowEstimate {
                         mean_ns: l.mean_ns,
                         std_ns: l.std_ns,

@@ -74,19 +74,22 @@
 //! the two points, and the coordination that made shared traffic cancel is gone: the mean then
 //! rests on the paper's noise model alone (test `different_ram_at_the_two_points`).
 
+pub mod cells;
 pub mod config;
 pub mod epoch;
 pub mod estimate;
 pub mod method;
 pub mod plan;
+pub mod special;
 pub mod vector;
 
 #[cfg(test)]
 mod tests;
 
+pub use cells::Memory;
 pub use config::Config;
-pub use epoch::Epoch;
-pub use estimate::{Estimator, FlowLatency, Query, aggregate, mle_noise, query};
+pub use epoch::{Epoch, EpochHead, EpochReader, FlowEpoch, ReadAt, Sealed};
+pub use estimate::{Estimator, FlowLatency, Query, aggregate, mle_noise, query, query_flow};
 pub use method::{ColateMethod, INFO};
 pub use plan::{Level, Plan, Requirement};
 pub use vector::{Layout, Mapping, Recorder};

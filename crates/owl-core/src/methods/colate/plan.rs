@@ -33,10 +33,12 @@
 //!
 //! # Rounding
 //!
-//! The solution is continuous. As in the paper's example (`b` = 19 beside `n` = 455 334,
-//! where `M/n` = 18.42), the deployed configuration keeps `n` rounded, rounds `b` up (a wider
-//! counter never overflows sooner) and `m` up to an even number (§4.2.2 needs `m/2` pairs),
-//! and keeps `T`; the memory `n·b` it then uses is reported beside `M`.
+//! The solution is continuous. The paper's example rounds `b` up (`b` = 19 beside
+//! `n` = 455 334, where `M/n` = 18.42) and keeps `n` — 8.65 Mbit of counters for a 8.39 Mbit
+//! `M`. The deployed configuration rounds `b` up too (a wider counter never overflows sooner)
+//! and `m` up to an even number (§4.2.2 needs `m/2` pairs), but keeps within `M`: `n =
+//! ⌊M/b⌋`, and `T` scaled by the same factor, so `T/n` — each counter's share, hence the noise
+//! term of Eq. 22 — is the continuous solution's (and `T/n ≤ 2^(b−1)` still holds, Eq. 14).
 
 use serde::Serialize;
 
@@ -199,7 +201,7 @@ impl Requirement {
 
     /// Eq. 20: `k = √2·erf⁻¹(A)`.
     pub fn k(&self) -> f64 {
-        std::f64::consts::SQRT_2 * statrs::function::erf::erf_inv(self.individual_reliability())
+        std::f64::consts::SQRT_2 * super::special::erf_inv(self.individual_reliability())
     }
 
     /// Eq. 12: `B = β·r`.
@@ -341,16 +343,20 @@ pub fn solve(req: &Requirement) -> Result<Plan, MethodError> {
     let n_exact = z;
     let (b_exact, t_exact, m_exact) = derived(req, n_exact);
     let m = (m_exact.ceil() as u32).next_multiple_of(2).max(2);
+    let b = b_exact.ceil();
+    let n = ((req.memory_bits / b).floor())
+        .min(n_exact.round())
+        .max(1.0);
     Ok(Plan {
         requirement: *req,
         n_exact,
         m_exact,
         b_exact,
         threshold_exact: t_exact,
-        n: n_exact.round() as u64,
+        n: n as u64,
         m,
-        b: b_exact.ceil() as u32,
-        threshold: t_exact.floor() as u64,
+        b: b as u32,
+        threshold: (t_exact * n / n_exact).floor() as u64,
         a: req.individual_reliability(),
         big_b: req.individual_interval(),
         k: req.k(),
@@ -377,6 +383,15 @@ mod tests {
         let lhs15 = EXAMPLE_T_MAX / p.m_exact + (p.threshold_exact - EXAMPLE_T_MAX) / p.n_exact;
         assert!((lhs15 - (p.b_exact.exp2() - 1.0)).abs() < 1e-6 * lhs15);
         assert!(residual(&p.requirement, p.n_exact).abs() < 1e-6 * 0.0025 * 85_003f64.powi(2));
+        // deployed within M: n = ⌊M/b⌋, T/n kept
+        assert_eq!(p.n, (MIB_BITS / 19.0).floor() as u64);
+        assert!(p.memory_bits() as f64 <= MIB_BITS);
+        let share = |t: f64, n: f64| t / n;
+        assert!(
+            (share(p.threshold as f64, p.n as f64) / share(p.threshold_exact, p.n_exact) - 1.0)
+                .abs()
+                < 1e-6
+        );
     }
 
     /// With Eq. 21 as printed, the example's n needs a t_min above its own t_max.

@@ -1,10 +1,10 @@
 //! COLATE as a whole: Theorem 2's unbiasedness, Theorem 3's root against brute force,
 //! Theorem 4's repetitions, the epoch's bytes, queries over epochs, loss, different RAM.
 
+use crate::methods::lda::ci::ln_gamma;
 use hashbrown::HashMap;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
-use statrs::function::gamma::ln_gamma;
 
 use super::estimate::{point_sums, repetitions_limit, virtual_repetitions};
 use super::*;
@@ -143,6 +143,8 @@ fn epoch_round_trip_escapes_and_a_torn_epoch() {
     // 6-bit counters: most timestamp counters overflow into the escape list
     let c = cfg(64, 4, u64::MAX, 1_000, 2)
         .with_parameters(64, 4, 6, u64::MAX)
+        .unwrap()
+        .with_ram(8, 64)
         .unwrap();
     let e = record(&c, &s).remove(0);
     assert!(e.overflows() > 0);
@@ -157,20 +159,233 @@ fn epoch_round_trip_escapes_and_a_torn_epoch() {
     // one encoding per epoch (found by fuzzing): a header's counter width or padding bits
     // that the encoder would not write are refused even under a right checksum
     let reseal = |mut x: Vec<u8>| {
+        let h = epoch::HEADER_BYTES - 8;
+        let sum = xxhash_rust::xxh3::xxh3_64(&x[..h]);
+        x[h..h + 8].copy_from_slice(&sum.to_le_bytes());
         let body = x.len() - 8;
         let sum = xxhash_rust::xxh3::xxh3_64(&x[..body]);
         x[body..].copy_from_slice(&sum.to_le_bytes());
         x
     };
+    assert_eq!(Epoch::decode(&reseal(b.clone())).unwrap(), e);
     let mut wide = b.clone();
-    wide[epoch::HEADER_BYTES - 8 * 8 - 1] += 1; // bc
-    assert!(Epoch::decode(&reseal(wide)).is_err());
+    wide[BC_AT] += 1;
+    assert!(Epoch::decode(&reseal(wide.clone())).is_err());
+    assert!(EpochReader::open(&reseal(wide)[..]).is_err());
     // corrupted: one flipped bit anywhere is caught by the checksum
     for at in [5, 60, b.len() / 2, b.len() - 9] {
         let mut x = b.clone();
         x[at] ^= 0x10;
         let err = Epoch::decode(&x).unwrap_err().to_string();
         assert!(err.contains("checksum") || err.contains("tag"), "{err}");
+    }
+    // read in place: a torn header, or an epoch shorter or longer than its header says, is
+    // refused before any cell is read
+    for cut in [
+        0,
+        3,
+        epoch::HEADER_BYTES - 1,
+        epoch::HEADER_BYTES,
+        b.len() - 1,
+    ] {
+        assert!(EpochReader::open(&b[..cut]).is_err(), "{cut}");
+    }
+    let mut long = b.clone();
+    long.push(0);
+    assert!(EpochReader::open(&long[..]).is_err());
+    let mut x = b.clone();
+    x[20] ^= 1;
+    let err = EpochReader::open(&x[..]).err().unwrap().to_string();
+    assert!(err.contains("header checksum"), "{err}");
+}
+
+/// Offset of the stored packet-counter width `bc` in the header.
+const BC_AT: usize = 4 + 8 + 2 + 2 + 8 + 8 + 4 + 4 + 1;
+
+/// A flow's cells read in place from the encoding ([`EpochReader`]) are the decoded epoch's,
+/// escaped counters included, for every flow and every width.
+#[test]
+fn cells_read_in_place_are_the_decoded_ones() {
+    let (s, _, _) = traffic(4, 300, 3_000, 0.0);
+    for (n, b) in [(64u32, 6u8), (1_000, 19), (997, 40), (2_000, 63)] {
+        let c = cfg(n, 4, u64::MAX, 1_000, 5)
+            .with_parameters(n, 4, b, u64::MAX)
+            .unwrap()
+            .with_ram(8, n)
+            .unwrap();
+        let map = Layout::new(c.clone()).map.clone();
+        for e in record(&c, &s) {
+            let mut bytes = Vec::new();
+            e.encode(&mut bytes);
+            let mut rd = EpochReader::open(&bytes[..]).unwrap();
+            assert_eq!(rd.head(), &e.head);
+            for i in 0..n as usize {
+                assert_eq!(
+                    rd.cell(i).unwrap(),
+                    (e.ts[i], e.counts[i]),
+                    "n={n} b={b} {i}"
+                );
+            }
+            assert!(rd.cell(n as usize).is_err());
+            for x in s.iter().take(200) {
+                let fh = map.flow_hash(&x.flow);
+                assert_eq!(rd.flow(&map, fh).unwrap(), e.flow(&map, fh));
+            }
+            // an escape list that lost an entry is an error, not a counter of all ones
+            if e.overflows() > 0 {
+                let i = (0..n as usize).find(|&i| e.ts[i] >= (1 << b) - 1).unwrap();
+                let at = epoch::HEADER_BYTES
+                    + super::cells::Cells::packed_len(n as usize, b as u32 + e.count_bits() as u32);
+                let mut x = bytes.clone();
+                x[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+                let mut rd = EpochReader::open(&x[..]).unwrap();
+                assert!(rd.cell(i).is_err() || e.overflows() > 1);
+            }
+        }
+    }
+}
+
+/// The widest cells (63-bit timestamp counters beside 32-bit packet counters: 95 bits) encode,
+/// decode and read in place, escapes included.
+#[test]
+fn the_widest_cells_round_trip() {
+    let n = 13u32;
+    let ts: Vec<u64> = (0..n as u64)
+        .map(|i| {
+            if i % 4 == 0 {
+                u64::MAX - i
+            } else {
+                (1 << 62) + i * 977
+            }
+        })
+        .collect();
+    let counts: Vec<u32> = (0..n)
+        .map(|i| if i == 5 { u32::MAX } else { 1 << 30 })
+        .collect();
+    let e = Epoch {
+        head: EpochHead {
+            seq: 3,
+            vector: 0,
+            vectors: 1,
+            probability: 1.0,
+            seed: 9,
+            n,
+            m: 2,
+            b: 63,
+            unit_ns: 1,
+            base_ns: 5,
+            first_ns: 5,
+            last_ns: 9,
+            packets: counts.iter().map(|&c| c as u64).sum(),
+            sum: ts.iter().map(|&t| t as u128).sum(),
+            early: 0,
+        },
+        ts,
+        counts,
+    };
+    assert_eq!(e.count_bits(), 32);
+    let mut b = Vec::new();
+    e.encode(&mut b);
+    assert_eq!(b.len(), e.encoded_len());
+    assert_eq!(Epoch::decode(&b).unwrap(), e);
+    let mut rd = EpochReader::open(&b[..]).unwrap();
+    for i in 0..n as usize {
+        assert_eq!(rd.cell(i).unwrap(), (e.ts[i], e.counts[i]), "{i}");
+    }
+}
+
+/// §3.1/§5: a plan's timestamp counters fit its M, and the RAM the vectors take is exactly
+/// what [`Memory`] states: cells of b + c bits, and the spill at its bound.
+#[test]
+fn a_plans_counters_fit_its_memory() {
+    for level in plan::Level::ALL {
+        for mib in [1u64, 10, 100] {
+            let c = Config::for_level(level, mib << 20, 1).unwrap();
+            let m = c.memory();
+            assert!(
+                m.timestamp_bits <= (mib << 20) * 8,
+                "{level:?} {mib}: {m:?}"
+            );
+            assert_eq!(m.timestamp_bits, c.n() as u64 * c.b() as u64);
+            assert_eq!(m.count_bits, c.n() as u64 * 8);
+            let w = c.b() as u64 + 8;
+            assert_eq!(m.cell_bytes, (c.n() as u64 * w).div_ceil(8) + 16);
+            // the spill: n/64 entries of 12 bytes at a load of 3/4, 2 bits per counter
+            assert!(m.spill_bytes <= c.n() as u64 / 4 + 16, "{m:?}");
+            let mut r = Recorder::new(Layout::new(c.clone()));
+            assert_eq!(r.memory().cell_bytes, 16);
+            r.record(&PacketRecord {
+                ts_ns: 1,
+                id: 7,
+                flow: FlowKey::default(),
+                len: 60,
+            });
+            assert_eq!(r.memory(), m);
+            assert!(
+                m.total_bytes() <= (mib << 20) + m.count_bits / 8 + m.spill_bytes + 16,
+                "{m:?}"
+            );
+        }
+    }
+}
+
+/// The paper's rule, "before any counter overflows, COLATE dumps the counter vector" (§3.1),
+/// with no spill: every epoch's counters fit b bits, nothing is lost, and the mean of a
+/// lossless link still comes out.
+#[test]
+fn a_full_spill_dumps_before_a_counter_overflows() {
+    let (s, r, _) = traffic(6, 40, 2_000, 0.0);
+    let (b, n) = (12u8, 4_000u32);
+    let c = cfg(n, 4, u64::MAX, 1_000, 1)
+        .with_parameters(n, 4, b, u64::MAX)
+        .unwrap();
+    for spill in [0u32, 8, 4_000] {
+        let c = c.clone().with_ram(3, spill).unwrap();
+        let mut rec = Recorder::new(Layout::new(c.clone()));
+        rec.record_batch(&s);
+        rec.dump_open();
+        let forced = rec.overflow_dumps;
+        let es = rec.take_epochs();
+        assert_eq!(es.iter().map(|e| e.packets).sum::<u64>(), s.len() as u64);
+        if spill == 0 {
+            assert!(forced > 0 && es.len() as u64 > forced);
+            assert!(es.iter().all(|e| e.ts.iter().all(|&v| v < 1 << b)));
+            assert!(es.iter().all(|e| e.counts.iter().all(|&v| v < 8)));
+        }
+        if spill == 4_000 {
+            assert_eq!(forced, 0);
+        }
+        let er = record(&c, &r);
+        let a = aggregate(&es, &er).unwrap();
+        assert!(a.mean_ns.is_some(), "{spill}: {a:?}");
+    }
+}
+
+/// The run-time divisor is `/`.
+#[test]
+fn unit_divisor_is_division() {
+    let mut rng = Pcg64Mcg::seed_from_u64(9);
+    let mut ds: Vec<u64> = vec![
+        1,
+        2,
+        3,
+        7,
+        10,
+        1_000,
+        1_000_000,
+        1 << 40,
+        u64::MAX,
+        u64::MAX - 1,
+    ];
+    ds.extend((0..200).map(|_| rng.random::<u64>() >> rng.random_range(0..64)));
+    for d in ds.into_iter().filter(|&d| d > 0) {
+        let u = vector::UnitDivisor::new(d);
+        for x in [0, 1, d - 1, d, d.wrapping_add(1), u64::MAX, u64::MAX - 1]
+            .into_iter()
+            .chain((0..300).map(|_| rng.random::<u64>() >> rng.random_range(0..64)))
+        {
+            assert_eq!(u.div(x), x / d, "{x} / {d}");
+        }
     }
 }
 

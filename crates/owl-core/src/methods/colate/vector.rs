@@ -26,8 +26,9 @@ use std::sync::Arc;
 use crate::hash::{HashFamily, reduce};
 use crate::record::{FlowKey, PacketRecord};
 
+use super::cells::{Cells, Memory};
 use super::config::Config;
-use super::epoch::Epoch;
+use super::epoch::{Epoch, EpochHead, Sealed, encode_cells};
 
 /// Family members of the salts.
 const SALT_J: u64 = 0xc01a_7e00;
@@ -118,12 +119,60 @@ impl Mapping {
     }
 }
 
-/// One vector of `n` counters in RAM, between two dumps: each timestamp counter beside the
-/// packet counter of the same index, so a packet touches one cache line.
+/// `⌊x / d⌋` for a divisor fixed at run time, by one multiply-high, a shift and an add
+/// (libdivide's branch-free unsigned algorithm: Granlund and Montgomery, "Division by
+/// invariant integers using multiplication", PLDI 1994, §4, with the 65-bit magic's top bit
+/// folded into the `(x − q)/2 + q` step). The timestamp unit divides every packet's
+/// timestamp; a hardware 64-bit division costs more than the rest of the update.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnitDivisor {
+    d: u64,
+    magic: u64,
+    more: u32,
+}
+
+impl UnitDivisor {
+    pub fn new(d: u64) -> UnitDivisor {
+        assert!(d > 0, "division by zero");
+        let l = 63 - d.leading_zeros();
+        if d.is_power_of_two() {
+            // q = 0, t = x/2, x/2 >> (l − 1) = x >> l (d = 1 is special-cased in div)
+            return UnitDivisor {
+                d,
+                magic: 0,
+                more: l.saturating_sub(1),
+            };
+        }
+        // m = ⌊2^(64+l)/d⌋ doubled, plus one when the doubled remainder reaches d
+        let num = 1u128 << (64 + l);
+        let (m, rem) = ((num / d as u128) as u64, (num % d as u128) as u64);
+        let mut m = m.wrapping_add(m);
+        let twice = rem.wrapping_add(rem);
+        if twice >= d || twice < rem {
+            m = m.wrapping_add(1);
+        }
+        UnitDivisor {
+            d,
+            magic: m.wrapping_add(1),
+            more: l,
+        }
+    }
+
+    #[inline]
+    pub fn div(&self, x: u64) -> u64 {
+        if self.d == 1 {
+            return x;
+        }
+        let q = ((self.magic as u128 * x as u128) >> 64) as u64;
+        (((x - q) >> 1) + q) >> self.more
+    }
+}
+
+/// One vector of `n` counters in RAM between two dumps ([`Cells`]: the `b`-bit timestamp
+/// counters packed beside their packet counters, and the spill).
 #[derive(Clone, Debug)]
 pub struct CounterVector {
-    /// `(timestamp counter, packet counter)` of each index.
-    pub cells: Vec<(u64, u32)>,
+    pub cells: Cells,
     pub sum: u128,
     pub packets: u64,
     pub base_ns: u64,
@@ -134,9 +183,9 @@ pub struct CounterVector {
 
 impl CounterVector {
     /// An empty vector; its counters are allocated with its first packet.
-    fn new() -> CounterVector {
+    fn new(cfg: &Config) -> CounterVector {
         CounterVector {
-            cells: Vec::new(),
+            cells: Cells::new(0, cfg.b(), cfg.count_bits(), 0),
             sum: 0,
             packets: 0,
             base_ns: 0,
@@ -145,6 +194,17 @@ impl CounterVector {
             early: 0,
         }
     }
+
+    /// Empty again, keeping the cells' memory.
+    fn reset(&mut self) {
+        self.cells.clear();
+        self.sum = 0;
+        self.packets = 0;
+        self.base_ns = 0;
+        self.first_ns = u64::MAX;
+        self.last_ns = 0;
+        self.early = 0;
+    }
 }
 
 /// The shared parts of every recorder of one configuration.
@@ -152,12 +212,14 @@ impl CounterVector {
 pub struct Layout {
     pub cfg: Config,
     pub map: Mapping,
+    pub unit: UnitDivisor,
 }
 
 impl Layout {
     pub fn new(cfg: Config) -> Arc<Layout> {
         Arc::new(Layout {
             map: Mapping::new(cfg.seed(), cfg.m(), cfg.vectors()),
+            unit: UnitDivisor::new(cfg.unit_ns()),
             cfg,
         })
     }
@@ -169,31 +231,34 @@ impl Layout {
 pub struct Recorder {
     layout: Arc<Layout>,
     vectors: Vec<CounterVector>,
-    sealed: Vec<Epoch>,
+    sealed: Vec<Sealed>,
     seq: u64,
     /// Packets recorded, and epochs dumped, over the recorder's life.
     pub packets: u64,
     pub dumps: u64,
+    /// Dumps forced before `T` because a counter would overflow with the spill full (§3.1).
+    pub overflow_dumps: u64,
 }
 
 impl Recorder {
     pub fn new(layout: Arc<Layout>) -> Recorder {
         Recorder {
             vectors: (0..layout.cfg.vectors().len())
-                .map(|_| CounterVector::new())
+                .map(|_| CounterVector::new(&layout.cfg))
                 .collect(),
             layout,
             sealed: Vec::new(),
             seq: 0,
             packets: 0,
             dumps: 0,
+            overflow_dumps: 0,
         }
     }
 
     /// A recorder holding `epochs` as dumped and nothing open (a decoded synopsis).
-    pub fn with_epochs(layout: Arc<Layout>, epochs: Vec<Epoch>) -> Recorder {
+    pub fn with_epochs(layout: Arc<Layout>, epochs: Vec<Sealed>) -> Recorder {
         let mut r = Recorder::new(layout);
-        r.packets = epochs.iter().map(|e| e.packets).sum();
+        r.packets = epochs.iter().map(|e| e.head.packets).sum();
         r.sealed = epochs;
         r
     }
@@ -228,8 +293,8 @@ impl Recorder {
         self.update(v, i, ts_ns);
     }
 
-    /// Record a batch: every packet's vector and counter first (the hashes), then the counter
-    /// updates, whose addresses are then all known so the memory accesses overlap.
+    /// Record a batch: every packet's vector and counter first (the hashes, and a prefetch of
+    /// the cell), then the counter updates, whose cells are then on their way to the cache.
     pub fn record_batch(&mut self, recs: &[PacketRecord]) {
         const CHUNK: usize = 128;
         let n = self.layout.cfg.n() as usize;
@@ -238,7 +303,9 @@ impl Recorder {
             let map = &self.layout.map;
             for (slot, r) in at.iter_mut().zip(chunk) {
                 let fh = map.flow_hash(&r.flow);
-                *slot = (map.vector(r.id) as u32, map.index(fh, map.j(r.id), n));
+                let (v, i) = (map.vector(r.id), map.index(fh, map.j(r.id), n));
+                self.vectors[v].cells.prefetch(i);
+                *slot = (v as u32, i);
             }
             for (&(v, i), r) in at.iter().zip(chunk) {
                 self.update(v as usize, i, r.ts_ns);
@@ -247,50 +314,67 @@ impl Recorder {
     }
 
     /// Add a packet at `ts_ns` to counter `i` of vector `v`; dump the vector when its sum
-    /// reaches `T`.
+    /// reaches `T` (§5.2), or first when the packet would overflow a counter the spill cannot
+    /// take (§3.1: "before any counter overflows, COLATE dumps the counter vector").
     #[inline]
     fn update(&mut self, v: usize, i: usize, ts_ns: u64) {
-        let cfg = &self.layout.cfg;
+        let layout = &*self.layout;
         let vec = &mut self.vectors[v];
         if vec.packets == 0 {
-            let n = cfg.n() as usize;
+            let n = layout.cfg.n() as usize;
             if vec.cells.len() != n {
-                vec.cells = vec![(0, 0); n];
+                let cfg = &layout.cfg;
+                vec.cells = Cells::new(n, cfg.b(), cfg.count_bits(), cfg.spill() as usize);
             }
             vec.base_ns = ts_ns;
             vec.first_ns = ts_ns;
         }
         let rel = match ts_ns.checked_sub(vec.base_ns) {
-            Some(d) => d / cfg.unit_ns(),
-            None => {
-                vec.early += 1;
-                0
-            }
+            Some(d) => layout.unit.div(d),
+            None => 0,
         };
+        if !vec.cells.add(i, rel) {
+            return self.dump_then_update(v, i, ts_ns);
+        }
+        vec.early += (ts_ns < vec.base_ns) as u64;
         vec.first_ns = vec.first_ns.min(ts_ns);
         vec.last_ns = vec.last_ns.max(ts_ns);
-        let cell = &mut vec.cells[i];
-        cell.0 = cell.0.wrapping_add(rel);
-        cell.1 = cell.1.wrapping_add(1);
         vec.sum += rel as u128;
         vec.packets += 1;
         self.packets += 1;
-        if vec.sum >= cfg.threshold() as u128 {
+        if vec.sum >= layout.cfg.threshold() as u128 {
             self.dump(v);
         }
     }
 
+    /// [`update`](Self::update) of a packet that would overflow a counter the spill cannot
+    /// take: dump first; a fresh vector takes any packet (its base is this packet's
+    /// timestamp, so it adds 0).
+    #[cold]
+    #[inline(never)]
+    fn dump_then_update(&mut self, v: usize, i: usize, ts_ns: u64) {
+        self.overflow_dumps += 1;
+        self.dump(v);
+        self.update(v, i, ts_ns);
+    }
+
     /// Dump vector `v` as an epoch and reset it.
+    #[cold]
+    #[inline(never)]
     fn dump(&mut self, v: usize) {
-        let old = std::mem::replace(&mut self.vectors[v], CounterVector::new());
-        let e = self.epoch_of(v, old);
+        let e = self.seal(v, self.seq);
+        self.seq += 1;
+        self.dumps += 1;
+        self.vectors[v].reset();
         self.sealed.push(e);
     }
 
-    fn epoch_of(&mut self, v: usize, c: CounterVector) -> Epoch {
+    /// Vector `v` encoded as epoch `seq` (it stays as it is): straight from the packed cells.
+    fn seal(&self, v: usize, seq: u64) -> Sealed {
         let cfg = &self.layout.cfg;
-        let e = Epoch {
-            seq: self.seq,
+        let c = &self.vectors[v];
+        let head = EpochHead {
+            seq,
             vector: v as u16,
             vectors: cfg.vectors().len() as u16,
             probability: cfg.vectors()[v],
@@ -305,12 +389,14 @@ impl Recorder {
             packets: c.packets,
             sum: c.sum,
             early: c.early,
-            ts: c.cells.iter().map(|x| x.0).collect(),
-            counts: c.cells.iter().map(|x| x.1).collect(),
         };
-        self.seq += 1;
-        self.dumps += 1;
-        e
+        let mut bytes = Vec::new();
+        let overflows = encode_cells(&head, c.cells.iter(), &mut bytes);
+        Sealed {
+            head,
+            bytes,
+            overflows,
+        }
     }
 
     /// Dump every vector that holds a packet (the end of a recording, or of an interval).
@@ -322,25 +408,38 @@ impl Recorder {
         }
     }
 
-    /// The epochs dumped since the last call, oldest first.
+    /// The epochs dumped since the last call, oldest first, decoded.
     pub fn take_epochs(&mut self) -> Vec<Epoch> {
+        self.take_sealed().iter().map(Sealed::decode).collect()
+    }
+
+    /// The epochs dumped since the last call, oldest first, as they are stored.
+    pub fn take_sealed(&mut self) -> Vec<Sealed> {
         std::mem::take(&mut self.sealed)
     }
 
     /// Epochs dumped and not taken.
-    pub fn sealed(&self) -> &[Epoch] {
+    pub fn sealed(&self) -> &[Sealed] {
         &self.sealed
     }
 
     /// The epochs dumped and not taken, then the open vectors as epochs, without resetting
     /// anything (what a synopsis of this point holds right now).
-    pub fn snapshot(&self) -> Vec<Epoch> {
+    pub fn snapshot_sealed(&self) -> Vec<Sealed> {
         let mut out = self.sealed.clone();
-        let mut me = self.clone();
-        me.sealed.clear();
-        me.dump_open();
-        out.extend(me.sealed);
+        let mut seq = self.seq;
+        for v in 0..self.vectors.len() {
+            if self.vectors[v].packets > 0 {
+                out.push(self.seal(v, seq));
+                seq += 1;
+            }
+        }
         out
+    }
+
+    /// [`snapshot_sealed`](Self::snapshot_sealed), decoded.
+    pub fn snapshot(&self) -> Vec<Epoch> {
+        self.snapshot_sealed().iter().map(Sealed::decode).collect()
     }
 
     /// Packets in the open vectors.
@@ -354,7 +453,18 @@ impl Recorder {
         self.vectors
             .iter()
             .filter(|v| v.packets > 0)
-            .map(|v| super::epoch::encoded_len_of(b, v.packets, v.cells.iter().copied()))
+            .map(|v| super::epoch::encoded_len_of(b, v.packets, v.cells.iter()))
             .sum()
+    }
+
+    /// The RAM of the vectors as configured ([`Config::memory`]) and as allocated now.
+    pub fn memory(&self) -> Memory {
+        let mut m = self.layout.cfg.memory();
+        m.cell_bytes = self
+            .vectors
+            .iter()
+            .map(|v| v.cells.cell_bytes() as u64)
+            .sum();
+        m
     }
 }
