@@ -16,7 +16,7 @@ use owl_core::method::{
     BuildOptions, Estimate, Method, MethodError, MethodInfo, PointSynopsis, Role, config_value,
     downcast, unknown_field,
 };
-use owl_core::pipeline::{NoTimer, PairHook, PairPipeline, PipelineConfig};
+use owl_core::pipeline::{NoHook, NoTimer, PairPipeline, PipelineConfig};
 use owl_core::wire::{DecodeError, SynopsisFile, WireReader, WireWriter};
 use owl_core::{FlowKey, PacketRecord};
 
@@ -116,18 +116,6 @@ const INFO: MethodInfo = MethodInfo {
         Ok(Box::new(OneCell { scale }))
     },
 };
-
-struct NoHook;
-impl PairHook for NoHook {
-    fn closed_pair(
-        &mut self,
-        _: u64,
-        _: &[Arc<dyn Method>],
-        _: &[Box<dyn PointSynopsis>],
-        _: &[Box<dyn PointSynopsis>],
-    ) {
-    }
-}
 
 /// About 20 000 packets over 200 ms, delays 10–60 µs, none lost, none sent in the last 100 µs
 /// of a 50 ms interval (so every packet arrives in the interval it was sent in); R in arrival

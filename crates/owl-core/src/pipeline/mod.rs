@@ -61,6 +61,20 @@ pub trait PairHook {
     );
 }
 
+/// A [`PairHook`] that looks at nothing.
+pub struct NoHook;
+
+impl PairHook for NoHook {
+    fn closed_pair(
+        &mut self,
+        _: u64,
+        _: &[Arc<dyn Method>],
+        _: &[Box<dyn PointSynopsis>],
+        _: &[Box<dyn PointSynopsis>],
+    ) {
+    }
+}
+
 /// Estimate one closed interval pair with every method (the synopses are consumed).
 pub fn estimate_pair(
     methods: &[Arc<dyn Method>],
