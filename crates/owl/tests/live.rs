@@ -45,12 +45,26 @@ fn agents(s: &Path, r: &Path, key: &Path, common: &[&str]) -> Run {
     agents_with(s, r, key, common, &[])
 }
 
+/// How long a replayed agent pair may run before the test kills both and fails with their logs
+/// (a few seconds on a quiet machine; generous for a loaded CI runner).
+const PAIR_DEADLINE: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Read all of a child's pipe on its own thread, so a chatty child never blocks on a full pipe
+/// while the test waits for something else.
+fn drain(mut r: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = r.read_to_end(&mut b);
+        String::from_utf8_lossy(&b).into_owned()
+    })
+}
+
 /// [`agents`], with flags for the receiver only.
 fn agents_with(s: &Path, r: &Path, key: &Path, common: &[&str], receiver_only: &[&str]) -> Run {
-    use std::io::{BufRead, BufReader, Read};
+    use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
     let bin = env!("CARGO_BIN_EXE_owl");
-    let mut rx = Command::new(bin)
+    let rx = Command::new(bin)
         .args(["agent", "--role", "receiver", "--listen", "127.0.0.1:0"])
         .args([
             "--replay",
@@ -64,7 +78,10 @@ fn agents_with(s: &Path, r: &Path, key: &Path, common: &[&str], receiver_only: &
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut err = BufReader::new(rx.stderr.take().unwrap());
+    let mut rx = Guard(Some(rx));
+    let child = rx.0.as_mut().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let receiver_out = drain(child.stdout.take().unwrap());
     let mut first = String::new();
     err.read_line(&mut first).unwrap();
     let addr = first
@@ -72,12 +89,8 @@ fn agents_with(s: &Path, r: &Path, key: &Path, common: &[&str], receiver_only: &
         .strip_prefix("owl: agent: listening on ")
         .unwrap_or_else(|| panic!("receiver said: {first}"))
         .to_string();
-    let rest = std::thread::spawn(move || {
-        let mut s = String::new();
-        err.read_to_string(&mut s).unwrap();
-        s
-    });
-    let tx = Command::new(bin)
+    let receiver_rest = drain(err);
+    let mut tx = Command::new(bin)
         .args(["agent", "--role", "sender", "--peer", &addr])
         .args([
             "--replay",
@@ -86,25 +99,52 @@ fn agents_with(s: &Path, r: &Path, key: &Path, common: &[&str], receiver_only: &
             key.to_str().unwrap(),
         ])
         .args(common)
-        .output()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    let sender_err = String::from_utf8_lossy(&tx.stderr).to_string();
-    if !tx.status.success() {
-        // the receiver would wait for a sender forever
-        let _ = rx.kill();
-    }
-    let out = rx.wait_with_output().unwrap();
-    let receiver_err = format!("{first}{}", rest.join().unwrap());
+    let sender_log = drain(tx.stderr.take().unwrap());
+    let mut tx = Guard(Some(tx));
+    // wait for both, never longer than the deadline; a failed sender leaves the receiver waiting
+    // for a sender forever, so it is stopped too
+    let t0 = std::time::Instant::now();
+    let (mut tx_status, mut rx_status) = (None, None);
+    let timed_out = loop {
+        if tx_status.is_none() {
+            tx_status = tx.0.as_mut().unwrap().try_wait().unwrap();
+            if tx_status.is_some_and(|s| !s.success()) {
+                let _ = rx.0.as_mut().unwrap().kill();
+            }
+        }
+        if rx_status.is_none() {
+            rx_status = rx.0.as_mut().unwrap().try_wait().unwrap();
+        }
+        if tx_status.is_some() && rx_status.is_some() {
+            break false;
+        }
+        if t0.elapsed() > PAIR_DEADLINE {
+            break true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    drop((tx, rx)); // kills whichever still runs, so the pipes close
+    let sender_err = sender_log.join().unwrap();
+    let receiver_err = format!("{first}{}", receiver_rest.join().unwrap());
+    let stdout = receiver_out.join().unwrap();
     assert!(
-        tx.status.success(),
+        !timed_out,
+        "the agent pair ran past {PAIR_DEADLINE:?}\nsender: {sender_err}\nreceiver: {receiver_err}"
+    );
+    let (tx_status, rx_status) = (tx_status.unwrap(), rx_status.unwrap());
+    assert!(
+        tx_status.success(),
         "sender: {sender_err}\nreceiver: {receiver_err}"
     );
     assert!(
-        out.status.success(),
+        rx_status.success(),
         "receiver: {receiver_err}\nsender: {sender_err}"
     );
-    let mut lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
+    let mut lines: Vec<serde_json::Value> = stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();

@@ -155,12 +155,10 @@ impl Method for ColateMethod {
             downcast::<Recorder>(sender, "colate")?,
             downcast::<Recorder>(receiver, "colate")?,
         );
-        let ram = s.memory().total_bytes().max(r.memory().total_bytes());
-        let ram_line = if ram == s.memory().total_bytes() {
-            s.memory().describe()
-        } else {
-            r.memory().describe()
-        };
+        // the RAM a point needs as configured (cells and spill at its bound), the same whether
+        // the synopses were recorded here or decoded from files
+        let ram = self.layout.cfg.memory();
+        let ram_line = ram.describe();
         let forced = s.overflow_dumps + r.overflow_dumps;
         let (s, r) = (s.snapshot_sealed(), r.snapshot_sealed());
         let heads = |v: &[Sealed]| v.iter().map(|e| e.head.clone()).collect::<Vec<_>>();
@@ -174,7 +172,7 @@ impl Method for ColateMethod {
             epochs(r.len())
         ));
         // a decoded synopsis has no vectors in RAM: only a recording point reports them
-        if ram > 0 {
+        if ram.total_bytes() > 0 {
             e.notes.push(format!("per point: {ram_line}"));
         }
         if forced > 0 {
