@@ -54,18 +54,20 @@ fn record(c: &mut Criterion) {
     g.sample_size(20);
     for (name, cfg) in [
         ("R4_k5_multibank_87500", Config::multi_bank(87_500, 1)),
-        ("R4_k5_full_rate_87500", {
-            let mut c = Config::multi_bank(87_500, 1);
-            c.sampling = vec![1.0; 4];
-            c
-        }),
+        (
+            "R4_k5_full_rate_87500",
+            Config::multi_bank(87_500, 1)
+                .with_uniform_sampling(1.0)
+                .unwrap(),
+        ),
         ("R4_k1_17500", Config::single_bank(4, 17_500, 1)),
         // a sketch that fits in L1: the cost of the hashes alone
-        ("R4_k5_in_cache_256", {
-            let mut c = Config::multi_bank(256, 1);
-            c.sampling = vec![1.0; 4];
-            c
-        }),
+        (
+            "R4_k5_in_cache_256",
+            Config::multi_bank(256, 1)
+                .with_uniform_sampling(1.0)
+                .unwrap(),
+        ),
     ] {
         let l = Layout::new(cfg);
         // what `owl` does: batches of records (two passes per block of 32)

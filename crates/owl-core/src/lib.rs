@@ -45,5 +45,7 @@ pub mod stats;
 pub mod units;
 pub mod wire;
 
-pub use methods::{countmin, exact, finecomb, lda, lds, mpe, opa, probe, rda, rli, sample, sds};
+pub use methods::{
+    colate, countmin, exact, finecomb, lda, lds, mpe, opa, probe, rda, rli, sample, sds,
+};
 pub use record::{FlowKey, PacketRecord};

@@ -10,7 +10,7 @@
 //! `finecomb::estimate_ideal`).
 
 use crate::method::MethodInfo;
-use crate::{countmin, exact, finecomb, lda, lds, mpe, opa, probe, rda, rli, sample, sds};
+use crate::{colate, countmin, exact, finecomb, lda, lds, mpe, opa, probe, rda, rli, sample, sds};
 
 pub const METHODS: &[&MethodInfo] = &[
     &exact::method::INFO,
@@ -30,6 +30,7 @@ pub const METHODS: &[&MethodInfo] = &[
     &opa::LOSSLESS,
     &opa::WAVELET,
     &sample::INFO,
+    &colate::INFO,
 ];
 
 /// The descriptor of `name`.

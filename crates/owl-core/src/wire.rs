@@ -182,6 +182,10 @@ pub struct SynopsisFile {
     pub role: Role,
     pub intervals: Intervals,
     pub identity_seed: u64,
+    /// Packets were identified on at most this many IP bytes (`None`: every captured byte).
+    /// Both points must agree: a point that hashes fewer bytes of a long packet gives it
+    /// another identity. Streamed files from version 3 on carry it; older ones had none.
+    pub identity_bytes: Option<u32>,
     /// The method's configuration, by field name, in the method's order.
     pub config: Vec<(String, String)>,
     /// `(interval index, method payload)`, ascending.
@@ -189,8 +193,8 @@ pub struct SynopsisFile {
 }
 
 impl SynopsisFile {
-    /// Magic, `version`, method, role, intervals, identity seed and configuration: the part
-    /// both versions share.
+    /// Magic, `version`, method, role, intervals, identity seed (and from version 3 the
+    /// identity byte limit) and configuration.
     fn write_header(&self, w: &mut WireWriter, version: u16) {
         w.bytes(MAGIC);
         w.u16(version);
@@ -202,6 +206,9 @@ impl SynopsisFile {
         w.u64(self.intervals.length_ns);
         w.u64(self.intervals.origin_ns);
         w.u64(self.identity_seed);
+        if version >= 3 {
+            w.u32(self.identity_bytes.unwrap_or(0));
+        }
         w.u32(self.config.len() as u32);
         for (k, v) in &self.config {
             w.str(k);
@@ -209,6 +216,8 @@ impl SynopsisFile {
         }
     }
 
+    /// The whole file in version 1 (one checksummed document), which has no identity byte
+    /// limit and no packet counts: `owl record` writes streamed files.
     pub fn encode(&self) -> Vec<u8> {
         let mut buf = Vec::new();
         let mut w = WireWriter::new(&mut buf);
@@ -248,7 +257,7 @@ impl SynopsisFile {
                 ),
             });
         }
-        let mut file = SynopsisFile::read_header_fields(&mut r)?;
+        let mut file = SynopsisFile::read_header_fields(&mut r, VERSION)?;
         let k = r.u32("interval count")? as usize;
         let mut points = Vec::with_capacity(k.min(r.remaining() / 12));
         for _ in 0..k {
@@ -269,9 +278,12 @@ impl SynopsisFile {
         Ok(file)
     }
 
-    /// Method, role, intervals, identity seed and configuration, after the magic and version:
-    /// the fields both versions share ([`write_header`](Self::write_header)).
-    fn read_header_fields(r: &mut WireReader<'_>) -> Result<SynopsisFile, DecodeError> {
+    /// Method, role, intervals, identity seed (and the identity byte limit) and configuration,
+    /// after the magic and `version` ([`write_header`](Self::write_header)).
+    fn read_header_fields(
+        r: &mut WireReader<'_>,
+        version: u16,
+    ) -> Result<SynopsisFile, DecodeError> {
         let method = r.str("method name")?;
         let role = match r.u8("role")? {
             0 => Role::Sender,
@@ -281,6 +293,11 @@ impl SynopsisFile {
         let length_ns = r.u64("interval length")?;
         let origin_ns = r.u64("interval origin")?;
         let identity_seed = r.u64("identity seed")?;
+        let identity_bytes = if version >= 3 {
+            Some(r.u32("identity bytes")?).filter(|&n| n != 0)
+        } else {
+            None
+        };
         let n = r.u32("configuration size")? as usize;
         if n > 4096 {
             return Err(r.invalid(format!("{n} configuration fields is absurd")));
@@ -299,6 +316,7 @@ impl SynopsisFile {
                 origin_ns,
             },
             identity_seed,
+            identity_bytes,
             config,
             points: Vec::new(),
         })
@@ -350,6 +368,17 @@ impl SynopsisFile {
                 receiver.identity_seed.to_string(),
             );
         }
+        if sender.identity_bytes != receiver.identity_bytes {
+            let says = |b: Option<u32>| match b {
+                Some(n) => format!("{n} (--identity-bytes)"),
+                None => "every captured byte (no --identity-bytes)".to_string(),
+            };
+            return mm(
+                "identity bytes",
+                says(sender.identity_bytes),
+                says(receiver.identity_bytes),
+            );
+        }
         for (k, v) in &sender.config {
             match receiver.config.iter().find(|(k2, _)| k2 == k) {
                 Some((_, v2)) if v2 == v => {}
@@ -378,6 +407,7 @@ mod tests {
             role,
             intervals: Intervals::aligned(1_000_000_000),
             identity_seed: 7,
+            identity_bytes: None,
             config: vec![("rows".into(), "1024".into()), ("seed".into(), "1".into())],
             points: vec![(5, vec![1, 2, 3]), (6, vec![])],
         }
@@ -425,6 +455,15 @@ mod tests {
                 .contains("interval")
         );
         let mut r = sample(Role::Receiver);
+        r.identity_bytes = Some(80);
+        let e = SynopsisFile::check_pair(&s, &r).unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "identity bytes is every captured byte (no --identity-bytes) at the sender but 80 (--identity-bytes) at the receiver"
+            ),
+            "{e}"
+        );
+        let mut r = sample(Role::Receiver);
         r.identity_seed = 1;
         assert!(
             SynopsisFile::check_pair(&s, &r)
@@ -439,8 +478,11 @@ mod tests {
     }
 }
 
-/// Version of the streamed synopsis file (`owl record` since the streaming pipeline).
-pub const STREAM_VERSION: u16 = 2;
+/// Version of the streamed synopsis file `owl record` writes: 3 carries the identity byte limit
+/// and each interval's packet count; 2 (without them) is still read.
+pub const STREAM_VERSION: u16 = 3;
+/// The first streamed version, read without identity byte limit or packet counts.
+const STREAM_VERSION_2: u16 = 2;
 const TAG_BLOCK: u8 = 1;
 const TAG_END: u8 = 2;
 
@@ -449,13 +491,17 @@ const TAG_END: u8 = 2;
 /// written before it. Little-endian throughout:
 ///
 /// ```text
-/// magic "OWLSYN\r\n" | u16 version 2 | str method | u8 role | u64 interval length ns
-/// | u64 interval origin ns | u64 identity seed | u32 n, n × (str field, str value)
-/// | u64 xxh64 of the header so far
-/// then per interval:  u8 1 | u64 interval index | u32 len | len bytes of method payload
-///                     | u64 xxh64 of the block so far
+/// magic "OWLSYN\r\n" | u16 version 3 | str method | u8 role | u64 interval length ns
+/// | u64 interval origin ns | u64 identity seed | u32 identity bytes (0: every captured byte)
+/// | u32 n, n × (str field, str value) | u64 xxh64 of the header so far
+/// then per interval:  u8 1 | u64 interval index | u64 packets | u32 len
+///                     | len bytes of method payload | u64 xxh64 of the block so far
 /// closing block:      u8 2 | u64 number of interval blocks | u64 xxh64 of the block so far
 /// ```
+///
+/// `packets` is how many packets the point's interval took (every method's synopsis of the
+/// interval recorded them all): the sent and received counts `owl estimate` reports. Version 2
+/// has neither the identity bytes nor the packet counts.
 ///
 /// A block whose length runs past the end of the file or whose checksum fails (a torn write)
 /// ends the readable part: [`StreamReader::next_block`] reports it once, and every block before
@@ -470,12 +516,14 @@ impl SynopsisFile {
         buf
     }
 
-    /// One interval's block of a streamed file.
-    pub fn encode_stream_block(index: u64, payload: &[u8]) -> Vec<u8> {
+    /// One interval's block of a streamed file: the interval's index, the packets the point
+    /// took in it, and the method's payload.
+    pub fn encode_stream_block(index: u64, packets: u64, payload: &[u8]) -> Vec<u8> {
         let mut buf = Vec::new();
         let mut w = WireWriter::new(&mut buf);
         w.u8(TAG_BLOCK);
         w.u64(index);
+        w.u64(packets);
         w.u32(payload.len() as u32);
         w.bytes(payload);
         w.checksum();
@@ -510,12 +558,24 @@ pub enum StreamEnd {
     },
 }
 
-/// Reads a synopsis file block by block: streamed files (version 2) from any byte stream, in
-/// memory of one block; files of version 1 (one checksummed document) whole.
+/// One interval of a synopsis file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Block {
+    pub index: u64,
+    /// Packets the point took in the interval (`None` in files older than version 3).
+    pub packets: Option<u64>,
+    /// The method's payload.
+    pub payload: Vec<u8>,
+}
+
+/// Reads a synopsis file block by block: streamed files (versions 2 and 3) from any byte
+/// stream, in memory of one block; files of version 1 (one checksummed document) whole.
 pub struct StreamReader<R: std::io::Read> {
     src: R,
     /// Header as a [`SynopsisFile`] without points.
     pub header: SynopsisFile,
+    /// Format version of the file.
+    pub version: u16,
     /// Version 1: the intervals not yet handed out.
     v1: Option<std::vec::IntoIter<(u64, Vec<u8>)>>,
     offset: u64,
@@ -574,17 +634,18 @@ impl<R: std::io::Read> StreamReader<R> {
             return Ok(StreamReader {
                 src,
                 header: f,
+                version,
                 v1: Some(points.into_iter()),
                 offset: all.len() as u64,
                 blocks: 0,
                 ended: false,
             });
         }
-        if version != STREAM_VERSION {
+        if version != STREAM_VERSION && version != STREAM_VERSION_2 {
             return Err(DecodeError::Invalid {
                 offset: 8,
                 what: format!(
-                    "synopsis format version {version}, this owl reads versions {VERSION} and {STREAM_VERSION}"
+                    "synopsis format version {version}, this owl reads versions {VERSION} to {STREAM_VERSION}"
                 ),
             }
             .into());
@@ -617,8 +678,8 @@ impl<R: std::io::Read> StreamReader<R> {
         need(
             &mut src,
             &mut buf,
-            1 + 24,
-            "role, intervals and identity seed",
+            1 + 24 + if version >= 3 { 4 } else { 0 },
+            "role, intervals and identity",
         )?;
         let at = need(&mut src, &mut buf, 4, "configuration size")?;
         let k = u32::from_le_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
@@ -647,10 +708,11 @@ impl<R: std::io::Read> StreamReader<R> {
         // Parse the checked header with the version 1 field reader.
         let mut r = WireReader::new(&buf[..body]);
         r.take(10, "magic and version")?;
-        let header = SynopsisFile::read_header_fields(&mut r)?;
+        let header = SynopsisFile::read_header_fields(&mut r, version)?;
         Ok(StreamReader {
             src,
             header,
+            version,
             v1: None,
             offset: buf.len() as u64,
             blocks: 0,
@@ -658,11 +720,15 @@ impl<R: std::io::Read> StreamReader<R> {
         })
     }
 
-    /// The next interval `(index, payload)`; `Ok(None)` after the closing block; `Err` once for a
-    /// file that ends early or tears (every block before it was handed out), then `Ok(None)`.
-    pub fn next_block(&mut self) -> Result<Option<(u64, Vec<u8>)>, StreamEnd> {
+    /// The next interval; `Ok(None)` after the closing block; `Err` once for a file that ends
+    /// early or tears (every block before it was handed out), then `Ok(None)`.
+    pub fn next_block(&mut self) -> Result<Option<Block>, StreamEnd> {
         if let Some(it) = self.v1.as_mut() {
-            return Ok(it.next());
+            return Ok(it.next().map(|(index, payload)| Block {
+                index,
+                packets: None,
+                payload,
+            }));
         }
         if self.ended {
             return Ok(None);
@@ -690,12 +756,17 @@ impl<R: std::io::Read> StreamReader<R> {
         }
         match tag[0] {
             TAG_BLOCK => {
-                let mut h = [0u8; 12];
-                if read_exact_or_eof(&mut self.src, &mut h).ok() != Some(12) {
+                // index, packets (from version 3), payload length
+                let head = if self.version >= 3 { 20 } else { 12 };
+                let mut hb = [0u8; 20];
+                let h = &mut hb[..head];
+                if read_exact_or_eof(&mut self.src, h).ok() != Some(head) {
                     return torn(self, "its header is cut".into());
                 }
                 let index = u64::from_le_bytes(h[..8].try_into().unwrap());
-                let len = u32::from_le_bytes(h[8..].try_into().unwrap()) as usize;
+                let packets =
+                    (head == 20).then(|| u64::from_le_bytes(h[8..16].try_into().unwrap()));
+                let len = u32::from_le_bytes(h[head - 4..].try_into().unwrap()) as usize;
                 let mut payload = Vec::new();
                 // read in steps, so a hostile length cannot allocate before the bytes exist
                 let mut left = len;
@@ -717,16 +788,20 @@ impl<R: std::io::Read> StreamReader<R> {
                 if read_exact_or_eof(&mut self.src, &mut sum).ok() != Some(8) {
                     return torn(self, "its checksum is cut".into());
                 }
-                let mut whole = Vec::with_capacity(13 + len);
+                let mut whole = Vec::with_capacity(1 + head + len);
                 whole.push(TAG_BLOCK);
-                whole.extend_from_slice(&h);
+                whole.extend_from_slice(&hb[..head]);
                 whole.extend_from_slice(&payload);
                 if xxh64(&whole, 0) != u64::from_le_bytes(sum) {
                     return torn(self, "checksum mismatch".into());
                 }
-                self.offset += 21 + len as u64;
+                self.offset += (1 + head + 8 + len) as u64;
                 self.blocks += 1;
-                Ok(Some((index, payload)))
+                Ok(Some(Block {
+                    index,
+                    packets,
+                    payload,
+                }))
             }
             TAG_END => {
                 let mut b = [0u8; 16];
@@ -765,6 +840,7 @@ mod stream_tests {
             role: Role::Sender,
             intervals: Intervals::aligned(1000),
             identity_seed: 7,
+            identity_bytes: Some(80),
             config: vec![("rows".into(), "512".into())],
             points: Vec::new(),
         }
@@ -776,6 +852,7 @@ mod stream_tests {
         for i in 0..n {
             b.extend(SynopsisFile::encode_stream_block(
                 10 + i,
+                1000 + i,
                 &vec![i as u8; 100 + i as usize],
             ));
         }
@@ -785,7 +862,7 @@ mod stream_tests {
         b
     }
 
-    fn read_all(b: &[u8]) -> (Vec<(u64, Vec<u8>)>, Option<StreamEnd>) {
+    fn read_all(b: &[u8]) -> (Vec<Block>, Option<StreamEnd>) {
         let mut r = StreamReader::open(b).unwrap();
         assert_eq!(r.header, file());
         let mut out = Vec::new();
@@ -806,21 +883,28 @@ mod stream_tests {
         let b = streamed(3, true);
         let (blocks, end) = read_all(&b);
         assert_eq!(blocks.len(), 3);
-        assert_eq!(blocks[2], (12, vec![2u8; 102]));
+        assert_eq!(
+            blocks[2],
+            Block {
+                index: 12,
+                packets: Some(1002),
+                payload: vec![2u8; 102]
+            }
+        );
         assert_eq!(end, None);
         let header = file().encode_stream_header().len();
         // cut anywhere after the header: the complete blocks before the cut are read, and the
         // cut is reported once
         for cut in header..b.len() {
             let (blocks, end) = read_all(&b[..cut]);
-            let whole = [header + 121, header + 121 + 122, header + 121 + 122 + 123];
+            let whole = [header + 129, header + 129 + 130, header + 129 + 130 + 131];
             let want = whole.iter().filter(|&&e| e <= cut).count();
             assert_eq!(blocks.len(), want, "cut at {cut}");
             assert!(end.is_some(), "cut at {cut} reported");
         }
         // a flipped byte in the second block: the first stays readable
         let mut bad = b.clone();
-        bad[header + 121 + 30] ^= 1;
+        bad[header + 129 + 30] ^= 1;
         let (blocks, end) = read_all(&bad);
         assert_eq!(blocks.len(), 1);
         assert!(matches!(end, Some(StreamEnd::Torn { .. })));
@@ -836,7 +920,48 @@ mod stream_tests {
         f.points = vec![(4, vec![1, 2, 3])];
         let b = f.encode();
         let mut r = StreamReader::open(&b[..]).unwrap();
-        assert_eq!(r.next_block(), Ok(Some((4, vec![1, 2, 3]))));
+        let want = Block {
+            index: 4,
+            packets: None,
+            payload: vec![1, 2, 3],
+        };
+        assert_eq!(r.next_block(), Ok(Some(want)));
         assert_eq!(r.next_block(), Ok(None));
+    }
+
+    #[test]
+    fn version_2_files_still_read_without_identity_bytes_or_counts() {
+        // version 2 as owl wrote it: no identity bytes in the header, no packets in blocks
+        let mut f = file();
+        f.identity_bytes = None;
+        let mut b = Vec::new();
+        let mut w = WireWriter::new(&mut b);
+        f.write_header(&mut w, 2);
+        w.checksum();
+        let mut block = Vec::new();
+        let mut w = WireWriter::new(&mut block);
+        w.u8(TAG_BLOCK);
+        w.u64(4);
+        w.u32(3);
+        w.bytes(&[1, 2, 3]);
+        w.checksum();
+        b.extend(block);
+        b.extend(SynopsisFile::encode_stream_end(1));
+        let mut r = StreamReader::open(&b[..]).unwrap();
+        assert_eq!((r.version, &r.header), (2, &f));
+        let want = Block {
+            index: 4,
+            packets: None,
+            payload: vec![1, 2, 3],
+        };
+        assert_eq!(r.next_block(), Ok(Some(want)));
+        assert_eq!(r.next_block(), Ok(None));
+        // and a version this owl does not know is refused, naming the versions it reads
+        b[8] = 4;
+        let e = StreamReader::open(&b[..]).err().unwrap().to_string();
+        assert!(
+            e.contains("version 4, this owl reads versions 1 to 3"),
+            "{e}"
+        );
     }
 }

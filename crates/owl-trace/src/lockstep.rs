@@ -2,9 +2,18 @@
 //!
 //! Each capture is read, dissected and identified by a thread of its own, which hands batches of
 //! records through a bounded channel (so a fast reader never runs more than a few batches ahead:
-//! memory does not follow the capture length). [`LockStep::next_event`] hands out the batch whose first
-//! record is older, so the two streams advance together in capture time, which is what lets the
-//! pipeline close intervals and resolve packets as the streams pass them.
+//! memory does not follow the capture length). [`LockStep::next_event`] hands out the batch whose
+//! newest record is older, so the two streams advance together in capture time, which is what
+//! lets the pipeline close intervals and resolve packets as the streams pass them.
+//!
+//! **Ends are exact.** A batch is handed out only when every record in it is at most as new as
+//! a record the other capture has handed out or holds ready — or once the other capture has
+//! ended, and then after its end. So no record later than the shorter capture's end reaches the
+//! consumer before that end is known: a consumer that trims what only one point could have seen
+//! (the lead-out of a capture that ran longer) trims exactly, not up to a batch too late. For a
+//! regular file the other reader is waited for as long as it takes (it always gets on); for a
+//! FIFO or standard input only a moment (20 ms), since its writer may be blocked writing the
+//! other pipe, which only this side's consumption frees.
 //!
 //! A source is a file path, a FIFO, or standard input (`-`): nothing here seeks.
 
@@ -18,7 +27,8 @@ use std::time::{Duration, Instant};
 
 use owl_core::PacketRecord;
 
-use crate::capture::{CaptureError, CaptureReader};
+use crate::capture::{CaptureError, CaptureReader, InterfaceInfo};
+use crate::identity::{common_identity_bytes, identity_bytes};
 use crate::records::{InputStats, ReadOptions, RecordReader};
 
 /// Records per batch.
@@ -89,6 +99,8 @@ pub struct End {
     pub error: Option<CaptureError>,
 }
 
+// An end comes once per capture: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Msg {
     Batch(Vec<PacketRecord>, u64),
     End(End),
@@ -96,6 +108,7 @@ enum Msg {
 
 /// Something that happened on one of the two captures.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // (an end comes once per capture)
 pub enum Event {
     /// A batch of side `0` (sender) or `1` (receiver), with the bytes read so far.
     Batch(usize, Vec<PacketRecord>, u64),
@@ -103,28 +116,30 @@ pub enum Event {
     End(usize, End),
 }
 
-/// How long a reader waits for the other capture's snaplen before it identifies on every byte
-/// it captured (a FIFO whose writer has not started yet).
+/// How long a reader waits for the other capture's interface before it identifies on every
+/// byte it captured (a FIFO whose writer has not started yet).
 const SNAPLEN_PATIENCE: Duration = Duration::from_secs(2);
 
-/// The two readers' agreement on the bytes of a frame both captures hold.
+/// The two readers' agreement on the bytes of each IP packet both captures hold.
 ///
-/// Each reader publishes its capture's snaplen once it has read its first packet; the first to
-/// decide (both known, or its patience over) fixes the decision for both: when the snaplens
-/// differ, both identify every frame on its first `min(snaplen)` bytes, so a packet longer than
-/// the smaller snaplen has the same identity at both points.
+/// Each reader publishes the interface it measures (link type and snaplen) once it has read
+/// its first packet; the first to decide (both known, or its patience over) fixes the decision
+/// for both: when the two keep different numbers of IP bytes of a long packet (different
+/// snaplens, or link headers of different lengths at the same snaplen), both identify every
+/// packet on the IP bytes both keep ([`common_identity_bytes`]), so a packet longer than that
+/// has the same identity at both points.
 #[derive(Default)]
 struct Agreement {
-    /// Per side: `None` until published, then the snaplen (`None` inside: no limit).
-    snaplens: Mutex<[Option<Option<u32>>; 2]>,
+    /// Per side: `None` until published, then the interface (`None` inside: no packet).
+    interfaces: Mutex<[Option<Option<InterfaceInfo>>; 2]>,
     published: Condvar,
     decision: std::sync::OnceLock<Option<u32>>,
 }
 
 impl Agreement {
-    fn decide(&self, k: usize, snaplen: Option<u32>) -> Option<u32> {
-        let mut st = self.snaplens.lock().unwrap_or_else(|e| e.into_inner());
-        st[k] = Some(snaplen);
+    fn decide(&self, k: usize, interface: Option<InterfaceInfo>) -> Option<u32> {
+        let mut st = self.interfaces.lock().unwrap_or_else(|e| e.into_inner());
+        st[k] = Some(interface);
         self.published.notify_all();
         let deadline = Instant::now() + SNAPLEN_PATIENCE;
         while st[1 - k].is_none() && self.decision.get().is_none() {
@@ -139,7 +154,12 @@ impl Agreement {
                 .0;
         }
         let d = *self.decision.get_or_init(|| match (st[0], st[1]) {
-            (Some(a), Some(b)) if a != b => Some(a.unwrap_or(u32::MAX).min(b.unwrap_or(u32::MAX))),
+            (Some(Some(a)), Some(Some(b)))
+                if identity_bytes(a.snaplen, a.linktype)
+                    != identity_bytes(b.snaplen, b.linktype) =>
+            {
+                common_identity_bytes(a, b)
+            }
             _ => None,
         });
         self.published.notify_all();
@@ -177,8 +197,8 @@ fn spawn(
             }
         };
         if let Some((k, a)) = &agreement {
-            match rr.first_snaplen() {
-                Ok(snaplen) => rr.identify_within(a.decide(*k, snaplen)),
+            match rr.first_interface() {
+                Ok(interface) => rr.set_identity_bytes(a.decide(*k, interface)),
                 Err(e) => {
                     a.decide(*k, None);
                     let m = if e.is_truncation() && allow_truncated {
@@ -227,6 +247,8 @@ pub struct LockStep {
     peeked: [Option<Msg>; 2],
     /// Newest timestamp handed out per side.
     handed: [Option<u64>; 2],
+    /// Per side: a regular file, whose reader can be waited for without limit.
+    regular: [bool; 2],
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -238,19 +260,21 @@ impl LockStep {
     }
 
     /// [`start`](Self::start) with reading options for each side (the identity fields must be
-    /// the same at both), and with `common_snaplen` identify both captures on the bytes both
-    /// hold: when their snaplens differ, every frame on its first `min(snaplen)` bytes (each
-    /// side's [`InputStats::identified_within`] says whether that was done; a reader waits up
-    /// to two seconds for the other's snaplen).
+    /// the same at both), and with `agree` identify both captures on the IP bytes both hold
+    /// (the identity byte limit of the options is then replaced): when they keep different
+    /// numbers of bytes of a long packet, every packet on the IP bytes both keep (each side's
+    /// [`InputStats::identity_bytes`] says the limit taken; a reader waits up to two seconds
+    /// for the other's first packet).
     pub fn start_with(
         sources: [Source; 2],
         options: [ReadOptions; 2],
         allow_truncated: bool,
-        common_snaplen: bool,
+        agree: bool,
     ) -> LockStep {
         let mut rx = [None, None];
+        let regular = [sources[0].size().is_some(), sources[1].size().is_some()];
         let mut threads = Vec::new();
-        let agreement = common_snaplen.then(|| Arc::new(Agreement::default()));
+        let agreement = agree.then(|| Arc::new(Agreement::default()));
         for (k, (src, o)) in sources.into_iter().zip(options).enumerate() {
             let (tx, r) = sync_channel(AHEAD);
             let a = agreement.as_ref().map(|a| (k, Arc::clone(a)));
@@ -261,6 +285,7 @@ impl LockStep {
             rx,
             peeked: [None, None],
             handed: [None, None],
+            regular,
             threads,
         }
     }
@@ -303,9 +328,7 @@ impl LockStep {
     fn take(&mut self, k: usize) -> Option<Event> {
         match self.peeked[k].take()? {
             Msg::Batch(b, bytes) => {
-                if let Some(last) = b.last() {
-                    self.handed[k] = Some(last.ts_ns);
-                }
+                self.handed[k] = self.handed[k].max(newest(&b));
                 Some(Event::Batch(k, b, bytes))
             }
             Msg::End(e) => {
@@ -334,17 +357,19 @@ impl LockStep {
         })
     }
 
-    /// The next event, the older batch of the two first; `None` once both captures ended.
+    /// The next event, the batch whose newest record is older first; `None` once both
+    /// captures ended.
     ///
-    /// When only one side has a batch ready, the other is waited for a moment (it may hold
-    /// older records) and then passed over: two FIFOs written in capture-time order must not
-    /// deadlock because one side's reader still waits for a whole batch (a sparse receiver
-    /// under heavy loss) while the other's pipe is full. Results do not depend on this order;
-    /// only how much is held in flight does.
+    /// A batch newer than anything the other side has handed out waits for the other side's
+    /// next batch or end (see the module doc: ends are exact). A regular file is waited for as
+    /// long as it takes; a FIFO or standard input a moment, then passed over: two FIFOs
+    /// written in capture-time order must not deadlock because one side's reader still waits
+    /// for a whole batch (a sparse receiver under heavy loss) while the other's pipe is full.
+    /// Only there can a batch reach past the other capture's end before that end is known.
     pub fn next_event(&mut self) -> Option<Event> {
         const PATIENCE: Duration = Duration::from_millis(20);
-        let first = |m: &Option<Msg>| match m {
-            Some(Msg::Batch(b, _)) => b.first().map(|r| r.ts_ns),
+        let newest_of = |m: &Option<Msg>| match m {
+            Some(Msg::Batch(b, _)) => newest(b),
             _ => None,
         };
         loop {
@@ -361,13 +386,17 @@ impl LockStep {
             }
             match (self.peeked[0].is_some(), self.peeked[1].is_some()) {
                 (true, true) => {
-                    let k = usize::from(first(&self.peeked[1]) < first(&self.peeked[0]));
+                    let k = usize::from(newest_of(&self.peeked[1]) < newest_of(&self.peeked[0]));
                     return self.take(k);
                 }
                 (true, false) | (false, true) => {
                     let k = usize::from(self.peeked[1].is_some());
                     let o = 1 - k;
-                    if live[o] && self.wait(o, PATIENCE) {
+                    // no record newer than what the other side has shown, or it has ended
+                    if !live[o] || self.handed[o] >= newest_of(&self.peeked[k]) {
+                        return self.take(k);
+                    }
+                    if self.wait(o, PATIENCE) || self.regular[o] {
                         continue;
                     }
                     return self.take(k);
@@ -383,6 +412,11 @@ impl LockStep {
             }
         }
     }
+}
+
+/// The newest timestamp of a batch (captures are nearly, not exactly, in timestamp order).
+fn newest(b: &[PacketRecord]) -> Option<u64> {
+    b.iter().map(|r| r.ts_ns).max()
 }
 
 impl Drop for LockStep {

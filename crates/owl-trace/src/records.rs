@@ -7,15 +7,18 @@ use std::path::Path;
 use owl_core::PacketRecord;
 use serde::Serialize;
 
-use crate::capture::{CaptureError, CaptureReader, Container, ReaderStats};
-use crate::dissect::{Skip, dissect, linktype_name};
+use crate::capture::{CaptureError, CaptureReader, Container, InterfaceInfo, ReaderStats};
+use crate::dissect::{Skip, dissect, linktype_name, supports_linktype};
 use crate::identity::frame_identity_within;
 
 /// Counts of what a capture held besides measurable packets.
 ///
 /// `frames = ip_packets + non_ip + malformed`: every packet record of the interfaces measured.
 /// Records skipped before dissection (no timestamp, another interface, a link type owl cannot
-/// read) are counted apart.
+/// read) are counted apart. A pcapng file's interfaces are measured together only when they
+/// are alike (link type, snaplen, timestamp resolution); packets from an interface unlike the
+/// first one measured are [`CaptureError::MixedInterfaces`] unless one is selected
+/// ([`ReadOptions::interface`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct InputStats {
     /// Frames read from the capture (on the interfaces measured).
@@ -45,18 +48,25 @@ pub struct InputStats {
     /// counts these and the other does not, set the identity byte limit
     /// ([`crate::identity::common_identity_bytes`]).
     pub identity_short: u64,
+    /// Identities covered at most this many bytes of each IP packet (the identity byte limit,
+    /// [`ReadOptions::identity_bytes`]); `None`: every captured byte.
+    pub identity_bytes: Option<u32>,
+    /// Of `ip_packets`: packets longer than `identity_bytes`, identified on their first
+    /// `identity_bytes` bytes.
+    pub identity_cut: u64,
     /// First and last record timestamps, ns.
     pub first_ns: Option<u64>,
     pub last_ns: Option<u64>,
-    /// The capture's snaplen (see [`CaptureReader::snaplen`]); `None` for no limit.
+    /// The snaplen of the interface measured (see [`CaptureReader::snaplen`]); `None` for no
+    /// limit.
     pub snaplen: Option<u32>,
+    /// The link type of the interface measured.
+    pub linktype: Option<u32>,
+    /// Interfaces whose packets were measured (more than one: alike interfaces of a pcapng
+    /// file, measured as one stream).
+    pub interfaces: u32,
     /// Largest captured length of a frame, bytes.
     pub longest_frame: u32,
-    /// Frames were dissected and identified on their first this many bytes (the smaller
-    /// snaplen of two captures, so that both points hash the same bytes).
-    pub identified_within: Option<u32>,
-    /// Frames captured longer than `identified_within`, identified on fewer bytes than captured.
-    pub cut_to_common: u64,
 }
 
 /// A packet read ahead (to learn the snaplen of a pcapng interface) and not yet turned into a
@@ -68,6 +78,115 @@ struct Held {
     offset: u64,
 }
 
+impl Held {
+    fn of(p: &crate::capture::RawPacket<'_>) -> Held {
+        Held {
+            ts_ns: p.ts_ns,
+            linktype: p.linktype,
+            data: p.data.to_vec(),
+            offset: p.offset,
+        }
+    }
+
+    fn frame(&self) -> Frame<'_> {
+        Frame {
+            ts_ns: self.ts_ns,
+            linktype: self.linktype,
+            data: &self.data,
+            offset: self.offset,
+        }
+    }
+}
+
+/// What makes two interfaces' packets one stream: link type, snaplen, timestamp resolution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Kind {
+    info: InterfaceInfo,
+    resolution: Option<(bool, u8)>,
+}
+
+impl Kind {
+    fn of<R: Read>(r: &CaptureReader<R>, n: u32, linktype: u32) -> Kind {
+        Kind {
+            info: r
+                .interfaces()
+                .get(n as usize)
+                .copied()
+                .unwrap_or(InterfaceInfo {
+                    linktype,
+                    snaplen: 0,
+                }),
+            resolution: r.resolution(n),
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}, ", linktype_name(self.info.linktype))?;
+        match self.info.snaplen {
+            0 => write!(f, "no snaplen")?,
+            n => write!(f, "snaplen {n}")?,
+        }
+        match self.resolution {
+            Some((false, 6)) => write!(f, ", timestamps in µs"),
+            Some((false, 9)) => write!(f, ", timestamps in ns"),
+            Some((false, e)) => write!(f, ", timestamps in 10^-{e} s"),
+            Some((true, e)) => write!(f, ", timestamps in 2^-{e} s"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The interfaces whose packets are measured: the first one owl can read, and those alike.
+#[derive(Default)]
+struct Measured {
+    first: Option<(u32, Kind)>,
+    alike: Vec<u32>,
+    /// Interface of the last packet measured (packets mostly follow one from the same).
+    last: Option<u32>,
+}
+
+impl Measured {
+    /// Is interface `n` not measured yet (its kind still to be checked)?
+    fn is_new(&mut self, n: u32) -> bool {
+        if self.last == Some(n) {
+            return false;
+        }
+        if self.first.is_some_and(|(f, _)| f == n) || self.alike.contains(&n) {
+            self.last = Some(n);
+            return false;
+        }
+        true
+    }
+
+    /// Measure interface `n` too, if it is like the first one.
+    fn admit<R: Read>(
+        &mut self,
+        r: &CaptureReader<R>,
+        n: u32,
+        linktype: u32,
+        offset: u64,
+    ) -> Result<(), CaptureError> {
+        let kind = Kind::of(r, n, linktype);
+        match self.first {
+            None => self.first = Some((n, kind)),
+            Some((_, k)) if k == kind => self.alike.push(n),
+            Some((f, k)) => {
+                return Err(CaptureError::MixedInterfaces {
+                    offset,
+                    first: f,
+                    first_kind: k.to_string(),
+                    other: n,
+                    other_kind: kind.to_string(),
+                });
+            }
+        }
+        self.last = Some(n);
+        Ok(())
+    }
+}
+
 /// How a capture is turned into records: what both points must agree on (the identity) and
 /// what selects the packets of this capture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,7 +196,8 @@ pub struct ReadOptions {
     /// Hash at most this many bytes of each IP packet (both points must use the same); `None`
     /// hashes every captured byte. See [`crate::identity::common_identity_bytes`].
     pub identity_bytes: Option<u32>,
-    /// Keep only this pcapng interface's packets (see [`CaptureReader::select_interface`]).
+    /// Keep only this pcapng interface's packets (see [`CaptureReader::select_interface`]);
+    /// `None`: every interface owl can read, provided they are alike.
     pub interface: Option<u32>,
 }
 
@@ -100,6 +220,7 @@ pub struct RecordReader<R: Read> {
     /// Offset of the first packet skipped for its link type.
     first_unsupported_offset: u64,
     held: Option<Held>,
+    measured: Measured,
 }
 
 impl RecordReader<File> {
@@ -117,6 +238,7 @@ impl<R: Read> RecordReader<R> {
             stats: InputStats::default(),
             first_unsupported_offset: 0,
             held: None,
+            measured: Measured::default(),
         }
     }
 
@@ -150,34 +272,58 @@ impl<R: Read> RecordReader<R> {
             no_timestamp,
             fcs_stripped,
             other_interface,
-            snaplen: self.reader.snaplen(),
+            snaplen: match self.measured.first {
+                Some((_, k)) => (k.info.snaplen != 0).then_some(k.info.snaplen),
+                None => self.reader.snaplen(),
+            },
+            linktype: self.measured.first.map(|(_, k)| k.info.linktype),
+            interfaces: self
+                .measured
+                .first
+                .map_or(0, |_| 1 + self.measured.alike.len() as u32),
+            identity_bytes: self.identity_bytes,
             ..self.stats
         }
     }
 
-    /// Read the first packet ahead (it stays first in line for [`next_batch`](Self::next_batch))
-    /// and return the capture's snaplen as it is then known (a pcapng declares it in the
-    /// interface block before its packets).
-    pub fn first_snaplen(&mut self) -> Result<Option<u32>, CaptureError> {
-        if self.held.is_none()
-            && self.stats.frames == 0
-            && let Some(p) = self.reader.next_packet()?
-        {
-            self.held = Some(Held {
-                ts_ns: p.ts_ns,
-                linktype: p.linktype,
-                data: p.data.to_vec(),
-                offset: p.offset,
-            });
+    /// Read ahead to the first packet of a link type owl reads (it stays first in line for
+    /// [`next_batch`](Self::next_batch)) and return its interface: link type and snaplen, what
+    /// two points must know of each other to agree on the bytes identities cover
+    /// ([`crate::identity::common_identity_bytes`]). `None` for a capture without packets.
+    pub fn first_interface(&mut self) -> Result<Option<InterfaceInfo>, CaptureError> {
+        if self.held.is_none() && self.stats.frames == 0 {
+            let pcap = matches!(self.reader.container(), Container::Pcap { .. });
+            while let Some(p) = self.reader.next_packet()? {
+                let (n, linktype, offset) = (p.interface, p.linktype, p.offset);
+                let h = Held::of(&p);
+                if !supports_linktype(linktype) && !pcap {
+                    // counted as on an interface owl cannot read
+                    record(
+                        &mut self.stats,
+                        &mut self.first_unsupported_offset,
+                        pcap,
+                        self.seed,
+                        self.identity_bytes,
+                        h.frame(),
+                        &mut Vec::new(),
+                    )?;
+                    continue;
+                }
+                if supports_linktype(linktype) && self.measured.is_new(n) {
+                    self.measured.admit(&self.reader, n, linktype, offset)?;
+                }
+                self.held = Some(h);
+                break;
+            }
         }
-        Ok(self.reader.snaplen())
+        Ok(self.measured.first.map(|(_, k)| k.info))
     }
 
-    /// Dissect and identify every frame on at most its first `bytes` bytes, as if the capture
-    /// had that snaplen: two points captured with different snaplens then hash the same bytes
-    /// of each packet (`None`: every captured byte).
-    pub fn identify_within(&mut self, bytes: Option<u32>) {
-        self.stats.identified_within = bytes;
+    /// Identify every packet on at most its first `bytes` IP bytes from now on (`None`: every
+    /// captured byte): two points agree on it before their first packet
+    /// ([`ReadOptions::identity_bytes`] when it is known beforehand).
+    pub fn set_identity_bytes(&mut self, bytes: Option<u32>) {
+        self.identity_bytes = bytes;
     }
 
     pub fn bytes_read(&self) -> u64 {
@@ -195,19 +341,13 @@ impl<R: Read> RecordReader<R> {
         let pcap = matches!(self.reader.container(), Container::Pcap { .. });
         let (seed, limit) = (self.seed, self.identity_bytes);
         if let Some(h) = self.held.take() {
-            let f = Frame {
-                ts_ns: h.ts_ns,
-                linktype: h.linktype,
-                data: &h.data,
-                offset: h.offset,
-            };
             record(
                 &mut self.stats,
                 &mut self.first_unsupported_offset,
                 pcap,
                 seed,
                 limit,
-                f,
+                h.frame(),
                 out,
             )?;
         }
@@ -223,6 +363,23 @@ impl<R: Read> RecordReader<R> {
                 }
                 break;
             };
+            if supports_linktype(p.linktype) && self.measured.is_new(p.interface) {
+                // an interface not measured yet: its kind decides (the frame is copied out of
+                // the reader's buffer to ask the reader about it, once per interface)
+                let (n, linktype, offset) = (p.interface, p.linktype, p.offset);
+                let h = Held::of(&p);
+                self.measured.admit(&self.reader, n, linktype, offset)?;
+                record(
+                    &mut self.stats,
+                    &mut self.first_unsupported_offset,
+                    pcap,
+                    seed,
+                    limit,
+                    h.frame(),
+                    out,
+                )?;
+                continue;
+            }
             let f = Frame {
                 ts_ns: p.ts_ns,
                 linktype: p.linktype,
@@ -262,13 +419,7 @@ fn record(
     f: Frame<'_>,
     out: &mut Vec<PacketRecord>,
 ) -> Result<(), CaptureError> {
-    let data = match stats.identified_within {
-        Some(n) if f.data.len() > n as usize => {
-            stats.cut_to_common += 1;
-            &f.data[..n as usize]
-        }
-        _ => f.data,
-    };
+    let data = f.data;
     let d = match dissect(f.linktype, data) {
         Ok(d) => d,
         Err(Skip::UnsupportedLinkType) if pcap => {
@@ -306,6 +457,9 @@ fn record(
     if captured < wanted {
         stats.identity_short += 1;
     }
+    if identity_bytes.is_some_and(|n| d.ip_len > n) {
+        stats.identity_cut += 1;
+    }
     let id = frame_identity_within(data, &d, seed, identity_bytes);
     stats.ip_packets += 1;
     stats.first_ns.get_or_insert(f.ts_ns);
@@ -330,22 +484,14 @@ pub struct Extracted {
 
 /// Copy the frames of capture `src` whose identity is in `ids` to a new pcap file `dst`,
 /// unchanged (same link layer, same timestamps). Used to hand a user the packets only one point
-/// saw. `within`: identities were taken on at most that many bytes of each frame
-/// ([`RecordReader::identify_within`]).
+/// saw.
 pub fn extract(
     src: &Path,
     dst: &Path,
     identity_seed: u64,
-    within: Option<u32>,
     ids: &hashbrown::HashSet<u64>,
 ) -> Result<Extracted, CaptureError> {
-    extract_with(
-        src,
-        dst,
-        &ReadOptions::with_seed(identity_seed),
-        within,
-        ids,
-    )
+    extract_with(src, dst, &ReadOptions::with_seed(identity_seed), ids)
 }
 
 /// [`extract`] with the identity and interface of `options`, which must be those the
@@ -354,7 +500,6 @@ pub fn extract_with(
     src: &Path,
     dst: &Path,
     options: &ReadOptions,
-    within: Option<u32>,
     ids: &hashbrown::HashSet<u64>,
 ) -> Result<Extracted, CaptureError> {
     use crate::capture::{CaptureFormat, CaptureWriter};
@@ -371,14 +516,10 @@ pub fn extract_with(
             Err(e) if e.is_truncation() => break,
             Err(e) => return Err(e),
         };
-        let cut = match within {
-            Some(n) => &p.data[..p.data.len().min(n as usize)],
-            None => p.data,
-        };
-        let Ok(d) = dissect(p.linktype, cut) else {
+        let Ok(d) = dissect(p.linktype, p.data) else {
             continue;
         };
-        let id = frame_identity_within(cut, &d, options.identity_seed, options.identity_bytes);
+        let id = frame_identity_within(p.data, &d, options.identity_seed, options.identity_bytes);
         if !ids.contains(&id) {
             continue;
         }

@@ -123,16 +123,17 @@ fn pcapng(ifaces: &[u16], packets: &[(u32, Vec<u8>)]) -> Vec<u8> {
 }
 
 /// Item 15: a pcapng file with a Wi-Fi monitor interface beside two it can read is measured on
-/// those two; the other's packets are counted. `--interface` keeps one.
+/// those two; the other's packets are counted. `--interface` keeps one. Two it can read but
+/// of different link types are not mixed.
 #[test]
 fn pcapng_interfaces_owl_cannot_read_are_counted_not_fatal() {
     let radiotap = vec![0u8, 0, 8, 0, 0, 0, 0, 0, 0x80, 0];
     let file = pcapng(
-        &[1, 127, 101],
+        &[1, 127, 1],
         &[
             (0, ethernet(&ipv4_udp(1, 40))),
             (1, radiotap.clone()),
-            (2, ipv4_udp(2, 40)),
+            (2, ethernet(&ipv4_udp(2, 40))),
             (1, radiotap.clone()),
             (0, ethernet(&ipv4_udp(3, 40))),
         ],
@@ -142,6 +143,27 @@ fn pcapng_interfaces_owl_cannot_read_are_counted_not_fatal() {
     assert_eq!(
         (st.frames, st.unsupported_link, st.unsupported_linktype),
         (3, 2, Some(127))
+    );
+    assert_eq!(st.interfaces, 2);
+    let unlike = pcapng(
+        &[1, 127, 101],
+        &[
+            (1, radiotap.clone()),
+            (0, ethernet(&ipv4_udp(1, 40))),
+            (2, ipv4_udp(2, 40)),
+        ],
+    );
+    let e = records(&unlike, &seed()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            CaptureError::MixedInterfaces {
+                first: 0,
+                other: 2,
+                ..
+            }
+        ),
+        "{e}"
     );
 
     let (recs, st) = records(
@@ -288,4 +310,126 @@ fn compressed_capture_through_the_record_reader() {
     let mut rr = RecordReader::open(&path, DEFAULT_IDENTITY_SEED).unwrap();
     let mut batch = Vec::new();
     assert_eq!(rr.next_batch(&mut batch, 1000).unwrap(), 100);
+}
+
+/// Interfaces of one pcapng file are measured together only when alike: two Ethernet
+/// interfaces at nanoseconds are one stream; an interface whose timestamps are microseconds, or
+/// whose snaplen or link type differs, is refused, naming both, unless one is selected.
+#[test]
+fn unlike_pcapng_interfaces_are_not_mixed() {
+    let write = |second: (u32, u32, u8)| {
+        let mut w =
+            CaptureWriter::new(Vec::new(), CaptureFormat::Pcapng, LINKTYPE_ETHERNET, 0).unwrap();
+        let (lt, snap, exp) = second;
+        assert_eq!(w.add_interface(lt, snap, exp).unwrap(), 1);
+        for n in 0..20u16 {
+            let ip = ipv4_udp(n, 80);
+            let iface = u32::from(n % 2);
+            let frame = if iface == 1 && lt == LINKTYPE_RAW {
+                ip
+            } else {
+                ethernet(&ip)
+            };
+            w.write_packet_on(iface, 1_000_000 * u64::from(n), &frame, frame.len() as u32)
+                .unwrap();
+        }
+        w.finish().unwrap()
+    };
+    let alike = write((LINKTYPE_ETHERNET, 0, 9));
+    let (recs, st) = records(&alike, &seed()).unwrap();
+    assert_eq!((recs.len(), st.interfaces), (20, 2));
+    for (second, kind) in [
+        ((LINKTYPE_ETHERNET, 0, 6), "timestamps in µs"),
+        ((LINKTYPE_ETHERNET, 96, 9), "snaplen 96"),
+        ((LINKTYPE_RAW, 0, 9), "LINKTYPE_RAW"),
+    ] {
+        let file = write(second);
+        let e = records(&file, &seed()).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                CaptureError::MixedInterfaces {
+                    first: 0,
+                    other: 1,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let msg = e.to_string();
+        assert!(msg.contains(kind) && msg.contains("select one"), "{msg}");
+        for n in 0..2 {
+            let one = ReadOptions {
+                interface: Some(n),
+                ..seed()
+            };
+            let (recs, st) = records(&file, &one).unwrap();
+            assert_eq!((recs.len(), st.interfaces, st.other_interface), (10, 1, 10));
+        }
+    }
+    // the µs interface's timestamps are read at its resolution
+    let us = write((LINKTYPE_ETHERNET, 0, 6));
+    let one = ReadOptions {
+        interface: Some(1),
+        ..seed()
+    };
+    let (recs, _) = records(&us, &one).unwrap();
+    assert_eq!(recs[0].ts_ns, 1_000_000);
+}
+
+/// The link type and snaplen of the interface measured are what two points agree on: an
+/// Ethernet capture at 128 bytes and a Linux SLL2 one at 100 keep 114 and 80 IP bytes, and
+/// identified on the first 80 the long packets agree.
+#[test]
+fn ethernet_and_sll2_agree_on_ip_bytes() {
+    let mut eth =
+        CaptureWriter::new(Vec::new(), CaptureFormat::Pcap, LINKTYPE_ETHERNET, 128).unwrap();
+    let mut sll2 =
+        CaptureWriter::new(Vec::new(), CaptureFormat::Pcapng, LINKTYPE_LINUX_SLL2, 100).unwrap();
+    for n in 0..40u16 {
+        let ip = ipv4_udp(n, if n % 2 == 0 { 60 } else { 600 });
+        eth.write_packet(u64::from(n), &ethernet(&ip), 14 + ip.len() as u32)
+            .unwrap();
+        let mut f = vec![
+            0x08, 0x00, 0, 0, 0, 0, 0, 2, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0,
+        ];
+        f.extend_from_slice(&ip);
+        sll2.write_packet(u64::from(n), &f, f.len() as u32).unwrap();
+    }
+    let (eth, sll2) = (eth.finish().unwrap(), sll2.finish().unwrap());
+    let first = |b: &[u8]| {
+        let mut rr = RecordReader::with_options(CaptureReader::new(b).unwrap(), &seed()).unwrap();
+        rr.first_interface().unwrap().unwrap()
+    };
+    let (a, b) = (first(&eth), first(&sll2));
+    assert_eq!(
+        (a.linktype, a.snaplen, b.linktype, b.snaplen),
+        (1, 128, 276, 100)
+    );
+    let limit = common_identity_bytes(a, b);
+    assert_eq!(limit, Some(80));
+    let o = ReadOptions {
+        identity_bytes: limit,
+        ..seed()
+    };
+    let (x, xs) = records(&eth, &o).unwrap();
+    let (y, ys) = records(&sll2, &o).unwrap();
+    let ids = |v: &[PacketRecord]| v.iter().map(|r| r.id).collect::<Vec<_>>();
+    assert_eq!(ids(&x), ids(&y));
+    assert_eq!((xs.identity_cut, ys.identity_cut), (20, 20));
+    assert_eq!(
+        (xs.identity_bytes, xs.linktype, ys.linktype),
+        (Some(80), Some(1), Some(276))
+    );
+    // a frame cut at 100 bytes at both (the old agreement) would hash 86 IP bytes of an
+    // Ethernet frame and 80 of an SLL2 one: they would not agree
+    let (x, _) = records(
+        &eth,
+        &ReadOptions {
+            identity_bytes: Some(86),
+            ..seed()
+        },
+    )
+    .unwrap();
+    assert_ne!(ids(&x), ids(&y));
 }

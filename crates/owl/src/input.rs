@@ -3,11 +3,12 @@
 
 use std::path::Path;
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, anyhow};
 use owl_core::PacketRecord;
 use owl_trace::capture::{CaptureError, CaptureReader};
+use owl_trace::dissect::linktype_name;
 use owl_trace::lockstep::Source;
-use owl_trace::records::{InputStats, RecordReader};
+use owl_trace::records::{InputStats, ReadOptions, RecordReader};
 
 use crate::progress;
 
@@ -24,26 +25,51 @@ pub struct Read {
 fn open_error(path: &Path, e: CaptureError) -> anyhow::Error {
     match e {
         CaptureError::Io(io) => anyhow!("{}: cannot read: {io}", path.display()),
+        e @ CaptureError::MixedInterfaces { .. } => {
+            anyhow!("{}: {e} with --interface N", path.display())
+        }
         e => anyhow!("{}: {e}", path.display()),
     }
+}
+
+/// The error for a capture that held no IP packet, saying what it held instead.
+pub fn no_ip_packets(name: &str, s: &InputStats) -> anyhow::Error {
+    let mut held = format!(
+        "{} frames: {} not IP, {} malformed IP, {} without timestamp",
+        s.frames, s.non_ip, s.malformed, s.no_timestamp
+    );
+    if s.unsupported_link > 0 {
+        held.push_str(&format!(
+            ", {} on interfaces of link type {}, which owl cannot read",
+            s.unsupported_link,
+            s.unsupported_linktype.map_or("?", linktype_name)
+        ));
+    }
+    if s.other_interface > 0 {
+        held.push_str(&format!(
+            ", {} on interfaces not selected (--interface)",
+            s.other_interface
+        ));
+    }
+    anyhow!("{name}: no IP packets to measure ({held})")
 }
 
 /// Stream `path` (a file, a FIFO, or `-` for standard input) through `consume`, one batch at a
 /// time.
 pub fn read_capture(
     path: &Path,
-    identity_seed: u64,
+    options: &ReadOptions,
     allow_truncated: bool,
     label: &str,
     mut consume: impl FnMut(&[PacketRecord]) -> Result<()>,
 ) -> Result<Read> {
     let src = Source::parse(path);
     let size = src.size().unwrap_or(0);
-    let reader = src
+    let mut rr = src
         .open()
         .and_then(CaptureReader::new)
+        .and_then(|r| RecordReader::with_options(r, options))
         .map_err(|e| open_error(path, e))?;
-    let mut rr = RecordReader::new(reader, identity_seed);
     let pb = progress::bar(size, &format!("reading {label}"), true);
     let mut batch = Vec::with_capacity(BATCH);
     let mut truncated = None;
@@ -78,14 +104,7 @@ pub fn read_capture(
     pb.finish_and_clear();
     let stats = rr.stats();
     if stats.ip_packets == 0 {
-        bail!(
-            "{}: no IP packets to measure ({} frames: {} not IP, {} malformed IP, {} without timestamp)",
-            path.display(),
-            stats.frames,
-            stats.non_ip,
-            stats.malformed,
-            stats.no_timestamp
-        );
+        return Err(no_ip_packets(&path.display().to_string(), &stats));
     }
     Ok(Read { stats, truncated })
 }

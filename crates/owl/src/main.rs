@@ -10,12 +10,14 @@ macro_rules! say {
 }
 
 mod cmd;
+mod colate;
 mod experiment;
 mod input;
 mod methods;
 mod numbers;
 mod progress;
 mod report;
+mod store;
 
 use std::process::ExitCode;
 
@@ -48,6 +50,8 @@ const EXAMPLES: &str = "Examples:
   owl compare S.pcap R.pcap --unmatched lost/      # write what only one side saw
   owl record --method lda --role sender S.pcap -o S.owl    # at each point, then
   owl estimate S.owl R.owl                                 # where the files meet
+  owl record --method colate --store S.db S.pcap           # COLATE: epochs, no intervals
+  owl query --flow 'tcp 10.0.0.1 40000 10.0.0.2 443' S.db R.db
 
 Run `owl <command> --help` for the details of each command.";
 
@@ -70,8 +74,20 @@ enum Command {
     Record(cmd::record::RecordArgs),
     /// Turn a sender's and a receiver's synopsis files into estimates.
     Estimate(cmd::estimate::EstimateArgs),
+    /// A flow's mean and std of delay between two points from their COLATE epoch stores.
+    Query(cmd::query::QueryArgs),
+    /// COLATE's parameter plan (§5) and epoch-store statistics.
+    Colate(cmd::colate::ColateArgs),
     /// Regenerate a paper's evaluation on simulated traces (CSV + PNG).
     Experiment(experiment::ExperimentArgs),
+    /// One observation point of a live measurement: exchange per-interval synopses with the other.
+    Agent(cmd::agent::AgentArgs),
+    /// Store the per-interval results of live agent pairs in an SQLite database.
+    Collector(cmd::collector::CollectorArgs),
+    /// Print the per-interval series a collector stored.
+    Report(cmd::report::ReportArgs),
+    /// Make the shared key of a live deployment (agents and collector).
+    Keygen(cmd::keygen::KeygenArgs),
 }
 
 /// The command line, with every option that takes a value accepting one that starts with `-`,
@@ -173,7 +189,13 @@ fn main() -> ExitCode {
         Command::Compare(a) => cmd::compare::run(a),
         Command::Record(a) => cmd::record::run(a),
         Command::Estimate(a) => cmd::estimate::run(a),
+        Command::Query(a) => cmd::query::run(a),
+        Command::Colate(a) => cmd::colate::run(a),
         Command::Experiment(a) => experiment::run(a),
+        Command::Agent(a) => cmd::agent::run(a),
+        Command::Collector(a) => cmd::collector::run(a),
+        Command::Report(a) => cmd::report::run(a),
+        Command::Keygen(a) => cmd::keygen::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -98,6 +98,11 @@ impl Overrides {
         v
     }
 
+    /// The `(field, value)` settings given for `name`.
+    pub fn pairs_for(&self, name: &str) -> Vec<(String, String)> {
+        self.for_method(name)
+    }
+
     fn for_method(&self, name: &str) -> Vec<(String, String)> {
         self.pairs
             .iter()

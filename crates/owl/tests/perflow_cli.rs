@@ -174,3 +174,46 @@ fn simulator_presets_and_bad_ecmp() {
     let j: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(j["ecmp"], "0ns;20.00us@const:1.000us");
 }
+
+/// COLATE in the per-flow table and in `flows[].methods.colate` {mean_ns, std_ns, packets}.
+/// One lossless link with the same plan at both points: the flows' packets cancel down to
+/// their delays, so the large flows' means are close; the std is Theorem 4's (a rough one from
+/// m = 20 counters), only checked to be there.
+#[test]
+fn colate_in_the_per_flow_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r) = simulate(
+        dir.path(),
+        &["--packets", "40k", "--flows", "300", "--rate", "50k"],
+    );
+    let (s, r) = (s.to_str().unwrap(), r.to_str().unwrap());
+    let out = ok(&[
+        "compare",
+        s,
+        r,
+        "--per-flow",
+        "--top",
+        "10",
+        "--methods",
+        "exact,colate",
+        "--json",
+        "--method-config",
+        "colate:memory=1MiB",
+    ]);
+    let j: Value = serde_json::from_str(&out).unwrap();
+    for f in j["flows"].as_array().unwrap() {
+        let c = &f["methods"]["colate"];
+        let t = f["truth"]["mean_ns"].as_f64().unwrap();
+        let e = c["mean_ns"].as_f64().unwrap();
+        assert!((e - t).abs() / t < 0.05, "colate {e} vs truth {t}");
+        assert!(c["std_ns"].as_f64().unwrap() >= 0.0);
+        let p = c["packets"].as_f64().unwrap();
+        let sent = f["truth"]["sent"].as_f64().unwrap();
+        assert!((p - sent).abs() < 0.05 * sent, "{p} vs {sent}");
+    }
+    let text = ok(&["compare", s, r, "--per-flow", "--methods", "exact,colate"]);
+    assert!(
+        text.contains("relative error of each method's flow mean") && text.contains(" colate\n"),
+        "{text}"
+    );
+}

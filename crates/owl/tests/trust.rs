@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 
 mod common;
-use common::{fails, ok, owl, recapture, simulate};
+use common::{fails, ok, owl, recapture, simulate, to_sll2, two_interfaces};
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
@@ -40,9 +40,10 @@ fn different_snaplens_identify_on_the_common_bytes() {
     assert_eq!(t["unexpected"], 0, "{t}");
     let c = &j["checks"]["snaplen"];
     assert_eq!(c["status"], "adjusted", "{c}");
-    assert_eq!(c["identified_within"], 100);
+    // both Ethernet: 100 − 14 IP bytes are what both keep
+    assert_eq!(c["identity_bytes"], 86);
     assert_eq!(c["snaplen"], serde_json::json!([128, 100]));
-    assert!(c["cut_to_common"][0].as_u64().unwrap() > 1000, "{c}");
+    assert!(c["identity_cut"][0].as_u64().unwrap() > 1000, "{c}");
     // the same figures as the pair captured alike
     let alike = compare_json(&sp, &rp, &["--methods", "exact"]);
     assert_eq!(t["mean_ns"], alike["truth"]["mean_ns"]);
@@ -143,8 +144,20 @@ fn an_origin_inside_the_capture_drops_nothing() {
 }
 
 fn record(dir: &Path, method: &str, cap: &Path, role: &str, out: &str) -> PathBuf {
+    record_with(dir, method, cap, role, out, &[])
+}
+
+/// `owl record` at 50 ms intervals with `extra` flags; the file written.
+fn record_with(
+    dir: &Path,
+    method: &str,
+    cap: &Path,
+    role: &str,
+    out: &str,
+    extra: &[&str],
+) -> PathBuf {
     let o = dir.join(out);
-    ok(&[
+    let mut args = vec![
         "record",
         "--method",
         method,
@@ -155,7 +168,9 @@ fn record(dir: &Path, method: &str, cap: &Path, role: &str, out: &str) -> PathBu
         "50ms",
         "-o",
         s(&o),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    ok(&args);
     o
 }
 
@@ -675,4 +690,307 @@ fn the_default_path_reorders_rarely() {
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("default"));
     assert!(ok(&["simulate", "--help"]).contains("--independent-delays"));
+}
+
+/// The lead-out of a capture that ran longer is trimmed for the methods exactly as for the
+/// truth: R stops 30 000 of 100 000 packets early, and every method measures the window both
+/// captured. Before, the lock-step handed the methods up to a batch (4 096 records) of S past
+/// R's end before that end was known: 26 272 records kept from them instead of 29 953, and
+/// LDA counted 2 232 lost, RDA and LDS 3 728, where the truth has 47.
+#[test]
+fn the_methods_measure_the_lead_out_the_truth_trims() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = s(dir.path());
+    ok(&[
+        "simulate",
+        "--out",
+        d,
+        "--packets",
+        "100k",
+        "--rate",
+        "100k",
+        "--delay",
+        "exp:40us",
+        "--seed",
+        "3",
+    ]);
+    let (sp, rp) = (
+        dir.path().join("sender.pcap"),
+        dir.path().join("receiver.pcap"),
+    );
+    let early = dir.path().join("early.pcap");
+    recapture(&rp, &early, 128, |i, _| i < 70_000);
+    let j = compare_json(&sp, &early, &["--methods", "exact,lda,rda,lds"]);
+    let c = &j["checks"]["trimmed"];
+    assert_eq!(
+        c["records"][0], c["packets"][0],
+        "the methods' window is the truth's: {c}"
+    );
+    assert!(c["packets"][0].as_u64().unwrap() > 29_900, "{c}");
+    let truth = j["truth"]["lost"].as_u64().unwrap();
+    assert!(truth < 100, "{}", j["truth"]);
+    let lost = |name: &str| {
+        let m = j["methods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name);
+        m.unwrap()["lost"].as_u64().unwrap()
+    };
+    // RDA and LDS count every packet S recorded and R did not: the truth's own figure
+    assert_eq!((lost("rda"), lost("lds")), (truth, truth));
+    // LDA sees a loss only in its sampled rows (1 % and 0.05 % of packets), each worth about
+    // 100 packets: within that of the truth
+    assert!(
+        lost("lda").abs_diff(truth) <= 200,
+        "lda {} vs {truth}",
+        lost("lda")
+    );
+}
+
+/// Item 1 across link types: S captured on Ethernet at 128 bytes, R with `tcpdump -i any`
+/// (Linux SLL2, a 20-byte link header) at 100. Both keep 80 IP bytes of a long packet at most;
+/// identified on those, every packet matches. (Cutting both frames at 100 bytes hashed 86 IP
+/// bytes at S and 80 at R: every packet longer than 80 bytes counted lost and unexpected.)
+#[test]
+fn ethernet_and_sll2_with_different_snaplens_agree_on_ip_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, books) = pair(dir.path());
+    let sll2 = dir.path().join("any.pcapng");
+    to_sll2(&rp, &sll2, 100);
+    let j = compare_json(&sp, &sll2, &["--methods", "exact,lda"]);
+    let t = &j["truth"];
+    assert_eq!(t["lost"], books["report"]["lost"], "{t}");
+    assert_eq!(t["unexpected"], 0, "{t}");
+    let c = &j["checks"]["snaplen"];
+    assert_eq!(c["status"], "adjusted", "{c}");
+    assert_eq!(c["identity_bytes"], 80, "{c}");
+    assert_eq!(c["linktype"], serde_json::json!([1, 276]));
+    let summary = c["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("LINUX_SLL2") && summary.contains("80 IP bytes"),
+        "{summary}"
+    );
+    // the delays are those of the pair captured alike
+    let alike = compare_json(&sp, &rp, &["--methods", "exact"]);
+    assert_eq!(t["mean_ns"], alike["truth"]["mean_ns"]);
+    // --identity-bytes gives the same figures; more bytes than R keeps is a warning
+    let k = compare_json(
+        &sp,
+        &sll2,
+        &["--methods", "exact", "--identity-bytes", "80"],
+    );
+    assert_eq!(k["truth"]["mean_ns"], t["mean_ns"]);
+    let w = compare_json(
+        &sp,
+        &sll2,
+        &["--methods", "exact", "--identity-bytes", "114"],
+    );
+    let c = &w["checks"]["snaplen"];
+    assert_eq!(c["status"], "warning", "{c}");
+    assert!(
+        c["summary"]
+            .as_str()
+            .unwrap()
+            .contains("--identity-bytes 80 or less"),
+        "{c}"
+    );
+    // --unmatched finds the packets again with the identities measured
+    let unmatched = dir.path().join("unmatched");
+    ok(&["compare", s(&sp), s(&sll2), "--unmatched", s(&unmatched)]);
+    // too few bytes to keep packets apart: refused
+    fails(
+        &["compare", s(&sp), s(&sll2), "--identity-bytes", "20"],
+        "at least 40",
+    );
+}
+
+/// Item 1 for points recorded apart: the identity byte limit is agreed with --identity-bytes,
+/// written into each synopsis file, and estimate refuses a pair recorded with different values;
+/// record warns when its capture keeps fewer bytes than the limit.
+#[test]
+fn recorded_points_agree_on_identity_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, books) = pair(dir.path());
+    let sll2 = dir.path().join("any.pcapng");
+    to_sll2(&rp, &sll2, 100);
+    let agreed = ["--identity-bytes", "80"];
+    let so = record_with(dir.path(), "rda", &sp, "sender", "s.owl", &agreed);
+    let ro = record_with(dir.path(), "rda", &sll2, "receiver", "r.owl", &agreed);
+    let j: Value = serde_json::from_str(&ok(&["estimate", s(&so), s(&ro), "--json"])).unwrap();
+    // the figures of the pair captured alike (no packet is lost: RDA's lost are the packets
+    // in flight at the 50 ms boundaries)
+    assert_eq!(books["report"]["lost"], 0);
+    let alike_s = record(dir.path(), "rda", &sp, "sender", "alike-s.owl");
+    let alike_r = record(dir.path(), "rda", &rp, "receiver", "alike-r.owl");
+    let alike: Value =
+        serde_json::from_str(&ok(&["estimate", s(&alike_s), s(&alike_r), "--json"])).unwrap();
+    let lost = alike["overall"]["lost"].as_u64().unwrap();
+    assert!(lost < 100, "{}", alike["overall"]);
+    assert_eq!(j["overall"]["lost"], lost, "{}", j["overall"]);
+    assert_eq!(j["overall"]["mean_ns"], alike["overall"]["mean_ns"]);
+    // recorded without the limit at R: refused, naming both values
+    let bare = record(dir.path(), "rda", &sll2, "receiver", "bare.owl");
+    fails(
+        &["estimate", s(&so), s(&bare)],
+        "identity bytes is 80 (--identity-bytes) at the sender but every captured byte (no --identity-bytes) at the receiver",
+    );
+    // and without it at both, the long packets would not have matched
+    let bare_s = record(dir.path(), "rda", &sp, "sender", "bare-s.owl");
+    let k: Value =
+        serde_json::from_str(&ok(&["estimate", s(&bare_s), s(&bare), "--json"])).unwrap();
+    assert!(
+        k["overall"]["lost"].as_u64().unwrap() > lost + 5_000,
+        "{}",
+        k["overall"]
+    );
+    // R keeps 80 IP bytes: a limit of 114 is more than it has
+    let o = owl(&[
+        "record",
+        "--method",
+        "rda",
+        "--role",
+        "receiver",
+        s(&sll2),
+        "--interval",
+        "50ms",
+        "--identity-bytes",
+        "114",
+        "-o",
+        s(&dir.path().join("x.owl")),
+    ]);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("keeps 80 IP bytes") && err.contains("--identity-bytes 80 or less"),
+        "{err}"
+    );
+}
+
+/// Item 21's estimate figures: each interval's sent and received packets (each point's packet
+/// counter, written beside its synopsis) and the loss rate they give, in text and JSON.
+#[test]
+fn estimate_reports_sent_received_and_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, books) = lossy_pair(dir.path());
+    let so = record(dir.path(), "lda", &sp, "sender", "s.owl");
+    let ro = record(dir.path(), "lda", &rp, "receiver", "r.owl");
+    let j: Value = serde_json::from_str(&ok(&["estimate", s(&so), s(&ro), "--json"])).unwrap();
+    let o = &j["overall"];
+    let (sent, received) = (o["sent"].as_u64().unwrap(), o["received"].as_u64().unwrap());
+    let r = &books["report"];
+    assert_eq!(sent, r["sent"].as_u64().unwrap(), "{o} {r}");
+    // R's counter counts every copy it recorded
+    let copies = r["delivered"].as_u64().unwrap() + r["duplicated"].as_u64().unwrap();
+    assert_eq!(received, copies, "{o} {r}");
+    let rate = o["loss_rate"].as_f64().unwrap();
+    assert!((rate - (sent - received) as f64 / sent as f64).abs() < 1e-12);
+    assert!(rate > 0.015, "{o}");
+    let ivs = j["intervals"].as_array().unwrap();
+    let sum = |k: &str| ivs.iter().map(|i| i[k].as_u64().unwrap()).sum::<u64>();
+    assert_eq!((sum("sent"), sum("received")), (sent, received));
+    let text = ok(&["estimate", s(&so), s(&ro)]);
+    let head = text.lines().nth(1).unwrap();
+    for col in ["sent", "received", "loss", "lost"] {
+        assert!(head.split_whitespace().any(|c| c == col), "{head}");
+    }
+    let all = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("all"))
+        .unwrap();
+    assert!(
+        all.contains(&sent.to_string()) && all.contains(&received.to_string()),
+        "{all}"
+    );
+    assert!(all.contains(&format!("{:.2}%", 100.0 * rate)), "{all}");
+    // the table's rows fit 120 columns (notes under them are prose)
+    for l in text.lines().skip(1).take_while(|l| !l.is_empty()) {
+        // (a row's first column is 12 wide; notes are indented by 13)
+        if l.len() - l.trim_start().len() < 12 {
+            assert!(l.chars().count() <= 120, "{l}");
+        }
+    }
+}
+
+/// Item 15's --interface: a pcapng holding S's packets on interface 0 and, on interface 1,
+/// the receiver's at microseconds (`dumpcap -i a -i b`). Measured together they would mix
+/// timestamp resolutions and count every packet twice: refused with a message naming the
+/// option; --sender-interface 0 measures S's interface alone, as the plain capture.
+#[test]
+fn unlike_interfaces_are_refused_and_one_is_selected() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    let both = dir.path().join("both.pcapng");
+    two_interfaces(&sp, &rp, &both, 6, 0);
+    let e = fails(
+        &["compare", s(&both), s(&rp), "--methods", "exact"],
+        "--sender-interface N",
+    );
+    assert!(
+        e.contains("interface 1") && e.contains("timestamps in µs"),
+        "{e}"
+    );
+    let j = compare_json(
+        &both,
+        &rp,
+        &["--methods", "exact,lda", "--sender-interface", "0"],
+    );
+    let plain = compare_json(&sp, &rp, &["--methods", "exact,lda"]);
+    assert_eq!(j["truth"], plain["truth"]);
+    assert_eq!(j["methods"][1]["mean_ns"], plain["methods"][1]["mean_ns"]);
+    assert_eq!(j["sender"]["other_interface"], j["receiver"]["ip_packets"]);
+    // record: the same refusal and selection
+    fails(
+        &[
+            "record",
+            "--method",
+            "lda",
+            "--role",
+            "sender",
+            s(&both),
+            "-o",
+            s(&dir.path().join("x.owl")),
+        ],
+        "with --interface N",
+    );
+    record_with(
+        dir.path(),
+        "lda",
+        &both,
+        "sender",
+        "s.owl",
+        &["--interface", "0"],
+    );
+    fails(
+        &["compare", s(&both), s(&rp), "--interface", "7"],
+        "no interface 7",
+    );
+    // simulate --from: the same (the interfaces differ in timestamp resolution)
+    let out = dir.path().join("sim");
+    fails(
+        &["simulate", "--from", s(&both), "--out", s(&out)],
+        "--interface N",
+    );
+    ok(&[
+        "simulate",
+        "--from",
+        s(&both),
+        "--interface",
+        "0",
+        "--out",
+        s(&out),
+    ]);
+    // alike interfaces (both at nanoseconds, same snaplen) are one stream, and the checks say so
+    let alike = dir.path().join("alike.pcapng");
+    two_interfaces(&sp, &sp, &alike, 9, 262_144);
+    let j = compare_json(&alike, &rp, &["--methods", "exact"]);
+    let c = &j["checks"]["snaplen"];
+    assert_eq!(c["interfaces"], serde_json::json!([2, 1]), "{c}");
+    assert!(
+        c["summary"]
+            .as_str()
+            .unwrap()
+            .contains("2 alike interfaces"),
+        "{c}"
+    );
 }

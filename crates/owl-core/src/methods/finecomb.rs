@@ -89,16 +89,17 @@ impl std::str::FromStr for Enumeration {
     }
 }
 
-/// Everything both points must agree on.
+/// Everything both points must agree on. The fields are private: [`Config::new`] validates,
+/// and [`Config::default`] and [`Config::with_memory`] give sound values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
-    pub buckets: usize,
+    buckets: usize,
     /// Receiver stash size, packets (§VII: as many as buckets, "as recommended in" its reference 22).
-    pub stash: usize,
-    pub seed: u64,
-    pub enumeration: Enumeration,
+    stash: usize,
+    seed: u64,
+    enumeration: Enumeration,
     /// Most stash subsets examined per interval before giving up.
-    pub max_subsets: u64,
+    max_subsets: u64,
 }
 
 impl Default for Config {
@@ -116,6 +117,49 @@ impl Default for Config {
 }
 
 impl Config {
+    /// A configuration from its fields, refused unless [`validate`](Self::validate) accepts it.
+    pub fn new(
+        buckets: usize,
+        stash: usize,
+        seed: u64,
+        enumeration: Enumeration,
+        max_subsets: u64,
+    ) -> Result<Config, MethodError> {
+        let c = Config {
+            buckets,
+            stash,
+            seed,
+            enumeration,
+            max_subsets,
+        };
+        c.validate()?;
+        Ok(c)
+    }
+    /// Buckets at each point.
+    pub fn buckets(&self) -> usize {
+        self.buckets
+    }
+    /// Receiver stash size, packets.
+    pub fn stash(&self) -> usize {
+        self.stash
+    }
+    /// Seed of the bucket hash.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+    /// How stash subsets are enumerated.
+    pub fn enumeration(&self) -> Enumeration {
+        self.enumeration
+    }
+    /// Most stash subsets examined per interval.
+    pub fn max_subsets(&self) -> u64 {
+        self.max_subsets
+    }
+    /// The same configuration with another seed (any seed is sound).
+    pub fn with_seed(self, seed: u64) -> Config {
+        Config { seed, ..self }
+    }
+
     /// `buckets = ⌊budget / 24⌋` (the sender's buckets are what crosses); the stash follows
     /// the bucket count as in §VII.
     pub fn with_memory(mut self, budget: u64) -> Result<Config, MethodError> {

@@ -33,7 +33,7 @@ use crate::interval::Intervals;
 use crate::method::{Estimate, Method, MethodError, PointSynopsis, Role};
 use crate::record::PacketRecord;
 
-pub use point::{PointCounters, PointStream, Synopses};
+pub use point::{ClosedInterval, PointCounters, PointStream, Synopses};
 pub use truth::{StreamTruth, StreamingTruth, TruthConfig};
 
 /// Charges the work of method `k` to it (a wall clock in the command line; nothing in tests).
@@ -59,6 +59,20 @@ pub trait PairHook {
         sender: &[Box<dyn PointSynopsis>],
         receiver: &[Box<dyn PointSynopsis>],
     );
+}
+
+/// A [`PairHook`] that looks at nothing.
+pub struct NoHook;
+
+impl PairHook for NoHook {
+    fn closed_pair(
+        &mut self,
+        _: u64,
+        _: &[Arc<dyn Method>],
+        _: &[Box<dyn PointSynopsis>],
+        _: &[Box<dyn PointSynopsis>],
+    ) {
+    }
 }
 
 /// Estimate one closed interval pair with every method (the synopses are consumed).
@@ -119,7 +133,7 @@ pub struct PairPipeline {
     /// Truth closed, waiting for the estimates.
     truths: BTreeMap<u64, IntervalTruth>,
     ready: VecDeque<IntervalOutcome>,
-    closed: Vec<(u64, Synopses)>,
+    closed: Vec<ClosedInterval>,
     /// Most intervals held at once in `waiting` + `estimated` + `truths` (for reports).
     pub peak_held: usize,
 }
@@ -203,8 +217,8 @@ impl PairPipeline {
 
     fn collect(&mut self, role: Role, timer: &mut dyn Timer, hook: &mut dyn PairHook) {
         let side = role as usize;
-        for (i, s) in std::mem::take(&mut self.closed) {
-            self.waiting.entry(i).or_insert([None, None])[side] = Some(s);
+        for c in std::mem::take(&mut self.closed) {
+            self.waiting.entry(c.index).or_insert([None, None])[side] = Some(c.synopses);
         }
         // a pair is complete once both points closed it (an empty side gets fresh synopses)
         let below = self.points[0]

@@ -13,6 +13,21 @@ use super::Timer;
 /// The synopses of every method for one interval at one point, in the order of the methods.
 pub type Synopses = Vec<Box<dyn PointSynopsis>>;
 
+/// One interval closed at a point: its index, the packets it took (every method's synopsis
+/// recorded each of them: the point's packet counter, which `owl record` writes beside the
+/// synopses so that `owl estimate` reports what was sent and received), and the synopses.
+pub struct ClosedInterval {
+    pub index: u64,
+    pub packets: u64,
+    pub synopses: Synopses,
+}
+
+/// An interval still open at a point.
+struct Open {
+    packets: u64,
+    synopses: Synopses,
+}
+
 /// What a point's stream held besides the records its intervals took.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PointCounters {
@@ -39,7 +54,7 @@ pub struct PointStream {
     intervals: Intervals,
     disorder_ns: u64,
     methods: Vec<Arc<dyn Method>>,
-    open: BTreeMap<u64, Synopses>,
+    open: BTreeMap<u64, Open>,
     watermark: Option<u64>,
     closed_below: u64,
     counters: PointCounters,
@@ -140,7 +155,7 @@ impl PointStream {
                 end += 1;
             }
             let run = &batch[start..end];
-            let synopses = match self.open.entry(i) {
+            let open = match self.open.entry(i) {
                 std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::btree_map::Entry::Vacant(v) => {
                     self.counters.intervals += 1;
@@ -151,10 +166,14 @@ impl PointStream {
                         timer.charge(k, &mut || s = Some(m.new_point(role)));
                         made.extend(s);
                     }
-                    v.insert(made)
+                    v.insert(Open {
+                        packets: 0,
+                        synopses: made,
+                    })
                 }
             };
-            for (k, s) in synopses.iter_mut().enumerate() {
+            open.packets += run.len() as u64;
+            for (k, s) in open.synopses.iter_mut().enumerate() {
                 timer.charge(k, &mut || s.record_batch(run));
             }
             start = end;
@@ -162,7 +181,7 @@ impl PointStream {
     }
 
     /// Close the intervals this point's stream has passed, in index order.
-    pub fn drain_closed(&mut self, out: &mut Vec<(u64, Synopses)>) {
+    pub fn drain_closed(&mut self, out: &mut Vec<ClosedInterval>) {
         if self.intervals.is_whole() {
             return;
         }
@@ -175,9 +194,9 @@ impl PointStream {
             if w < end.saturating_add(self.disorder_ns) {
                 break;
             }
-            let (i, s) = self.open.pop_first().unwrap();
+            let (i, o) = self.open.pop_first().unwrap();
             self.closed_below = i + 1;
-            out.push((i, s));
+            out.push(o.close(i));
         }
         // intervals with no record are closed too, as the stream passes them
         if let Some(i) = self.intervals.index(w.saturating_sub(self.disorder_ns)) {
@@ -186,10 +205,20 @@ impl PointStream {
     }
 
     /// The stream has ended: every open interval, in index order.
-    pub fn finish(&mut self, out: &mut Vec<(u64, Synopses)>) {
+    pub fn finish(&mut self, out: &mut Vec<ClosedInterval>) {
         self.done = true;
-        while let Some((i, s)) = self.open.pop_first() {
-            out.push((i, s));
+        while let Some((i, o)) = self.open.pop_first() {
+            out.push(o.close(i));
+        }
+    }
+}
+
+impl Open {
+    fn close(self, index: u64) -> ClosedInterval {
+        ClosedInterval {
+            index,
+            packets: self.packets,
+            synopses: self.synopses,
         }
     }
 }

@@ -82,18 +82,6 @@ fn read_everything(
         .collect()
 }
 
-struct NoHook;
-impl PairHook for NoHook {
-    fn closed_pair(
-        &mut self,
-        _: u64,
-        _: &[Arc<dyn Method>],
-        _: &[Box<dyn PointSynopsis>],
-        _: &[Box<dyn PointSynopsis>],
-    ) {
-    }
-}
-
 fn run(
     methods: Vec<Arc<dyn Method>>,
     iv: Intervals,

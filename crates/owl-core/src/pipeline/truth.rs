@@ -714,6 +714,23 @@ impl StreamingTruth {
         self.max_delay
     }
 
+    /// The largest delay known now, ns: of the packets matched so far and of the receiver
+    /// packets still waiting to be matched whose sender packet is known (a receiver packet is
+    /// matched only once S has passed it by a horizon, so at the end of a capture the newest
+    /// horizon of delays is waiting). Negative delays count as 0. One look-up per waiting
+    /// receiver packet: for the moment a capture ends (to trim the other's lead-out as
+    /// [`TruthConfig::trim`] will), not for every batch.
+    pub fn delay_bound(&self) -> u64 {
+        let pending = self.arrivals.iter().filter_map(|a| {
+            let seq = *self.by_id.get(&a.id)?;
+            let s = self
+                .sent
+                .get(usize::try_from(seq.checked_sub(self.first_seq)?).ok()?)?;
+            Some(a.ts.saturating_sub(s.ts))
+        });
+        pending.fold(self.max_delay, u64::max)
+    }
+
     /// Flows held open now.
     pub fn open_flows(&self) -> usize {
         self.flow_index.len()

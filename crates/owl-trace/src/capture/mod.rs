@@ -85,6 +85,19 @@ pub enum CaptureError {
     },
     #[error("no interface {wanted}: the capture describes {count} (numbered from 0)")]
     NoSuchInterface { wanted: u32, count: u32 },
+    /// A pcapng file whose packets come from interfaces of different kinds (link type,
+    /// snaplen or timestamp resolution): measured together they would mix packets identified
+    /// on different bytes, or timed at different precisions.
+    #[error(
+        "offset {offset}: interface {other} ({other_kind}) is not like interface {first} ({first_kind}), whose packets are measured: owl measures the interfaces of one capture together only when they are alike; select one"
+    )]
+    MixedInterfaces {
+        offset: u64,
+        first: u32,
+        first_kind: String,
+        other: u32,
+        other_kind: String,
+    },
 }
 
 impl CaptureError {
@@ -94,7 +107,8 @@ impl CaptureError {
             CaptureError::Truncated { offset, .. }
             | CaptureError::TruncatedStream { offset, .. }
             | CaptureError::Corrupt { offset, .. }
-            | CaptureError::UnsupportedLinkType { offset, .. } => Some(*offset),
+            | CaptureError::UnsupportedLinkType { offset, .. }
+            | CaptureError::MixedInterfaces { offset, .. } => Some(*offset),
             _ => None,
         }
     }
@@ -278,6 +292,16 @@ impl<R: Read> CaptureReader<R> {
         match &self.inner {
             Inner::Pcap(p) => vec![p.interface()],
             Inner::Pcapng(p) => p.interfaces(),
+        }
+    }
+
+    /// Interface `n`'s timestamp resolution as `(binary, exponent)`: units of 2^-e seconds
+    /// when binary, else 10^-e (a pcap file: microseconds or nanoseconds); `None` for an
+    /// interface not described (yet).
+    pub fn resolution(&self, n: u32) -> Option<(bool, u8)> {
+        match &self.inner {
+            Inner::Pcap(p) => (n == 0).then_some((false, if p.nanosecond { 9 } else { 6 })),
+            Inner::Pcapng(p) => p.resolution(n),
         }
     }
 

@@ -39,8 +39,9 @@ pub(crate) struct PcapngState {
     /// Interfaces described by the sections before this one: interface `i` of this section is
     /// number `base + i` of the file.
     base: u32,
-    /// Every interface of the file so far, in file order.
+    /// Every interface of the file so far, in file order, with its timestamp resolution.
     all: Vec<InterfaceInfo>,
+    all_resol: Vec<(bool, u8)>,
 }
 
 impl PcapngState {
@@ -50,6 +51,7 @@ impl PcapngState {
             interfaces: Vec::new(),
             base: 0,
             all: Vec::new(),
+            all_resol: Vec::new(),
         };
         st.section_header(src)?;
         Ok(st)
@@ -57,6 +59,11 @@ impl PcapngState {
 
     pub fn interfaces(&self) -> Vec<InterfaceInfo> {
         self.all.clone()
+    }
+
+    /// Interface `n`'s timestamp resolution: `(binary, exponent)`, units of 2^-e or 10^-e s.
+    pub fn resolution(&self, n: u32) -> Option<(bool, u8)> {
+        self.all_resol.get(n as usize).copied()
     }
 
     /// Read a Section Header Block at the current offset.
@@ -199,6 +206,7 @@ impl PcapngState {
                         linktype: iface.linktype,
                         snaplen: iface.snaplen,
                     });
+                    self.all_resol.push(iface.resol);
                 }
                 EPB_TYPE | PB_TYPE
                     if selected.is_some() && !self.is_selected(src, btype, selected) =>

@@ -1,5 +1,7 @@
 //! Writing captures: nanosecond pcap (what tcpdump, Wireshark and every libpcap tool read) and
-//! pcapng with one interface at nanosecond resolution.
+//! pcapng with one interface at nanosecond resolution, or several
+//! ([`CaptureWriter::add_interface`]: link types, snaplens and timestamp resolutions of their
+//! own, as `dumpcap -i a -i b` writes).
 
 use std::io::{self, Write};
 
@@ -22,12 +24,30 @@ impl CaptureFormat {
     }
 }
 
-/// A capture writer for one link type.
+/// A capture writer (one link type, or with pcapng one per interface).
 pub struct CaptureWriter<W: Write> {
     out: W,
     format: CaptureFormat,
-    snaplen: u32,
+    /// Per interface: snaplen and timestamp units per second's decimal exponent.
+    interfaces: Vec<(u32, u8)>,
     packets: u64,
+}
+
+/// A pcapng Interface Description Block with `if_tsresol = 10^-exp`.
+fn idb(linktype: u32, snaplen: u32, exp: u8) -> Vec<u8> {
+    let len = 20u32 + 8 + 4;
+    let mut idb = Vec::with_capacity(len as usize);
+    idb.extend_from_slice(&1u32.to_le_bytes());
+    idb.extend_from_slice(&len.to_le_bytes());
+    idb.extend_from_slice(&(linktype as u16).to_le_bytes());
+    idb.extend_from_slice(&0u16.to_le_bytes());
+    idb.extend_from_slice(&snaplen.to_le_bytes());
+    idb.extend_from_slice(&9u16.to_le_bytes()); // if_tsresol
+    idb.extend_from_slice(&1u16.to_le_bytes());
+    idb.extend_from_slice(&[exp, 0, 0, 0]);
+    idb.extend_from_slice(&0u32.to_le_bytes()); // opt_endofopt
+    idb.extend_from_slice(&len.to_le_bytes());
+    idb
 }
 
 impl<W: Write> CaptureWriter<W> {
@@ -56,34 +76,56 @@ impl<W: Write> CaptureWriter<W> {
                 shb.extend_from_slice(&(-1i64).to_le_bytes());
                 shb.extend_from_slice(&28u32.to_le_bytes());
                 out.write_all(&shb)?;
-                // Interface Description Block with if_tsresol = 9 (ns).
-                let len = 20u32 + 8 + 4;
-                let mut idb = Vec::with_capacity(len as usize);
-                idb.extend_from_slice(&1u32.to_le_bytes());
-                idb.extend_from_slice(&len.to_le_bytes());
-                idb.extend_from_slice(&(linktype as u16).to_le_bytes());
-                idb.extend_from_slice(&0u16.to_le_bytes());
-                idb.extend_from_slice(&snaplen.to_le_bytes());
-                idb.extend_from_slice(&9u16.to_le_bytes()); // if_tsresol
-                idb.extend_from_slice(&1u16.to_le_bytes());
-                idb.extend_from_slice(&[9, 0, 0, 0]);
-                idb.extend_from_slice(&0u32.to_le_bytes()); // opt_endofopt
-                idb.extend_from_slice(&len.to_le_bytes());
-                out.write_all(&idb)?;
+                out.write_all(&idb(linktype, snaplen, 9))?;
             }
         }
         Ok(CaptureWriter {
             out,
             format,
-            snaplen,
+            interfaces: vec![(snaplen, 9)],
             packets: 0,
         })
+    }
+
+    /// Describe another pcapng interface (its number is returned; the first is 0) of link type
+    /// `linktype`, `snaplen` (0: 262 144) and timestamps in units of 10^-`exp` s (6: µs, 9:
+    /// ns); write its packets with [`write_packet_on`](Self::write_packet_on). A pcap file has
+    /// one interface only.
+    pub fn add_interface(&mut self, linktype: u32, snaplen: u32, exp: u8) -> io::Result<u32> {
+        if self.format != CaptureFormat::Pcapng || exp > 9 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "only pcapng holds several interfaces, with timestamps of 10^-9 s or coarser",
+            ));
+        }
+        let snaplen = if snaplen == 0 { 262_144 } else { snaplen };
+        self.out.write_all(&idb(linktype, snaplen, exp))?;
+        self.interfaces.push((snaplen, exp));
+        Ok(self.interfaces.len() as u32 - 1)
     }
 
     /// Write one packet captured at `ts_ns`, `orig_len` bytes long on the wire; `data` is cut to
     /// the snaplen.
     pub fn write_packet(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> io::Result<()> {
-        let data = &data[..data.len().min(self.snaplen as usize)];
+        self.write_packet_on(0, ts_ns, data, orig_len)
+    }
+
+    /// [`write_packet`](Self::write_packet) on pcapng interface `interface` (its timestamp cut
+    /// to the interface's resolution).
+    pub fn write_packet_on(
+        &mut self,
+        interface: u32,
+        ts_ns: u64,
+        data: &[u8],
+        orig_len: u32,
+    ) -> io::Result<()> {
+        let Some(&(snaplen, exp)) = self.interfaces.get(interface as usize) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("no interface {interface} described"),
+            ));
+        };
+        let data = &data[..data.len().min(snaplen as usize)];
         let caplen = data.len() as u32;
         let orig_len = orig_len.max(caplen);
         match self.format {
@@ -106,12 +148,13 @@ impl<W: Write> CaptureWriter<W> {
             CaptureFormat::Pcapng => {
                 let pad = (4 - data.len() % 4) % 4;
                 let len = 32 + data.len() as u32 + pad as u32;
+                let ts = ts_ns / 10u64.pow(9 - u32::from(exp));
                 let mut h = [0u8; 28];
                 h[0..4].copy_from_slice(&6u32.to_le_bytes());
                 h[4..8].copy_from_slice(&len.to_le_bytes());
-                // interface 0
-                h[12..16].copy_from_slice(&((ts_ns >> 32) as u32).to_le_bytes());
-                h[16..20].copy_from_slice(&(ts_ns as u32).to_le_bytes());
+                h[8..12].copy_from_slice(&interface.to_le_bytes());
+                h[12..16].copy_from_slice(&((ts >> 32) as u32).to_le_bytes());
+                h[16..20].copy_from_slice(&(ts as u32).to_le_bytes());
                 h[20..24].copy_from_slice(&caplen.to_le_bytes());
                 h[24..28].copy_from_slice(&orig_len.to_le_bytes());
                 self.out.write_all(&h)?;

@@ -15,7 +15,11 @@
 //! simulator keeps its own books ([`SimReport`]): sent, lost, duplicated, reordered (RFC 4737,
 //! computed from its own sending order), and the delays it drew. Those books are what the exact
 //! truth computed from the two captures must agree with.
+//!
+//! More than two points: [`mesh`] spreads one traffic mix over the directed links between
+//! several points (COLATE §6.2.1's triangle), each point seeing its outgoing and incoming links.
 
+pub mod mesh;
 mod path;
 mod trace;
 mod traffic;
@@ -250,8 +254,9 @@ impl Default for PathConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub enum TrafficSource {
     Synthetic(TrafficConfig),
-    /// A real capture (its IP packets and timestamps).
-    Capture(PathBuf),
+    /// A real capture (its IP packets and timestamps), and the pcapng interface to take them
+    /// from (`None`: every interface, which must then be alike).
+    Capture(PathBuf, Option<u32>),
 }
 
 /// A whole simulation.
@@ -475,7 +480,7 @@ impl Simulation {
         cfg.validate()?;
         let source = match &cfg.traffic {
             TrafficSource::Synthetic(t) => Source::Synthetic(Synthetic::generate(t, cfg.seed)?),
-            TrafficSource::Capture(p) => Source::Trace(TraceSource::load(p)?),
+            TrafficSource::Capture(p, i) => Source::Trace(TraceSource::load(p, *i)?),
         };
         let n = source.len();
         let p = &cfg.path;

@@ -194,7 +194,7 @@ fn files_roundtrip_and_from_trace() {
     }
     // the sender capture as the traffic of a new simulation
     let mut c2 = SimConfig {
-        traffic: TrafficSource::Capture(dir.path().join("sender.pcap")),
+        traffic: TrafficSource::Capture(dir.path().join("sender.pcap"), None),
         ..Default::default()
     };
     c2.path.loss = LossModel::Uniform(0.1);
@@ -434,7 +434,7 @@ fn trace_source_counts_what_it_cannot_replay() {
     let third = 24 + (16 + 136) + (16 + 70_028);
     b[third + 4..third + 8].copy_from_slice(&1_000_000_000u32.to_le_bytes());
     std::fs::write(&path, &b).unwrap();
-    let t = trace::TraceSource::load(&path).unwrap();
+    let t = trace::TraceSource::load(&path, None).unwrap();
     assert_eq!(t.packets.len(), 1);
     assert_eq!(t.packets[0].ip_offset, 108);
     let s = t.stats;

@@ -27,12 +27,18 @@ pub(crate) struct TraceSource {
 }
 
 impl TraceSource {
-    pub fn load(path: &Path) -> Result<TraceSource, SimError> {
+    /// Load the IP packets of `path` (of pcapng interface `interface` only, when given; else
+    /// of every interface, which must be alike: one link type, snaplen and timestamp
+    /// resolution).
+    pub fn load(path: &Path, interface: Option<u32>) -> Result<TraceSource, SimError> {
         let wrap = |e: CaptureError| SimError::Capture {
             path: path.display().to_string(),
             source: e,
         };
         let mut r = CaptureReader::open(path).map_err(wrap)?;
+        r.select_interface(interface).map_err(wrap)?;
+        // interfaces packets came from, checked alike at the end
+        let mut seen: Vec<u32> = Vec::new();
         let mut t = TraceSource {
             arena: Vec::new(),
             packets: Vec::new(),
@@ -40,6 +46,9 @@ impl TraceSource {
             stats: InputStats::default(),
         };
         while let Some(p) = r.next_packet().map_err(wrap)? {
+            if seen.last() != Some(&p.interface) && !seen.contains(&p.interface) {
+                seen.push(p.interface);
+            }
             t.stats.frames += 1;
             let d = match dissect(p.linktype, p.data) {
                 Ok(d) => d,
@@ -63,7 +72,7 @@ impl TraceSource {
                 t.linktype = p.linktype;
             } else if t.linktype != p.linktype {
                 return Err(SimError::Invalid(format!(
-                    "{}: offset {}: --from needs a capture with one link type, found {} after {}",
+                    "{}: offset {}: --from needs a capture with one link type, found {} after {} (pick one interface with --interface N)",
                     path.display(),
                     p.offset,
                     linktype_name(p.linktype),
@@ -93,6 +102,14 @@ impl TraceSource {
                 flow_hash: d.flow.hash(0x666c_6f77),
             });
             t.arena.extend_from_slice(p.data);
+        }
+        let kind = |n: u32| (r.interfaces().get(n as usize).copied(), r.resolution(n));
+        if let Some(&other) = seen.iter().find(|&&n| kind(n) != kind(seen[0])) {
+            return Err(SimError::Invalid(format!(
+                "{}: interfaces {} and {other} differ in snaplen or timestamp resolution: --from takes one stream of packets; pick one with --interface N",
+                path.display(),
+                seen[0]
+            )));
         }
         let rs = r.stats();
         t.stats.no_timestamp = rs.no_timestamp;

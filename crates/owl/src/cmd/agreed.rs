@@ -6,6 +6,7 @@ use clap::Args;
 use owl_core::interval::Intervals;
 use owl_core::units::{parse_bytes, parse_duration_u64};
 use owl_trace::identity::DEFAULT_IDENTITY_SEED;
+use owl_trace::records::ReadOptions;
 
 use crate::methods;
 
@@ -34,6 +35,36 @@ pub struct Agreed {
     /// Seed of the packet identity hash (both points must use the same).
     #[arg(long, value_parser = crate::numbers::u64_arg, default_value_t = DEFAULT_IDENTITY_SEED, value_name = "N")]
     pub identity_seed: u64,
+    /// Identify each packet on at most its first N IP bytes (both points must use the same).
+    #[arg(
+        long,
+        value_parser = identity_bytes_arg,
+        value_name = "N",
+        long_help = "Identify each packet on at most its first N bytes from the IP header on \
+(both points must use the same). A packet's identity is a hash of the bytes routers do not \
+change; a point whose snaplen cuts a packet hashes fewer of them, so two points that keep \
+different numbers of bytes (another snaplen, or a longer link header: Ethernet 14 bytes, \
+Linux SLL2 20) give a long packet two identities, and it counts lost at S and unexpected at \
+R. Set N to what both keep: snaplen minus link header at the point that keeps less (tcpdump \
+-s 128 on Ethernet keeps 114). compare finds it by itself for two captures it reads; record \
+cannot (the points run apart), warns when the capture keeps fewer than N, and writes N into \
+the file so that estimate refuses a pair recorded with different values. At least 40 (an \
+IPv6 header); 64 or more also covers the transport header. Default: every captured byte."
+    )]
+    pub identity_bytes: Option<u32>,
+}
+
+/// Fewest IP bytes an identity may rest on: an IPv6 header.
+const MIN_IDENTITY_BYTES: u32 = 40;
+
+fn identity_bytes_arg(s: &str) -> Result<u32, String> {
+    let n = crate::numbers::u32_arg(s)?;
+    if n < MIN_IDENTITY_BYTES {
+        return Err(format!(
+            "{n} is too few: at least {MIN_IDENTITY_BYTES} (an IPv6 header), or packets of a flow would share identities"
+        ));
+    }
+    Ok(n)
 }
 
 impl Agreed {
@@ -46,6 +77,7 @@ impl Agreed {
             method_config: Vec::new(),
             seed,
             identity_seed: DEFAULT_IDENTITY_SEED,
+            identity_bytes: None,
         }
     }
 
@@ -60,6 +92,16 @@ impl Agreed {
             }
             Some(o) => Intervals::with_origin(self.interval, o)?,
         })
+    }
+
+    /// How each capture is read, for the identities both points agree on and the interface
+    /// `interface` of the capture (`--interface`).
+    pub fn read_options(&self, interface: Option<u32>) -> ReadOptions {
+        ReadOptions {
+            identity_seed: self.identity_seed,
+            identity_bytes: self.identity_bytes,
+            interface,
+        }
     }
 
     pub fn options(&self) -> methods::Options {

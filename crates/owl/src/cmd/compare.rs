@@ -83,10 +83,20 @@ Intervals:
   deployment, and the JSON gets a per-interval breakdown.
 
 Checks:
-  The text starts with a checks block, the JSON has a checks object: snaplen (captures with
-  different snaplens are identified on the bytes both hold), spans (when each capture ran),
-  trimmed (a lead-in or lead-out only one capture has is not loss: it is trimmed and counted;
-  --no-trim keeps it), late, invalid records, clock (negative delays, the same capture twice).
+  The text starts with a checks block, the JSON has a checks object: snaplen (captures that
+  keep different numbers of IP bytes of a long packet, by snaplen or link header, e.g.
+  Ethernet at 128 bytes and Linux SLL2 at 100, are identified on the IP bytes both keep, 80
+  here; --identity-bytes N sets the number), spans (when each capture ran), trimmed (a lead-in
+  or lead-out only one capture has is not loss: it is trimmed for the truth and the methods
+  alike, and counted; --no-trim keeps it), late, invalid records, clock (negative delays, the
+  same capture twice).
+
+Interfaces:
+  The interfaces of a pcapng file are measured as one stream only when they are alike (link
+  type, snaplen, timestamp resolution); otherwise compare stops naming both: pick one with
+  --interface N (both captures), --sender-interface N or --receiver-interface N (numbered from
+  0 in file order, as `tshark -D` lists a dumpcap capture's). Interfaces of link types owl
+  cannot read are counted and skipped.
 
 Per flow (--per-flow):
   Truth per flow is the exact match over the whole capture. Every method with per-flow
@@ -119,7 +129,8 @@ Examples:
   owl compare S.pcapng R.pcapng --interval 100ms --json | jq '.intervals[].truth.mean_ns'
   owl compare S.pcap R.pcap --per-flow --top 20
   owl compare S.pcap R.pcap --unmatched debug/ --delays delays.csv
-  owl compare S.pcap R.pcap --methods exact,opa --per-packet packets.csv";
+  owl compare S.pcap R.pcap --methods exact,opa --per-packet packets.csv
+  owl compare both.pcapng R.pcap --sender-interface 1";
 
 #[derive(Args, Clone, Debug)]
 #[command(after_help = AFTER_HELP
@@ -183,6 +194,23 @@ pub struct CompareArgs {
     /// lead-out only one capture has is trimmed and counted, not taken for loss).
     #[arg(long)]
     pub no_trim: bool,
+    /// Measure only pcapng interface N (numbered from 0 in file order) of both captures.
+    #[arg(long, value_parser = crate::numbers::u32_arg, value_name = "N")]
+    pub interface: Option<u32>,
+    /// Measure only interface N of the sender's capture (overrides --interface for S).
+    #[arg(long, value_parser = crate::numbers::u32_arg, value_name = "N")]
+    pub sender_interface: Option<u32>,
+    /// Measure only interface N of the receiver's capture (overrides --interface for R).
+    #[arg(long, value_parser = crate::numbers::u32_arg, value_name = "N")]
+    pub receiver_interface: Option<u32>,
+}
+
+impl CompareArgs {
+    /// How capture `k` (0 = S, 1 = R) is read.
+    fn read_options(&self, k: usize) -> ReadOptions {
+        let own = [self.sender_interface, self.receiver_interface][k];
+        self.agreed.read_options(own.or(self.interface))
+    }
 }
 
 /// Charges method work to wall-clock time per method.
@@ -387,9 +415,13 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         progress::bar(sources[1].size().unwrap_or(0), "reading receiver", true),
     ];
     let roles = [Role::Sender, Role::Receiver];
-    let read = ReadOptions::with_seed(args.agreed.identity_seed);
-    let mut reader =
-        LockStep::start_with(sources.clone(), [read, read], args.allow_truncated, true);
+    // Without --identity-bytes the two readers agree on the IP bytes both captures keep.
+    let mut reader = LockStep::start_with(
+        sources.clone(),
+        [args.read_options(0), args.read_options(1)],
+        args.allow_truncated,
+        args.agreed.identity_bytes.is_none(),
+    );
     // The methods take only the window both points captured (the truth takes every record
     // and trims exactly, TruthConfig::trim): from where the later capture starts, less the
     // largest delay of the packets both first batches hold (those in flight when it started),
@@ -404,6 +436,8 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         }
     }
     let mut ends: [Option<End>; 2] = [None, None];
+    // Newest timestamp of each capture so far (its records are nearly, not exactly, in order).
+    let mut newest: [Option<u64>; 2] = [None, None];
     let mut exact_time = Duration::ZERO;
     let (mut packets, mut captured, mut synopsis) = (0u64, 0u64, 0u64);
     let mut closed = Closed {
@@ -433,6 +467,7 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         match ev {
             Event::Batch(k, batch, bytes) => {
                 bars[k].set_position(bytes);
+                newest[k] = newest[k].max(batch.iter().map(|r| r.ts_ns).max());
                 if k == 0 {
                     packets += batch.len() as u64;
                     captured += batch.iter().map(|r| r.len as u64).sum::<u64>();
@@ -447,22 +482,29 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
                 bars[k].finish_and_clear();
                 if let Some(e) = end.error {
                     let name = sources[k].name();
+                    let flag = ["--sender-interface", "--receiver-interface"][k];
                     return Err(match e {
                         e if e.is_truncation() => anyhow!(
                             "{name}: {e} (pass --allow-truncated to measure the complete records before it)"
                         ),
                         CaptureError::Io(io) => anyhow!("{name}: cannot read: {io}"),
+                        e @ CaptureError::MixedInterfaces { .. } => {
+                            anyhow!("{name}: {e} with {flag} N (or --interface N for both)")
+                        }
                         e => anyhow!("{name}: {e}"),
                     });
                 }
-                let last = end.stats.last_ns;
                 ends[k] = Some(End { error: None, ..end });
                 let mut hook = FlowHook(per_flow.as_mut(), per_packet.as_mut());
                 pipeline.finish_point(roles[k], &mut timer, &mut hook);
+                // The other point's lead-out: the lock-step hands out no record past this
+                // capture's end before the end itself, so the window is set before the methods
+                // see any record it leaves out; its margin is the largest delay known, as the
+                // truth's (TruthConfig::trim).
                 if !args.no_trim
-                    && let Some(last) = last
+                    && let Some(last) = newest[k]
                 {
-                    let d = pipeline.truth().map_or(0, |t| t.max_delay());
+                    let d = pipeline.truth().map_or(0, |t| t.delay_bound());
                     let w = &mut windows[1 - k];
                     w.1 = w.1.min(last.saturating_add(d));
                     pipeline.trim(roles[1 - k], w.0, w.1);
@@ -505,15 +547,7 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
     };
     for (k, e) in [&s_end, &r_end].into_iter().enumerate() {
         if e.stats.ip_packets == 0 {
-            let s = e.stats;
-            bail!(
-                "{}: no IP packets to measure ({} frames: {} not IP, {} malformed IP, {} without timestamp)",
-                sources[k].name(),
-                s.frames,
-                s.non_ip,
-                s.malformed,
-                s.no_timestamp
-            );
+            return Err(crate::input::no_ip_packets(&sources[k].name(), &e.stats));
         }
         if let Some(t) = &e.truncated {
             eprintln!(
@@ -576,6 +610,7 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         &points,
         &stream,
         !args.no_trim,
+        args.agreed.identity_bytes,
     );
     for (name, status, summary) in checks.lines() {
         if status == Status::Warning {
@@ -601,7 +636,7 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         unexpected_ids: std::mem::take(&mut stream.unexpected_ids),
     };
     if let Some(dir) = &args.unmatched {
-        write_unmatched(dir, args, s_end.stats.identified_within, &truth)?;
+        write_unmatched(dir, args, s_end.stats.identity_bytes, &truth)?;
     }
     exact.time = exact_time;
     for (m, time) in results.iter_mut().zip(&timer.0) {
@@ -872,20 +907,29 @@ impl DelaysCsv {
     }
 }
 
+/// Write the packets only one point saw, identified as they were measured: `identity_bytes`
+/// is the limit both readers took.
 fn write_unmatched(
     dir: &Path,
     args: &CompareArgs,
-    within: Option<u32>,
+    identity_bytes: Option<u32>,
     truth: &Truth,
 ) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
-    for (src, ids, name) in [
+    for (k, (src, ids, name)) in [
         (&args.sender, &truth.lost_ids, "sender-only.pcap"),
         (&args.receiver, &truth.unexpected_ids, "receiver-only.pcap"),
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let set: hashbrown::HashSet<u64> = ids.iter().copied().collect();
         let dst = dir.join(name);
-        let x = owl_trace::records::extract(src, &dst, args.agreed.identity_seed, within, &set)
+        let options = ReadOptions {
+            identity_bytes,
+            ..args.read_options(k)
+        };
+        let x = owl_trace::records::extract_with(src, &dst, &options, &set)
             .with_context(|| format!("writing {}", dst.display()))?;
         if x.other_linktype > 0 {
             eprintln!(

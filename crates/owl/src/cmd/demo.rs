@@ -58,6 +58,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         ipv6: 0.2,
         udp: 0.3,
         from: None,
+        interface: None,
         delay: "weibull-mean:10us:0.7".into(),
         class_delay: None,
         class_fraction: 0.5,
@@ -117,6 +118,9 @@ pub fn run(a: DemoArgs) -> Result<()> {
         rows: None,
         allow_short_intervals: false,
         no_trim: false,
+        interface: None,
+        sender_interface: None,
+        receiver_interface: None,
     };
     compare::run(args)?;
     if a.keep.is_some() && !a.json {

@@ -7,20 +7,24 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use owl_core::method::{Combiner, Estimate, Method, PointSynopsis, Role};
 use owl_core::units::format_ns;
-use owl_core::wire::{StreamReader, SynopsisFile};
+use owl_core::wire::{Block, StreamReader, SynopsisFile};
 use owl_trace::lockstep::Source;
 
 use crate::methods;
 use crate::report::{
     self, Check, EstimateChecks, EstimateClockCheck, EstimateInterval, EstimateIntervals,
-    EstimateReport, EstimateTrimCheck, IntervalsCheck, Line, Status,
+    EstimateOverall, EstimateReport, EstimateTrimCheck, IntervalsCheck, Line, PacketCounts, Status,
 };
 
 #[derive(Args, Clone, Debug)]
 #[command(
     after_help = "The files come from `owl record` at each point. A pair recorded with \
-different methods, configurations, intervals or identity seeds is refused with the name of the \
-field that differs. An interval only one point recorded is estimated against an empty synopsis \
+different methods, configurations, intervals, identity seeds or identity bytes is refused with \
+the name of the field that differs and both values. Each interval shows the packets S sent and \
+R received in it (each point's packet counter, recorded with its synopsis) and the loss rate \
+(sent - received) / sent: packets in flight at a boundary count in S's interval and in R's \
+next one, so a single interval can show a negative rate; over the run it is the loss (less R's \
+duplicates). lost is the method's own estimate, where it gives one. An interval only one point recorded is estimated against an empty synopsis \
 of the other (everything lost, or everything unexpected), unless it comes before the other \
 point's first interval or after its last: that point was not recording, and such a lead-in or \
 lead-out is left out and counted (--no-trim estimates it). A negative mean delay in most \
@@ -148,10 +152,7 @@ fn open(path: &Path) -> Result<StreamReader<Box<dyn std::io::Read + Send>>> {
 }
 
 /// The next block of a file, warning once where a cut-short or torn file ends.
-fn next(
-    f: &mut StreamReader<Box<dyn std::io::Read + Send>>,
-    path: &Path,
-) -> Option<(u64, Vec<u8>)> {
+fn next(f: &mut StreamReader<Box<dyn std::io::Read + Send>>, path: &Path) -> Option<Block> {
     match f.next_block() {
         Ok(b) => b,
         Err(e) => {
@@ -161,25 +162,26 @@ fn next(
     }
 }
 
-/// One point's synopsis of interval `k`: the file's current block if it is `k` (then the next
-/// block is read), else an empty synopsis (that point recorded nothing in `k`).
+/// One point's synopsis of interval `k` and the packets it took: the file's current block if
+/// it is `k` (then the next block is read), else an empty synopsis (that point recorded nothing
+/// in `k`). Packets are `None` in files older than version 3, which do not count them.
 fn point(
     method: &dyn Method,
     role: Role,
     k: u64,
-    current: &mut Option<(u64, Vec<u8>)>,
+    current: &mut Option<Block>,
     f: &mut StreamReader<Box<dyn std::io::Read + Send>>,
     path: &Path,
-) -> Result<Box<dyn PointSynopsis>> {
-    match current.take_if(|x| x.0 == k) {
-        Some((_, b)) => {
+) -> Result<(Box<dyn PointSynopsis>, Option<u64>)> {
+    match current.take_if(|x| x.index == k) {
+        Some(b) => {
             let p = method
-                .decode_point(role, &b)
+                .decode_point(role, &b.payload)
                 .map_err(|e| anyhow!("{}: interval {k}: {e}", path.display()))?;
             *current = next(f, path);
-            Ok(p)
+            Ok((p, b.packets))
         }
-        None => Ok(method.new_point(role)),
+        None => Ok((method.new_point(role), (f.version >= 3).then_some(0))),
     }
 }
 
@@ -213,19 +215,21 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     // other's first or after the other's last is a lead-in or lead-out (that point was not
     // recording), not loss. Packets in flight cross into the next interval at R, so S's
     // interval just before R's first and R's just after S's last are kept.
-    let first = [sb.as_ref().map(|b| b.0), rb.as_ref().map(|b| b.0)];
+    let first = [sb.as_ref().map(|b| b.index), rb.as_ref().map(|b| b.index)];
     let mut last = first;
     let mut tally = Tally::default();
+    // packets over the intervals estimated, per point (`None` once a file does not count them)
+    let mut totals = [Some(0u64); 2];
     loop {
         let k = match (&sb, &rb) {
             (None, None) => break,
-            (Some(x), None) => x.0,
-            (None, Some(y)) => y.0,
-            (Some(x), Some(y)) => x.0.min(y.0),
+            (Some(x), None) => x.index,
+            (None, Some(y)) => y.index,
+            (Some(x), Some(y)) => x.index.min(y.index),
         };
         let has = [
-            sb.as_ref().is_some_and(|b| b.0 == k),
-            rb.as_ref().is_some_and(|b| b.0 == k),
+            sb.as_ref().is_some_and(|b| b.index == k),
+            rb.as_ref().is_some_and(|b| b.index == k),
         ];
         for p in 0..2 {
             if has[p] {
@@ -241,8 +245,8 @@ pub fn run(a: EstimateArgs) -> Result<()> {
                     || (ended[p] && last[p].is_some_and(|l| k > l.saturating_add(after)))
             })
         };
-        let sp = point(&*method, Role::Sender, k, &mut sb, &mut s, &a.sender)?;
-        let rp = point(&*method, Role::Receiver, k, &mut rb, &mut r, &a.receiver)?;
+        let (sp, sent) = point(&*method, Role::Sender, k, &mut sb, &mut s, &a.sender)?;
+        let (rp, received) = point(&*method, Role::Receiver, k, &mut rb, &mut r, &a.receiver)?;
         if !a.no_trim && has[0] != has[1] && outside(usize::from(has[0])) {
             // (has[0]: only S recorded k, so ask whether R was recording)
             tally.trimmed[usize::from(has[1])] += 1;
@@ -258,9 +262,13 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             None => {}
         }
         combiner.add(&e);
+        for (t, n) in totals.iter_mut().zip([sent, received]) {
+            *t = t.zip(n).map(|(a, b)| a + b);
+        }
         let it = EstimateInterval {
             index: k,
             start_ns: iv.start_ns(k),
+            packets: PacketCounts::new(sent, received),
             estimate: e,
         };
         if a.json {
@@ -280,8 +288,15 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     }
     let overall = combiner.combined();
     if tally.negative * 2 > tally.negative + tally.positive && !a.allow_negative_delay {
+        // two points that cut long packets at different bytes give them different identities,
+        // which can look like anything; the files cannot tell (their snaplens are not stored)
+        let or_cut = if header.identity_bytes.is_none() {
+            "; or did the two points keep different bytes of long packets (different snaplens or link headers: `owl record` printed a note) without an agreed --identity-bytes?"
+        } else {
+            "?"
+        };
         bail!(
-            "the {} delay is negative in {} of {} intervals (overall {}): were the files recorded with their roles swapped (--role sender at the receiver point)? (pass --allow-negative-delay if R's clock is known to lag S's)",
+            "the {} delay is negative in {} of {} intervals (overall {}): were the files recorded with their roles swapped (--role sender at the receiver point){or_cut} (pass --allow-negative-delay if R's clock is known to lag S's)",
             header.method,
             tally.negative,
             tally.negative + tally.positive,
@@ -300,7 +315,10 @@ pub fn run(a: EstimateArgs) -> Result<()> {
         config: header.config.iter().cloned().collect(),
         interval_ns: iv.length_ns,
         origin_ns: iv.origin_ns,
-        overall,
+        overall: EstimateOverall {
+            packets: PacketCounts::new(totals[0], totals[1]),
+            estimate: overall,
+        },
         intervals: EstimateIntervals::List(kept),
     };
     if a.json {

@@ -1,8 +1,14 @@
+pub mod agent;
 pub mod agreed;
+pub mod colate;
+pub mod collector;
 pub mod compare;
 pub mod demo;
 pub mod estimate;
+pub mod keygen;
 pub mod perflow;
 pub mod perpacket;
+pub mod query;
 pub mod record;
+pub mod report;
 pub mod simulate;

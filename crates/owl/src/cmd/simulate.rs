@@ -130,6 +130,9 @@ pub struct SimulateArgs {
         conflicts_with_all = ["packets", "rate", "arrivals", "start_ns", "flows", "flow_shape", "flow_max_weight", "sizes", "ipv6", "udp"]
     )]
     pub from: Option<PathBuf>,
+    /// With --from: take the packets of pcapng interface N only (numbered from 0 in file order).
+    #[arg(long, requires = "from", value_parser = crate::numbers::u32_arg, value_name = "N")]
+    pub interface: Option<u32>,
     /// Delay model of the path (see below).
     #[arg(long, default_value = "weibull-mean:100us:0.7")]
     pub delay: String,
@@ -219,7 +222,7 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
 
 pub fn config(a: &SimulateArgs) -> Result<SimConfig> {
     let traffic = match &a.from {
-        Some(p) => TrafficSource::Capture(p.clone()),
+        Some(p) => TrafficSource::Capture(p.clone(), a.interface),
         None if a.flow_preset.is_some() => TrafficSource::Synthetic(TrafficConfig {
             arrivals: match a.arrivals {
                 ArrivalArg::Poisson => Arrivals::Poisson,

@@ -6,6 +6,7 @@
 //! the run count so the whole experiment takes seconds (CI uses it); the full size is the
 //! paper's setup.
 
+pub mod colate;
 pub mod lda;
 pub mod lda_std;
 pub mod lds;
@@ -101,6 +102,31 @@ pub const EXPERIMENTS: &[Experiment] = &[
     },
     rda::SET_DIFFERENCE,
     rda::DECODE_TIME,
+    Experiment {
+        name: "colate-reliability",
+        summary: "COLATE Fig. 6/8: CDF of observed beta (mean) and std error, low/medium/high at 1/10/100 MiB, one link and the triangle; fraction of covered flows within beta vs alpha",
+        files: "colate-reliability.csv, colate-reliability-cdf.csv, colate-reliability.png",
+        run: colate::reliability,
+    },
+    Experiment {
+        name: "colate-std",
+        summary: "COLATE Fig. 7/9: flows with std error < 5 % vs virtual repetitions (1 .. 1e5 and the closed-form limit), medium 10 MiB, two paths",
+        files: "colate-std.csv, colate-std-cdf.csv, colate-std.png",
+        run: colate::std,
+    },
+    Experiment {
+        name: "colate-storage",
+        summary: "COLATE Fig. 10: stored bits per packet at 1/10/100 MiB (high), timestamp unit 1 us .. 1 ms, measured and at the 484 kpps CAIDA link; what the unit costs",
+        files: "colate-storage.csv, colate-storage.png",
+        run: colate::storage,
+    },
+    Experiment {
+        name: "colate-vs",
+        summary: "COLATE Fig. 11 / §6.5: CDF of observed beta, COLATE (high, 10 MiB) vs RLI 1:300-1:10 and 1:10-1:2 vs Count-Min in 10 MiB",
+        files: "colate-vs.csv, colate-vs-cdf.csv, colate-vs.png",
+        run: colate::versus,
+    },
+    colate::QUERY_TIME,
     opa::GROUPS,
     opa::PER_PACKET,
     opa::VERSUS,

@@ -32,7 +32,7 @@ use super::{Ctx, Experiment, Panel, Series, mean_ci95, plot_png, write_csv};
 pub const SET_DIFFERENCE: Experiment = Experiment {
     name: "rda-set-difference",
     summary: "RDA §VII Fig. 7/8: mean/std error of RDA and FineComb vs set difference, equal storage",
-    files: "rda-set-difference.csv, rda-set-difference.png",
+    files: "rda-set-difference.csv, rda-set-difference-summary.csv, rda-set-difference.png",
     run: set_difference,
 };
 
@@ -162,18 +162,9 @@ fn evaluate(iv: &Interval, seed: u64) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     // RDA at 120 000 B: the paper's 2 banks × 2 500 buckets and owl's 3 banks × 1 666; and the
     // late-binding RDA, which takes the bytes it needs
-    let paper = rda::Config {
-        seed,
-        ..rda::Config::paper_fixed()
-    };
-    let owl3 = rda::Config {
-        seed,
-        ..rda::Config::fixed(1666)
-    };
-    let late = rda::Config {
-        seed,
-        ..rda::Config::default()
-    };
+    let paper = rda::Config::paper_fixed().with_seed(seed);
+    let owl3 = rda::Config::fixed(1666).with_seed(seed);
+    let late = rda::Config::default().with_seed(seed);
     type StdVariant = (&'static str, StdEstimator, Pairing);
     let variants: [(&rda::Config, &[StdVariant]); 3] = [
         (
@@ -265,12 +256,7 @@ fn evaluate(iv: &Interval, seed: u64) -> Result<Vec<Row>> {
         ),
     });
     // FineComb, 5 000 buckets, stash of 5 000
-    let fc = finecomb::Config {
-        buckets: 5000,
-        stash: 5000,
-        seed,
-        ..Default::default()
-    };
+    let fc = finecomb::Config::default().with_seed(seed);
     let mut s = finecomb::Synopsis::new(&fc, Role::Sender)?;
     let mut r = finecomb::Synopsis::new(&fc, Role::Receiver)?;
     iv.sender.iter().for_each(|&(i, t)| s.record_packet(i, t));
@@ -287,7 +273,7 @@ fn evaluate(iv: &Interval, seed: u64) -> Result<Vec<Row>> {
             mean_err: rel(o.mean_ns, iv.mean),
             std_err: rel(o.variance.map(|v| v.max(0.0).sqrt()), iv.std),
             samples: o.packets,
-            bytes: fc.buckets as u64 * finecomb::BUCKET_BYTES,
+            bytes: fc.buckets() as u64 * finecomb::BUCKET_BYTES,
             note: format!(
                 "{} usable buckets; {} repaired of {} impaired",
                 o.usable, o.repair.repaired, o.repair.impaired
@@ -312,8 +298,8 @@ fn set_difference(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     let tail = ds.iter().max().unwrap().div_ceil(2);
     ctx.progress.set_length((runs * ds.len()) as u64);
     let mut rows = Vec::new();
-    // (method, d, mean errors, std errors, bytes)
-    type Acc = (&'static str, usize, Vec<f64>, Vec<f64>, Vec<f64>);
+    // (method, d, mean errors, std errors, bytes, runs decoded completely)
+    type Acc = (&'static str, usize, Vec<f64>, Vec<f64>, Vec<f64>, usize);
     let mut acc: Vec<Acc> = Vec::new();
     for run in 0..runs {
         let seed = ctx.seed.wrapping_add(run as u64);
@@ -321,6 +307,7 @@ fn set_difference(ctx: &Ctx) -> Result<Vec<PathBuf>> {
         for &d in ds {
             let iv = interval(&trace, d, seed);
             for row in evaluate(&iv, seed)? {
+                let complete = row.note.contains("complete;") as usize;
                 rows.push(vec![
                     run.to_string(),
                     d.to_string(),
@@ -336,6 +323,7 @@ fn set_difference(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                         a.2.push(row.mean_err);
                         a.3.push(row.std_err);
                         a.4.push(row.bytes as f64);
+                        a.5 += complete;
                     }
                     None => acc.push((
                         row.method,
@@ -343,6 +331,7 @@ fn set_difference(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                         vec![row.mean_err],
                         vec![row.std_err],
                         vec![row.bytes as f64],
+                        complete,
                     )),
                 }
             }
@@ -363,6 +352,48 @@ fn set_difference(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             "note",
         ],
         &rows,
+    )?;
+    // per method and set difference: how often RDA decoded everything (the figure the README
+    // quotes for RDA's decode limit) and the median errors
+    let median = |v: &[f64]| {
+        let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+        v.sort_by(f64::total_cmp);
+        if v.is_empty() {
+            f64::NAN
+        } else {
+            v[v.len() / 2]
+        }
+    };
+    let summary_csv = ctx.path("rda-set-difference-summary.csv");
+    write_csv(
+        &summary_csv,
+        &[
+            "method",
+            "set_difference",
+            "runs",
+            "complete_fraction",
+            "median_mean_rel_err",
+            "median_std_rel_err",
+            "median_bytes",
+        ],
+        &acc.iter()
+            .map(|a| {
+                let is_rda = a.0.starts_with("RDA");
+                vec![
+                    a.0.to_string(),
+                    a.1.to_string(),
+                    a.2.len().to_string(),
+                    if is_rda {
+                        format!("{:.3}", a.5 as f64 / a.2.len().max(1) as f64)
+                    } else {
+                        String::new()
+                    },
+                    format!("{:e}", median(&a.2)),
+                    format!("{:e}", median(&a.3)),
+                    format!("{}", median(&a.4)),
+                ]
+            })
+            .collect::<Vec<_>>(),
     )?;
     // what to plot: 0 = mean error, 1 = std error, 2 = bytes
     let series = |methods: &[(&'static str, &str)], what: usize| -> Vec<Series> {
@@ -436,7 +467,7 @@ fn set_difference(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             },
         ],
     )?;
-    Ok(vec![csv, png])
+    Ok(vec![csv, summary_csv, png])
 }
 
 /// Median wall time of `reps` runs of `f`, in milliseconds (the work is done on fresh clones
@@ -516,11 +547,7 @@ fn decode_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                 sizes.push(("RDA, 2 × 2d buckets", 2 * d));
             }
             for (name, m) in sizes {
-                let cfg = rda::Config {
-                    seed,
-                    banks: 2,
-                    ..rda::Config::fixed(m)
-                };
+                let cfg = rda::Config::fixed(m).with_seed(seed).with_banks(2)?;
                 let mut s = rda::Synopsis::new(&cfg, Role::Sender)?;
                 let mut r = rda::Synopsis::new(&cfg, Role::Receiver)?;
                 s_pk.iter().for_each(|&(i, t)| {
@@ -554,13 +581,7 @@ fn decode_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                 ));
             }
             for (name, enumeration) in encs {
-                let fc = finecomb::Config {
-                    buckets: 4000,
-                    stash: d,
-                    seed,
-                    enumeration,
-                    max_subsets: cap,
-                };
+                let fc = finecomb::Config::new(4000, d, seed, enumeration, cap)?;
                 let mut s = finecomb::Synopsis::new(&fc, Role::Sender)?;
                 let mut r = finecomb::Synopsis::new(&fc, Role::Receiver)?;
                 s_pk.iter().for_each(|&(i, t)| s.record_packet(i, t));

@@ -3,6 +3,8 @@
 
 use owl_core::pipeline::{PointCounters, StreamTruth};
 use owl_core::units::format_ns;
+use owl_trace::dissect::linktype_name;
+use owl_trace::identity::identity_bytes;
 use owl_trace::records::InputStats;
 
 use super::{
@@ -11,13 +13,6 @@ use super::{
 
 const POINT: [&str; 2] = ["S", "R"];
 const ROLE: [&str; 2] = ["sender", "receiver"];
-
-fn snaplen_text(s: Option<u32>) -> String {
-    match s {
-        Some(n) => format!("{n} bytes"),
-        None => "whole frames".into(),
-    }
-}
 
 /// A timestamp as UTC, to the microsecond: `2026-01-01 00:00:00.000000`.
 pub fn format_utc(ns: u64) -> String {
@@ -42,49 +37,95 @@ pub fn format_utc(ns: u64) -> String {
     )
 }
 
-fn snaplen(stats: [&InputStats; 2]) -> Check<SnaplenCheck> {
-    let snap = [stats[0].snaplen, stats[1].snaplen];
-    let within = stats[0].identified_within.or(stats[1].identified_within);
+/// What a capture keeps: "128 bytes of each ETHERNET frame".
+fn keeps(st: &InputStats) -> String {
+    let link = st
+        .linktype
+        .map(|l| format!("{} ", linktype_name(l).trim_start_matches("LINKTYPE_")))
+        .unwrap_or_default();
+    match st.snaplen {
+        Some(n) => format!("{n} bytes of each {link}frame"),
+        None => format!("whole {link}frames"),
+    }
+}
+
+/// IP bytes a capture keeps of a long packet (`None`: all of it).
+fn ip_bytes(st: &InputStats) -> Option<u32> {
+    identity_bytes(st.snaplen.unwrap_or(0), st.linktype?)
+}
+
+/// Do both points identify packets on the same bytes? `flag`: `--identity-bytes`, when given.
+fn snaplen(stats: [&InputStats; 2], flag: Option<u32>) -> Check<SnaplenCheck> {
+    let ib = stats[0].identity_bytes;
     let data = SnaplenCheck {
-        snaplen: snap,
-        identified_within: within,
-        cut_to_common: [stats[0].cut_to_common, stats[1].cut_to_common],
+        snaplen: [stats[0].snaplen, stats[1].snaplen],
+        linktype: [stats[0].linktype, stats[1].linktype],
+        identity_bytes: ib,
+        identity_cut: [stats[0].identity_cut, stats[1].identity_cut],
+        identity_short: [stats[0].identity_short, stats[1].identity_short],
+        interfaces: [stats[0].interfaces, stats[1].interfaces],
     };
-    let cap = |s: Option<u32>| s.unwrap_or(u32::MAX);
-    let (status, summary) = if snap[0] == snap[1] {
-        (
-            Status::Ok,
-            format!("both keep {} of a frame", snaplen_text(snap[0])),
-        )
-    } else {
-        let small = cap(snap[0]).min(cap(snap[1]));
-        let big = usize::from(cap(snap[1]) > cap(snap[0]));
-        let both = format!(
-            "S keeps {} of a frame, R {}",
-            snaplen_text(snap[0]),
-            snaplen_text(snap[1])
-        );
-        match within {
-            Some(n) => (
-                Status::Adjusted,
-                format!(
-                    "{both}: packets identified on their first {n} bytes at both points ({} S and {} R frames were longer)",
-                    data.cut_to_common[0], data.cut_to_common[1]
-                ),
-            ),
-            None if stats[big].longest_frame > small => (
+    let kept = [ip_bytes(stats[0]), ip_bytes(stats[1])];
+    let both = format!("S keeps {}, R {}", keeps(stats[0]), keeps(stats[1]));
+    let cut = format!(
+        "{} S and {} R packets were longer",
+        data.identity_cut[0], data.identity_cut[1]
+    );
+    let (mut status, mut summary) = match (ib, flag) {
+        (Some(n), Some(_)) => match (0..2).find(|&k| kept[k].is_some_and(|b| b < n)) {
+            Some(k) if data.identity_short[k] > 0 => (
                 Status::Warning,
                 format!(
-                    "{both}, and {} holds frames of up to {} bytes: packets longer than {small} bytes get different identities at the two points (they count lost and unexpected); capture both alike",
-                    POINT[big], stats[big].longest_frame
+                    "{both}: --identity-bytes {n}, but {} keeps only {} IP bytes of a packet, so {} packets there were identified on fewer bytes than at the other point (they count lost or unexpected); use --identity-bytes {} or less",
+                    POINT[k],
+                    kept[k].unwrap_or(0),
+                    data.identity_short[k],
+                    kept[k].unwrap_or(0)
                 ),
             ),
-            None => (
+            _ => (
                 Status::Ok,
-                format!("{both}; no frame is longer than {small} bytes"),
+                format!(
+                    "{both}: packets identified on their first {n} IP bytes at both points (--identity-bytes; {cut})"
+                ),
             ),
+        },
+        (Some(n), None) => (
+            Status::Adjusted,
+            format!(
+                "{both}: packets identified on the first {n} IP bytes, which both keep ({cut})"
+            ),
+        ),
+        (None, _) if kept[0] == kept[1] => (Status::Ok, format!("both keep {}", keeps(stats[0]))),
+        (None, _) => {
+            // the readers did not agree (one could not wait for the other's first packet)
+            let small = kept[0].unwrap_or(u32::MAX).min(kept[1].unwrap_or(u32::MAX));
+            let big = usize::from(kept[1].unwrap_or(u32::MAX) > kept[0].unwrap_or(u32::MAX));
+            if data.identity_short[1 - big] > 0 {
+                (
+                    Status::Warning,
+                    format!(
+                        "{both}: packets longer than {small} IP bytes get different identities at the two points (they count lost and unexpected); pass --identity-bytes {small}"
+                    ),
+                )
+            } else {
+                (
+                    Status::Ok,
+                    format!("{both}; no packet is longer than {small} IP bytes"),
+                )
+            }
         }
     };
+    for (point, n) in POINT.iter().zip(data.interfaces) {
+        if n > 1 {
+            summary.push_str(&format!(
+                "; {point} measured {n} alike interfaces as one stream (--interface N selects one)"
+            ));
+            if status == Status::Ok {
+                status = Status::Adjusted;
+            }
+        }
+    }
     Check {
         status,
         summary,
@@ -291,9 +332,10 @@ pub fn compare(
     points: &[PointCounters; 2],
     stream: &StreamTruth,
     trim: bool,
+    identity_bytes: Option<u32>,
 ) -> Checks {
     Checks {
-        snaplen: snaplen(stats),
+        snaplen: snaplen(stats, identity_bytes),
         spans: spans(stream),
         trimmed: trimmed(stream, points, trim),
         late: late(stream),

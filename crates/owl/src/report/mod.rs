@@ -386,11 +386,48 @@ pub struct CompareReport {
     pub flow_notes: Vec<(String, String)>,
 }
 
+/// The packets each point took, from their packet counters (`owl estimate`).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct PacketCounts {
+    /// Packets S took (`null` for files recorded before owl counted them).
+    pub sent: Option<u64>,
+    /// Packets R took.
+    pub received: Option<u64>,
+    /// `(sent − received) / sent`: the loss the counters show. Per interval, packets in flight
+    /// at a boundary count in S's interval and in R's next one (a negative rate is such an
+    /// interval); over the whole run it is the loss, less what R saw more than once.
+    pub loss_rate: Option<f64>,
+}
+
+impl PacketCounts {
+    pub fn new(sent: Option<u64>, received: Option<u64>) -> PacketCounts {
+        PacketCounts {
+            sent,
+            received,
+            loss_rate: match (sent, received) {
+                (Some(s), Some(r)) if s > 0 => Some((s as f64 - r as f64) / s as f64),
+                _ => None,
+            },
+        }
+    }
+}
+
 /// One interval of `owl estimate`.
 #[derive(Clone, Debug, Serialize)]
 pub struct EstimateInterval {
     pub index: u64,
     pub start_ns: u64,
+    #[serde(flatten)]
+    pub packets: PacketCounts,
+    #[serde(flatten)]
+    pub estimate: Estimate,
+}
+
+/// Every interval of `owl estimate` together.
+#[derive(Clone, Debug, Serialize)]
+pub struct EstimateOverall {
+    #[serde(flatten)]
+    pub packets: PacketCounts,
     #[serde(flatten)]
     pub estimate: Estimate,
 }
@@ -452,7 +489,7 @@ pub struct EstimateReport {
     pub config: BTreeMap<String, String>,
     pub interval_ns: u64,
     pub origin_ns: u64,
-    pub overall: Estimate,
+    pub overall: EstimateOverall,
     pub intervals: EstimateIntervals,
 }
 
@@ -482,10 +519,18 @@ pub struct Check<T: Serialize> {
 pub struct SnaplenCheck {
     /// Per point (sender, receiver); `null`: no limit.
     pub snaplen: [Option<u32>; 2],
-    /// Both identified every frame on at most this many bytes (the smaller snaplen).
-    pub identified_within: Option<u32>,
-    /// Frames per point captured longer than that.
-    pub cut_to_common: [u64; 2],
+    /// Link type of the interface measured, per point.
+    pub linktype: [Option<u32>; 2],
+    /// Both identified every packet on at most this many IP bytes (`--identity-bytes`, or the
+    /// IP bytes both captures keep when they keep different numbers).
+    pub identity_bytes: Option<u32>,
+    /// Packets per point longer than that.
+    pub identity_cut: [u64; 2],
+    /// Packets per point identified on fewer bytes than that (or than their length) because
+    /// the snaplen cut them shorter.
+    pub identity_short: [u64; 2],
+    /// Interfaces measured per point (several: alike interfaces of a pcapng file).
+    pub interfaces: [u32; 2],
 }
 
 /// When each capture ran, and the window both did.

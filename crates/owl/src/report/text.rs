@@ -5,7 +5,10 @@ use std::io::Write;
 use anyhow::Result;
 use owl_core::units::{format_bytes, format_ns};
 
-use super::{CompareReport, Estimate, EstimateInterval, IntervalReport, MethodReport};
+use super::{
+    CompareReport, Estimate, EstimateInterval, EstimateOverall, IntervalReport, MethodReport,
+    PacketCounts,
+};
 
 pub fn fmt_opt_ns(x: Option<f64>) -> String {
     x.map(format_ns).unwrap_or_else(|| "-".into())
@@ -482,37 +485,71 @@ fn per_flow(
 }
 
 /// One row of the `owl estimate` table.
-fn estimate_row(out: &mut impl Write, label: &str, start: &str, e: &Estimate) -> Result<()> {
+/// The columns of `owl estimate` (118 wide).
+const ESTIMATE_COLUMNS: [&str; 10] = [
+    "interval",
+    "start (UTC)",
+    "mean",
+    "std",
+    "sent",
+    "received",
+    "loss",
+    "samples",
+    "lost",
+    "bytes",
+];
+
+fn estimate_line(out: &mut impl Write, c: [&str; 10]) -> Result<()> {
     writeln!(
         out,
-        "{:>12} {:>26} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        label,
-        start,
-        fmt_opt_ns(e.mean_ns),
-        fmt_opt_ns(e.std_ns),
-        e.samples,
-        e.lost.map(|l| l.to_string()).unwrap_or_else(|| "-".into()),
-        format_bytes(e.bytes)
+        "{:>12} {:>26} {:>10} {:>10} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9}",
+        c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9]
     )?;
     Ok(())
+}
+
+fn estimate_row(
+    out: &mut impl Write,
+    label: &str,
+    start: &str,
+    p: &PacketCounts,
+    e: &Estimate,
+) -> Result<()> {
+    let count = |n: Option<u64>| n.map_or_else(|| "-".into(), |n| n.to_string());
+    estimate_line(
+        out,
+        [
+            label,
+            start,
+            &fmt_opt_ns(e.mean_ns),
+            &fmt_opt_ns(e.std_ns),
+            &count(p.sent),
+            &count(p.received),
+            &p.loss_rate
+                .map_or_else(|| "-".into(), |r| format!("{:.2}%", 100.0 * r)),
+            &e.samples.to_string(),
+            &count(e.lost),
+            &format_bytes(e.bytes),
+        ],
+    )
 }
 
 /// The head of the `owl estimate` table.
 pub fn estimate_head(out: &mut impl Write, method: &str) -> Result<()> {
     writeln!(out, "method {method}")?;
-    writeln!(
-        out,
-        "{:>12} {:>26} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "interval", "start (UTC)", "mean", "std", "samples", "lost", "bytes"
-    )?;
-    Ok(())
+    estimate_line(out, ESTIMATE_COLUMNS)
 }
 
 /// One interval of `owl estimate`, with its confidence intervals and notes.
 pub fn estimate_interval(out: &mut impl Write, it: &EstimateInterval) -> Result<()> {
     let e = &it.estimate;
-    let start = super::checks::format_utc(it.start_ns);
-    estimate_row(out, &it.index.to_string(), &start, e)?;
+    // a file recorded without --interval is one interval from time 0: no date to show
+    let start = if it.start_ns == 0 {
+        "whole capture".to_string()
+    } else {
+        super::checks::format_utc(it.start_ns)
+    };
+    estimate_row(out, &it.index.to_string(), &start, &it.packets, e)?;
     if let Some([lo, hi]) = e.mean_ci98_ns {
         writeln!(
             out,
@@ -536,9 +573,9 @@ pub fn estimate_interval(out: &mut impl Write, it: &EstimateInterval) -> Result<
 }
 
 /// The overall row of `owl estimate`, when there are several intervals.
-pub fn estimate_overall(out: &mut impl Write, parts: u64, e: &Estimate) -> Result<()> {
+pub fn estimate_overall(out: &mut impl Write, parts: u64, o: &EstimateOverall) -> Result<()> {
     if parts > 1 {
-        estimate_row(out, &format!("all {parts}"), "", e)?;
+        estimate_row(out, &format!("all {parts}"), "", &o.packets, &o.estimate)?;
     }
     Ok(())
 }

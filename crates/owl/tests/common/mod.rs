@@ -81,3 +81,69 @@ pub fn recapture(
     }
     w.unwrap().finish().unwrap();
 }
+
+/// Copy Ethernet capture `src` to `dst` as `tcpdump -i any` writes it since libpcap 1.10:
+/// pcapng, link type Linux SLL2 (a 20-byte link header in place of Ethernet's 14), keeping
+/// `snaplen` bytes of each frame.
+pub fn to_sll2(src: &std::path::Path, dst: &std::path::Path, snaplen: u32) {
+    use owl_trace::capture::{CaptureFormat, CaptureReader, CaptureWriter};
+    use owl_trace::dissect::{LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL2};
+    let mut r = CaptureReader::open(src).unwrap();
+    let f = std::io::BufWriter::new(std::fs::File::create(dst).unwrap());
+    let mut w = CaptureWriter::new(f, CaptureFormat::Pcapng, LINKTYPE_LINUX_SLL2, snaplen).unwrap();
+    while let Some(p) = r.next_packet().unwrap() {
+        assert_eq!(p.linktype, LINKTYPE_ETHERNET);
+        // protocol (the EtherType), reserved, ifindex 2, ARPHRD_ETHER, outgoing, 6-byte address
+        let mut f = vec![p.data[12], p.data[13], 0, 0, 0, 0, 0, 2, 0, 1, 4, 6];
+        f.extend_from_slice(&p.data[6..12]);
+        f.extend_from_slice(&[0, 0]);
+        f.extend_from_slice(&p.data[14..]);
+        w.write_packet(p.ts_ns, &f, p.orig_len + 6).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// Merge captures `a` and `b` into one pcapng `dst` with two interfaces, as `dumpcap -i a -i b`
+/// writes: `a`'s packets on interface 0 (nanoseconds), `b`'s on interface 1 with timestamps of
+/// 10^-`exp` s and `snaplen`.
+pub fn two_interfaces(
+    a: &std::path::Path,
+    b: &std::path::Path,
+    dst: &std::path::Path,
+    exp: u8,
+    snaplen: u32,
+) {
+    use owl_trace::capture::{CaptureFormat, CaptureReader, CaptureWriter};
+    struct Frame {
+        iface: u32,
+        ts: u64,
+        linktype: u32,
+        data: Vec<u8>,
+        len: u32,
+    }
+    let read = |p: &std::path::Path, iface| {
+        let mut r = CaptureReader::open(p).unwrap();
+        let mut v = Vec::new();
+        while let Some(p) = r.next_packet().unwrap() {
+            let (ts, linktype, data, len) = (p.ts_ns, p.linktype, p.data.to_vec(), p.orig_len);
+            v.push(Frame {
+                iface,
+                ts,
+                linktype,
+                data,
+                len,
+            });
+        }
+        v
+    };
+    let (mut all, b) = (read(a, 0), read(b, 1));
+    let f = std::io::BufWriter::new(std::fs::File::create(dst).unwrap());
+    let mut w = CaptureWriter::new(f, CaptureFormat::Pcapng, all[0].linktype, 0).unwrap();
+    w.add_interface(b[0].linktype, snaplen, exp).unwrap();
+    all.extend(b);
+    all.sort_by_key(|f| f.ts);
+    for f in all {
+        w.write_packet_on(f.iface, f.ts, &f.data, f.len).unwrap();
+    }
+    w.finish().unwrap();
+}

@@ -513,6 +513,7 @@ fn config_mismatch_names_the_field() {
             role,
             intervals: Intervals::aligned(1_000_000_000),
             identity_seed: 7,
+            identity_bytes: None,
             config: Method::config(m)
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
@@ -898,6 +899,7 @@ fn std_is_a_config_field() {
         role,
         intervals: Intervals::aligned(1_000_000_000),
         identity_seed: 7,
+        identity_bytes: None,
         config,
         points: vec![],
     };

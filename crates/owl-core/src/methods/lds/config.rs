@@ -57,26 +57,83 @@ impl std::str::FromStr for Selection {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// R: rows, each with its own flow hash `h_r` and packet hash `h'_r`.
-    pub rows: usize,
+    pub(super) rows: usize,
     /// C: cells per row.
-    pub columns: usize,
+    pub(super) columns: usize,
     /// k: length of the virtual LDA — the packets of a flow spread over `k` consecutive cells
     /// of every row (`k = 1` is the SDS layout with timestamp sums).
-    pub k: usize,
+    pub(super) k: usize,
     /// α: cells with at most `(1 + α)·n_min` packets join the estimate (Fig. 6; the paper
     /// uses 0.1).
-    pub alpha: f64,
+    pub(super) alpha: f64,
     /// Packet sampling rate of each row (§2.3.3, multi-bank §4.2); one entry per row.
-    pub sampling: Vec<f64>,
+    pub(super) sampling: Vec<f64>,
     /// How cells are chosen when rows sample at different rates.
-    pub selection: Selection,
+    pub(super) selection: Selection,
     /// Operator flow weights (§4.1).
-    pub weights: Weights,
+    pub(super) weights: Weights,
     /// Seed of the hash family (both points must use the same).
-    pub seed: u64,
+    pub(super) seed: u64,
 }
 
 impl Config {
+    /// R: rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// C: cells per row.
+    pub fn columns(&self) -> usize {
+        self.columns
+    }
+    /// k: the vLDA length.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// α: the cell-selection slack of Fig. 6.
+    pub fn alpha(&self) -> f64 {
+        self.alpha
+    }
+    /// Packet sampling rate of each row.
+    pub fn sampling(&self) -> &[f64] {
+        &self.sampling
+    }
+    /// How cells are chosen when rows sample at different rates.
+    pub fn selection(&self) -> Selection {
+        self.selection
+    }
+    /// Operator flow weights.
+    pub fn weights(&self) -> &Weights {
+        &self.weights
+    }
+    /// Seed of the hash family.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The same configuration with other operator weights (§4.1), validated.
+    pub fn with_weights(self, weights: Weights) -> Result<Config, MethodError> {
+        let c = Config { weights, ..self };
+        c.validate()?;
+        Ok(c)
+    }
+    /// The same configuration with every row sampling at `rate`, validated.
+    pub fn with_uniform_sampling(self, rate: f64) -> Result<Config, MethodError> {
+        let c = Config {
+            sampling: vec![rate; self.rows],
+            ..self
+        };
+        c.validate()?;
+        Ok(c)
+    }
+    /// The same configuration with another cell selection.
+    pub fn with_selection(self, selection: Selection) -> Config {
+        Config { selection, ..self }
+    }
+    /// The same configuration with another seed (any seed is sound).
+    pub fn with_seed(self, seed: u64) -> Config {
+        Config { seed, ..self }
+    }
+
     /// The single-bank LDS of §5.1: `rows × columns`, `k = 1`, every packet sampled, α = 0.1
     /// ("Given that loss is negligible in our scenario, we set the vLDA length k=1, and the
     /// sampling rate p=1"; the reference size is 17 500 × 4).

@@ -23,14 +23,12 @@
 //! The caches never cross. Only S decodes, as in the paper; the request/response step is
 //! the explicit backward message the architecture allows.
 
-use hashbrown::{HashMap, HashSet};
-
-use super::bank::{Rda, Subtraction};
-use super::decode::{Class, Decoded, decode};
+use super::Config;
+use super::bank::Rda;
+use super::decode::Decoded;
 use super::estimate::{self, Collapsed, Mean, Pairing, StdEstimator};
 use super::point::Synopsis;
-use super::repair::{self, TimestampRequest, TimestampResponse};
-use super::{Config, Sizing};
+use super::session::{Decoder, Responder, Step};
 use crate::method::{Estimate, MethodError, Role};
 
 /// Most decode/request rounds per attempt (each round vetoes at least one false pure bucket).
@@ -176,6 +174,9 @@ impl Reconciled {
 
 /// Run the exchange of the module documentation on a sender and a receiver point. The points
 /// are sealed (end of interval) and brought to their common sampling level in place.
+///
+/// This pumps the messages of the two halves of [`super::session`] in memory: `owl agent`
+/// runs the same halves across a connection, so both reconcile identically.
 pub fn reconcile(
     sender: &mut Synopsis,
     receiver: &mut Synopsis,
@@ -186,161 +187,20 @@ pub fn reconcile(
         ));
     }
     Config::check_pair(sender.config(), receiver.config())?;
-    let cfg = *sender.config();
-
-    // 1. end of interval, common sampling level
-    let level = sender.cache().level().max(receiver.cache().level());
-    sender.raise_level(level);
-    receiver.raise_level(level);
-    sender.seal();
-    receiver.seal();
-    let (s, r): (&Synopsis, &Synopsis) = (sender, receiver);
-
-    let mut bytes = Bytes {
-        sizing: 1,
-        ..Bytes::default()
-    };
-    let mut d_hat = None;
-    let (mut m, max_m, retries) = match cfg.sizing {
-        Sizing::Fixed { buckets_per_bank } => (buckets_per_bank, buckets_per_bank, 0),
-        Sizing::Late(lb) => {
-            // 2. R's sketch crosses; S estimates d and picks m
-            let ss = lb.setdiff.sketch(cfg.seed, s.cache().iter().map(|p| p.0));
-            let rs = lb.setdiff.sketch(cfg.seed, r.cache().iter().map(|p| p.0));
-            bytes.sketch = rs.wire_bytes();
-            let d = super::setdiff::SetDiffSketch::estimate(&ss, &rs).unwrap_or(0.0);
-            d_hat = Some(d);
-            let want = (lb.factor * d).ceil();
-            let want = if want.is_finite() && want < usize::MAX as f64 {
-                want as usize
-            } else {
-                usize::MAX
-            };
-            (
-                want.clamp(lb.floor, lb.max_buckets_per_bank),
-                lb.max_buckets_per_bank,
-                lb.retries,
-            )
-        }
-    };
-
-    let mut known: HashMap<u64, Option<u64>> = HashMap::new();
-    let mut attempts = 0u32;
-    let mut rounds = 0u32;
+    let (mut r, mut msg) = Responder::new(receiver)?;
+    let mut s = Decoder::new(sender)?;
     loop {
-        attempts += 1;
-        let (s_rda, r_rda) = match cfg.sizing {
-            Sizing::Fixed { .. } => (
-                s.rda().cloned().ok_or_else(no_rda)?,
-                r.rda().cloned().ok_or_else(no_rda)?,
-            ),
-            Sizing::Late(_) => {
-                bytes.sizing += 8;
-                let mut a = Rda::new(cfg.banks, m, cfg.seed)
-                    .map_err(|e| MethodError::Invalid(e.to_string()))?;
-                let mut b = a.clone();
-                a.insert_all(s.cache().iter());
-                b.insert_all(r.cache().iter());
-                (a, b)
-            }
-        };
-        bytes.rda += r_rda.wire_bytes();
-
-        // 4–5. decode, request, veto false pure buckets, decode again
-        let mut decoded;
-        let mut round = 0;
-        loop {
-            round += 1;
-            rounds += 1;
-            let mut sub = Subtraction::of(&r_rda, &s_rda).ok_or_else(no_rda)?;
-            decoded = decode(&mut sub, |id, class| match class {
-                Class::Lost => s.cache().contains(id),
-                Class::Reordered => {
-                    !s.cache().contains(id) && !matches!(known.get(&id), Some(None))
-                }
-            });
-            let req = TimestampRequest {
-                ids: decoded
-                    .reordered
-                    .iter()
-                    .copied()
-                    .filter(|id| !known.contains_key(id))
-                    .collect(),
-            };
-            if req.ids.is_empty() {
-                break;
-            }
-            let resp = repair::answer(r.cache(), &req);
-            bytes.request += req.wire_bytes();
-            bytes.response += resp.wire_bytes();
-            let absent = resp.timestamps.iter().any(Option::is_none);
-            for (&id, &t) in req.ids.iter().zip(&resp.timestamps) {
-                known.insert(id, t);
-            }
-            if !absent || round >= MAX_ROUNDS {
-                break;
-            }
+        match s.on(msg)? {
+            Step::Send(m) => msg = r.on(m)?,
+            Step::Done(rec) => return Ok(*rec),
         }
-
-        let done = decoded.complete() || attempts > retries || m >= max_m;
-        if done {
-            // 7. repair and clean buckets
-            let (mut s_rda, mut r_rda) = (s_rda, r_rda);
-            repair::repair_sender(&mut s_rda, s.cache(), &decoded.lost);
-            let req = TimestampRequest {
-                ids: decoded.reordered.clone(),
-            };
-            let resp = TimestampResponse {
-                timestamps: req
-                    .ids
-                    .iter()
-                    .map(|id| known.get(id).copied().flatten())
-                    .collect(),
-            };
-            repair::repair_receiver(&mut r_rda, &req, &resp);
-            let clean = estimate::clean_buckets(&s_rda, &r_rda).ok_or_else(no_rda)?;
-            let lost: HashSet<u64> = decoded.lost.iter().copied().collect();
-            let packets = if decoded.complete() {
-                (s.cache().len() - lost.len()) as u64
-            } else {
-                let h = s_rda.hashes();
-                let pm = s_rda.per_bank();
-                s.cache()
-                    .iter()
-                    .filter(|(id, _)| !lost.contains(id))
-                    .filter(|(id, _)| (0..cfg.banks).any(|l| clean[l * pm + h.index(l, *id)]))
-                    .count() as u64
-            };
-            let vetoed = decoded.vetoed;
-            return Ok(Reconciled {
-                sender: s_rda,
-                receiver: r_rda,
-                clean,
-                decoded,
-                packets,
-                cached: [s.cache().len() as u64, r.cache().len() as u64],
-                duplicates: [s.cache().duplicates(), r.cache().duplicates()],
-                level,
-                d_hat,
-                attempts,
-                rounds,
-                vetoed,
-                bytes,
-            });
-        }
-        // 6. retry with twice the buckets
-        m = m.saturating_mul(2).min(max_m);
     }
-}
-
-fn no_rda() -> MethodError {
-    MethodError::Invalid("rda: the two points' RDAs differ in shape".into())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rda::{LateBinding, SetDiffEstimator};
+    use crate::rda::{LateBinding, SetDiffEstimator, Sizing};
     use rand::{RngExt, SeedableRng};
     use rand_pcg::Pcg64Mcg;
 

@@ -18,6 +18,7 @@
 //! | the interval cache, duplicates, sampling | [`cache`] | §III-B, §VIII-B |
 //! | one point's synopsis and its file payload | [`point`] | §VIII-A |
 //! | the whole exchange between S and R | [`exchange`] | §VIII-A |
+//! | the exchange as two message-driven halves (`owl agent`) | [`session`] | §VIII-A |
 //! | `owl compare` integration | [`method`] | |
 //!
 //! # Two sizings
@@ -48,6 +49,7 @@ pub mod exchange;
 pub mod method;
 pub mod point;
 pub mod repair;
+pub mod session;
 pub mod setdiff;
 pub mod srda;
 
@@ -89,17 +91,22 @@ pub struct LateBinding {
 }
 
 /// Everything both points must agree on.
+///
+/// The fields are private: a configuration starts from a preset ([`Config::default`],
+/// [`Config::fixed`], [`Config::paper_fixed`], [`Config::paper_late_binding`]) or from a
+/// synopsis file ([`Config::from_pairs`]), and every change goes through a `with_*` method that
+/// validates, so no `Config` outside this module holds a value [`Config::validate`] refuses.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Config {
     /// Banks `k` (one hash function each; the paper recommends 2, §VIII-B).
-    pub banks: usize,
-    pub sizing: Sizing,
+    banks: usize,
+    sizing: Sizing,
     /// Seed of the hash family (banks, sampling, sketches).
-    pub seed: u64,
+    seed: u64,
     /// Most distinct packets a point caches per interval before sampling (§VIII-B).
-    pub cache_capacity: usize,
-    pub std: StdEstimator,
-    pub pairing: Pairing,
+    cache_capacity: usize,
+    std: StdEstimator,
+    pairing: Pairing,
 }
 
 /// Most retries a late-binding configuration may ask for.
@@ -117,8 +124,10 @@ impl Default for Config {
     /// random bipartite graph, and any cycle among the differing packets stops the decoder.
     /// At `m = 2d` a cycle exists with probability ≈ 13 % whatever `d` (measured in
     /// `decoding_recovers_the_set_difference_when_m_is_twice_d`), and at 5 000 buckets
-    /// (`rda-set-difference`) decoding is complete only up to d ≈ 1 000 (20 % of the buckets)
-    /// with k = 2 but up to d ≈ 3 500 with k = 3 at the same bytes. [`Config::paper_fixed`]
+    /// (`owl experiment rda-set-difference`, 10 runs a point) decoding is complete in every run
+    /// only up to d = 1 000 (20 % of the buckets) with k = 2 (half the runs at d = 1 500–2 000,
+    /// none from 2 500) but up to d = 4 000 (80 %) with k = 3 at the same bytes (none at 5 000).
+    /// [`Config::paper_fixed`]
     /// and [`Config::paper_late_binding`] keep the paper's k = 2.
     fn default() -> Self {
         Config {
@@ -139,6 +148,65 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Banks `k`.
+    pub fn banks(&self) -> usize {
+        self.banks
+    }
+    /// How each bank is sized.
+    pub fn sizing(&self) -> Sizing {
+        self.sizing
+    }
+    /// Seed of the hash family.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+    /// Most distinct packets a point caches per interval.
+    pub fn cache_capacity(&self) -> usize {
+        self.cache_capacity
+    }
+    /// The std estimator.
+    pub fn std(&self) -> StdEstimator {
+        self.std
+    }
+    /// How Algorithm 2 pairs the collapsed buckets.
+    pub fn pairing(&self) -> Pairing {
+        self.pairing
+    }
+
+    /// The same configuration with another hash seed (any seed is sound).
+    pub fn with_seed(self, seed: u64) -> Config {
+        Config { seed, ..self }
+    }
+    /// The same configuration with `k` banks (a fixed size stays per bank), validated.
+    pub fn with_banks(self, banks: usize) -> Result<Config, MethodError> {
+        let c = Config { banks, ..self };
+        c.validate()?;
+        Ok(c)
+    }
+    /// The same configuration with another sizing, validated.
+    pub fn with_sizing(self, sizing: Sizing) -> Result<Config, MethodError> {
+        let c = Config { sizing, ..self };
+        c.validate()?;
+        Ok(c)
+    }
+    /// The same configuration with another interval cache, validated.
+    pub fn with_cache_capacity(self, cache_capacity: usize) -> Result<Config, MethodError> {
+        let c = Config {
+            cache_capacity,
+            ..self
+        };
+        c.validate()?;
+        Ok(c)
+    }
+    /// The same configuration with another std estimator and pairing.
+    pub fn with_std(self, std: StdEstimator, pairing: Pairing) -> Config {
+        Config {
+            std,
+            pairing,
+            ..self
+        }
+    }
+
     /// A fixed-size RDA of `m` buckets per bank with owl's defaults (k = 3, unbiased std);
     /// `fixed(1666)` holds 4 998 buckets, the §VII storage.
     pub fn fixed(buckets_per_bank: usize) -> Config {

@@ -178,6 +178,40 @@ impl MinHash {
         8 + 4 + 8 * self.mins.len() as u64
     }
 
+    /// `u64 n | u32 count | count × u64` ascending ([`wire_bytes`](Self::wire_bytes) bytes).
+    pub fn encode(&self, w: &mut WireWriter) {
+        w.u64(self.n);
+        w.u32(self.mins.len() as u32);
+        for &v in &self.mins {
+            w.u64(v);
+        }
+    }
+
+    /// Read a sketch of capacity `k`: at most `k` values, strictly ascending.
+    pub fn decode(r: &mut WireReader<'_>, k: usize) -> Result<MinHash, DecodeError> {
+        let n = r.u64("set size")?;
+        let len = r.u32("minhash count")? as usize;
+        if len > k.max(1) || len.saturating_mul(8) > r.remaining() {
+            return Err(r.invalid(format!(
+                "{len} minhash values (capacity {k}, {} bytes left)",
+                r.remaining()
+            )));
+        }
+        let mut mins = Vec::with_capacity(len);
+        for _ in 0..len {
+            let v = r.u64("minhash value")?;
+            if mins.last().is_some_and(|&p| v <= p) {
+                return Err(r.invalid("minhash values are not strictly ascending"));
+            }
+            mins.push(v);
+        }
+        Ok(MinHash {
+            n,
+            k: k.max(1),
+            mins,
+        })
+    }
+
     /// Jaccard similarity from the K smallest values of the union.
     pub fn jaccard(a: &MinHash, b: &MinHash) -> Option<f64> {
         if a.k != b.k {

@@ -1,0 +1,686 @@
+//! The counter epoch (COLATE §1.4, §3.1): one counter vector dumped to permanent storage, with
+//! everything a query needs to read it on its own — its time frame (first and last packet),
+//! the base and unit its timestamps are relative to, the mapping (`n`, `m`, seed), and the
+//! vector's sampling probability and packet counter (§1.4 "Packet Losses").
+//!
+//! # Layout (`CLE2`, little-endian)
+//!
+//! ```text
+//! "CLE2" | u64 seq | u16 vector | u16 vectors | f64 probability | u64 seed
+//! | u32 n | u32 m | u8 b | u8 bc | u64 unit_ns | u64 base_ns | u64 first_ns | u64 last_ns
+//! | u64 packets | u64 sum low | u64 sum high | u64 early | u32 e | u32 ec
+//! | u64 xxh3 of the header bytes before it
+//! | ⌈n·(b + bc)/8⌉ bytes: n cells, each a b-bit timestamp counter then a bc-bit packet counter
+//! | e × (u32 index, u64 value)     timestamp counters that did not fit, by index
+//! | ec × (u32 index, u32 value)    packet counters that did not fit, by index
+//! | u64 xxh3 of every byte before it
+//! ```
+//!
+//! Cells are packed least significant bit first. A counter whose value does not fit
+//! (`≥ 2^b − 1`) is written as all ones and its value in the list that follows — the paper's
+//! split of a counter into SRAM low bits and DRAM high bits (§1.4, "Recording Phase"), stored:
+//! the timestamp counters use the configured `b`; the packet counters the width `bc` that
+//! holds twice the mean count.
+//!
+//! **Random access.** Every offset follows from the header: cell `i` is at bit `i·(b + bc)`
+//! of the cells, and the escape lists are sorted by index. A query reads the header and the
+//! `m` cells of its flow ([`EpochReader`], one read each, over any [`ReadAt`] — a byte slice,
+//! or an SQLite blob in the epoch store), never the whole vector. The header has its own
+//! checksum, so a torn or corrupted header is one clear error before any offset is trusted,
+//! and every offset is checked against the epoch's length; the checksum of the whole epoch is
+//! checked when it is decoded whole ([`Epoch::decode`]: `owl query --verify`, the synopsis
+//! files of `owl compare`).
+
+use std::ops::{Deref, DerefMut};
+
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::wire::{DecodeError, WireReader, WireWriter};
+
+use super::cells::Cells;
+use super::vector::Mapping;
+
+pub const TAG: &[u8; 4] = b"CLE2";
+/// Bytes of the header, its checksum included.
+pub const HEADER_BYTES: usize = 4 + 8 + 2 + 2 + 8 + 8 + 4 + 4 + 1 + 1 + 8 * 8 + 4 + 4 + 8;
+/// Most counters an epoch may have (2²⁸: a 256 M-counter vector is already absurd).
+pub const MAX_COUNTERS: u32 = 1 << 28;
+
+/// What an epoch says about itself: everything but its counters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EpochHead {
+    /// Dump number at this point (over all its vectors).
+    pub seq: u64,
+    /// Which of the point's vectors (§1.4), and how many it keeps.
+    pub vector: u16,
+    pub vectors: u16,
+    /// Fraction of packets this vector samples.
+    pub probability: f64,
+    /// Seed of the mapping `H(f, j)` and of the packet's choice of `j`.
+    pub seed: u64,
+    /// Counters `n`, subvector length `m`, stored counter width `b` (bits).
+    pub n: u32,
+    pub m: u32,
+    pub b: u8,
+    /// Timestamps are `⌊(ts − base_ns) / unit_ns⌋`.
+    pub unit_ns: u64,
+    pub base_ns: u64,
+    /// First and last recorded packet (capture time, ns).
+    pub first_ns: u64,
+    pub last_ns: u64,
+    /// The vector's packet counter.
+    pub packets: u64,
+    /// `t_X`: the sum of every counter.
+    pub sum: u128,
+    /// Packets older than `base_ns` (capture disorder), recorded as 0.
+    pub early: u64,
+}
+
+impl EpochHead {
+    /// Whether the epoch's time frame meets `[from, to]` (ns).
+    pub fn overlaps(&self, from: u64, to: u64) -> bool {
+        self.first_ns <= to && self.last_ns >= from
+    }
+}
+
+/// One dumped counter vector.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Epoch {
+    pub head: EpochHead,
+    /// The timestamp counters.
+    pub ts: Vec<u64>,
+    /// The packet counters (same mapping): the flow's packet count `p_f` (§4.1) and the
+    /// absolute time of a relative sum.
+    pub counts: Vec<u32>,
+}
+
+impl Deref for Epoch {
+    type Target = EpochHead;
+    fn deref(&self) -> &EpochHead {
+        &self.head
+    }
+}
+
+impl DerefMut for Epoch {
+    fn deref_mut(&mut self) -> &mut EpochHead {
+        &mut self.head
+    }
+}
+
+/// One epoch as a flow's query sees it: its head and the flow's `m` cells, `j` = 0..m.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowEpoch {
+    pub head: EpochHead,
+    pub ts: Vec<u64>,
+    pub counts: Vec<u32>,
+}
+
+/// Width that holds `v`.
+fn bits_for(v: u64) -> u8 {
+    (64 - v.leading_zeros()).max(1) as u8
+}
+
+impl Epoch {
+    /// Width of the stored packet counters: twice the mean count fits.
+    pub fn count_bits(&self) -> u8 {
+        count_bits(self.packets, self.n)
+    }
+
+    /// Timestamp counters that did not fit in `b` bits (what the paper calls an overflow).
+    pub fn overflows(&self) -> usize {
+        let top = escape(self.b);
+        self.ts.iter().filter(|&&v| v >= top).count()
+    }
+
+    /// Bytes [`encode`](Self::encode) writes.
+    pub fn encoded_len(&self) -> usize {
+        encoded_len(self.b, self.packets, &self.ts, &self.counts)
+    }
+
+    /// Stored bits per recorded packet.
+    pub fn bits_per_packet(&self) -> f64 {
+        self.encoded_len() as f64 * 8.0 / self.packets.max(1) as f64
+    }
+
+    /// The cells of a flow (`H(f, 0..m)` of `map`).
+    pub fn flow(&self, map: &Mapping, flow_hash: u64) -> FlowEpoch {
+        let n = self.n as usize;
+        let idx = (0..map.m as usize).map(|j| map.index(flow_hash, j, n));
+        let (ts, counts) = idx.map(|i| (self.ts[i], self.counts[i])).unzip();
+        FlowEpoch {
+            head: self.head.clone(),
+            ts,
+            counts,
+        }
+    }
+
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let cells = self.ts.iter().copied().zip(self.counts.iter().copied());
+        encode_cells(&self.head, cells, out);
+    }
+
+    /// Decode one epoch (exactly `bytes`) whole, checking the tag, the header and whole
+    /// checksums, every length against what is left before allocating, the escapes, and the
+    /// counters against the totals.
+    pub fn decode(bytes: &[u8]) -> Result<Epoch, DecodeError> {
+        let layout = CellLayout::read(bytes)?;
+        if bytes.len() < 8 {
+            return Err(WireReader::new(bytes).invalid("epoch shorter than its checksum"));
+        }
+        let (body, tail) = bytes.split_at(bytes.len() - 8);
+        let want = u64::from_le_bytes(tail.try_into().expect("8 bytes"));
+        if xxh3_64(body) != want {
+            return Err(DecodeError::Invalid {
+                offset: body.len(),
+                what: "epoch checksum does not match: the epoch is torn or corrupted".into(),
+            });
+        }
+        let mut r = WireReader::new(body);
+        r.take(HEADER_BYTES, "epoch header")?;
+        let head = &layout.head;
+        let (n, b, bc) = (head.n as usize, head.b as u32, layout.bc as u32);
+        let cells = r.take(Cells::packed_len(n, b + bc), "cells")?;
+        let (top, top_c) = (escape(head.b), escape(layout.bc));
+        let mut ts = Vec::with_capacity(n);
+        let mut counts = Vec::with_capacity(n);
+        let (mut acc, mut have, mut k) = (0u128, 0u32, 0usize);
+        while ts.len() < n {
+            while have < b + bc {
+                acc |= (cells[k] as u128) << have;
+                k += 1;
+                have += 8;
+            }
+            ts.push(acc as u64 & top);
+            counts.push((acc >> b) as u64 & top_c);
+            acc >>= b + bc;
+            have -= b + bc;
+        }
+        // one encoding per epoch: the padding of the last byte is zero
+        if acc != 0 {
+            return Err(r.invalid("non-zero padding after the cells"));
+        }
+        escapes(&mut r, &mut ts, layout.escapes, top, |r| {
+            r.u64("escaped counter")
+        })?;
+        escapes(&mut r, &mut counts, layout.escapes_c, top_c, |r| {
+            Ok(r.u32("escaped count")? as u64)
+        })?;
+        r.finish("epoch")?;
+        // the counters must add up to the header's totals
+        let total: u128 = ts.iter().map(|&v| v as u128).sum();
+        let total_c: u64 = counts.iter().sum();
+        if total != head.sum || total_c != head.packets {
+            return Err(DecodeError::Invalid {
+                offset: HEADER_BYTES,
+                what: format!(
+                    "counters add up to {total} and {total_c} packets, the header says {} and {}",
+                    head.sum, head.packets
+                ),
+            });
+        }
+        Ok(Epoch {
+            head: layout.head,
+            ts,
+            counts: counts.into_iter().map(|c| c as u32).collect(),
+        })
+    }
+}
+
+/// Encode an epoch of `head` whose `n` cells `(timestamp counter, packet counter)` come in
+/// order (module doc: the layout); the number of escaped timestamp counters. One pass: the
+/// header's escape counts and checksum are written once the cells are.
+pub fn encode_cells(
+    head: &EpochHead,
+    cells: impl Iterator<Item = (u64, u32)>,
+    out: &mut Vec<u8>,
+) -> usize {
+    let start = out.len();
+    let bc = count_bits(head.packets, head.n);
+    let (top, top_c) = (escape(head.b), escape(bc));
+    let (b, wbits) = (head.b as u32, head.b as u32 + bc as u32);
+    out.reserve(HEADER_BYTES + Cells::packed_len(head.n as usize, wbits) + 8);
+    let mut w = WireWriter::new(out);
+    w.bytes(TAG);
+    w.u64(head.seq);
+    w.u16(head.vector);
+    w.u16(head.vectors);
+    w.f64(head.probability);
+    w.u64(head.seed);
+    w.u32(head.n);
+    w.u32(head.m);
+    w.u8(head.b);
+    w.u8(bc);
+    w.u64(head.unit_ns);
+    w.u64(head.base_ns);
+    w.u64(head.first_ns);
+    w.u64(head.last_ns);
+    w.u64(head.packets);
+    w.u64(head.sum as u64);
+    w.u64((head.sum >> 64) as u64);
+    w.u64(head.early);
+    // escape counts and the header's checksum, patched below
+    w.u32(0);
+    w.u32(0);
+    w.u64(0);
+    let (mut esc, mut esc_c) = (Vec::new(), Vec::new());
+    let (mut acc, mut have) = (0u128, 0u32);
+    for (i, (t, c)) in cells.enumerate() {
+        if t >= top {
+            esc.push((i as u32, t));
+        }
+        if c as u64 >= top_c {
+            esc_c.push((i as u32, c));
+        }
+        // have < 64 here and a cell is at most 95 bits: what does not fit the 128-bit
+        // accumulator (`lost`) goes in after the first flush
+        let cell = (t.min(top) as u128) | ((c as u64).min(top_c) as u128) << b;
+        let lost = if have + wbits > 128 {
+            cell >> (128 - have)
+        } else {
+            0
+        };
+        acc |= cell << have;
+        have += wbits;
+        if have >= 64 {
+            w.u64(acc as u64);
+            acc = (acc >> 64) | (lost << 64);
+            have -= 64;
+        }
+        if have >= 64 {
+            w.u64(acc as u64);
+            acc >>= 64;
+            have -= 64;
+        }
+    }
+    while have > 0 {
+        w.u8(acc as u8);
+        acc >>= 8;
+        have = have.saturating_sub(8);
+    }
+    for &(i, v) in &esc {
+        w.u32(i);
+        w.u64(v);
+    }
+    for &(i, v) in &esc_c {
+        w.u32(i);
+        w.u32(v);
+    }
+    let h = start + HEADER_BYTES - 16;
+    out[h..h + 4].copy_from_slice(&(esc.len() as u32).to_le_bytes());
+    out[h + 4..h + 8].copy_from_slice(&(esc_c.len() as u32).to_le_bytes());
+    let head_sum = xxh3_64(&out[start..h + 8]);
+    out[h + 8..h + 16].copy_from_slice(&head_sum.to_le_bytes());
+    let sum = xxh3_64(&out[start..]);
+    out.extend_from_slice(&sum.to_le_bytes());
+    esc.len()
+}
+
+/// An epoch as it is dumped and stored: its encoding, with its head and escape count at
+/// hand. A recorder keeps what it dumped this way (a fifth of the decoded [`Epoch`]'s 12
+/// bytes per counter), and a flow's query reads its cells in place.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sealed {
+    pub head: EpochHead,
+    pub bytes: Vec<u8>,
+    /// Timestamp counters that did not fit `b` bits.
+    pub overflows: usize,
+}
+
+impl Sealed {
+    /// Check `bytes` whole (as [`Epoch::decode`]) and keep them.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Sealed, DecodeError> {
+        let e = Epoch::decode(&bytes)?;
+        Ok(Sealed {
+            overflows: e.overflows(),
+            head: e.head,
+            bytes,
+        })
+    }
+
+    /// The epoch decoded (bytes this type checked or encoded itself).
+    pub fn decode(&self) -> Epoch {
+        Epoch::decode(&self.bytes).expect("a sealed epoch decodes: owl encoded or checked it")
+    }
+
+    /// The epoch's cells, read in place.
+    pub fn reader(&self) -> EpochReader<&[u8]> {
+        EpochReader::open(&self.bytes[..]).expect("a sealed epoch's header reads")
+    }
+}
+
+/// Replace the `top` values of `out` by the `e` escapes that follow, checking that each is
+/// listed once, in order, and does not fit.
+fn escapes(
+    r: &mut WireReader,
+    out: &mut [u64],
+    e: u32,
+    top: u64,
+    mut value: impl FnMut(&mut WireReader) -> Result<u64, DecodeError>,
+) -> Result<(), DecodeError> {
+    let need = out.iter().filter(|&&v| v == top).count();
+    if e as usize != need {
+        return Err(r.invalid(format!("{e} escaped counters listed, {need} marked")));
+    }
+    let mut last = None;
+    for _ in 0..e {
+        let i = r.u32("escape index")?;
+        let v = value(r)?;
+        if i as usize >= out.len()
+            || last.is_some_and(|l| i <= l)
+            || out[i as usize] != top
+            || v < top
+        {
+            return Err(r.invalid(format!("escape of counter {i} (value {v}) is not valid")));
+        }
+        last = Some(i);
+        out[i as usize] = v;
+    }
+    Ok(())
+}
+
+/// Bytes at any offset of an epoch's encoding: a byte slice, or an SQLite blob.
+pub trait ReadAt {
+    /// Length of the epoch's encoding.
+    fn size(&self) -> usize;
+    /// Fill `buf` from `offset` (within [`size`](Self::size); the reader checks).
+    fn read_at(&mut self, offset: usize, buf: &mut [u8]) -> Result<(), DecodeError>;
+}
+
+impl ReadAt for &[u8] {
+    fn size(&self) -> usize {
+        self.len()
+    }
+    fn read_at(&mut self, offset: usize, buf: &mut [u8]) -> Result<(), DecodeError> {
+        let end = offset.checked_add(buf.len()).filter(|&e| e <= self.len());
+        match end {
+            Some(e) => {
+                buf.copy_from_slice(&self[offset..e]);
+                Ok(())
+            }
+            None => Err(DecodeError::Truncated {
+                offset,
+                what: "epoch bytes",
+                needed: buf.len(),
+                available: self.len().saturating_sub(offset),
+            }),
+        }
+    }
+}
+
+/// Where everything is in an encoded epoch (read from its header).
+#[derive(Clone, Debug)]
+struct CellLayout {
+    head: EpochHead,
+    bc: u8,
+    escapes: u32,
+    escapes_c: u32,
+}
+
+impl CellLayout {
+    /// Parse and check the header (tag, fields, its checksum) at the start of `h`.
+    fn read(h: &[u8]) -> Result<CellLayout, DecodeError> {
+        let mut r = WireReader::new(h);
+        if r.take(4, "epoch tag")? != TAG {
+            return Err(DecodeError::Invalid {
+                offset: 0,
+                what: "not a COLATE counter epoch (tag is not CLE2)".into(),
+            });
+        }
+        let seq = r.u64("seq")?;
+        let vector = r.u16("vector")?;
+        let vectors = r.u16("vectors")?;
+        let probability = r.f64("probability")?;
+        let seed = r.u64("seed")?;
+        let n = r.u32("n")?;
+        let m = r.u32("m")?;
+        let b = r.u8("b")?;
+        let bc = r.u8("bc")?;
+        let unit_ns = r.u64("unit")?;
+        let base_ns = r.u64("base")?;
+        let first_ns = r.u64("first timestamp")?;
+        let last_ns = r.u64("last timestamp")?;
+        let packets = r.u64("packets")?;
+        let sum = r.u64("sum")? as u128 | (r.u64("sum")? as u128) << 64;
+        let early = r.u64("early")?;
+        let escapes = r.u32("escapes")?;
+        let escapes_c = r.u32("count escapes")?;
+        let at = r.offset();
+        let want = r.u64("header checksum")?;
+        if xxh3_64(&h[..at]) != want {
+            return Err(DecodeError::Invalid {
+                offset: at,
+                what: "epoch header checksum does not match: the epoch is torn or corrupted".into(),
+            });
+        }
+        let bad = |what: String| DecodeError::Invalid { offset: 0, what };
+        if vectors == 0 || vector >= vectors {
+            return Err(bad(format!("vector {vector} of {vectors}")));
+        }
+        if !(probability > 0.0 && probability <= 1.0) {
+            return Err(bad(format!("sampling probability {probability}")));
+        }
+        if n == 0 || n > MAX_COUNTERS || m < 2 || m >= n || !m.is_multiple_of(2) {
+            return Err(bad(format!(
+                "n = {n}, m = {m}: need an even m ≥ 2 and m < n ≤ {MAX_COUNTERS}"
+            )));
+        }
+        if !(1..=63).contains(&b) || !(1..=32).contains(&bc) {
+            return Err(bad(format!("counter widths {b} and {bc} bits")));
+        }
+        if unit_ns == 0 {
+            return Err(bad("a timestamp unit of 0 ns".into()));
+        }
+        if last_ns < first_ns {
+            return Err(bad(format!(
+                "last timestamp {last_ns} before first {first_ns}"
+            )));
+        }
+        if bc != count_bits(packets, n) {
+            return Err(bad(format!(
+                "packet counters of {bc} bits, but {packets} packets in {n} counters are stored in {}",
+                count_bits(packets, n)
+            )));
+        }
+        if escapes > n || escapes_c > n {
+            return Err(bad(format!(
+                "{escapes} and {escapes_c} escaped counters of {n}"
+            )));
+        }
+        Ok(CellLayout {
+            head: EpochHead {
+                seq,
+                vector,
+                vectors,
+                probability,
+                seed,
+                n,
+                m,
+                b,
+                unit_ns,
+                base_ns,
+                first_ns,
+                last_ns,
+                packets,
+                sum,
+                early,
+            },
+            bc,
+            escapes,
+            escapes_c,
+        })
+    }
+
+    /// `b + bc`.
+    fn width(&self) -> u32 {
+        self.head.b as u32 + self.bc as u32
+    }
+
+    fn escapes_at(&self) -> usize {
+        HEADER_BYTES + Cells::packed_len(self.head.n as usize, self.width())
+    }
+
+    fn escapes_c_at(&self) -> usize {
+        self.escapes_at() + 12 * self.escapes as usize
+    }
+
+    /// Bytes of the whole encoding.
+    fn len(&self) -> usize {
+        self.escapes_c_at() + 8 * self.escapes_c as usize + 8
+    }
+}
+
+/// An encoded epoch read in place: its header, then any cell (module doc, "Random access").
+pub struct EpochReader<R: ReadAt> {
+    src: R,
+    layout: CellLayout,
+}
+
+impl<R: ReadAt> EpochReader<R> {
+    /// Read and check the header; the epoch's length must be the one its header implies.
+    pub fn open(mut src: R) -> Result<EpochReader<R>, DecodeError> {
+        let mut h = [0u8; HEADER_BYTES];
+        if src.size() < HEADER_BYTES {
+            return Err(DecodeError::Truncated {
+                offset: 0,
+                what: "epoch header",
+                needed: HEADER_BYTES,
+                available: src.size(),
+            });
+        }
+        src.read_at(0, &mut h)?;
+        let layout = CellLayout::read(&h)?;
+        if layout.len() != src.size() {
+            return Err(DecodeError::Invalid {
+                offset: HEADER_BYTES,
+                what: format!(
+                    "epoch of {} bytes, its header describes {}: torn or corrupted",
+                    src.size(),
+                    layout.len()
+                ),
+            });
+        }
+        Ok(EpochReader { src, layout })
+    }
+
+    pub fn head(&self) -> &EpochHead {
+        &self.layout.head
+    }
+
+    /// Cell `i`: `(timestamp counter, packet counter)`.
+    pub fn cell(&mut self, i: usize) -> Result<(u64, u32), DecodeError> {
+        let l = &self.layout;
+        if i >= l.head.n as usize {
+            return Err(DecodeError::Invalid {
+                offset: HEADER_BYTES,
+                what: format!("cell {i} of {}", l.head.n),
+            });
+        }
+        let (b, w) = (l.head.b as u32, l.width());
+        let bit = i * w as usize;
+        let at = HEADER_BYTES + bit / 8;
+        // the bytes holding the cell (at most 13 for 95 bits at a shift of 7)
+        let len = ((bit % 8) + w as usize).div_ceil(8);
+        let mut buf = [0u8; 16];
+        self.src.read_at(at, &mut buf[..len])?;
+        let cell = u128::from_le_bytes(buf) >> (bit % 8);
+        let (top, top_c) = (escape(l.head.b), escape(l.bc));
+        let mut ts = cell as u64 & top;
+        let mut c = (cell >> b) as u64 & top_c;
+        if ts == top {
+            ts = self.escaped(i, l.escapes_at(), l.escapes, 12, top)?;
+        }
+        if c == top_c {
+            let l = &self.layout;
+            c = self.escaped(i, l.escapes_c_at(), l.escapes_c, 8, top_c)?;
+        }
+        Ok((ts, c as u32))
+    }
+
+    /// The value of escaped counter `i`, by binary search of its escape list (`k` entries of
+    /// `size` bytes at `at`).
+    fn escaped(
+        &mut self,
+        i: usize,
+        at: usize,
+        k: u32,
+        size: usize,
+        top: u64,
+    ) -> Result<u64, DecodeError> {
+        let (mut lo, mut hi) = (0usize, k as usize);
+        let mut e = [0u8; 12];
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            self.src.read_at(at + mid * size, &mut e[..size])?;
+            let idx = u32::from_le_bytes(e[..4].try_into().expect("4 bytes")) as usize;
+            if idx == i {
+                let v = if size == 12 {
+                    u64::from_le_bytes(e[4..12].try_into().expect("8 bytes"))
+                } else {
+                    u32::from_le_bytes(e[4..8].try_into().expect("4 bytes")) as u64
+                };
+                if v < top {
+                    break;
+                }
+                return Ok(v);
+            }
+            if idx < i {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Err(DecodeError::Invalid {
+            offset: at,
+            what: format!("counter {i} is marked escaped but its escape is missing or invalid"),
+        })
+    }
+
+    /// The cells of a flow (`H(f, 0..m)` of `map`).
+    pub fn flow(&mut self, map: &Mapping, flow_hash: u64) -> Result<FlowEpoch, DecodeError> {
+        let n = self.layout.head.n as usize;
+        let m = map.m as usize;
+        let (mut ts, mut counts) = (Vec::with_capacity(m), Vec::with_capacity(m));
+        for j in 0..m {
+            let (t, c) = self.cell(map.index(flow_hash, j, n))?;
+            ts.push(t);
+            counts.push(c);
+        }
+        Ok(FlowEpoch {
+            head: self.layout.head.clone(),
+            ts,
+            counts,
+        })
+    }
+}
+
+/// Width of the stored packet counters of `packets` in `n` counters: twice the mean fits.
+pub fn count_bits(packets: u64, n: u32) -> u8 {
+    bits_for(2 * (packets / n.max(1) as u64) + 1).min(32)
+}
+
+/// Bytes of an epoch of these counters (`b`-bit timestamp counters).
+pub fn encoded_len(b: u8, packets: u64, ts: &[u64], counts: &[u32]) -> usize {
+    encoded_len_of(b, packets, ts.iter().copied().zip(counts.iter().copied()))
+}
+
+/// [`encoded_len`] of `(timestamp counter, packet counter)` pairs.
+pub fn encoded_len_of(
+    b: u8,
+    packets: u64,
+    cells: impl ExactSizeIterator<Item = (u64, u32)>,
+) -> usize {
+    let n = cells.len() as u32;
+    let bc = count_bits(packets, n);
+    let (top, top_c) = (escape(b), escape(bc));
+    let (mut esc, mut esc_c) = (0, 0);
+    for (t, c) in cells {
+        esc += (t >= top) as usize;
+        esc_c += (c as u64 >= top_c) as usize;
+    }
+    HEADER_BYTES + Cells::packed_len(n as usize, b as u32 + bc as u32) + 12 * esc + 8 * esc_c + 8
+}
+
+/// The all-ones value of `b` bits: the escape.
+fn escape(b: u8) -> u64 {
+    if b >= 64 { u64::MAX } else { (1u64 << b) - 1 }
+}

@@ -1,0 +1,252 @@
+//! COLATE as an [`owl_core::method::Method`](crate::method::Method): the per-interval
+//! synopsis of a point is its [`Recorder`] over the interval — the epochs dumped during it and,
+//! at its end, the open vectors dumped as one more epoch each (module doc of [`super`]).
+//!
+//! # Payload (`COL1`)
+//!
+//! `"COL1" | u32 k | k × (u32 len, len bytes of one epoch, see [`super::epoch`])`.
+
+use std::sync::Arc;
+
+use crate::method::{
+    Estimate, FlowEstimate, Method, MethodError, MethodInfo, PointSynopsis, Role, downcast,
+    downcast_ref,
+};
+use crate::record::{FlowKey, PacketRecord};
+use crate::wire::{DecodeError, WireReader, WireWriter};
+
+use super::config::Config;
+use super::epoch::{Epoch, EpochReader, Sealed};
+use super::estimate::{Query, aggregate_heads, query_flow, shared_mapping};
+use super::vector::{Layout, Recorder};
+
+pub const PAYLOAD_TAG: &[u8; 4] = b"COL1";
+/// Most epochs one payload may list.
+pub const MAX_EPOCHS: u32 = 1 << 20;
+
+impl PointSynopsis for Recorder {
+    fn record(&mut self, rec: &PacketRecord) {
+        Recorder::record(self, rec);
+    }
+    fn record_batch(&mut self, recs: &[PacketRecord]) {
+        Recorder::record_batch(self, recs);
+    }
+    fn encoded_len(&self) -> usize {
+        let sealed: usize = self.sealed().iter().map(|e| 4 + e.bytes.len()).sum();
+        let open = self.open_encoded_len();
+        let open_count = self.open_vectors();
+        8 + sealed + open + 4 * open_count
+    }
+    /// The counter epochs themselves (what a point dumps to its epoch store and a query
+    /// reads), without this file's framing.
+    fn shipped_len(&self) -> Option<u64> {
+        let sealed: usize = self.sealed().iter().map(|e| e.bytes.len()).sum();
+        Some((sealed + self.open_encoded_len()) as u64)
+    }
+    fn encode(&self, out: &mut Vec<u8>) {
+        let epochs = self.snapshot_sealed();
+        let mut w = WireWriter::new(out);
+        w.bytes(PAYLOAD_TAG);
+        w.u32(epochs.len() as u32);
+        for e in &epochs {
+            w.u32(e.bytes.len() as u32);
+            w.bytes(&e.bytes);
+        }
+    }
+}
+
+/// Decode a `COL1` payload into its epochs.
+pub fn decode_epochs(bytes: &[u8]) -> Result<Vec<Epoch>, DecodeError> {
+    Ok(decode_sealed(bytes)?.iter().map(Sealed::decode).collect())
+}
+
+/// Decode a `COL1` payload into its epochs as stored, each checked whole.
+pub fn decode_sealed(bytes: &[u8]) -> Result<Vec<Sealed>, DecodeError> {
+    let mut r = WireReader::new(bytes);
+    if r.take(4, "COLATE payload tag")? != PAYLOAD_TAG {
+        return Err(DecodeError::Invalid {
+            offset: 0,
+            what: "not a COLATE payload (tag is not COL1)".into(),
+        });
+    }
+    let k = r.u32("epoch count")?;
+    if k > MAX_EPOCHS {
+        return Err(r.invalid(format!("{k} epochs is more than {MAX_EPOCHS}")));
+    }
+    let mut out = Vec::new();
+    for _ in 0..k {
+        let len = r.u32("epoch length")? as usize;
+        let off = r.offset();
+        let b = r.take(len, "epoch")?;
+        out.push(Sealed::from_bytes(b.to_vec()).map_err(|e| match e {
+            DecodeError::Truncated {
+                offset,
+                what,
+                needed,
+                available,
+            } => DecodeError::Truncated {
+                offset: off + offset,
+                what,
+                needed,
+                available,
+            },
+            DecodeError::Invalid { offset, what } => DecodeError::Invalid {
+                offset: off + offset,
+                what,
+            },
+        })?);
+    }
+    r.finish("COLATE payload")?;
+    Ok(out)
+}
+
+/// COLATE as a method.
+#[derive(Debug)]
+pub struct ColateMethod {
+    layout: Arc<Layout>,
+}
+
+impl ColateMethod {
+    pub fn new(cfg: Config) -> Result<ColateMethod, MethodError> {
+        cfg.validate()?;
+        Ok(ColateMethod {
+            layout: Layout::new(cfg),
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.layout.cfg
+    }
+
+    /// A fresh recorder of this configuration.
+    pub fn recorder(&self) -> Recorder {
+        Recorder::new(self.layout.clone())
+    }
+}
+
+fn epochs_of(p: &dyn PointSynopsis) -> Result<Vec<Sealed>, MethodError> {
+    Ok(downcast_ref::<Recorder>(p, "colate")?.snapshot_sealed())
+}
+
+impl Method for ColateMethod {
+    fn name(&self) -> &str {
+        "colate"
+    }
+    fn config(&self) -> Vec<(&'static str, String)> {
+        self.layout.cfg.pairs()
+    }
+    fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
+        Box::new(self.recorder())
+    }
+    fn decode_point(
+        &self,
+        _role: Role,
+        bytes: &[u8],
+    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
+        let epochs = decode_sealed(bytes)?;
+        Ok(Box::new(Recorder::with_epochs(self.layout.clone(), epochs)))
+    }
+    fn estimate(
+        &self,
+        sender: Box<dyn PointSynopsis>,
+        receiver: Box<dyn PointSynopsis>,
+    ) -> Result<Estimate, MethodError> {
+        let (s, r) = (
+            downcast::<Recorder>(sender, "colate")?,
+            downcast::<Recorder>(receiver, "colate")?,
+        );
+        // the RAM a point needs as configured (cells and spill at its bound), the same whether
+        // the synopses were recorded here or decoded from files
+        let ram = self.layout.cfg.memory();
+        let ram_line = ram.describe();
+        let forced = s.overflow_dumps + r.overflow_dumps;
+        let (s, r) = (s.snapshot_sealed(), r.snapshot_sealed());
+        let heads = |v: &[Sealed]| v.iter().map(|e| e.head.clone()).collect::<Vec<_>>();
+        let mut e = aggregate_heads(&heads(&s), &heads(&r))?;
+        let stored = |v: &[Sealed]| v.iter().map(|e| e.bytes.len() as u64).sum::<u64>();
+        e.bytes = stored(&s).max(stored(&r));
+        let epochs = |n: usize| format!("{n} epoch{}", if n == 1 { "" } else { "s" });
+        e.notes.push(format!(
+            "{} at the sender, {} at the receiver; per-flow estimates with --per-flow",
+            epochs(s.len()),
+            epochs(r.len())
+        ));
+        // a decoded synopsis has no vectors in RAM: only a recording point reports them
+        if ram.total_bytes() > 0 {
+            e.notes.push(format!("per point: {ram_line}"));
+        }
+        if forced > 0 {
+            e.notes.push(format!(
+                "{forced} dump(s) before T: a counter would overflow with the spill full (§3.1)"
+            ));
+        }
+        Ok(e)
+    }
+    fn estimate_flows(
+        &self,
+        sender: &dyn PointSynopsis,
+        receiver: &dyn PointSynopsis,
+        flows: &[FlowKey],
+    ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
+        let go = || -> Result<Vec<FlowEstimate>, MethodError> {
+            let (s, r) = (epochs_of(sender)?, epochs_of(receiver)?);
+            let (hs, hr): (Vec<_>, Vec<_>) = (
+                s.iter().map(|e| &e.head).collect(),
+                r.iter().map(|e| &e.head).collect(),
+            );
+            let Some((map, _)) = shared_mapping(&hs, &hr)? else {
+                return Ok(vec![FlowEstimate::default(); flows.len()]);
+            };
+            // each flow's m cells of each epoch, read in place
+            let (mut rs, mut rr): (Vec<_>, Vec<_>) = (
+                s.iter().map(Sealed::reader).collect(),
+                r.iter().map(Sealed::reader).collect(),
+            );
+            flows
+                .iter()
+                .map(|f| {
+                    let q = Query {
+                        flow: *f,
+                        from_ns: 0,
+                        to_ns: u64::MAX,
+                        horizon_ns: 0,
+                        gamma: self.layout.cfg.gamma(),
+                        estimator: self.layout.cfg.mean(),
+                    };
+                    let fh = map.flow_hash(f);
+                    let cells = |v: &mut [EpochReader<&[u8]>]| {
+                        v.iter_mut()
+                            .map(|rd| rd.flow(&map, fh))
+                            .collect::<Result<Vec<_>, _>>()
+                            .map_err(|e| MethodError::Invalid(format!("colate: {e}")))
+                    };
+                    let l = query_flow(&cells(&mut rs)?, &cells(&mut rr)?, &q)?;
+                    Ok(FlowEstimate {
+                        mean_ns: l.mean_ns,
+                        std_ns: l.std_ns,
+                        packets: l.packets,
+                        lost: l.lost,
+                    })
+                })
+                .collect()
+        };
+        Some(go())
+    }
+}
+
+/// `colate`: the plan of the medium requirement at 10 MiB, or at `--memory`.
+pub const INFO: MethodInfo = MethodInfo {
+    name: "colate",
+    summary: "COLATE: one shared counter vector per point, epochs, per-flow mean/std by denoising (plan: alpha 0.95, beta 0.05, 10 MiB), per-flow",
+    per_flow: true,
+    crosses: "nothing per interval: each point appends its counter epochs to its own epoch store; a query later reads the epochs of both points that overlap the flow's time range (counted here as the interval's epochs at S)",
+    per_packet: false,
+    build: |o| {
+        let cfg = match o.memory {
+            None => Config::paper_default(o.seed),
+            Some(bytes) => Config::for_level(super::plan::Level::Medium, bytes, o.seed)?,
+        };
+        Ok(Box::new(ColateMethod::new(cfg)?))
+    },
+    from_config: |pairs| Ok(Box::new(ColateMethod::new(Config::from_pairs(pairs, 1)?)?)),
+};

@@ -1,0 +1,689 @@
+//! COLATE as a whole: Theorem 2's unbiasedness, Theorem 3's root against brute force,
+//! Theorem 4's repetitions, the epoch's bytes, queries over epochs, loss, different RAM.
+
+use crate::methods::lda::ci::ln_gamma;
+use hashbrown::HashMap;
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+
+use super::estimate::{point_sums, repetitions_limit, virtual_repetitions};
+use super::*;
+use crate::lds::tests::traffic;
+use crate::method::{Method, MethodError, Role};
+use crate::record::{FlowKey, PacketRecord};
+
+/// A small configuration: `n` counters, `m` per flow, a threshold `t` (units of `unit`).
+fn cfg(n: u32, m: u32, t: u64, unit: u64, seed: u64) -> Config {
+    Config::paper_default(seed)
+        .with_parameters(n, m, 32, t)
+        .unwrap()
+        .with_unit(unit)
+        .unwrap()
+}
+
+fn record(c: &Config, recs: &[PacketRecord]) -> Vec<Epoch> {
+    let mut r = Recorder::new(Layout::new(c.clone()));
+    r.record_batch(recs);
+    r.dump_open();
+    r.take_epochs()
+}
+
+/// Exact per-flow mean and population std of the delay, by packet identity.
+fn truth(s: &[PacketRecord], r: &[PacketRecord]) -> HashMap<FlowKey, (u64, f64, f64)> {
+    let sent: HashMap<u64, u64> = s.iter().map(|x| (x.id, x.ts_ns)).collect();
+    let mut acc: HashMap<FlowKey, (u64, f64, f64)> = HashMap::new();
+    for x in r {
+        if let Some(&t) = sent.get(&x.id) {
+            let d = (x.ts_ns - t) as f64;
+            let a = acc.entry(x.flow).or_default();
+            a.0 += 1;
+            a.1 += d;
+            a.2 += d * d;
+        }
+    }
+    acc.into_iter()
+        .map(|(k, (n, s1, s2))| {
+            let mean = s1 / n as f64;
+            (k, (n, mean, (s2 / n as f64 - mean * mean).max(0.0).sqrt()))
+        })
+        .collect()
+}
+
+fn q(flow: FlowKey, gamma: u32) -> Query {
+    Query {
+        flow,
+        from_ns: 0,
+        to_ns: u64::MAX,
+        horizon_ns: 0,
+        gamma,
+        estimator: Estimator::Paper,
+    }
+}
+
+/// The binomial log-likelihood of noise `ξ` (Theorem 3's proof), maximised over integers.
+fn brute_force_noise(s: u64, tau: u64, n: f64) -> u64 {
+    let ll = |xi: u64| {
+        let (t, x) = (tau as f64, xi as f64);
+        ln_gamma(t + 1.0) - ln_gamma(x + 1.0) - ln_gamma(t - x + 1.0)
+            + x * (1.0 / n).ln()
+            + (t - x) * (1.0 - 1.0 / n).ln()
+    };
+    (0..=s.min(tau))
+        .max_by(|&a, &b| ll(a).total_cmp(&ll(b)))
+        .unwrap()
+}
+
+#[test]
+fn mle_root_matches_brute_force() {
+    let mut rng = Pcg64Mcg::seed_from_u64(3);
+    for _ in 0..300 {
+        let n = rng.random_range(3..5_000) as f64;
+        let tau = rng.random_range(0..200_000u64);
+        let s = rng.random_range(0..(2 * tau / n as u64 + 50));
+        let root = mle_noise(s as f64, tau as f64, n);
+        let bf = brute_force_noise(s, tau, n);
+        // the likelihood of integers peaks at the integer next to the continuous root
+        assert!(
+            (root - bf as f64).abs() <= 1.0,
+            "s {s} tau {tau} n {n}: root {root}, brute force {bf}"
+        );
+    }
+    // clamped ends: a counter below the expected noise is all noise; no noise when τ = 0
+    assert_eq!(mle_noise(3.0, 1e6, 100.0), 3.0);
+    assert_eq!(mle_noise(50.0, 0.0, 100.0), 0.0);
+    // huge arguments (timestamp sums of 10¹³ units) still converge near τ/n
+    let x = mle_noise(2e11, 1e13, 1e3);
+    assert!((x / 1e10 - 1.0).abs() < 1e-6, "{x}");
+}
+
+/// Theorem 2: over hash seeds, `t̃_f − t_f` averages to 0 for a fixed flow in a crowded
+/// vector (200 seeds; the tolerance is 4 standard errors of the observed spread).
+#[test]
+fn theorem_2_is_unbiased_over_seeds() {
+    let (s, _, flows) = traffic(5, 300, 3_000, 0.0);
+    let target = flows.iter().max_by_key(|f| f.sent).unwrap().key;
+    let unit = 1_000;
+    let t0 = s[0].ts_ns;
+    let truth_units: f64 = s
+        .iter()
+        .filter(|x| x.flow == target)
+        .map(|x| ((x.ts_ns - t0) / unit) as f64)
+        .sum();
+    let mut errs = Vec::new();
+    for seed in 0..200 {
+        let c = cfg(600, 10, u64::MAX, unit, seed);
+        let e = record(&c, &s);
+        assert_eq!(e.len(), 1);
+        let map = Mapping::new(seed, 10, &[1.0]);
+        let ps = point_sums(&[&e[0]], &map, map.flow_hash(&target), t0, false);
+        errs.push(ps.t_units - truth_units);
+    }
+    let (mean, sd) = crate::stats::mean_std(&errs);
+    let se = sd / (errs.len() as f64).sqrt();
+    assert!(mean.abs() < 4.0 * se, "bias {mean} vs standard error {se}");
+    // and the noise is real: the spread is far from 0
+    assert!(sd > 0.01 * truth_units, "{sd} {truth_units}");
+}
+
+#[test]
+fn repetitions_converge_to_their_limit() {
+    let mut rng = Pcg64Mcg::seed_from_u64(9);
+    let ws: Vec<f64> = (0..20).map(|_| rng.random_range(0.0..1e6)).collect();
+    let wr: Vec<f64> = ws.iter().map(|w| w + rng.random_range(1e3..5e3)).collect();
+    let lim = repetitions_limit(&ws, &wr);
+    let one = virtual_repetitions(&ws, &wr, 1, 1);
+    let many = virtual_repetitions(&ws, &wr, 100_000, 1);
+    assert!((many / lim - 1.0).abs() < 0.01, "{many} {lim}");
+    assert!(one > 0.0);
+}
+
+#[test]
+fn epoch_round_trip_escapes_and_a_torn_epoch() {
+    let (s, _, _) = traffic(1, 50, 500, 0.0);
+    // 6-bit counters: most timestamp counters overflow into the escape list
+    let c = cfg(64, 4, u64::MAX, 1_000, 2)
+        .with_parameters(64, 4, 6, u64::MAX)
+        .unwrap()
+        .with_ram(8, 64)
+        .unwrap();
+    let e = record(&c, &s).remove(0);
+    assert!(e.overflows() > 0);
+    let mut b = Vec::new();
+    e.encode(&mut b);
+    assert_eq!(b.len(), e.encoded_len());
+    assert_eq!(Epoch::decode(&b).unwrap(), e);
+    // torn: any prefix is refused, never a wrong counter
+    for cut in [0, 3, 10, b.len() / 2, b.len() - 1] {
+        assert!(Epoch::decode(&b[..cut]).is_err(), "{cut}");
+    }
+    // one encoding per epoch (found by fuzzing): a header's counter width or padding bits
+    // that the encoder would not write are refused even under a right checksum
+    let reseal = |mut x: Vec<u8>| {
+        let h = epoch::HEADER_BYTES - 8;
+        let sum = xxhash_rust::xxh3::xxh3_64(&x[..h]);
+        x[h..h + 8].copy_from_slice(&sum.to_le_bytes());
+        let body = x.len() - 8;
+        let sum = xxhash_rust::xxh3::xxh3_64(&x[..body]);
+        x[body..].copy_from_slice(&sum.to_le_bytes());
+        x
+    };
+    assert_eq!(Epoch::decode(&reseal(b.clone())).unwrap(), e);
+    let mut wide = b.clone();
+    wide[BC_AT] += 1;
+    assert!(Epoch::decode(&reseal(wide.clone())).is_err());
+    assert!(EpochReader::open(&reseal(wide)[..]).is_err());
+    // corrupted: one flipped bit anywhere is caught by the checksum
+    for at in [5, 60, b.len() / 2, b.len() - 9] {
+        let mut x = b.clone();
+        x[at] ^= 0x10;
+        let err = Epoch::decode(&x).unwrap_err().to_string();
+        assert!(err.contains("checksum") || err.contains("tag"), "{err}");
+    }
+    // read in place: a torn header, or an epoch shorter or longer than its header says, is
+    // refused before any cell is read
+    for cut in [
+        0,
+        3,
+        epoch::HEADER_BYTES - 1,
+        epoch::HEADER_BYTES,
+        b.len() - 1,
+    ] {
+        assert!(EpochReader::open(&b[..cut]).is_err(), "{cut}");
+    }
+    let mut long = b.clone();
+    long.push(0);
+    assert!(EpochReader::open(&long[..]).is_err());
+    let mut x = b.clone();
+    x[20] ^= 1;
+    let err = EpochReader::open(&x[..]).err().unwrap().to_string();
+    assert!(err.contains("header checksum"), "{err}");
+}
+
+/// Offset of the stored packet-counter width `bc` in the header.
+const BC_AT: usize = 4 + 8 + 2 + 2 + 8 + 8 + 4 + 4 + 1;
+
+/// A flow's cells read in place from the encoding ([`EpochReader`]) are the decoded epoch's,
+/// escaped counters included, for every flow and every width.
+#[test]
+fn cells_read_in_place_are_the_decoded_ones() {
+    let (s, _, _) = traffic(4, 300, 3_000, 0.0);
+    for (n, b) in [(64u32, 6u8), (1_000, 19), (997, 40), (2_000, 63)] {
+        let c = cfg(n, 4, u64::MAX, 1_000, 5)
+            .with_parameters(n, 4, b, u64::MAX)
+            .unwrap()
+            .with_ram(8, n)
+            .unwrap();
+        let map = Layout::new(c.clone()).map.clone();
+        for e in record(&c, &s) {
+            let mut bytes = Vec::new();
+            e.encode(&mut bytes);
+            let mut rd = EpochReader::open(&bytes[..]).unwrap();
+            assert_eq!(rd.head(), &e.head);
+            for i in 0..n as usize {
+                assert_eq!(
+                    rd.cell(i).unwrap(),
+                    (e.ts[i], e.counts[i]),
+                    "n={n} b={b} {i}"
+                );
+            }
+            assert!(rd.cell(n as usize).is_err());
+            for x in s.iter().take(200) {
+                let fh = map.flow_hash(&x.flow);
+                assert_eq!(rd.flow(&map, fh).unwrap(), e.flow(&map, fh));
+            }
+            // an escape list that lost an entry is an error, not a counter of all ones
+            if e.overflows() > 0 {
+                let i = (0..n as usize).find(|&i| e.ts[i] >= (1 << b) - 1).unwrap();
+                let at = epoch::HEADER_BYTES
+                    + super::cells::Cells::packed_len(n as usize, b as u32 + e.count_bits() as u32);
+                let mut x = bytes.clone();
+                x[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+                let mut rd = EpochReader::open(&x[..]).unwrap();
+                assert!(rd.cell(i).is_err() || e.overflows() > 1);
+            }
+        }
+    }
+}
+
+/// The widest cells (63-bit timestamp counters beside 32-bit packet counters: 95 bits) encode,
+/// decode and read in place, escapes included.
+#[test]
+fn the_widest_cells_round_trip() {
+    let n = 13u32;
+    let ts: Vec<u64> = (0..n as u64)
+        .map(|i| {
+            if i % 4 == 0 {
+                u64::MAX - i
+            } else {
+                (1 << 62) + i * 977
+            }
+        })
+        .collect();
+    let counts: Vec<u32> = (0..n)
+        .map(|i| if i == 5 { u32::MAX } else { 1 << 30 })
+        .collect();
+    let e = Epoch {
+        head: EpochHead {
+            seq: 3,
+            vector: 0,
+            vectors: 1,
+            probability: 1.0,
+            seed: 9,
+            n,
+            m: 2,
+            b: 63,
+            unit_ns: 1,
+            base_ns: 5,
+            first_ns: 5,
+            last_ns: 9,
+            packets: counts.iter().map(|&c| c as u64).sum(),
+            sum: ts.iter().map(|&t| t as u128).sum(),
+            early: 0,
+        },
+        ts,
+        counts,
+    };
+    assert_eq!(e.count_bits(), 32);
+    let mut b = Vec::new();
+    e.encode(&mut b);
+    assert_eq!(b.len(), e.encoded_len());
+    assert_eq!(Epoch::decode(&b).unwrap(), e);
+    let mut rd = EpochReader::open(&b[..]).unwrap();
+    for i in 0..n as usize {
+        assert_eq!(rd.cell(i).unwrap(), (e.ts[i], e.counts[i]), "{i}");
+    }
+}
+
+/// §3.1/§5: a plan's timestamp counters fit its M, and the RAM the vectors take is exactly
+/// what [`Memory`] states: cells of b + c bits, and the spill at its bound.
+#[test]
+fn a_plans_counters_fit_its_memory() {
+    for level in plan::Level::ALL {
+        for mib in [1u64, 10, 100] {
+            let c = Config::for_level(level, mib << 20, 1).unwrap();
+            let m = c.memory();
+            assert!(
+                m.timestamp_bits <= (mib << 20) * 8,
+                "{level:?} {mib}: {m:?}"
+            );
+            assert_eq!(m.timestamp_bits, c.n() as u64 * c.b() as u64);
+            assert_eq!(m.count_bits, c.n() as u64 * 8);
+            let w = c.b() as u64 + 8;
+            assert_eq!(m.cell_bytes, (c.n() as u64 * w).div_ceil(8) + 16);
+            // the spill: n/64 entries of 12 bytes at a load of 3/4, 2 bits per counter
+            assert!(m.spill_bytes <= c.n() as u64 / 4 + 16, "{m:?}");
+            let mut r = Recorder::new(Layout::new(c.clone()));
+            assert_eq!(r.memory().cell_bytes, 16);
+            r.record(&PacketRecord {
+                ts_ns: 1,
+                id: 7,
+                flow: FlowKey::default(),
+                len: 60,
+            });
+            assert_eq!(r.memory(), m);
+            assert!(
+                m.total_bytes() <= (mib << 20) + m.count_bits / 8 + m.spill_bytes + 16,
+                "{m:?}"
+            );
+        }
+    }
+}
+
+/// The paper's rule, "before any counter overflows, COLATE dumps the counter vector" (§3.1),
+/// with no spill: every epoch's counters fit b bits, nothing is lost, and the mean of a
+/// lossless link still comes out.
+#[test]
+fn a_full_spill_dumps_before_a_counter_overflows() {
+    let (s, r, _) = traffic(6, 40, 2_000, 0.0);
+    let (b, n) = (12u8, 4_000u32);
+    let c = cfg(n, 4, u64::MAX, 1_000, 1)
+        .with_parameters(n, 4, b, u64::MAX)
+        .unwrap();
+    for spill in [0u32, 8, 4_000] {
+        let c = c.clone().with_ram(3, spill).unwrap();
+        let mut rec = Recorder::new(Layout::new(c.clone()));
+        rec.record_batch(&s);
+        rec.dump_open();
+        let forced = rec.overflow_dumps;
+        let es = rec.take_epochs();
+        assert_eq!(es.iter().map(|e| e.packets).sum::<u64>(), s.len() as u64);
+        if spill == 0 {
+            assert!(forced > 0 && es.len() as u64 > forced);
+            assert!(es.iter().all(|e| e.ts.iter().all(|&v| v < 1 << b)));
+            assert!(es.iter().all(|e| e.counts.iter().all(|&v| v < 8)));
+        }
+        if spill == 4_000 {
+            assert_eq!(forced, 0);
+        }
+        let er = record(&c, &r);
+        let a = aggregate(&es, &er).unwrap();
+        assert!(a.mean_ns.is_some(), "{spill}: {a:?}");
+    }
+}
+
+/// The run-time divisor is `/`.
+#[test]
+fn unit_divisor_is_division() {
+    let mut rng = Pcg64Mcg::seed_from_u64(9);
+    let mut ds: Vec<u64> = vec![
+        1,
+        2,
+        3,
+        7,
+        10,
+        1_000,
+        1_000_000,
+        1 << 40,
+        u64::MAX,
+        u64::MAX - 1,
+    ];
+    ds.extend((0..200).map(|_| rng.random::<u64>() >> rng.random_range(0..64)));
+    for d in ds.into_iter().filter(|&d| d > 0) {
+        let u = vector::UnitDivisor::new(d);
+        for x in [0, 1, d - 1, d, d.wrapping_add(1), u64::MAX, u64::MAX - 1]
+            .into_iter()
+            .chain((0..300).map(|_| rng.random::<u64>() >> rng.random_range(0..64)))
+        {
+            assert_eq!(u.div(x), x / d, "{x} / {d}");
+        }
+    }
+}
+
+/// One lossless link, same configuration at both points: shared traffic cancels down to the
+/// delays, so a flow that shares no counter is exact up to the unit, and one that does is
+/// dragged toward its colliders' delays (a weighted mean, p̃ coming from the same counters).
+#[test]
+fn one_link_means() {
+    let (s, r, _) = crate::lds::tests::traffic_scaled(11, 400, 20.0, 5_000, 0.0);
+    let t = truth(&s, &r);
+    // a roomy vector: a flow shares one of its 20 counters with probability ~ 400·20²/2²² ≈ 4 %
+    let c = cfg(1 << 22, 20, u64::MAX, 100, 7);
+    let (es, er) = (record(&c, &s), record(&c, &r));
+    let mut mean_errs = Vec::new();
+    for (k, &(p, mean, _)) in &t {
+        let l = query(&es, &er, &q(*k, 0)).unwrap();
+        // Theorem 2 subtracts the *expected* foreign share, m·N/n ≈ 0.5 packet here: a small
+        // flow is off by about half a packet's delay difference over its size
+        if p >= 100 {
+            mean_errs.push((l.mean_ns.unwrap() - mean).abs() / mean);
+        }
+    }
+    mean_errs.sort_by(f64::total_cmp);
+    assert!(mean_errs.len() > 50);
+    assert!(
+        mean_errs[mean_errs.len() * 9 / 10] < 0.01,
+        "{:?}",
+        &mean_errs[mean_errs.len() * 8 / 10..]
+    );
+    // crowded (400·20²/2¹⁴ ≈ 10 shared counters per flow): colliders drag most flows
+    let c = cfg(1 << 14, 20, u64::MAX, 100, 7);
+    let (es, er) = (record(&c, &s), record(&c, &r));
+    let dragged = t
+        .iter()
+        .filter(|(k, (_, mean, _))| {
+            let l = query(&es, &er, &q(**k, 0)).unwrap();
+            l.mean_ns.is_none_or(|m| (m - mean).abs() / mean > 0.1)
+        })
+        .count();
+    assert!(dragged > t.len() / 4, "{dragged}");
+}
+
+/// Theorem 4: the variance from γ virtual repetitions is unbiased over hash seeds (which place
+/// packets in counters), though one estimate rests on m counters only: its relative spread is
+/// about √(2/(m − 1))·E[D²]/Var(D) (module doc of `estimate`).
+#[test]
+fn theorem_4_variance_is_unbiased_over_seeds() {
+    let (s, r, _) = traffic(12, 100, 2_000, 0.0);
+    let t = truth(&s, &r);
+    let (key, &(_, mean, sd)) = t.iter().max_by_key(|(_, v)| v.0).unwrap();
+    let mut vars = Vec::new();
+    for seed in 0..100 {
+        let c = cfg(1 << 20, 20, u64::MAX, 10, seed);
+        let (es, er) = (record(&c, &s), record(&c, &r));
+        let l = query(&es, &er, &q(*key, 2_000)).unwrap();
+        let m = l.mean_ns.unwrap();
+        assert!((m - mean).abs() / mean < 0.01, "{m} {mean}");
+        vars.push(l.std_ns.unwrap().powi(2));
+    }
+    let (vm, vsd) = crate::stats::mean_std(&vars);
+    let se = vsd / (vars.len() as f64).sqrt();
+    // clamping negative variances at 0 biases upwards a little: allow 4 SE plus 2 %
+    assert!(
+        (vm - sd * sd).abs() < 4.0 * se + 0.02 * sd * sd,
+        "mean variance {vm:.4e} vs true {:.4e} (se {se:.3e})",
+        sd * sd
+    );
+    // one estimate is far from exact: the spread is a sizeable fraction of the variance
+    assert!(vsd > 0.1 * sd * sd, "{vsd:.3e}");
+}
+
+/// Several epochs: a query range that straddles epochs adds them up; a flow absent from some
+/// epochs is unharmed by them; a range that misses the flow says it is absent.
+#[test]
+fn ranges_straddling_epochs_and_absent_flows() {
+    let (s, r, flows) = traffic(21, 200, 2_000, 0.0);
+    let t = truth(&s, &r);
+    // a threshold that cuts the run into several epochs
+    let span = s.last().unwrap().ts_ns - s[0].ts_ns;
+    let unit = 1_000;
+    let c = cfg(1 << 16, 10, u64::MAX, unit, 3);
+    let total_units = s.len() as u64 * (span / unit) / 2;
+    let c = c
+        .with_parameters(1 << 16, 10, 32, total_units / 12)
+        .unwrap();
+    let (es, er) = (record(&c, &s), record(&c, &r));
+    assert!(es.len() >= 4 && er.len() >= 4, "{} {}", es.len(), er.len());
+    let big = flows.iter().max_by_key(|f| f.sent).unwrap().key;
+    let (_, mean, _) = t[&big];
+    let whole = query(&es, &er, &q(big, 0)).unwrap();
+    assert!(whole.sender_epochs == es.len());
+    assert!((whole.mean_ns.unwrap() - mean).abs() / mean < 0.05);
+    // the flow's own time range straddles epochs; the receiver's range reaches a horizon on
+    let first = s.iter().find(|x| x.flow == big).unwrap().ts_ns;
+    let last = s.iter().rev().find(|x| x.flow == big).unwrap().ts_ns;
+    let ranged = query(
+        &es,
+        &er,
+        &Query {
+            from_ns: first,
+            to_ns: last,
+            horizon_ns: 2_000_000,
+            ..q(big, 0)
+        },
+    )
+    .unwrap();
+    assert!(
+        (ranged.mean_ns.unwrap() - mean).abs() / mean < 0.05,
+        "{ranged:?}"
+    );
+    // a small flow lives in one or two epochs; the others only add noise around zero
+    let small = flows.iter().find(|f| f.sent == 3).unwrap().key;
+    let (_, sm, _) = t[&small];
+    let l = query(&es, &er, &q(small, 0)).unwrap();
+    assert!(
+        l.packets.unwrap() > 1.5 && l.packets.unwrap() < 4.5,
+        "{l:?}"
+    );
+    assert!((l.mean_ns.unwrap() - sm).abs() / sm < 0.5, "{l:?} vs {sm}");
+    // a range before the flow: absent
+    let before = query(
+        &es,
+        &er,
+        &Query {
+            from_ns: 0,
+            to_ns: es[0].last_ns,
+            ..q(FlowKey::default(), 0)
+        },
+    )
+    .unwrap();
+    assert!(before.mean_ns.is_none(), "{before:?}");
+}
+
+/// §5.3: different RAM at the two points. Only m, the seed and the vectors must agree; the
+/// estimators read n from each epoch. The coordination that cancels shared traffic needs the
+/// same counters, though: with different n the error grows to the paper's noise model.
+#[test]
+fn different_ram_at_the_two_points() {
+    let (s, r, _) = traffic(31, 1_000, 3_000, 0.0);
+    let t = truth(&s, &r);
+    let unit = 100;
+    let same = cfg(1 << 16, 10, u64::MAX, unit, 5);
+    let other = cfg((1 << 16) + 1_000, 10, u64::MAX, unit, 5);
+    let es = record(&same, &s);
+    let (er_same, er_other) = (record(&same, &r), record(&other, &r));
+    // median relative error over the flows of 20 packets or more (a flow absent by its
+    // packet estimate scores 1)
+    let rel = |er: &[Epoch]| {
+        let mut v: Vec<f64> = t
+            .iter()
+            .filter(|(_, v)| v.0 >= 20)
+            .map(|(k, &(_, mean, _))| {
+                let l = query(&es, er, &q(*k, 0)).unwrap();
+                l.mean_ns.map_or(1.0, |m| (m - mean).abs() / mean)
+            })
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (a, b) = (rel(&er_same), rel(&er_other));
+    eprintln!("median relative error: same n {a}, different n {b}");
+    assert!(a < 0.02, "{a}");
+    assert!(b > 3.0 * a, "same n: {a}, different n: {b}");
+    // m must agree
+    let bad = cfg(1 << 16, 12, u64::MAX, unit, 5);
+    let er_bad = record(&bad, &r);
+    let e = query(&es, &er_bad, &q(t.keys().next().copied().unwrap(), 0)).unwrap_err();
+    assert!(matches!(e, MethodError::ConfigMismatch { ref field, .. } if field == "m"));
+}
+
+/// §1.4: loss. One vector: a flow whose counters lost packets gets no estimate; several
+/// vectors: the sampled one that lost nothing of the flow's counters answers.
+#[test]
+fn losses_and_sampling_vectors() {
+    let (s, r, flows) = traffic(41, 300, 3_000, 0.002);
+    let t = truth(&s, &r);
+    let c1 = cfg(1 << 16, 10, u64::MAX, 100, 8);
+    let (es, er) = (record(&c1, &s), record(&c1, &r));
+    let big = flows
+        .iter()
+        .filter(|f| f.received < f.sent)
+        .max_by_key(|f| f.sent)
+        .unwrap();
+    let l = query(&es, &er, &q(big.key, 0)).unwrap();
+    assert!(l.mean_ns.is_none() && l.lost.unwrap() >= 1.0, "{l:?}");
+    let c4 = c1.clone().with_vectors(vec![0.5, 0.3, 0.15, 0.05]).unwrap();
+    let (es, er) = (record(&c4, &s), record(&c4, &r));
+    let mut answered = 0;
+    for f in &flows {
+        let l = query(&es, &er, &q(f.key, 0)).unwrap();
+        if let Some(m) = l.mean_ns {
+            answered += 1;
+            let (_, mean, _) = t[&f.key];
+            // the vector's share of the flow, not all of it: near its mean for large flows
+            if f.sent >= 100 {
+                assert!((m - mean).abs() / mean < 0.3, "{f:?} {l:?} {mean}");
+            }
+        }
+    }
+    assert!(answered > flows.len() * 9 / 10, "{answered}");
+}
+
+#[test]
+fn method_adapter_round_trip_and_config() {
+    let m = ColateMethod::new(cfg(4_096, 8, 1 << 30, 1_000, 4)).unwrap();
+    let (s, r, flows) = traffic(2, 40, 300, 0.0);
+    let (mut a, mut b) = (m.new_point(Role::Sender), m.new_point(Role::Receiver));
+    a.record_batch(&s);
+    b.record_batch(&r);
+    let mut bytes = Vec::new();
+    a.encode(&mut bytes);
+    assert_eq!(bytes.len(), a.encoded_len());
+    let a2 = m.decode_point(Role::Sender, &bytes).unwrap();
+    let keys: Vec<FlowKey> = flows.iter().map(|f| f.key).collect();
+    let e1 = m.estimate_flows(&*a, &*b, &keys).unwrap().unwrap();
+    let e2 = m.estimate_flows(&*a2, &*b, &keys).unwrap().unwrap();
+    assert_eq!(e1, e2);
+    let agg = m.estimate(a2, b).unwrap();
+    let t = truth(&s, &r);
+    let (n, sum) = t.values().fold((0u64, 0.0), |(n, s), &(k, mean, _)| {
+        (n + k, s + mean * k as f64)
+    });
+    assert!(
+        (agg.mean_ns.unwrap() - sum / n as f64).abs() < 1_000.0,
+        "{agg:?}"
+    );
+    // the configuration rebuilds from its own fields
+    let pairs: Vec<(String, String)> = Method::config(&m)
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    let again = Config::from_pairs(&pairs, 0).unwrap();
+    assert_eq!(&again, m.config());
+    // requirement fields re-solve the plan
+    let hi = |extra: &[(&str, &str)]| {
+        let mut p: Vec<(String, String)> = vec![
+            ("alpha".into(), "0.99".into()),
+            ("beta".into(), "0.01".into()),
+        ];
+        p.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        Config::from_pairs(&p, 1)
+    };
+    // the high requirement cannot cover the medium default's small flows ...
+    assert!(hi(&[]).unwrap_err().to_string().contains("no n meets"));
+    // ... and covers larger ones
+    let h = hi(&[("t_min", "600000")]).unwrap();
+    assert_eq!(h.requirement().alpha, 0.99);
+    assert!(Config::from_pairs(&[("nope".into(), "1".into())], 1).is_err());
+    assert!(Config::from_pairs(&[("m".into(), "7".into())], 1).is_err());
+    // a truncated payload is an error
+    assert!(
+        m.decode_point(Role::Sender, &bytes[..bytes.len() - 1])
+            .is_err()
+    );
+}
+
+/// owl's raw variant against the paper's estimator in a crowded vector on one link: the raw
+/// subvector sums carry no timestamp-sized correction and no division by a noisy p̃, so small
+/// flows fare far better.
+#[test]
+fn raw_variant_beats_theorem_2_on_one_link() {
+    let (s, r, _) = traffic(13, 2_000, 3_000, 0.0);
+    let t = truth(&s, &r);
+    let c = cfg(1 << 17, 20, u64::MAX, 100, 9);
+    let (es, er) = (record(&c, &s), record(&c, &r));
+    let within = |est: Estimator| {
+        let ok = t
+            .iter()
+            .filter(|(k, (_, mean, _))| {
+                let l = query(
+                    &es,
+                    &er,
+                    &Query {
+                        estimator: est,
+                        ..q(**k, 0)
+                    },
+                )
+                .unwrap();
+                l.mean_ns.is_some_and(|m| (m - mean).abs() / mean <= 0.1)
+            })
+            .count();
+        ok as f64 / t.len() as f64
+    };
+    let (paper, raw) = (within(Estimator::Paper), within(Estimator::Raw));
+    assert!(raw > paper + 0.2 && raw > 0.5, "paper {paper}, raw {raw}");
+}
+
+/// The batched recording is the packet-by-packet one, epoch for epoch.
+#[test]
+fn record_batch_is_record() {
+    let (s, _, _) = traffic(3, 100, 1_000, 0.0);
+    let c = cfg(5_000, 10, 1_000_000, 100, 2);
+    let mut a = Recorder::new(Layout::new(c.clone()));
+    for x in &s {
+        a.record(x);
+    }
+    a.dump_open();
+    let b = record(&c, &s);
+    assert!(b.len() > 3);
+    assert_eq!(a.take_epochs(), b);
+}

@@ -1,0 +1,470 @@
+//! Noisy accumulation of timestamps (COLATE §3.1) and the dump of counter epochs.
+//!
+//! Each point keeps one [`CounterVector`] of `n` counters per sampling vector (one by
+//! default). A packet of flow `f`:
+//!
+//! 1. picks a vector by its identity, the same at every point (§1.4 "Packet Losses");
+//! 2. picks `j ∈ [0, m)` by its identity — the paper's "random number j", drawn from the
+//!    packet so that both points put it in the same counter of its subvector, which Theorem 4
+//!    needs ("the two sets 𝒴_lS and 𝒴_lR contain the time stamps from the same set of
+//!    packets");
+//! 3. adds `⌊(ts − base)/unit⌋` to counter `H(f, j)` and 1 to the packet counter of the same
+//!    index (the count vector that gives `p_f`, §4.1).
+//!
+//! `H(f, j) = reduce(mix(h(f) ⊕ s_j), n)` where `h(f)` is the seeded xxh3 flow hash (the one
+//! hash per packet of §1.4 "Deployability"), `s_j` a per-`j` salt derived from the seed, and
+//! `mix` the SplitMix64 finaliser; `j` and the vector come from the packet identity (already
+//! a hash) through `mix` with their own salts. Every constant is fixed here, so two points
+//! (and two versions of owl) agree.
+//!
+//! The vector is dumped as an [`Epoch`] when its sum reaches `T` (§5.2: "when the sum of all
+//! n counters in a counter vector reaches T, COLATE dumps the counter vector"); the base of
+//! the next epoch is its first packet's timestamp.
+
+use std::sync::Arc;
+
+use crate::hash::{HashFamily, reduce};
+use crate::record::{FlowKey, PacketRecord};
+
+use super::cells::{Cells, Memory};
+use super::config::Config;
+use super::epoch::{Epoch, EpochHead, Sealed, encode_cells};
+
+/// Family members of the salts.
+const SALT_J: u64 = 0xc01a_7e00;
+const SALT_VECTOR: u64 = 0xc01a_7e01;
+const SALT_H: u64 = 0xc01a_7e02;
+
+/// The SplitMix64 finaliser (Steele, Lea, Flood 2014): a fixed bijective 64-bit mixer.
+#[inline]
+pub fn mix(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// The mapping both points share: flow hash, `j` of a packet, `H(f, j)`, vector of a packet.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mapping {
+    pub seed: u64,
+    pub m: u32,
+    salt_j: u64,
+    salt_vector: u64,
+    salts: Vec<u64>,
+    /// Upper thresholds of the vectors' shares of the 64-bit space.
+    cuts: Vec<u64>,
+}
+
+impl Mapping {
+    pub fn new(seed: u64, m: u32, probabilities: &[f64]) -> Mapping {
+        let fam = HashFamily::new(seed);
+        let key_h = fam.member(SALT_H).hash(0);
+        let mut acc = 0.0;
+        let cuts = probabilities
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                acc += p;
+                if i + 1 == probabilities.len() {
+                    u64::MAX
+                } else {
+                    (acc.min(1.0) * u64::MAX as f64) as u64
+                }
+            })
+            .collect();
+        Mapping {
+            seed,
+            m,
+            salt_j: fam.member(SALT_J).hash(0),
+            salt_vector: fam.member(SALT_VECTOR).hash(0),
+            salts: (0..m as u64).map(|j| mix(key_h.wrapping_add(j))).collect(),
+            cuts,
+        }
+    }
+
+    #[inline]
+    pub fn flow_hash(&self, f: &FlowKey) -> u64 {
+        f.hash(self.seed)
+    }
+
+    /// `j` of a packet (0-based).
+    #[inline]
+    pub fn j(&self, id: u64) -> usize {
+        reduce(mix(id ^ self.salt_j), self.m as usize)
+    }
+
+    /// The vector a packet goes to.
+    #[inline]
+    pub fn vector(&self, id: u64) -> usize {
+        if self.cuts.len() == 1 {
+            return 0;
+        }
+        let u = mix(id ^ self.salt_vector);
+        self.cuts.iter().position(|&c| u <= c).unwrap_or(0)
+    }
+
+    /// `H(f, j)` in a vector of `n` counters.
+    #[inline]
+    pub fn index(&self, flow_hash: u64, j: usize, n: usize) -> usize {
+        reduce(mix(flow_hash ^ self.salts[j]), n)
+    }
+
+    /// The counter subvector of a flow: `H(f, 1..m)`.
+    pub fn subvector(&self, flow_hash: u64, n: usize) -> Vec<usize> {
+        (0..self.m as usize)
+            .map(|j| self.index(flow_hash, j, n))
+            .collect()
+    }
+}
+
+/// `⌊x / d⌋` for a divisor fixed at run time, by one multiply-high, a shift and an add
+/// (libdivide's branch-free unsigned algorithm: Granlund and Montgomery, "Division by
+/// invariant integers using multiplication", PLDI 1994, §4, with the 65-bit magic's top bit
+/// folded into the `(x − q)/2 + q` step). The timestamp unit divides every packet's
+/// timestamp; a hardware 64-bit division costs more than the rest of the update.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnitDivisor {
+    d: u64,
+    magic: u64,
+    more: u32,
+}
+
+impl UnitDivisor {
+    pub fn new(d: u64) -> UnitDivisor {
+        assert!(d > 0, "division by zero");
+        let l = 63 - d.leading_zeros();
+        if d.is_power_of_two() {
+            // q = 0, t = x/2, x/2 >> (l − 1) = x >> l (d = 1 is special-cased in div)
+            return UnitDivisor {
+                d,
+                magic: 0,
+                more: l.saturating_sub(1),
+            };
+        }
+        // m = ⌊2^(64+l)/d⌋ doubled, plus one when the doubled remainder reaches d
+        let num = 1u128 << (64 + l);
+        let (m, rem) = ((num / d as u128) as u64, (num % d as u128) as u64);
+        let mut m = m.wrapping_add(m);
+        let twice = rem.wrapping_add(rem);
+        if twice >= d || twice < rem {
+            m = m.wrapping_add(1);
+        }
+        UnitDivisor {
+            d,
+            magic: m.wrapping_add(1),
+            more: l,
+        }
+    }
+
+    #[inline]
+    pub fn div(&self, x: u64) -> u64 {
+        if self.d == 1 {
+            return x;
+        }
+        let q = ((self.magic as u128 * x as u128) >> 64) as u64;
+        (((x - q) >> 1) + q) >> self.more
+    }
+}
+
+/// One vector of `n` counters in RAM between two dumps ([`Cells`]: the `b`-bit timestamp
+/// counters packed beside their packet counters, and the spill).
+#[derive(Clone, Debug)]
+pub struct CounterVector {
+    pub cells: Cells,
+    pub sum: u128,
+    pub packets: u64,
+    pub base_ns: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub early: u64,
+}
+
+impl CounterVector {
+    /// An empty vector; its counters are allocated with its first packet.
+    fn new(cfg: &Config) -> CounterVector {
+        CounterVector {
+            cells: Cells::new(0, cfg.b(), cfg.count_bits(), 0),
+            sum: 0,
+            packets: 0,
+            base_ns: 0,
+            first_ns: u64::MAX,
+            last_ns: 0,
+            early: 0,
+        }
+    }
+
+    /// Empty again, keeping the cells' memory.
+    fn reset(&mut self) {
+        self.cells.clear();
+        self.sum = 0;
+        self.packets = 0;
+        self.base_ns = 0;
+        self.first_ns = u64::MAX;
+        self.last_ns = 0;
+        self.early = 0;
+    }
+}
+
+/// The shared parts of every recorder of one configuration.
+#[derive(Debug)]
+pub struct Layout {
+    pub cfg: Config,
+    pub map: Mapping,
+    pub unit: UnitDivisor,
+}
+
+impl Layout {
+    pub fn new(cfg: Config) -> Arc<Layout> {
+        Arc::new(Layout {
+            map: Mapping::new(cfg.seed(), cfg.m(), cfg.vectors()),
+            unit: UnitDivisor::new(cfg.unit_ns()),
+            cfg,
+        })
+    }
+}
+
+/// One observation point's recording phase: its counter vectors and the epochs dumped so far
+/// and not yet taken.
+#[derive(Clone, Debug)]
+pub struct Recorder {
+    layout: Arc<Layout>,
+    vectors: Vec<CounterVector>,
+    sealed: Vec<Sealed>,
+    seq: u64,
+    /// Packets recorded, and epochs dumped, over the recorder's life.
+    pub packets: u64,
+    pub dumps: u64,
+    /// Dumps forced before `T` because a counter would overflow with the spill full (§3.1).
+    pub overflow_dumps: u64,
+}
+
+impl Recorder {
+    pub fn new(layout: Arc<Layout>) -> Recorder {
+        Recorder {
+            vectors: (0..layout.cfg.vectors().len())
+                .map(|_| CounterVector::new(&layout.cfg))
+                .collect(),
+            layout,
+            sealed: Vec::new(),
+            seq: 0,
+            packets: 0,
+            dumps: 0,
+            overflow_dumps: 0,
+        }
+    }
+
+    /// A recorder holding `epochs` as dumped and nothing open (a decoded synopsis).
+    pub fn with_epochs(layout: Arc<Layout>, epochs: Vec<Sealed>) -> Recorder {
+        let mut r = Recorder::new(layout);
+        r.packets = epochs.iter().map(|e| e.head.packets).sum();
+        r.sealed = epochs;
+        r
+    }
+
+    /// Open vectors holding a packet.
+    pub fn open_vectors(&self) -> usize {
+        self.vectors.iter().filter(|v| v.packets > 0).count()
+    }
+
+    /// Continue the epoch numbering at `seq` (a store reopened).
+    pub fn resume_at(&mut self, seq: u64) {
+        self.seq = seq;
+    }
+
+    pub fn layout(&self) -> &Arc<Layout> {
+        &self.layout
+    }
+
+    /// Record one packet (§3.1): one hash of the flow, one counter update.
+    #[inline]
+    pub fn record(&mut self, rec: &PacketRecord) {
+        let fh = self.layout.map.flow_hash(&rec.flow);
+        self.record_hashed(rec.ts_ns, rec.id, fh);
+    }
+
+    /// Record a packet whose flow hash is known.
+    #[inline]
+    pub fn record_hashed(&mut self, ts_ns: u64, id: u64, flow_hash: u64) {
+        let map = &self.layout.map;
+        let v = map.vector(id);
+        let i = map.index(flow_hash, map.j(id), self.layout.cfg.n() as usize);
+        self.update(v, i, ts_ns);
+    }
+
+    /// Record a batch: every packet's vector and counter first (the hashes, and a prefetch of
+    /// the cell), then the counter updates, whose cells are then on their way to the cache.
+    pub fn record_batch(&mut self, recs: &[PacketRecord]) {
+        const CHUNK: usize = 128;
+        let n = self.layout.cfg.n() as usize;
+        let mut at = [(0u32, 0usize); CHUNK];
+        for chunk in recs.chunks(CHUNK) {
+            let map = &self.layout.map;
+            for (slot, r) in at.iter_mut().zip(chunk) {
+                let fh = map.flow_hash(&r.flow);
+                let (v, i) = (map.vector(r.id), map.index(fh, map.j(r.id), n));
+                self.vectors[v].cells.prefetch(i);
+                *slot = (v as u32, i);
+            }
+            for (&(v, i), r) in at.iter().zip(chunk) {
+                self.update(v as usize, i, r.ts_ns);
+            }
+        }
+    }
+
+    /// Add a packet at `ts_ns` to counter `i` of vector `v`; dump the vector when its sum
+    /// reaches `T` (§5.2), or first when the packet would overflow a counter the spill cannot
+    /// take (§3.1: "before any counter overflows, COLATE dumps the counter vector").
+    #[inline]
+    fn update(&mut self, v: usize, i: usize, ts_ns: u64) {
+        let layout = &*self.layout;
+        let vec = &mut self.vectors[v];
+        if vec.packets == 0 {
+            let n = layout.cfg.n() as usize;
+            if vec.cells.len() != n {
+                let cfg = &layout.cfg;
+                vec.cells = Cells::new(n, cfg.b(), cfg.count_bits(), cfg.spill() as usize);
+            }
+            vec.base_ns = ts_ns;
+            vec.first_ns = ts_ns;
+        }
+        let rel = match ts_ns.checked_sub(vec.base_ns) {
+            Some(d) => layout.unit.div(d),
+            None => 0,
+        };
+        if !vec.cells.add(i, rel) {
+            return self.dump_then_update(v, i, ts_ns);
+        }
+        vec.early += (ts_ns < vec.base_ns) as u64;
+        vec.first_ns = vec.first_ns.min(ts_ns);
+        vec.last_ns = vec.last_ns.max(ts_ns);
+        vec.sum += rel as u128;
+        vec.packets += 1;
+        self.packets += 1;
+        if vec.sum >= layout.cfg.threshold() as u128 {
+            self.dump(v);
+        }
+    }
+
+    /// [`update`](Self::update) of a packet that would overflow a counter the spill cannot
+    /// take: dump first; a fresh vector takes any packet (its base is this packet's
+    /// timestamp, so it adds 0).
+    #[cold]
+    #[inline(never)]
+    fn dump_then_update(&mut self, v: usize, i: usize, ts_ns: u64) {
+        self.overflow_dumps += 1;
+        self.dump(v);
+        self.update(v, i, ts_ns);
+    }
+
+    /// Dump vector `v` as an epoch and reset it.
+    #[cold]
+    #[inline(never)]
+    fn dump(&mut self, v: usize) {
+        let e = self.seal(v, self.seq);
+        self.seq += 1;
+        self.dumps += 1;
+        self.vectors[v].reset();
+        self.sealed.push(e);
+    }
+
+    /// Vector `v` encoded as epoch `seq` (it stays as it is): straight from the packed cells.
+    fn seal(&self, v: usize, seq: u64) -> Sealed {
+        let cfg = &self.layout.cfg;
+        let c = &self.vectors[v];
+        let head = EpochHead {
+            seq,
+            vector: v as u16,
+            vectors: cfg.vectors().len() as u16,
+            probability: cfg.vectors()[v],
+            seed: cfg.seed(),
+            n: cfg.n(),
+            m: cfg.m(),
+            b: cfg.b(),
+            unit_ns: cfg.unit_ns(),
+            base_ns: c.base_ns,
+            first_ns: c.first_ns,
+            last_ns: c.last_ns,
+            packets: c.packets,
+            sum: c.sum,
+            early: c.early,
+        };
+        let mut bytes = Vec::new();
+        let overflows = encode_cells(&head, c.cells.iter(), &mut bytes);
+        Sealed {
+            head,
+            bytes,
+            overflows,
+        }
+    }
+
+    /// Dump every vector that holds a packet (the end of a recording, or of an interval).
+    pub fn dump_open(&mut self) {
+        for v in 0..self.vectors.len() {
+            if self.vectors[v].packets > 0 {
+                self.dump(v);
+            }
+        }
+    }
+
+    /// The epochs dumped since the last call, oldest first, decoded.
+    pub fn take_epochs(&mut self) -> Vec<Epoch> {
+        self.take_sealed().iter().map(Sealed::decode).collect()
+    }
+
+    /// The epochs dumped since the last call, oldest first, as they are stored.
+    pub fn take_sealed(&mut self) -> Vec<Sealed> {
+        std::mem::take(&mut self.sealed)
+    }
+
+    /// Epochs dumped and not taken.
+    pub fn sealed(&self) -> &[Sealed] {
+        &self.sealed
+    }
+
+    /// The epochs dumped and not taken, then the open vectors as epochs, without resetting
+    /// anything (what a synopsis of this point holds right now).
+    pub fn snapshot_sealed(&self) -> Vec<Sealed> {
+        let mut out = self.sealed.clone();
+        let mut seq = self.seq;
+        for v in 0..self.vectors.len() {
+            if self.vectors[v].packets > 0 {
+                out.push(self.seal(v, seq));
+                seq += 1;
+            }
+        }
+        out
+    }
+
+    /// [`snapshot_sealed`](Self::snapshot_sealed), decoded.
+    pub fn snapshot(&self) -> Vec<Epoch> {
+        self.snapshot_sealed().iter().map(Sealed::decode).collect()
+    }
+
+    /// Packets in the open vectors.
+    pub fn open_packets(&self) -> u64 {
+        self.vectors.iter().map(|v| v.packets).sum()
+    }
+
+    /// Bytes the open vectors would take once dumped (without copying them).
+    pub fn open_encoded_len(&self) -> usize {
+        let b = self.layout.cfg.b();
+        self.vectors
+            .iter()
+            .filter(|v| v.packets > 0)
+            .map(|v| super::epoch::encoded_len_of(b, v.packets, v.cells.iter()))
+            .sum()
+    }
+
+    /// The RAM of the vectors as configured ([`Config::memory`]) and as allocated now.
+    pub fn memory(&self) -> Memory {
+        let mut m = self.layout.cfg.memory();
+        m.cell_bytes = self
+            .vectors
+            .iter()
+            .map(|v| v.cells.cell_bytes() as u64)
+            .sum();
+        m
+    }
+}

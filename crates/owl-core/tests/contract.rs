@@ -1,0 +1,241 @@
+//! The method contract holds from outside the crate: a method defined here, in a test, and
+//! nowhere else, runs through the streaming pipeline beside a registered method, is written to
+//! and read back from a synopsis file, is rebuilt from its configuration fields through its
+//! descriptor, and gives the same estimate both ways. Adding it to `owl` would be this module
+//! and one line in `registry::METHODS` (issue 16).
+//!
+//! The method is the smallest sound one: one cell of timestamp sums and counts per point (a
+//! one-bucket LDA, Kompella et al., SIGCOMM'09 §3), whose mean `(ΣT_R − ΣT_S) / n` is exact
+//! when no packet is lost.
+
+use std::sync::Arc;
+
+use owl_core::exact::method::ExactMethod;
+use owl_core::interval::Intervals;
+use owl_core::method::{
+    BuildOptions, Estimate, Method, MethodError, MethodInfo, PointSynopsis, Role, config_value,
+    downcast, unknown_field,
+};
+use owl_core::pipeline::{NoHook, NoTimer, PairPipeline, PipelineConfig};
+use owl_core::wire::{DecodeError, SynopsisFile, WireReader, WireWriter};
+use owl_core::{FlowKey, PacketRecord};
+
+/// Per point: the sum of the timestamps and the number of packets.
+#[derive(Default)]
+struct Synopsis {
+    sum_ns: u128,
+    packets: u64,
+}
+
+impl PointSynopsis for Synopsis {
+    fn record(&mut self, rec: &PacketRecord) {
+        self.sum_ns += rec.ts_ns as u128;
+        self.packets += 1;
+    }
+    fn encoded_len(&self) -> usize {
+        24
+    }
+    fn encode(&self, out: &mut Vec<u8>) {
+        let mut w = WireWriter::new(out);
+        w.u128(self.sum_ns);
+        w.u64(self.packets);
+    }
+}
+
+/// `scale` is a configuration field only so that the round trip through a synopsis file's
+/// configuration has something to carry and to refuse.
+struct OneCell {
+    scale: u64,
+}
+
+impl Method for OneCell {
+    fn name(&self) -> &str {
+        "one-cell"
+    }
+    fn config(&self) -> Vec<(&'static str, String)> {
+        vec![("scale", self.scale.to_string())]
+    }
+    fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
+        Box::new(Synopsis::default())
+    }
+    fn decode_point(
+        &self,
+        _role: Role,
+        bytes: &[u8],
+    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
+        let mut r = WireReader::new(bytes);
+        let lo = r.u64("sum (low)")? as u128;
+        let hi = r.u64("sum (high)")? as u128;
+        let packets = r.u64("packets")?;
+        r.finish("one-cell synopsis")?;
+        Ok(Box::new(Synopsis {
+            sum_ns: hi << 64 | lo,
+            packets,
+        }))
+    }
+    fn estimate(
+        &self,
+        sender: Box<dyn PointSynopsis>,
+        receiver: Box<dyn PointSynopsis>,
+    ) -> Result<Estimate, MethodError> {
+        let s = downcast::<Synopsis>(sender, "one-cell")?;
+        let r = downcast::<Synopsis>(receiver, "one-cell")?;
+        let mut e = Estimate {
+            bytes: 24,
+            samples: s.packets,
+            lost: Some(s.packets.saturating_sub(r.packets)),
+            ..Default::default()
+        };
+        if s.packets == r.packets && s.packets > 0 {
+            let diff = r.sum_ns as f64 - s.sum_ns as f64;
+            e.mean_ns = Some(diff / s.packets as f64 * self.scale as f64);
+        } else {
+            e.notes
+                .push("a packet was lost: the one cell is unusable".into());
+        }
+        Ok(e)
+    }
+}
+
+const INFO: MethodInfo = MethodInfo {
+    name: "one-cell",
+    summary: "one cell of timestamp sums (a one-bucket LDA), exact without loss",
+    per_flow: false,
+    per_packet: false,
+    crosses: "each point's 24-byte cell, one way",
+    build: |_o: &BuildOptions| Ok(Box::new(OneCell { scale: 1 })),
+    from_config: |pairs| {
+        let mut scale = None;
+        for (k, v) in pairs {
+            match k.as_str() {
+                "scale" => scale = Some(config_value::<u64>("one-cell", k, v)?),
+                other => return Err(unknown_field("one-cell", other, &["scale"])),
+            }
+        }
+        let scale = scale.ok_or_else(|| MethodError::Invalid("one-cell: no scale".into()))?;
+        Ok(Box::new(OneCell { scale }))
+    },
+};
+
+/// About 20 000 packets over 200 ms, delays 10–60 µs, none lost, none sent in the last 100 µs
+/// of a 50 ms interval (so every packet arrives in the interval it was sent in); R in arrival
+/// order.
+fn pair() -> (Vec<PacketRecord>, Vec<PacketRecord>) {
+    let mut s = Vec::new();
+    let mut r = Vec::new();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..20_000u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let ts_ns = 1_000_000_000 + i * 10_000;
+        if ts_ns % 50_000_000 > 49_900_000 {
+            continue;
+        }
+        let rec = PacketRecord {
+            ts_ns,
+            id: x,
+            len: 100,
+            flow: FlowKey::default(),
+        };
+        s.push(rec);
+        r.push(PacketRecord {
+            ts_ns: rec.ts_ns + 10_000 + x % 50_000,
+            ..rec
+        });
+    }
+    r.sort_by_key(|p| p.ts_ns);
+    (s, r)
+}
+
+#[test]
+fn a_method_defined_outside_the_crate_follows_the_contract() {
+    let (s, r) = pair();
+    let ours: Arc<dyn Method> = Arc::from((INFO.build)(&BuildOptions::default()).unwrap());
+    let methods: Vec<Arc<dyn Method>> = vec![Arc::new(ExactMethod), ours.clone()];
+    let intervals = Intervals {
+        length_ns: 50_000_000,
+        origin_ns: 0,
+    };
+
+    // 1. the streaming pipeline, beside the exact method, interval by interval
+    let mut p = PairPipeline::new(
+        PipelineConfig {
+            intervals,
+            disorder_ns: 0,
+        },
+        methods.clone(),
+        None,
+    );
+    for (role, recs) in [(Role::Sender, &s), (Role::Receiver, &r)] {
+        for batch in recs.chunks(1000) {
+            p.push(role, batch, &mut NoTimer, &mut NoHook);
+        }
+        p.finish_point(role, &mut NoTimer, &mut NoHook);
+    }
+    let (outcomes, _, _) = p.finish();
+    assert!(outcomes.len() >= 4, "{} intervals", outcomes.len());
+    for o in &outcomes {
+        let est = |k: usize| o.estimates[k].as_ref().unwrap().as_ref().unwrap().clone();
+        let (exact, one) = (est(0), est(1));
+        let (m, e) = (one.mean_ns.unwrap(), exact.mean_ns.unwrap());
+        assert!((m - e).abs() < 1e-6 * e, "interval {}: {m} vs {e}", o.index);
+        assert_eq!(one.samples, exact.samples);
+    }
+
+    // 2. one point's synopsis to a synopsis file and back, rebuilt from the descriptor
+    let (mut a, mut b) = (ours.new_point(Role::Sender), ours.new_point(Role::Receiver));
+    a.record_batch(&s);
+    b.record_batch(&r);
+    let file = |role, syn: &dyn PointSynopsis| {
+        let mut payload = Vec::new();
+        syn.encode(&mut payload);
+        assert_eq!(payload.len(), syn.encoded_len());
+        SynopsisFile {
+            method: INFO.name.into(),
+            role,
+            intervals: Intervals::aligned(0),
+            identity_seed: 0,
+            identity_bytes: None,
+            config: ours
+                .config()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            points: vec![(0, payload)],
+        }
+        .encode()
+    };
+    let (fa, fb) = (
+        SynopsisFile::decode(&file(Role::Sender, a.as_ref())).unwrap(),
+        SynopsisFile::decode(&file(Role::Receiver, b.as_ref())).unwrap(),
+    );
+    SynopsisFile::check_pair(&fa, &fb).unwrap();
+    let rebuilt = (INFO.from_config)(&fa.config).unwrap();
+    let back = rebuilt
+        .estimate(
+            rebuilt.decode_point(Role::Sender, &fa.points[0].1).unwrap(),
+            rebuilt
+                .decode_point(Role::Receiver, &fb.points[0].1)
+                .unwrap(),
+        )
+        .unwrap();
+    let direct = ours.estimate(a, b).unwrap();
+    assert_eq!(back, direct);
+    let truth: f64 = s
+        .iter()
+        .map(|p| {
+            let q = r.iter().find(|q| q.id == p.id).unwrap();
+            (q.ts_ns - p.ts_ns) as f64
+        })
+        .sum::<f64>()
+        / s.len() as f64;
+    let m = direct.mean_ns.unwrap();
+    assert!((m - truth).abs() < 1e-6 * truth, "{m} vs {truth}");
+
+    // 3. a configuration this method does not know is refused, naming the field
+    let bad = (INFO.from_config)(&[("banks".into(), "2".into())])
+        .err()
+        .unwrap();
+    assert!(bad.to_string().contains("banks"), "{bad}");
+}

@@ -1,0 +1,1083 @@
+//! The two agents: the sender point S connects to the receiver point R, both cut their own
+//! capture into intervals ([`crate::capture`]) and exchange each interval as it closes, while
+//! the next one is recorded (RDA §VIII-A: pipelined, clock-delimited intervals).
+//!
+//! - **One-way methods** (every method but RDA): S sends its interval's synopsis payload —
+//!   exactly what `owl record` writes — and R estimates the pair with the method's own pair
+//!   estimator, as `owl estimate` does with two files.
+//! - **RDA** (`rda`, `rda-fixed`): the points run RDA's round trip ([`owl_core::rda::session`]):
+//!   R's sampling level, S's common level, R's set-difference sketch, S's bank size, R's RDA,
+//!   S's timestamp requests and R's responses; S decodes and sends R the estimate. The caches
+//!   never cross.
+//! - **Which intervals** R estimates, leaves out (lead-in, lead-out) or reports missing: the
+//!   [`crate::join`] rule, `owl estimate`'s.
+//! - **Bounded**: S announces at most `window` intervals R has not released (R's `--queue`);
+//!   beyond that S's captured intervals wait in the capture hand-off, which waits (replay at full
+//!   speed) or drops whole intervals, counted and logged, that R then reports missing. R holds
+//!   at most its own `--queue` intervals plus S's window. A peer that sends beyond the window is
+//!   refused.
+//!
+//! R writes one JSON line per interval as it is decided (in interval order) and a summary line.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, bounded, select, unbounded};
+use hashbrown::HashMap;
+use owl_core::interval::Intervals;
+use owl_core::method::{Estimate, Method, PointSynopsis, Role, downcast};
+use owl_core::pipeline::Synopses;
+use owl_core::rda::Synopsis as RdaSynopsis;
+use owl_core::rda::session::{Decoder, Message, Responder, Step};
+use serde::Serialize;
+
+use crate::capture::{self, CaptureOptions, CaptureSummary, Closed, Handoff, Speed};
+use crate::config::AgentConfig;
+use crate::frame::{HEADER_BYTES, MAX_FRAME, TAG_BYTES};
+use crate::join::{Held, Join, RECEIVER, SENDER, Verdict};
+use crate::key::Key;
+use crate::link::{self, Link, LinkError, LinkReader, LinkWriter, PeerRole};
+use crate::protocol::Msg;
+
+/// Largest payload a frame carries (what a synopsis may be).
+pub const MAX_PAYLOAD: usize = MAX_FRAME - HEADER_BYTES - TAG_BYTES - 16;
+
+/// Everything an agent runs with.
+#[derive(Clone)]
+pub struct AgentOptions {
+    pub methods: Vec<Arc<dyn Method>>,
+    pub intervals: Intervals,
+    pub identity_seed: u64,
+    pub disorder_ns: u64,
+    pub replay: std::path::PathBuf,
+    pub speed: Speed,
+    /// Intervals of synopses the capture may hand over before it waits or drops (and, at R,
+    /// the window S may have outstanding).
+    pub queue: usize,
+    pub key: Key,
+    /// This agent's name in the handshake and logs (the pair label).
+    pub name: String,
+    pub log: Arc<dyn Fn(&str) + Send + Sync>,
+}
+
+/// Why an agent stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("{0}")]
+    Link(#[from] LinkError),
+    #[error("{0}")]
+    Capture(String),
+    #[error("protocol error from the peer: {0}")]
+    Protocol(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// RDA's configuration if `m` is one of the RDA methods (the only ones with a round trip).
+fn rda_config(m: &dyn Method) -> Option<owl_core::rda::Config> {
+    if m.name() != owl_core::rda::method::LATE.name && m.name() != owl_core::rda::method::FIXED.name
+    {
+        return None;
+    }
+    let pairs: Vec<(String, String)> = m
+        .config()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    owl_core::rda::Config::from_pairs(&pairs).ok()
+}
+
+/// What the reader thread passes on: a message, or why the connection ended.
+type Incoming = Result<Msg, AgentError>;
+
+fn spawn_reader(mut r: LinkReader, read: Arc<AtomicU64>) -> Receiver<Incoming> {
+    let (tx, rx) = unbounded();
+    std::thread::spawn(move || {
+        loop {
+            read.store(r.bytes, Ordering::Relaxed);
+            let m = r.recv().map_err(AgentError::from).and_then(|f| {
+                Msg::decode(f.kind, &f.payload).map_err(|e| AgentError::Protocol(e.to_string()))
+            });
+            let end = m.is_err();
+            if tx.send(m).is_err() || end {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+fn send(w: &mut LinkWriter, m: &Msg) -> Result<(), AgentError> {
+    let (k, p) = m.encode();
+    w.send(k, &p)?;
+    Ok(())
+}
+
+/// What the sender did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SenderSummary {
+    pub intervals: u64,
+    pub dropped: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+/// Connect to `peer`, retrying until `patience` has passed (the receiver may start later).
+pub fn connect_with_patience(peer: &str, patience: Duration) -> Result<TcpStream, AgentError> {
+    let start = Instant::now();
+    let addrs: Vec<SocketAddr> = peer
+        .to_socket_addrs()
+        .map_err(|e| AgentError::Capture(format!("--peer {peer}: {e}")))?
+        .collect();
+    loop {
+        let mut last = None;
+        for a in &addrs {
+            match TcpStream::connect_timeout(a, Duration::from_secs(2)) {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        if start.elapsed() >= patience {
+            let e = last
+                .map(|e| e.to_string())
+                .unwrap_or_else(|| "no address".into());
+            return Err(AgentError::Capture(format!(
+                "cannot connect to the receiver at {peer} within {} s: {e}",
+                patience.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The sender point: connect, agree, then exchange every interval until R says goodbye.
+pub fn run_sender(o: AgentOptions, stream: TcpStream) -> Result<SenderSummary, AgentError> {
+    let Link {
+        reader, mut writer, ..
+    } = link::connect(stream, &o.key, PeerRole::Sender, &o.name)?;
+    let cfg = AgentConfig::of(&o.methods, o.intervals, o.identity_seed);
+    send(&mut writer, &Msg::Config(cfg))?;
+    let read = Arc::new(AtomicU64::new(0));
+    let rx = spawn_reader(reader, read.clone());
+    let window = match rx.recv() {
+        Ok(Ok(Msg::Accept { window })) => window.max(1) as usize,
+        Ok(Ok(m)) => {
+            return Err(AgentError::Protocol(format!(
+                "expected accept, got {}",
+                m.name()
+            )));
+        }
+        Ok(Err(e)) => return Err(e),
+        Err(_) => return Err(AgentError::Protocol("the connection ended".into())),
+    };
+    let (handoff, wake) = Handoff::new(o.queue);
+    capture::start(capture_options(&o, Role::Sender), handoff.clone());
+    let mut s = SenderState {
+        rda: o.methods.iter().map(|m| rda_config(&**m)).collect(),
+        methods: o.methods.clone(),
+        window,
+        backlog: VecDeque::new(),
+        announced: VecDeque::new(),
+        held: BTreeMap::new(),
+        decoders: HashMap::new(),
+        capture_below: 0,
+        capture_done: None,
+        sent_below: 0,
+        done_sent: false,
+        summary: SenderSummary::default(),
+        handoff: handoff.clone(),
+    };
+    loop {
+        select! {
+            recv(wake) -> _ => {
+                let t = handoff.take();
+                s.summary.intervals += t.closed.len() as u64;
+                s.backlog.extend(t.closed);
+                s.capture_below = s.capture_below.max(t.below);
+                if let Some(d) = t.done {
+                    s.capture_done = Some(d.map_err(AgentError::Capture)?);
+                }
+            }
+            recv(rx) -> m => {
+                let m = m.map_err(|_| AgentError::Protocol("the connection ended".into()))??;
+                if s.on_peer(&mut writer, m)? {
+                    s.summary.dropped = handoff.dropped();
+                    s.summary.bytes_sent = writer.bytes;
+                    s.summary.bytes_received = read.load(Ordering::Relaxed);
+                    return Ok(s.summary);
+                }
+            }
+        }
+        s.pump(&mut writer)?;
+    }
+}
+
+fn capture_options(o: &AgentOptions, role: Role) -> CaptureOptions {
+    CaptureOptions {
+        replay: o.replay.clone(),
+        speed: o.speed,
+        role,
+        intervals: o.intervals,
+        disorder_ns: o.disorder_ns,
+        identity_seed: o.identity_seed,
+        methods: o.methods.clone(),
+        log: o.log.clone(),
+    }
+}
+
+struct SenderState {
+    methods: Vec<Arc<dyn Method>>,
+    rda: Vec<Option<owl_core::rda::Config>>,
+    window: usize,
+    /// Closed intervals not yet announced (`None`: dropped).
+    backlog: VecDeque<Closed>,
+    /// Announced and not released: (interval, whether it holds a hand-off slot).
+    announced: VecDeque<(u64, bool)>,
+    /// RDA synopses of announced intervals, by method, until R starts their exchange.
+    held: BTreeMap<u64, Vec<Option<Box<dyn PointSynopsis>>>>,
+    decoders: HashMap<(u64, u16), Decoder<Box<RdaSynopsis>>>,
+    capture_below: u64,
+    capture_done: Option<CaptureSummary>,
+    sent_below: u64,
+    done_sent: bool,
+    summary: SenderSummary,
+    handoff: Arc<Handoff>,
+}
+
+impl SenderState {
+    /// Announce what the window allows, then where S's stream is.
+    fn pump(&mut self, w: &mut LinkWriter) -> Result<(), AgentError> {
+        while self.announced.len() < self.window {
+            let Some(c) = self.backlog.pop_front() else {
+                break;
+            };
+            let (k, packets) = (c.index, c.packets);
+            let slot = c.synopses.is_some();
+            match c.synopses {
+                None => send(
+                    w,
+                    &Msg::Have {
+                        interval: k,
+                        dropped: true,
+                        packets,
+                    },
+                )?,
+                Some(syn) => {
+                    let mut rda_held = Vec::with_capacity(syn.len());
+                    for (i, p) in syn.into_iter().enumerate() {
+                        if self.rda[i].is_some() {
+                            rda_held.push(Some(p));
+                            continue;
+                        }
+                        rda_held.push(None);
+                        let mut payload = Vec::with_capacity(p.encoded_len());
+                        p.encode(&mut payload);
+                        let m = if payload.len() > MAX_PAYLOAD {
+                            Msg::Result {
+                                interval: k,
+                                method: i as u16,
+                                result: Err(format!(
+                                    "the sender's synopsis of {} bytes exceeds the frame cap ({MAX_PAYLOAD} bytes)",
+                                    payload.len()
+                                )),
+                            }
+                        } else {
+                            Msg::Synopsis {
+                                interval: k,
+                                method: i as u16,
+                                payload,
+                            }
+                        };
+                        send(w, &m)?;
+                    }
+                    if rda_held.iter().any(Option::is_some) {
+                        self.held.insert(k, rda_held);
+                    }
+                    send(
+                        w,
+                        &Msg::Have {
+                            interval: k,
+                            dropped: false,
+                            packets,
+                        },
+                    )?;
+                }
+            }
+            self.announced.push_back((k, slot));
+        }
+        let below = match self.backlog.front() {
+            Some(c) => self.capture_below.min(c.index),
+            None => self.capture_below,
+        };
+        if self.capture_done.is_some() && self.backlog.is_empty() {
+            if !self.done_sent {
+                send(w, &Msg::Done)?;
+                self.done_sent = true;
+            }
+        } else if below > self.sent_below {
+            send(w, &Msg::Below(below))?;
+            self.sent_below = below;
+        }
+        Ok(())
+    }
+
+    /// One message from R; `true` once R has said goodbye.
+    fn on_peer(&mut self, w: &mut LinkWriter, m: Msg) -> Result<bool, AgentError> {
+        match m {
+            Msg::Rda {
+                interval,
+                method,
+                message,
+            } => self.on_rda(w, interval, method, &message)?,
+            Msg::Release(n) => {
+                let mut slots = 0;
+                while self.announced.front().is_some_and(|a| a.0 < n) {
+                    let (_, slot) = self.announced.pop_front().expect("checked");
+                    slots += usize::from(slot);
+                }
+                self.handoff.release(slots);
+                while self.held.first_key_value().is_some_and(|(k, _)| *k < n) {
+                    self.held.pop_first();
+                }
+                self.decoders.retain(|(k, _), _| *k >= n);
+            }
+            Msg::Bye if self.done_sent => return Ok(true),
+            m => {
+                return Err(AgentError::Protocol(format!(
+                    "unexpected {} message at the sender",
+                    m.name()
+                )));
+            }
+        }
+        Ok(false)
+    }
+
+    fn on_rda(
+        &mut self,
+        w: &mut LinkWriter,
+        k: u64,
+        i: u16,
+        message: &[u8],
+    ) -> Result<(), AgentError> {
+        let cfg = self.rda.get(i as usize).copied().flatten().ok_or_else(|| {
+            AgentError::Protocol(format!("an RDA message for method {i}, which is not RDA"))
+        })?;
+        let result = (|| -> Result<Option<Result<Message, Estimate>>, String> {
+            let msg = Message::decode(&cfg, message).map_err(|e| e.to_string())?;
+            if !self.decoders.contains_key(&(k, i)) {
+                // R starts the exchange of k: S's synopsis, or an empty one if S had no
+                // packet in k
+                let syn = self
+                    .held
+                    .get_mut(&k)
+                    .and_then(|v| v.get_mut(i as usize))
+                    .and_then(Option::take)
+                    .unwrap_or_else(|| self.methods[i as usize].new_point(Role::Sender));
+                let syn = downcast::<RdaSynopsis>(syn, "rda").map_err(|e| e.to_string())?;
+                let d = Decoder::new(syn).map_err(|e| e.to_string())?;
+                self.decoders.insert((k, i), d);
+            }
+            let d = self.decoders.get_mut(&(k, i)).expect("inserted");
+            match d.on(msg).map_err(|e| e.to_string())? {
+                Step::Send(m) => Ok(Some(Ok(m))),
+                Step::Done(rec) => {
+                    self.decoders.remove(&(k, i));
+                    Ok(Some(Err(rec.to_estimate(&cfg))))
+                }
+            }
+        })();
+        // Ok(Some(Ok(m))): answer R with m; Ok(Some(Err(e))): the interval's estimate
+        match result {
+            Ok(Some(Err(e))) => send_result(w, k, i, Ok(Box::new(e))),
+            Ok(Some(Ok(m))) => {
+                let mut b = Vec::new();
+                m.encode(&mut b);
+                if b.len() > MAX_PAYLOAD {
+                    self.decoders.remove(&(k, i));
+                    return send_result(
+                        w,
+                        k,
+                        i,
+                        Err(format!(
+                            "rda: the {} message of {} bytes exceeds the frame cap",
+                            m.name(),
+                            b.len()
+                        )),
+                    );
+                }
+                send(
+                    w,
+                    &Msg::Rda {
+                        interval: k,
+                        method: i,
+                        message: b,
+                    },
+                )
+            }
+            Ok(None) => Ok(()),
+            Err(e) => {
+                self.decoders.remove(&(k, i));
+                send_result(w, k, i, Err(e))
+            }
+        }
+    }
+}
+
+fn send_result(
+    w: &mut LinkWriter,
+    k: u64,
+    i: u16,
+    result: Result<Box<Estimate>, String>,
+) -> Result<(), AgentError> {
+    send(
+        w,
+        &Msg::Result {
+            interval: k,
+            method: i,
+            result,
+        },
+    )
+}
+
+/// What became of an interval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Estimated by every method (each may still report an error).
+    Estimated,
+    /// A point recorded it but could not keep it: no estimate.
+    Missing,
+    /// Only one point recorded it, before the other started or after it stopped.
+    LeftOut,
+}
+
+/// One interval's result as R writes it (one JSON line).
+#[derive(Clone, Debug, Serialize)]
+pub struct IntervalLine {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub index: u64,
+    pub start_ns: u64,
+    pub status: Status,
+    /// Why it is missing or left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Packets S and R recorded in the interval.
+    pub sent: u64,
+    pub received: u64,
+    /// One per method, in the agents' order (estimated intervals only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub methods: Vec<MethodResult>,
+}
+
+/// Intervals `[from, to)` in which neither point recorded a packet (between two written
+/// intervals: every index is accounted for).
+#[derive(Clone, Debug, Serialize)]
+pub struct QuietLine {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub from: u64,
+    pub to: u64,
+    pub start_ns: u64,
+}
+
+/// One method's result for one interval.
+#[derive(Clone, Debug, Serialize)]
+pub struct MethodResult {
+    pub method: String,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<Estimate>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Where the receiver's lines also go (the collector's queue).
+pub type LineSink = Box<dyn FnMut(&str) + Send>;
+
+/// What the receiver did, written as the last line.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ReceiverSummary {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Intervals estimated.
+    pub intervals: u64,
+    /// Intervals only S / only R recorded, before the other started or after it stopped.
+    pub trimmed: [u64; 2],
+    /// Intervals a point recorded and dropped (overload): reported missing.
+    pub missing: u64,
+    /// Intervals dropped at S and at R.
+    pub dropped: [u64; 2],
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+/// An interval being estimated (RDA's exchanges in flight).
+struct Work {
+    start_ns: u64,
+    packets: [u64; 2],
+    results: Vec<Option<Result<Estimate, String>>>,
+    responders: Vec<Option<Responder<Box<RdaSynopsis>>>>,
+}
+
+/// The receiver point: wait for the sender, agree, then estimate every interval. Results go to
+/// `out`, one JSON line each.
+pub fn run_receiver(
+    o: AgentOptions,
+    listener: TcpListener,
+    out: &mut dyn Write,
+    sink: Option<LineSink>,
+) -> Result<ReceiverSummary, AgentError> {
+    let cfg = AgentConfig::of(&o.methods, o.intervals, o.identity_seed);
+    let links = spawn_acceptor(
+        listener,
+        o.key.clone(),
+        o.name.clone(),
+        cfg,
+        o.queue,
+        o.log.clone(),
+    );
+    let (handoff, wake) = Handoff::new(o.queue);
+    capture::start(capture_options(&o, Role::Receiver), handoff.clone());
+    let mut r = ReceiverState {
+        rda: o.methods.iter().map(|m| rda_config(&**m)).collect(),
+        methods: o.methods.clone(),
+        intervals: o.intervals,
+        window: o.queue.max(1),
+        join: Join::new(),
+        local: BTreeMap::new(),
+        packets: BTreeMap::new(),
+        remote: BTreeMap::new(),
+        remote_results: BTreeMap::new(),
+        outstanding: VecDeque::new(),
+        work: BTreeMap::new(),
+        lines: BTreeMap::new(),
+        written: None,
+        sink,
+        released: 0,
+        summary: ReceiverSummary {
+            kind: "summary",
+            ..Default::default()
+        },
+        handoff: handoff.clone(),
+    };
+    let mut writer: Option<LinkWriter> = None;
+    let mut peer: Receiver<Incoming> = crossbeam_channel::never();
+    let read = Arc::new(AtomicU64::new(0));
+    loop {
+        select! {
+            recv(wake) -> _ => {
+                let t = handoff.take();
+                for c in t.closed {
+                    let k = c.index;
+                    r.packets.entry(k).or_default()[RECEIVER] = c.packets;
+                    match c.synopses {
+                        Some(s) => {
+                            r.join.have(RECEIVER, k, Held::Data).map_err(AgentError::Capture)?;
+                            r.local.insert(k, s);
+                        }
+                        None => {
+                            r.join.have(RECEIVER, k, Held::Dropped).map_err(AgentError::Capture)?;
+                            r.summary.dropped[1] += 1;
+                        }
+                    }
+                }
+                r.join.below(RECEIVER, t.below);
+                if let Some(d) = t.done {
+                    d.map_err(AgentError::Capture)?;
+                    r.join.done(RECEIVER);
+                }
+            }
+            recv(links) -> l => {
+                let Ok(l) = l else { continue };
+                if writer.is_some() {
+                    let mut w = l.writer;
+                    w.refuse("a sender is already connected to this receiver");
+                    continue;
+                }
+                (o.log)(&format!("sender {} ({}) connected", l.hello.name, l.peer));
+                peer = spawn_reader(l.reader, read.clone());
+                writer = Some(l.writer);
+            }
+            recv(peer) -> m => {
+                let w = writer.as_mut().expect("a peer has a writer");
+                match m {
+                    Ok(Ok(m)) => r.on_peer(w, m)?,
+                    Ok(Err(e)) => return Err(e),
+                    Err(_) => return Err(AgentError::Protocol("the connection ended".into())),
+                }
+            }
+        }
+        if let Some(w) = writer.as_mut() {
+            r.advance(w, out)?;
+            if r.join.finished() && r.work.is_empty() {
+                send(w, &Msg::Bye)?;
+                r.summary.bytes_sent = w.bytes;
+                r.summary.bytes_received = read.load(Ordering::Relaxed);
+                return Ok(r.summary);
+            }
+        }
+    }
+}
+
+/// Accept connections on their own thread: handshake, configuration check, then hand each
+/// accepted link to the receiver. A refused peer gets one line of reason, and so does the log.
+fn spawn_acceptor(
+    listener: TcpListener,
+    key: Key,
+    name: String,
+    cfg: AgentConfig,
+    window: usize,
+    log: Arc<dyn Fn(&str) + Send + Sync>,
+) -> Receiver<Link> {
+    let (tx, rx) = bounded(1);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let from = stream
+                .peer_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            match admit(stream, &key, &name, &cfg, window) {
+                Ok(l) => {
+                    if tx.send(l).is_err() {
+                        break;
+                    }
+                }
+                Err(e) => log(&format!("connection from {from} refused: {e}")),
+            }
+        }
+    });
+    rx
+}
+
+fn admit(
+    stream: TcpStream,
+    key: &Key,
+    name: &str,
+    cfg: &AgentConfig,
+    window: usize,
+) -> Result<Link, AgentError> {
+    stream.set_read_timeout(Some(link::HANDSHAKE_TIMEOUT))?;
+    let mut l = link::accept(stream.try_clone()?, key, name)?;
+    if l.hello.role != PeerRole::Sender {
+        let e = format!(
+            "this is a receiver agent; {} connected",
+            l.hello.role.name()
+        );
+        l.writer.refuse(&e);
+        return Err(AgentError::Protocol(e));
+    }
+    let f = l.reader.recv()?;
+    let theirs = match Msg::decode(f.kind, &f.payload) {
+        Ok(Msg::Config(c)) => c,
+        Ok(m) => {
+            return Err(AgentError::Protocol(format!(
+                "expected config, got {}",
+                m.name()
+            )));
+        }
+        Err(e) => return Err(AgentError::Protocol(e.to_string())),
+    };
+    if let Err(e) = AgentConfig::check_pair(&theirs, cfg) {
+        l.writer.refuse(&e);
+        return Err(AgentError::Protocol(e));
+    }
+    send(
+        &mut l.writer,
+        &Msg::Accept {
+            window: window.min(u32::MAX as usize) as u32,
+        },
+    )?;
+    stream.set_read_timeout(None)?;
+    Ok(l)
+}
+
+struct ReceiverState {
+    methods: Vec<Arc<dyn Method>>,
+    rda: Vec<Option<owl_core::rda::Config>>,
+    intervals: Intervals,
+    window: usize,
+    join: Join,
+    /// R's closed intervals with packets, until decided.
+    local: BTreeMap<u64, Synopses>,
+    /// Packets each point recorded in an interval, until decided.
+    packets: BTreeMap<u64, [u64; 2]>,
+    /// S's payloads by interval and method, until decided.
+    remote: BTreeMap<u64, Vec<Option<Vec<u8>>>>,
+    /// S's results for one-way methods it could not send (too large), until decided.
+    remote_results: BTreeMap<u64, Vec<(u16, String)>>,
+    /// Intervals S announced and R has not released.
+    outstanding: VecDeque<u64>,
+    /// Intervals decided and being estimated, in order.
+    work: BTreeMap<u64, Work>,
+    /// Intervals decided and finished, waiting to be written in order.
+    lines: BTreeMap<u64, IntervalLine>,
+    /// The last interval written.
+    written: Option<u64>,
+    /// Where each written line also goes (the collector).
+    sink: Option<LineSink>,
+    released: u64,
+    summary: ReceiverSummary,
+    handoff: Arc<Handoff>,
+}
+
+impl ReceiverState {
+    fn on_peer(&mut self, w: &mut LinkWriter, m: Msg) -> Result<(), AgentError> {
+        let proto = |s: String| AgentError::Protocol(s);
+        match m {
+            Msg::Synopsis {
+                interval,
+                method,
+                payload,
+            } => {
+                if method as usize >= self.methods.len() || self.rda[method as usize].is_some() {
+                    return Err(proto(format!("a synopsis for method {method}")));
+                }
+                if self.outstanding.len() >= self.window
+                    && self.outstanding.back() != Some(&interval)
+                {
+                    return Err(proto(format!(
+                        "interval {interval} beyond the window of {} intervals",
+                        self.window
+                    )));
+                }
+                let v = self
+                    .remote
+                    .entry(interval)
+                    .or_insert_with(|| vec![None; self.methods.len()]);
+                v[method as usize] = Some(payload);
+            }
+            Msg::Have {
+                interval,
+                dropped,
+                packets,
+            } => {
+                if self.outstanding.len() >= self.window {
+                    return Err(proto(format!(
+                        "interval {interval} beyond the window of {} intervals",
+                        self.window
+                    )));
+                }
+                let h = if dropped { Held::Dropped } else { Held::Data };
+                self.join.have(SENDER, interval, h).map_err(proto)?;
+                self.packets.entry(interval).or_default()[SENDER] = packets;
+                if dropped {
+                    self.summary.dropped[0] += 1;
+                }
+                self.outstanding.push_back(interval);
+            }
+            Msg::Below(n) => self.join.below(SENDER, n),
+            Msg::Done => self.join.done(SENDER),
+            Msg::Rda {
+                interval,
+                method,
+                message,
+            } => {
+                let cfg = self
+                    .rda
+                    .get(method as usize)
+                    .copied()
+                    .flatten()
+                    .ok_or_else(|| proto(format!("an RDA message for method {method}")))?;
+                let Some(work) = self.work.get_mut(&interval) else {
+                    return Err(proto(format!(
+                        "an RDA message for interval {interval}, not in exchange"
+                    )));
+                };
+                let i = method as usize;
+                let Some(resp) = work.responders[i].as_mut() else {
+                    // the exchange already ended here (an error); S's decoder is freed on release
+                    return Ok(());
+                };
+                let answer = Message::decode(&cfg, &message)
+                    .map_err(|e| e.to_string())
+                    .and_then(|m| resp.on(m).map_err(|e| e.to_string()));
+                match answer {
+                    Ok(a) => {
+                        let mut b = Vec::new();
+                        a.encode(&mut b);
+                        if b.len() > MAX_PAYLOAD {
+                            work.responders[i] = None;
+                            work.results[i] = Some(Err(format!(
+                                "rda: the {} message of {} bytes exceeds the frame cap",
+                                a.name(),
+                                b.len()
+                            )));
+                        } else {
+                            send(
+                                w,
+                                &Msg::Rda {
+                                    interval,
+                                    method,
+                                    message: b,
+                                },
+                            )?;
+                        }
+                    }
+                    Err(e) => {
+                        work.responders[i] = None;
+                        work.results[i] = Some(Err(e));
+                    }
+                }
+            }
+            Msg::Result {
+                interval,
+                method,
+                result,
+            } => {
+                let i = method as usize;
+                if i >= self.methods.len() {
+                    return Err(proto(format!("a result for method {method}")));
+                }
+                match self.work.get_mut(&interval) {
+                    Some(work) => {
+                        work.responders[i] = None;
+                        if work.results[i].is_none() {
+                            work.results[i] = Some(result.map(|e| *e));
+                        }
+                    }
+                    None => {
+                        // a one-way synopsis S could not send, before the interval is decided
+                        let e = result.err().ok_or_else(|| {
+                            proto(format!(
+                                "an estimate for interval {interval} before its exchange"
+                            ))
+                        })?;
+                        self.remote_results
+                            .entry(interval)
+                            .or_default()
+                            .push((method, e));
+                    }
+                }
+            }
+            m => {
+                return Err(proto(format!(
+                    "unexpected {} message at the receiver",
+                    m.name()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Decide what can be decided, start its estimation, write what is complete, release.
+    fn advance(&mut self, w: &mut LinkWriter, out: &mut dyn Write) -> Result<(), AgentError> {
+        while let Some((k, v)) = self.join.decide() {
+            let local = self.local.remove(&k);
+            let remote = self.remote.remove(&k);
+            let errors = self.remote_results.remove(&k).unwrap_or_default();
+            let [sent, received] = self.packets.remove(&k).unwrap_or_default();
+            if local.is_some() {
+                self.handoff.release(1);
+            }
+            let line = |status, reason: &str| IntervalLine {
+                kind: "interval",
+                index: k,
+                start_ns: self.intervals.start_ns(k),
+                status,
+                reason: Some(reason.to_string()),
+                sent,
+                received,
+                methods: Vec::new(),
+            };
+            match v {
+                Verdict::Trimmed { sender } => {
+                    self.summary.trimmed[usize::from(!sender)] += 1;
+                    let l = line(
+                        Status::LeftOut,
+                        if sender {
+                            "only the sender recorded it, before the receiver started or after it stopped"
+                        } else {
+                            "only the receiver recorded it, before the sender started or after it stopped"
+                        },
+                    );
+                    self.finish(k, l);
+                }
+                Verdict::Missing {
+                    sender_dropped,
+                    receiver_dropped,
+                } => {
+                    self.summary.missing += 1;
+                    let why = match (sender_dropped, receiver_dropped) {
+                        (true, true) => "dropped at both points (overload)",
+                        (true, false) => "dropped at the sender (overload)",
+                        _ => "dropped at the receiver (overload)",
+                    };
+                    let l = line(Status::Missing, why);
+                    self.finish(k, l);
+                }
+                Verdict::Estimate { .. } => {
+                    self.start(w, k, local, remote, errors, [sent, received])?;
+                }
+            }
+        }
+        // completed intervals, in order
+        while let Some((&k, work)) = self.work.first_key_value() {
+            if work.results.iter().any(Option::is_none) {
+                break;
+            }
+            let (_, work) = self.work.pop_first().expect("checked");
+            self.summary.intervals += 1;
+            let methods = self
+                .methods
+                .iter()
+                .zip(work.results)
+                .map(|(m, r)| {
+                    let (estimate, error) = match r.expect("complete") {
+                        Ok(e) => (Some(e), None),
+                        Err(e) => (None, Some(e)),
+                    };
+                    MethodResult {
+                        method: m.name().to_string(),
+                        estimate,
+                        error,
+                    }
+                })
+                .collect();
+            self.finish(
+                k,
+                IntervalLine {
+                    kind: "interval",
+                    index: k,
+                    start_ns: work.start_ns,
+                    status: Status::Estimated,
+                    reason: None,
+                    sent: work.packets[0],
+                    received: work.packets[1],
+                    methods,
+                },
+            );
+        }
+        self.flush(w, out)
+    }
+
+    /// Interval `k` is decided: its line waits for the intervals before it still in exchange.
+    fn finish(&mut self, k: u64, line: IntervalLine) {
+        self.lines.insert(k, line);
+    }
+
+    /// Write every decided interval below the oldest one still in exchange (with the quiet
+    /// stretch before it, if any), hand it to the sink, and release it.
+    fn flush(&mut self, w: &mut LinkWriter, out: &mut dyn Write) -> Result<(), AgentError> {
+        let limit = self.work.keys().next().copied().unwrap_or(u64::MAX);
+        let mut release = None;
+        while let Some((&k, _)) = self.lines.first_key_value() {
+            if k >= limit {
+                break;
+            }
+            let (_, line) = self.lines.pop_first().expect("checked");
+            if let Some(p) = self.written
+                && p + 1 < k
+            {
+                let q = QuietLine {
+                    kind: "quiet",
+                    from: p + 1,
+                    to: k,
+                    start_ns: self.intervals.start_ns(p + 1),
+                };
+                self.emit(
+                    out,
+                    &serde_json::to_string(&q).map_err(std::io::Error::other)?,
+                )?;
+            }
+            self.emit(
+                out,
+                &serde_json::to_string(&line).map_err(std::io::Error::other)?,
+            )?;
+            self.written = Some(k);
+            release = Some(k + 1);
+        }
+        out.flush()?;
+        if let Some(n) = release
+            && n > self.released
+        {
+            self.released = n;
+            while self.outstanding.front().is_some_and(|&k| k < n) {
+                self.outstanding.pop_front();
+            }
+            send(w, &Msg::Release(n))?;
+        }
+        Ok(())
+    }
+
+    fn emit(&mut self, out: &mut dyn Write, line: &str) -> Result<(), AgentError> {
+        writeln!(out, "{line}")?;
+        if let Some(sink) = self.sink.as_mut() {
+            sink(line);
+        }
+        Ok(())
+    }
+
+    /// Estimate interval `k`: one-way methods at once, RDA by starting its exchange.
+    fn start(
+        &mut self,
+        w: &mut LinkWriter,
+        k: u64,
+        local: Option<Synopses>,
+        remote: Option<Vec<Option<Vec<u8>>>>,
+        errors: Vec<(u16, String)>,
+        packets: [u64; 2],
+    ) -> Result<(), AgentError> {
+        let n = self.methods.len();
+        let mut local: Vec<Option<Box<dyn PointSynopsis>>> = match local {
+            Some(s) => s.into_iter().map(Some).collect(),
+            None => (0..n).map(|_| None).collect(),
+        };
+        let mut remote = remote.unwrap_or_else(|| vec![None; n]);
+        let mut work = Work {
+            start_ns: self.intervals.start_ns(k),
+            packets,
+            results: (0..n).map(|_| None).collect(),
+            responders: (0..n).map(|_| None).collect(),
+        };
+        for (i, e) in errors {
+            if let Some(r) = work.results.get_mut(i as usize) {
+                *r = Some(Err(e));
+            }
+        }
+        for i in 0..n {
+            if work.results[i].is_some() {
+                continue;
+            }
+            let m = &self.methods[i];
+            let r = local[i]
+                .take()
+                .unwrap_or_else(|| m.new_point(Role::Receiver));
+            if self.rda[i].is_some() {
+                let started = downcast::<RdaSynopsis>(r, "rda")
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| Responder::new(r).map_err(|e| e.to_string()));
+                match started {
+                    Ok((resp, first)) => {
+                        let mut b = Vec::new();
+                        first.encode(&mut b);
+                        send(
+                            w,
+                            &Msg::Rda {
+                                interval: k,
+                                method: i as u16,
+                                message: b,
+                            },
+                        )?;
+                        work.responders[i] = Some(resp);
+                    }
+                    Err(e) => work.results[i] = Some(Err(e)),
+                }
+                continue;
+            }
+            let s = match remote[i].take() {
+                Some(p) => m
+                    .decode_point(Role::Sender, &p)
+                    .map_err(|e| format!("the sender's synopsis: {e}")),
+                None => Ok(m.new_point(Role::Sender)),
+            };
+            work.results[i] = Some(s.and_then(|s| m.estimate(s, r).map_err(|e| e.to_string())));
+        }
+        self.work.insert(k, work);
+        Ok(())
+    }
+}

@@ -1,0 +1,366 @@
+//! One point's capture, cut into intervals and handed to the exchange as each closes — the
+//! same [`PointStream`] that `owl record` drives, so an agent's synopses are exactly the ones
+//! `owl record` writes for the same capture.
+//!
+//! The capture runs on its own thread and the exchange on another: interval `i` is exchanged
+//! while `i + 1` is recorded (RDA §VIII). Between them is a [`Handoff`] of bounded size — at
+//! most `queue` intervals' synopses waiting for, or held by, the exchange. When it is full:
+//!
+//! - a **replay at full speed** (`--speed max`) waits: the file can wait, nothing is lost;
+//! - a **paced replay** (`--speed X`, standing in for a live interface, which cannot wait)
+//!   drops the whole interval: its synopses are freed, a counter and a log line say so, and
+//!   the interval is still announced — as dropped — so the receiver reports it missing instead
+//!   of estimating it from one side.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+use owl_core::interval::Intervals;
+use owl_core::method::{Method, Role};
+use owl_core::pipeline::{ClosedInterval, NoTimer, PointCounters, PointStream, Synopses};
+use owl_trace::capture::CaptureReader;
+use owl_trace::lockstep::Source;
+use owl_trace::records::{InputStats, RecordReader};
+
+/// Records read per batch.
+const BATCH: usize = 4096;
+
+/// How fast a capture file is replayed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Speed {
+    /// As fast as it can be read; waits when the exchange is behind.
+    Max,
+    /// `x` times the capture's own pace (1 = real time); drops intervals when the exchange is
+    /// behind, as a live capture must.
+    Times(f64),
+}
+
+impl std::str::FromStr for Speed {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Speed, String> {
+        if s == "max" {
+            return Ok(Speed::Max);
+        }
+        match s.trim_end_matches('x').parse::<f64>() {
+            Ok(x) if x.is_finite() && x > 0.0 => Ok(Speed::Times(x)),
+            _ => Err(format!(
+                "speed '{s}' is neither max nor a positive factor (1 = the capture's own pace)"
+            )),
+        }
+    }
+}
+
+/// One closed interval as the capture hands it over.
+pub struct Closed {
+    pub index: u64,
+    /// Every method's synopsis; `None`: dropped (the queue was full).
+    pub synopses: Option<Synopses>,
+    /// Packets the point recorded in the interval.
+    pub packets: u64,
+}
+
+/// What the capture thread hands over.
+#[derive(Default)]
+struct State {
+    /// Closed intervals in order.
+    closed: VecDeque<Closed>,
+    /// Intervals whose synopses are in `closed` or held by the exchange.
+    held: usize,
+    /// The point will close no interval below this.
+    below: u64,
+    /// The capture ended (with its summary, or an error).
+    done: Option<Result<CaptureSummary, String>>,
+    dropped: u64,
+}
+
+/// The bounded hand-off between the capture thread and the exchange.
+pub struct Handoff {
+    state: Mutex<State>,
+    space: Condvar,
+    wake: Sender<()>,
+    cap: usize,
+}
+
+/// What the exchange takes from the hand-off at once.
+#[derive(Default)]
+pub struct Taken {
+    pub closed: Vec<Closed>,
+    pub below: u64,
+    pub done: Option<Result<CaptureSummary, String>>,
+}
+
+impl Handoff {
+    /// A hand-off of `cap` intervals, and the channel that wakes the exchange.
+    pub fn new(cap: usize) -> (Arc<Handoff>, Receiver<()>) {
+        let (wake, rx) = bounded(1);
+        (
+            Arc::new(Handoff {
+                state: Mutex::new(State::default()),
+                space: Condvar::new(),
+                wake,
+                cap: cap.max(1),
+            }),
+            rx,
+        )
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // a panicked capture thread leaves consistent state: every update is one assignment
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn notify(&self) {
+        let _ = self.wake.try_send(());
+    }
+
+    /// Everything handed over since the last call (the synopses stay counted as held until
+    /// [`release`](Self::release)).
+    pub fn take(&self) -> Taken {
+        let mut s = self.lock();
+        Taken {
+            closed: s.closed.drain(..).collect(),
+            below: s.below,
+            done: s.done.take(),
+        }
+    }
+
+    /// The exchange is finished with `n` intervals' synopses.
+    pub fn release(&self, n: usize) {
+        let mut s = self.lock();
+        s.held = s.held.saturating_sub(n);
+        drop(s);
+        self.space.notify_all();
+    }
+
+    /// Intervals dropped so far.
+    pub fn dropped(&self) -> u64 {
+        self.lock().dropped
+    }
+}
+
+/// What a capture read, once it is done.
+#[derive(Clone, Debug, Default)]
+pub struct CaptureSummary {
+    pub input: InputStats,
+    pub point: PointCounters,
+    /// Intervals handed over, and of them dropped.
+    pub intervals: u64,
+    pub dropped: u64,
+}
+
+/// Where a point's records come from and how it cuts them.
+#[derive(Clone)]
+pub struct CaptureOptions {
+    pub replay: PathBuf,
+    pub speed: Speed,
+    pub role: Role,
+    pub intervals: Intervals,
+    pub disorder_ns: u64,
+    pub identity_seed: u64,
+    pub methods: Vec<Arc<dyn Method>>,
+    /// Called with a line to log (drops).
+    pub log: Arc<dyn Fn(&str) + Send + Sync>,
+}
+
+/// Start the capture thread.
+pub fn start(o: CaptureOptions, handoff: Arc<Handoff>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let r = run(&o, &handoff);
+        handoff.lock().done = Some(r);
+        handoff.notify();
+    })
+}
+
+fn run(o: &CaptureOptions, h: &Handoff) -> Result<CaptureSummary, String> {
+    let path = o.replay.display().to_string();
+    let src = Source::parse(&o.replay);
+    let reader = src
+        .open()
+        .and_then(CaptureReader::new)
+        .map_err(|e| format!("{path}: {e}"))?;
+    let mut rr = RecordReader::new(reader, o.identity_seed);
+    let mut point = PointStream::new(o.role, o.intervals, o.disorder_ns, o.methods.clone());
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut closed = Vec::new();
+    let mut summary = CaptureSummary::default();
+    let mut pace: Option<(Instant, u64)> = None;
+    loop {
+        let n = rr
+            .next_batch(&mut batch, BATCH)
+            .map_err(|e| format!("{path}: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        if let (Speed::Times(x), Some(first)) = (o.speed, batch.first()) {
+            let (t0, ts0) = *pace.get_or_insert((Instant::now(), first.ts_ns));
+            let due = Duration::from_secs_f64(first.ts_ns.saturating_sub(ts0) as f64 / 1e9 / x);
+            if let Some(wait) = (t0 + due).checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+        }
+        point.push(&batch, &mut NoTimer);
+        point.drain_closed(&mut closed);
+        hand(o, h, &mut closed, point.closed_below(), &mut summary);
+    }
+    point.finish(&mut closed);
+    hand(o, h, &mut closed, u64::MAX, &mut summary);
+    summary.input = rr.stats();
+    summary.point = point.counters();
+    if summary.input.ip_packets == 0 {
+        return Err(format!(
+            "{path}: no IP packets to measure ({} frames)",
+            summary.input.frames
+        ));
+    }
+    Ok(summary)
+}
+
+/// Hand closed intervals over: wait for room at full speed, drop when paced.
+fn hand(
+    o: &CaptureOptions,
+    h: &Handoff,
+    closed: &mut Vec<ClosedInterval>,
+    below: u64,
+    summary: &mut CaptureSummary,
+) {
+    let mut s = h.lock();
+    for ClosedInterval {
+        index: k,
+        packets,
+        synopses: syn,
+    } in closed.drain(..)
+    {
+        summary.intervals += 1;
+        if s.held >= h.cap && o.speed == Speed::Max {
+            // tell the exchange what is there before waiting for room
+            drop(s);
+            h.notify();
+            s = h.lock();
+            while s.held >= h.cap {
+                s = h.space.wait(s).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+        if s.held < h.cap {
+            s.held += 1;
+            s.closed.push_back(Closed {
+                index: k,
+                synopses: Some(syn),
+                packets,
+            });
+        } else {
+            drop(syn);
+            s.dropped += 1;
+            summary.dropped += 1;
+            (o.log)(&format!(
+                "interval {k} dropped: {} intervals already wait for the exchange (--queue); it will be reported missing",
+                h.cap
+            ));
+            s.closed.push_back(Closed {
+                index: k,
+                synopses: None,
+                packets,
+            });
+        }
+    }
+    s.below = s.below.max(below);
+    drop(s);
+    h.notify();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn options(speed: Speed, logged: Arc<AtomicUsize>) -> CaptureOptions {
+        CaptureOptions {
+            replay: PathBuf::new(),
+            speed,
+            role: Role::Sender,
+            intervals: Intervals::aligned(1_000_000),
+            disorder_ns: 0,
+            identity_seed: 0,
+            methods: Vec::new(),
+            log: Arc::new(move |_| {
+                logged.fetch_add(1, Ordering::Relaxed);
+            }),
+        }
+    }
+
+    fn closed_interval(index: u64, packets: u64) -> ClosedInterval {
+        ClosedInterval {
+            index,
+            packets,
+            synopses: Vec::new(),
+        }
+    }
+
+    /// Paced (a live capture cannot wait): a full queue drops whole intervals, counted, logged,
+    /// and still announced as dropped.
+    #[test]
+    fn a_paced_capture_drops_whole_intervals_when_the_queue_is_full() {
+        let logged = Arc::new(AtomicUsize::new(0));
+        let o = options(Speed::Times(1.0), logged.clone());
+        let (h, _wake) = Handoff::new(1);
+        let mut sum = CaptureSummary::default();
+        let mut closed: Vec<ClosedInterval> = (0..3).map(|k| closed_interval(k, 5)).collect();
+        hand(&o, &h, &mut closed, 3, &mut sum);
+        let t = h.take();
+        let kept: Vec<(u64, bool, u64)> = t
+            .closed
+            .iter()
+            .map(|c| (c.index, c.synopses.is_some(), c.packets))
+            .collect();
+        assert_eq!(kept, [(0, true, 5), (1, false, 5), (2, false, 5)]);
+        assert_eq!(
+            (t.below, sum.intervals, sum.dropped, h.dropped()),
+            (3, 3, 2, 2)
+        );
+        assert_eq!(logged.load(Ordering::Relaxed), 2);
+        // once the exchange releases the held interval there is room again
+        h.release(1);
+        let mut closed = vec![closed_interval(3, 1)];
+        hand(&o, &h, &mut closed, 4, &mut sum);
+        assert!(h.take().closed[0].synopses.is_some());
+    }
+
+    /// At full speed a full queue waits for the exchange: nothing is dropped.
+    #[test]
+    fn a_replay_at_full_speed_waits_instead() {
+        let logged = Arc::new(AtomicUsize::new(0));
+        let o = options(Speed::Max, logged.clone());
+        let (h, wake) = Handoff::new(1);
+        let h2 = h.clone();
+        let t = std::thread::spawn(move || {
+            let mut sum = CaptureSummary::default();
+            let mut closed: Vec<ClosedInterval> = (0..4).map(|k| closed_interval(k, 1)).collect();
+            hand(&o, &h2, &mut closed, 4, &mut sum);
+            sum
+        });
+        let mut got = Vec::new();
+        while got.len() < 4 {
+            wake.recv().unwrap();
+            for c in h.take().closed {
+                assert!(c.synopses.is_some());
+                got.push(c.index);
+                h.release(1);
+            }
+        }
+        let sum = t.join().unwrap();
+        assert_eq!(got, [0, 1, 2, 3]);
+        assert_eq!((sum.dropped, logged.load(Ordering::Relaxed)), (0, 0));
+    }
+
+    #[test]
+    fn speeds_parse() {
+        assert_eq!("max".parse::<Speed>().unwrap(), Speed::Max);
+        assert_eq!("2".parse::<Speed>().unwrap(), Speed::Times(2.0));
+        assert_eq!("0.5x".parse::<Speed>().unwrap(), Speed::Times(0.5));
+        for bad in ["0", "-1", "fast", "inf", "NaN"] {
+            assert!(bad.parse::<Speed>().is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! owl's live system: two agents, one at each observation point, exchange their per-interval
+//! synopses over an authenticated connection as the intervals close (RDA §VIII: capture,
+//! clock-delimited pipelined intervals, the exchange, a result every interval).
+//!
+//! | concern | module |
+//! |---|---|
+//! | the pre-shared key (`owl keygen`) and derived keys | [`key`] |
+//! | frames: length-prefixed, versioned, capped, HMAC-SHA256 per frame, sequence numbers | [`frame`] |
+//! | the handshake: a session key from the pre-shared key and two nonces; refusals | [`link`] |
+//! | the configuration both agents must agree on, and the field that differs | [`config`] |
+//! | the agents' messages (synopses, RDA's exchange, results, flow control) | [`protocol`] |
+//! | the receiver's join of both points' intervals: estimate, lead-in/out, missing | [`join`] |
+//! | a point's capture cut into intervals, handed to the exchange (bounded; waits or drops) | [`capture`] |
+//! | the sender and receiver agents | [`agent`] |
+//! | the collector and the agents' delivery to it (queued, resent until acknowledged) | [`collector`] |
+//! | the collector's SQLite database: schema, one transaction per interval, the series | [`store`] |
+//!
+//! # Why HMAC-SHA256 with a pre-shared key, not TLS
+//!
+//! What the points exchange — synopses, timestamps, results — must be authentic and unaltered
+//! (a forged synopsis is a wrong latency), but it is not secret the way a payload is: it holds
+//! hashes of packets and their timestamps. HMAC-SHA256 per frame under a per-connection key
+//! gives origin, integrity and replay protection with one shared secret that `owl keygen`
+//! makes and the operator copies to the agents and the collector — no certificate authority,
+//! no pinning, no expiry to manage on measurement boxes, and two small pure-Rust crates
+//! (`hmac`, `sha2`) instead of a TLS stack. What it does not give: confidentiality (anyone on
+//! the path can read the synopses) and forward secrecy (whoever steals the key can forge
+//! frames and read old captures of the exchange). A deployment that needs either can run the
+//! connections inside a VPN or an SSH tunnel; the frames stay authenticated end to end.
+//!
+//! This crate reads sockets and clocks; the measurement itself stays in `owl_core`
+//! (synopses, estimators) and `owl_trace` (captures).
+
+pub mod agent;
+pub mod capture;
+pub mod collector;
+pub mod config;
+pub mod frame;
+pub mod join;
+pub mod key;
+pub mod link;
+pub mod protocol;
+pub mod store;

@@ -1,0 +1,440 @@
+//! The collector's database: every interval of every pair, in an embedded SQLite file.
+//!
+//! # Schema (version 1, `PRAGMA user_version`)
+//!
+//! ```sql
+//! CREATE TABLE intervals (          -- one row per interval a receiver agent decided
+//!   pair      TEXT    NOT NULL,     -- the pair's label (the receiver's --pair)
+//!   idx       INTEGER NOT NULL,     -- interval index on the agreed grid
+//!   start_ns  INTEGER NOT NULL,     -- interval start, ns since the epoch (receiver's clock)
+//!   status    TEXT    NOT NULL,     -- 'estimated' | 'missing' | 'left_out'
+//!   reason    TEXT,                 -- why missing or left out
+//!   sent      INTEGER NOT NULL,     -- packets the sender point recorded in it
+//!   received  INTEGER NOT NULL,     -- packets the receiver point recorded in it
+//!   stored_ns INTEGER NOT NULL,     -- the collector's clock when stored
+//!   PRIMARY KEY (pair, idx));
+//! CREATE TABLE results (            -- one row per method of an estimated interval
+//!   pair TEXT NOT NULL, idx INTEGER NOT NULL, method TEXT NOT NULL,
+//!   mean_ns REAL, std_ns REAL, samples INTEGER, lost INTEGER, bytes INTEGER,
+//!   error    TEXT,                  -- the method's error instead of an estimate
+//!   estimate TEXT,                  -- the whole estimate, JSON as `owl estimate` prints it
+//!   PRIMARY KEY (pair, idx, method));
+//! CREATE TABLE quiet (              -- intervals [from_idx, to_idx) with no packet at either point
+//!   pair TEXT NOT NULL, from_idx INTEGER NOT NULL, to_idx INTEGER NOT NULL,
+//!   start_ns INTEGER NOT NULL, PRIMARY KEY (pair, from_idx));
+//! ```
+//!
+//! **Crash-safe**: write-ahead log, `synchronous = FULL`, and one transaction per interval
+//! (its row and its methods' rows together), committed before the agent is acknowledged — an
+//! interval is either wholly stored or not at all, and one not acknowledged is sent again (a
+//! resent interval replaces itself: the primary keys make storing idempotent).
+//!
+//! **Never silently absent**: every index from a pair's first stored interval to its last is
+//! an interval row or inside a quiet range, unless no agent delivered it (the agent was down,
+//! or its results were lost): [`Store::series`] reports those as missing too.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use serde_json::Value;
+
+/// Schema version in `PRAGMA user_version`.
+pub const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS intervals (
+  pair TEXT NOT NULL, idx INTEGER NOT NULL, start_ns INTEGER NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('estimated', 'missing', 'left_out')),
+  reason TEXT, sent INTEGER NOT NULL, received INTEGER NOT NULL, stored_ns INTEGER NOT NULL,
+  PRIMARY KEY (pair, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS results (
+  pair TEXT NOT NULL, idx INTEGER NOT NULL, method TEXT NOT NULL,
+  mean_ns REAL, std_ns REAL, samples INTEGER, lost INTEGER, bytes INTEGER,
+  error TEXT, estimate TEXT,
+  PRIMARY KEY (pair, idx, method)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS quiet (
+  pair TEXT NOT NULL, from_idx INTEGER NOT NULL, to_idx INTEGER NOT NULL,
+  start_ns INTEGER NOT NULL, PRIMARY KEY (pair, from_idx)) WITHOUT ROWID;
+";
+
+/// Why the store refused something.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// An open database.
+#[derive(Debug)]
+pub struct Store {
+    db: Connection,
+}
+
+fn int(v: &Value, key: &str) -> Result<i64, StoreError> {
+    v.get(key)
+        .and_then(Value::as_u64)
+        .and_then(|x| i64::try_from(x).ok())
+        .ok_or_else(|| StoreError::Invalid(format!("`{key}` is not an integer below 2^63")))
+}
+
+impl Store {
+    /// Open (or create) the database at `path` for writing.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let db = Connection::open(path)?;
+        let version: i64 = db.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::Invalid(format!(
+                "{}: schema version {version}, this owl writes version {SCHEMA_VERSION}",
+                path.display()
+            )));
+        }
+        db.pragma_update(None, "journal_mode", "WAL")?;
+        db.pragma_update(None, "synchronous", "FULL")?;
+        db.execute_batch(SCHEMA)?;
+        db.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        Ok(Store { db })
+    }
+
+    /// Open an existing database to read (`owl report`).
+    pub fn open_read(path: &Path) -> Result<Store, StoreError> {
+        if !path.exists() {
+            return Err(StoreError::Invalid(format!(
+                "{}: no such database",
+                path.display()
+            )));
+        }
+        let not_db = |e: rusqlite::Error| {
+            StoreError::Invalid(format!(
+                "{}: not an owl collector database ({e})",
+                path.display()
+            ))
+        };
+        let db = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(not_db)?;
+        let version: i64 = db
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(not_db)?;
+        if version != SCHEMA_VERSION {
+            return Err(StoreError::Invalid(format!(
+                "{}: not an owl collector database (schema version {version}, expected {SCHEMA_VERSION})",
+                path.display()
+            )));
+        }
+        Ok(Store { db })
+    }
+
+    /// Store one line of a receiver agent (an interval or a quiet range) for `pair`, in one
+    /// transaction. `now_ns` is the collector's clock.
+    pub fn store_line(&mut self, pair: &str, line: &Value, now_ns: i64) -> Result<(), StoreError> {
+        let kind = line.get("type").and_then(Value::as_str).unwrap_or("");
+        let tx = self.db.transaction()?;
+        match kind {
+            "interval" => {
+                let idx = int(line, "index")?;
+                let status = line.get("status").and_then(Value::as_str).unwrap_or("");
+                if !["estimated", "missing", "left_out"].contains(&status) {
+                    return Err(StoreError::Invalid(format!("unknown status '{status}'")));
+                }
+                tx.execute(
+                    "INSERT OR REPLACE INTO intervals VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    params![
+                        pair,
+                        idx,
+                        int(line, "start_ns")?,
+                        status,
+                        line.get("reason").and_then(Value::as_str),
+                        int(line, "sent")?,
+                        int(line, "received")?,
+                        now_ns
+                    ],
+                )?;
+                tx.execute(
+                    "DELETE FROM results WHERE pair = ?1 AND idx = ?2",
+                    params![pair, idx],
+                )?;
+                for m in line
+                    .get("methods")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let name = m
+                        .get("method")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| StoreError::Invalid("a result without a method".into()))?;
+                    let f = |k: &str| m.get(k).and_then(Value::as_f64);
+                    let u = |k: &str| {
+                        m.get(k)
+                            .and_then(Value::as_u64)
+                            .and_then(|x| i64::try_from(x).ok())
+                    };
+                    let error = m.get("error").and_then(Value::as_str);
+                    tx.execute(
+                        "INSERT INTO results VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                        params![
+                            pair,
+                            idx,
+                            name,
+                            f("mean_ns"),
+                            f("std_ns"),
+                            u("samples"),
+                            u("lost"),
+                            u("bytes"),
+                            error,
+                            if error.is_none() {
+                                Some(m.to_string())
+                            } else {
+                                None
+                            }
+                        ],
+                    )?;
+                }
+            }
+            "quiet" => {
+                tx.execute(
+                    "INSERT OR REPLACE INTO quiet VALUES (?1, ?2, ?3, ?4)",
+                    params![
+                        pair,
+                        int(line, "from")?,
+                        int(line, "to")?,
+                        int(line, "start_ns")?
+                    ],
+                )?;
+            }
+            k => return Err(StoreError::Invalid(format!("unknown line type '{k}'"))),
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The pairs in the database.
+    pub fn pairs(&self) -> Result<Vec<String>, StoreError> {
+        let mut q = self
+            .db
+            .prepare("SELECT DISTINCT pair FROM intervals ORDER BY pair")?;
+        let v = q.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+        Ok(v)
+    }
+
+    /// A pair's per-interval series: one row per method of each estimated interval, one row per
+    /// method for each missing or left-out interval and for each index between the first and
+    /// the last that no agent delivered (status `missing`, "not reported"); quiet ranges (no
+    /// packet at either point) are left out.
+    pub fn series(&self, pair: &str) -> Result<Vec<Row>, StoreError> {
+        let methods: Vec<String> = {
+            let mut q = self
+                .db
+                .prepare("SELECT DISTINCT method FROM results WHERE pair = ?1 ORDER BY method")?;
+            q.query_map([pair], |r| r.get(0))?
+                .collect::<Result<_, _>>()?
+        };
+        let quiet: Vec<(i64, i64)> = {
+            let mut q = self
+                .db
+                .prepare("SELECT from_idx, to_idx FROM quiet WHERE pair = ?1 ORDER BY from_idx")?;
+            q.query_map([pair], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<_, _>>()?
+        };
+        let is_quiet = |k: i64| quiet.iter().any(|&(a, b)| a <= k && k < b);
+        let mut q = self.db.prepare(
+            "SELECT i.idx, i.start_ns, i.status, i.reason, i.sent, i.received,
+                    r.method, r.mean_ns, r.std_ns, r.samples, r.lost, r.error
+             FROM intervals i LEFT JOIN results r ON r.pair = i.pair AND r.idx = i.idx
+             WHERE i.pair = ?1 ORDER BY i.idx, r.method",
+        )?;
+        let mut rows = Vec::new();
+        let mut prev: Option<(i64, i64)> = None;
+        let mut it = q.query([pair])?;
+        while let Some(r) = it.next()? {
+            let idx: i64 = r.get(0)?;
+            let start: i64 = r.get(1)?;
+            // indices between two stored intervals that nobody reported
+            if let Some((p, pstart)) = prev
+                && idx > p + 1
+            {
+                let len = if idx > p {
+                    (start - pstart) / (idx - p)
+                } else {
+                    0
+                };
+                for k in p + 1..idx {
+                    if is_quiet(k) {
+                        continue;
+                    }
+                    for m in &methods {
+                        rows.push(Row::missing(
+                            pair,
+                            m,
+                            pstart + (k - p) * len,
+                            "not reported (agent down or results lost)",
+                        ));
+                    }
+                }
+            }
+            prev = Some((idx, start));
+            let status: String = r.get(2)?;
+            let reason: Option<String> = r.get(3)?;
+            let method: Option<String> = r.get(6)?;
+            match method {
+                Some(m) => rows.push(Row {
+                    pair: pair.to_string(),
+                    method: m,
+                    start_ns: start as u64,
+                    mean_ns: r.get(7)?,
+                    std_ns: r.get(8)?,
+                    samples: r.get::<_, Option<i64>>(9)?.map(|x| x as u64),
+                    lost: r.get::<_, Option<i64>>(10)?.map(|x| x as u64),
+                    sent: Some(r.get::<_, i64>(4)? as u64),
+                    received: Some(r.get::<_, i64>(5)? as u64),
+                    status,
+                    reason: r.get::<_, Option<String>>(11)?.or(reason),
+                }),
+                None => {
+                    for m in &methods {
+                        let mut row = Row::missing(pair, m, start, reason.as_deref().unwrap_or(""));
+                        row.status = status.clone();
+                        row.sent = Some(r.get::<_, i64>(4)? as u64);
+                        row.received = Some(r.get::<_, i64>(5)? as u64);
+                        rows.push(row);
+                    }
+                }
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Intervals stored for `pair` (for tests and logs).
+    pub fn count(&self, pair: &str) -> Result<u64, StoreError> {
+        let n: Option<i64> = self
+            .db
+            .query_row(
+                "SELECT COUNT(*) FROM intervals WHERE pair = ?1",
+                [pair],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(n.unwrap_or(0) as u64)
+    }
+}
+
+/// One row of `owl report`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row {
+    pub pair: String,
+    pub method: String,
+    pub start_ns: u64,
+    pub mean_ns: Option<f64>,
+    pub std_ns: Option<f64>,
+    pub samples: Option<u64>,
+    pub lost: Option<u64>,
+    pub sent: Option<u64>,
+    pub received: Option<u64>,
+    /// `estimated`, `missing` or `left_out`.
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Row {
+    fn missing(pair: &str, method: &str, start_ns: i64, reason: &str) -> Row {
+        Row {
+            pair: pair.to_string(),
+            method: method.to_string(),
+            start_ns: start_ns.max(0) as u64,
+            mean_ns: None,
+            std_ns: None,
+            samples: None,
+            lost: None,
+            sent: None,
+            received: None,
+            status: "missing".into(),
+            reason: Some(reason.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn line(idx: u64, status: &str) -> Value {
+        let mut v = json!({"type": "interval", "index": idx, "start_ns": idx * 1000,
+            "status": status, "sent": 10, "received": 9});
+        if status == "estimated" {
+            v["methods"] = json!([
+                {"method": "lda", "mean_ns": 5.5, "std_ns": 1.0, "samples": 9, "lost": 1, "bytes": 100},
+                {"method": "rda", "error": "decoding failed"}
+            ]);
+        } else {
+            v["reason"] = json!("dropped at the sender (overload)");
+        }
+        v
+    }
+
+    #[test]
+    fn intervals_roundtrip_gaps_are_missing_and_resends_replace() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("owl.db");
+        let mut s = Store::open(&path).unwrap();
+        s.store_line("a", &line(10, "estimated"), 1).unwrap();
+        s.store_line("a", &line(11, "missing"), 1).unwrap();
+        s.store_line(
+            "a",
+            &json!({"type": "quiet", "from": 12, "to": 14, "start_ns": 12000}),
+            1,
+        )
+        .unwrap();
+        s.store_line("a", &line(14, "estimated"), 1).unwrap();
+        // 15 never arrives (agent down)
+        s.store_line("a", &line(16, "estimated"), 1).unwrap();
+        s.store_line("a", &line(16, "estimated"), 2).unwrap(); // resent: replaces
+        s.store_line("b", &line(1, "estimated"), 1).unwrap();
+        assert!(s.store_line("a", &json!({"type": "nonsense"}), 1).is_err());
+        assert!(
+            s.store_line("a", &json!({"type": "interval", "index": -1}), 1)
+                .is_err()
+        );
+        drop(s);
+        let s = Store::open_read(&path).unwrap();
+        assert_eq!(s.pairs().unwrap(), ["a", "b"]);
+        assert_eq!(s.count("a").unwrap(), 4);
+        let rows = s.series("a").unwrap();
+        let summary: Vec<(u64, &str, &str, Option<f64>)> = rows
+            .iter()
+            .map(|r| (r.start_ns, r.method.as_str(), r.status.as_str(), r.mean_ns))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (10_000, "lda", "estimated", Some(5.5)),
+                (10_000, "rda", "estimated", None),
+                (11_000, "lda", "missing", None),
+                (11_000, "rda", "missing", None),
+                (14_000, "lda", "estimated", Some(5.5)),
+                (14_000, "rda", "estimated", None),
+                (15_000, "lda", "missing", None),
+                (15_000, "rda", "missing", None),
+                (16_000, "lda", "estimated", Some(5.5)),
+                (16_000, "rda", "estimated", None),
+            ]
+        );
+        assert_eq!(rows[1].reason.as_deref(), Some("decoding failed"));
+        assert!(rows[6].reason.as_deref().unwrap().contains("not reported"));
+        // a file that is not a collector database
+        let other = dir.path().join("x.db");
+        Connection::open(&other)
+            .unwrap()
+            .execute_batch("CREATE TABLE t(x)")
+            .unwrap();
+        assert!(
+            Store::open_read(&other)
+                .unwrap_err()
+                .to_string()
+                .contains("not an owl collector database")
+        );
+    }
+}

@@ -1,0 +1,237 @@
+//! `owl agent`: one observation point of a live measurement (the work is in `owl_live::agent`).
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Result, anyhow, bail};
+use clap::{Args, ValueEnum};
+use owl_core::method::Method;
+use owl_core::units::{format_bytes, parse_duration_u64};
+use owl_live::agent::{self, AgentOptions};
+use owl_live::capture::Speed;
+use owl_live::collector::Reporter;
+use owl_live::key::Key;
+
+use super::agreed::Agreed;
+use crate::methods;
+
+const AFTER_HELP: &str = "Two agents measure live between two observation points: the sender
+point S (where packets pass first) connects to the receiver point R. Each cuts its own capture
+into intervals by its own clock, exactly as `owl record` does, and the two exchange each
+interval as it closes while the next one is recorded. For every method but RDA, S sends its
+interval's synopsis and R estimates the pair; for RDA (rda, rda-fixed) the points run RDA's
+round trip (R's sketch, S's bank size, R's RDA, S's requests for the timestamps of decoded
+packets, R's answers) and S sends R the estimate: the caches never cross.
+
+R writes one JSON line per interval on standard output, in interval order:
+  {\"type\":\"interval\",\"index\":…,\"start_ns\":…,\"status\":\"estimated\",\"sent\":…,\"received\":…,
+   \"methods\":[{\"method\":\"lda\",\"mean_ns\":…,…}]}
+with each method's estimate as `owl estimate --jsonl` prints it (or \"error\"); sent and
+received are the packets each point recorded in the interval. An interval a point recorded but
+could not keep has \"status\":\"missing\" and a \"reason\" (never an estimate from one side); one
+only a point recorded before the other started or after it stopped is \"left_out\" (as `owl
+estimate` leaves it out); {\"type\":\"quiet\",\"from\":a,\"to\":b,…} covers intervals [a, b) without
+a packet at either point, so every index is accounted for. A {\"type\":\"summary\",…} line ends.
+
+Security: every frame is authenticated with HMAC-SHA256 under a key derived from --key-file
+(`owl keygen`) and fresh nonces of both sides, numbered against replay; a peer with another key,
+or with another configuration (methods, --method-config, --memory, --seed, --interval,
+--origin-ns, --identity-seed), is refused with a one-line reason on both sides naming what
+differs. The frames are not encrypted.
+
+Bounded: at most --queue intervals of synopses wait at each point. A replay at full speed
+(--speed max) waits for the exchange; a paced replay (--speed X, as a live capture) drops a
+whole interval when the queue is full, logs it, and R reports it missing.
+
+With --collector, R also delivers every line to `owl collector` (queued while the collector
+is unreachable, at most --collector-queue lines, and resent until acknowledged).
+
+With --replay, each agent exits with status 0 once its file is done and its last interval has
+been exchanged (R has written every line, and the collector has acknowledged every one).
+
+Examples:
+  owl keygen -o owl.key
+  owl agent --role receiver --listen 0.0.0.0:7707 --replay R.pcap --interval 1s \\
+            --methods rda,lda,lds --key-file owl.key > results.jsonl
+  owl agent --role sender --peer receiver-host:7707 --replay S.pcap --interval 1s \\
+            --methods rda,lda,lds --key-file owl.key
+  owl agent --role sender --peer 127.0.0.1:7707 --replay S.pcap --speed 1 …   # real time";
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum AgentRole {
+    Sender,
+    Receiver,
+}
+
+#[derive(Args, Clone, Debug)]
+#[command(after_help = AFTER_HELP, after_long_help = format!("{AFTER_HELP}\n\n{}", methods::crosses_help()))]
+pub struct AgentArgs {
+    /// Which observation point this agent is.
+    #[arg(long, value_enum)]
+    pub role: AgentRole,
+    /// Methods to measure with (comma list; both agents must give the same, in the same order).
+    #[arg(long, default_value = "rda,lda,lds", value_name = "LIST", long_help = methods::help(true))]
+    pub methods: String,
+    /// Capture file of this point, replayed as if captured live (pcap or pcapng; a FIFO, or -).
+    #[arg(long, value_name = "FILE")]
+    pub replay: PathBuf,
+    /// Replay pace: `max` (as fast as possible, waiting for the exchange) or a factor of the
+    /// capture's own pace (1 = real time; drops intervals when the exchange falls behind).
+    #[arg(long, default_value = "max", value_name = "X|max")]
+    pub speed: Speed,
+    /// Receiver: address to listen on for the sender (port 0: any free port, printed).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub listen: Option<String>,
+    /// Sender: the receiver agent's address.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub peer: Option<String>,
+    /// The shared key (`owl keygen`), the same at both agents.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: PathBuf,
+    /// Intervals of synopses that may wait at this point for the exchange (the receiver's is
+    /// also how many the sender may have outstanding).
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub queue: usize,
+    /// This point's name in logs and the peer's logs.
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Receiver: deliver every interval line to this collector (`owl collector`) too.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub collector: Option<String>,
+    /// Receiver: the pair's label at the collector (default: --name).
+    #[arg(long, value_name = "LABEL")]
+    pub pair: Option<String>,
+    /// Receiver: lines kept for the collector while it is unreachable (then the oldest are
+    /// dropped, counted and logged).
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub collector_queue: usize,
+    /// Receiver: at the end, how long to wait for the collector to take the last lines.
+    #[arg(long, default_value = "30s", value_parser = parse_duration_u64, value_name = "T")]
+    pub collector_patience: u64,
+    /// Sender: how long to keep trying to reach the receiver.
+    #[arg(long, default_value = "30s", value_parser = parse_duration_u64, value_name = "T")]
+    pub connect_timeout: u64,
+    #[command(flatten)]
+    pub agreed: Agreed,
+    /// Timestamp disorder tolerated within the capture before an interval closes.
+    #[arg(long, default_value = "10ms", value_parser = parse_duration_u64, value_name = "T")]
+    pub disorder: u64,
+}
+
+fn log(line: &str) {
+    eprintln!("owl: agent: {line}");
+}
+
+pub fn run(a: AgentArgs) -> Result<()> {
+    if a.agreed.interval == 0 {
+        bail!("--interval must be given (e.g. 1s): an agent reports interval by interval");
+    }
+    if a.queue == 0 {
+        bail!("--queue must be at least 1");
+    }
+    let names = methods::parse_list(&a.methods)?;
+    let overrides = a.agreed.overrides()?;
+    for m in overrides.methods() {
+        if !names.contains(&m) {
+            bail!("--method-config sets {m}, which is not among --methods");
+        }
+    }
+    let opts = a.agreed.options();
+    let mut built: Vec<Arc<dyn Method>> = Vec::new();
+    for &n in &names {
+        built.push(Arc::from(methods::build_configured(n, &opts, &overrides)?));
+    }
+    let key = Key::read(&a.key_file)?;
+    if Key::readable_by_others(&a.key_file) {
+        log(&format!(
+            "warning: {} can be read by other users (chmod 600 it)",
+            a.key_file.display()
+        ));
+    }
+    let role = match a.role {
+        AgentRole::Sender => "sender",
+        AgentRole::Receiver => "receiver",
+    };
+    let o = AgentOptions {
+        methods: built,
+        intervals: a.agreed.intervals()?,
+        identity_seed: a.agreed.identity_seed,
+        disorder_ns: a.disorder,
+        replay: a.replay.clone(),
+        speed: a.speed,
+        queue: a.queue,
+        key,
+        name: a.name.clone().unwrap_or_else(|| role.to_string()),
+        log: Arc::new(log),
+    };
+    match a.role {
+        AgentRole::Sender => {
+            if a.listen.is_some() {
+                bail!("--listen is for the receiver; the sender connects with --peer");
+            }
+            if a.collector.is_some() || a.pair.is_some() {
+                bail!(
+                    "--collector and --pair are for the receiver, which delivers the pair's results (the sender's drops reach it as missing intervals)"
+                );
+            }
+            let peer = a
+                .peer
+                .ok_or_else(|| anyhow!("the sender needs --peer HOST:PORT (the receiver agent)"))?;
+            let stream =
+                agent::connect_with_patience(&peer, Duration::from_nanos(a.connect_timeout))?;
+            let s = agent::run_sender(o, stream)?;
+            log(&format!(
+                "done: {} intervals exchanged with {peer} ({} dropped), {} sent, {} received",
+                s.intervals,
+                s.dropped,
+                format_bytes(s.bytes_sent),
+                format_bytes(s.bytes_received)
+            ));
+            Ok(())
+        }
+        AgentRole::Receiver => {
+            if a.peer.is_some() {
+                bail!("--peer is for the sender; the receiver listens with --listen");
+            }
+            let addr = a
+                .listen
+                .ok_or_else(|| anyhow!("the receiver needs --listen HOST:PORT"))?;
+            let listener = TcpListener::bind(&addr)
+                .map_err(|e| anyhow!("--listen {addr}: cannot listen: {e}"))?;
+            log(&format!("listening on {}", listener.local_addr()?));
+            let pair = a.pair.clone().unwrap_or_else(|| o.name.clone());
+            let reporter = a
+                .collector
+                .clone()
+                .map(|c| Reporter::start(c, o.key.clone(), pair, a.collector_queue, Arc::new(log)));
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            let sink = reporter.as_ref().map(Reporter::sink);
+            let s = agent::run_receiver(o, listener, &mut out, sink)?;
+            serde_json::to_writer(&mut out, &s)?;
+            use std::io::Write;
+            writeln!(out)?;
+            log(&format!(
+                "done: {} intervals estimated, {} missing, {}+{} left out (lead-in/out at S/R)",
+                s.intervals, s.missing, s.trimmed[0], s.trimmed[1]
+            ));
+            if let (Some(r), Some(c)) = (reporter, &a.collector) {
+                let d = r.finish(Duration::from_nanos(a.collector_patience));
+                if d.undelivered > 0 || d.dropped > 0 {
+                    bail!(
+                        "{} result lines not delivered to the collector at {c} ({} dropped while it was unreachable)",
+                        d.undelivered + d.dropped,
+                        d.dropped
+                    );
+                }
+                log(&format!(
+                    "{} lines delivered to the collector at {c}",
+                    d.delivered
+                ));
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! `owl query`: a flow's mean and standard deviation of delay between two observation points,
+//! from their COLATE epoch stores, over any time range (COLATE §4).
+
+use std::path::Path;
+
+use anyhow::Result;
+use clap::Args;
+use owl_core::colate::{Estimator, Query};
+use owl_core::units::{format_ns, parse_duration_u64};
+use serde_json::json;
+
+use crate::colate::{guarantee, parse_flow, parse_time, query_stores, store_arg};
+use crate::store::Store;
+
+const AFTER_HELP: &str = "Each store is FILE, or FILE#POINT when it holds several points. The
+sender's epochs that meet [--from, --to] and the receiver's that meet [--from, --to + --horizon]
+are read; the flow's timestamp sums at each point are denoised (Theorem 2), its packets come
+from the count vector of the same mapping, and the std from γ virtual repetitions (Theorems 3
+and 4). The reliability printed is what the sender's plan (§5) states for flows whose
+timestamp sum reaches its t_min — under the paper's noise model; see the README's COLATE
+section for what was measured.
+
+Examples:
+  owl record --method colate --store S.db --point s S.pcap
+  owl record --method colate --store R.db --point r R.pcap
+  owl query --flow 'tcp 10.0.0.1 40000 10.0.0.2 443' S.db R.db
+  owl query --flow 'udp 10.0.0.1 53 10.0.0.2 5353' --from 1767225600s --to 1767225660s S.db R.db";
+
+#[derive(Args, Clone, Debug)]
+#[command(after_help = AFTER_HELP)]
+pub struct QueryArgs {
+    /// The sender's epoch store (FILE or FILE#POINT).
+    pub sender: String,
+    /// The receiver's epoch store (FILE or FILE#POINT).
+    pub receiver: String,
+    /// The flow: 'PROTO SRC SPORT DST DPORT' (PROTO: tcp, udp, icmp, icmp6 or a number).
+    #[arg(long, value_name = "FLOW")]
+    pub flow: String,
+    /// Start of the flow's time range at the sender: ns since the epoch, or seconds with an s
+    /// suffix (default: the beginning of the stores).
+    #[arg(long, value_name = "T1")]
+    pub from: Option<String>,
+    /// End of the flow's time range at the sender (default: the end of the stores).
+    #[arg(long, value_name = "T2")]
+    pub to: Option<String>,
+    /// Largest one-way delay: the receiver's range reaches this much further.
+    #[arg(long, default_value = "1s", value_parser = parse_duration_u64, value_name = "T")]
+    pub horizon: u64,
+    /// Virtual repetitions γ of Theorem 4 (0: no standard deviation).
+    #[arg(long, default_value_t = 1_000)]
+    pub gamma: u32,
+    /// The mean's estimator: paper (Theorem 2, Eq. 3) or raw (owl's variant); default: the
+    /// sender point's configuration.
+    #[arg(long, value_name = "paper|raw")]
+    pub mean: Option<String>,
+    /// Read every epoch in range whole and check its checksum (slower: a query otherwise
+    /// reads only each epoch's header and the flow's cells).
+    #[arg(long)]
+    pub verify: bool,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(a: QueryArgs) -> Result<()> {
+    let flow = parse_flow(&a.flow)?;
+    let from = a.from.as_deref().map(parse_time).transpose()?.unwrap_or(0);
+    let to =
+        a.to.as_deref()
+            .map(parse_time)
+            .transpose()?
+            .unwrap_or(u64::MAX);
+    if to < from {
+        anyhow::bail!("--to is before --from");
+    }
+    let open = |s: &str| -> Result<(Store, crate::store::Point)> {
+        let (file, point) = store_arg(s);
+        let st = Store::open_read(Path::new(file))?;
+        let p = st.only_point(point)?;
+        Ok((st, p))
+    };
+    let (ss, sp) = open(&a.sender)?;
+    let (rs, rp) = open(&a.receiver)?;
+    let configured = sp
+        .config
+        .iter()
+        .find(|(k, _)| k == "mean")
+        .map(|(_, v)| v.clone());
+    let estimator: Estimator = match a.mean.as_deref().or(configured.as_deref()) {
+        Some(m) => m.parse()?,
+        None => Estimator::Paper,
+    };
+    let q = Query {
+        flow,
+        from_ns: from,
+        to_ns: to,
+        horizon_ns: a.horizon,
+        gamma: a.gamma,
+        estimator,
+    };
+    let l = query_stores((&ss, &sp), (&rs, &rp), &q, a.verify)?;
+    let g = guarantee(&sp);
+    let covered = g.map(|(_, _, t_min)| l.mean_ns.is_some() && l.t_units >= t_min);
+    if a.json {
+        let v = json!({
+            "flow": flow.to_string(),
+            "from_ns": from,
+            "to_ns": if to == u64::MAX { None } else { Some(to) },
+            "sender": { "store": ss.path().display().to_string(), "point": sp.name, "epochs": l.sender_epochs },
+            "receiver": { "store": rs.path().display().to_string(), "point": rp.name, "epochs": l.receiver_epochs },
+            "mean_ns": l.mean_ns,
+            "std_ns": l.std_ns,
+            "packets": l.packets,
+            "lost": l.lost,
+            "gamma": a.gamma,
+            "estimator": estimator.to_string(),
+            "timestamp_sum_units": l.t_units,
+            "reliability": g.map(|(alpha, beta, t_min)| json!({
+                "alpha": alpha, "beta": beta, "t_min_units": t_min, "covered": covered,
+            })),
+            "notes": l.notes,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!("flow     {flow}");
+    println!(
+        "epochs   {} at the sender ({}#{}), {} at the receiver ({}#{})",
+        l.sender_epochs,
+        ss.path().display(),
+        sp.name,
+        l.receiver_epochs,
+        rs.path().display(),
+        rp.name
+    );
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), format_ns);
+    match l.packets {
+        Some(p) => println!("packets  {p:.1} (count vector)"),
+        None => println!("packets  -"),
+    }
+    println!("mean     {} ({estimator} estimator)", opt(l.mean_ns));
+    if a.gamma > 0 {
+        println!(
+            "std      {} (γ = {} virtual repetitions)",
+            opt(l.std_ns),
+            a.gamma
+        );
+    }
+    if let Some((alpha, beta, t_min)) = g {
+        println!(
+            "plan     P(|mean error| ≤ {:.0} %) ≥ {:.0} % for flows whose timestamp sum reaches t_min = {t_min:.0} units (paper's noise model); this flow's: {:.0} units, {}",
+            beta * 100.0,
+            alpha * 100.0,
+            l.t_units,
+            if covered == Some(true) {
+                "covered"
+            } else {
+                "not covered"
+            }
+        );
+    }
+    for n in &l.notes {
+        println!("note     {n}");
+    }
+    Ok(())
+}

@@ -1,0 +1,184 @@
+//! COLATE's orchestration for the command line: recording a capture's epochs into a store
+//! (`owl record --method colate --store`), answering a flow query from two stores
+//! (`owl query`), and the parameter plan (`owl colate plan`). The commands stay thin.
+
+use std::net::IpAddr;
+use std::path::Path;
+
+use anyhow::{Context, Result, anyhow, bail};
+use owl_core::FlowKey;
+use owl_core::colate::{Config, FlowLatency, Layout, Query, Recorder, query, query_flow};
+use owl_core::method::config_value;
+
+use crate::input::read_capture;
+use crate::methods::{Options, Overrides};
+use crate::store::{Point, Store};
+
+/// COLATE's configuration from `--memory` / `--method-config colate:…` / `--seed`, as
+/// `owl compare` builds it.
+pub fn config(opts: &Options, over: &Overrides) -> Result<Config> {
+    let pairs = over.pairs_for("colate");
+    if !pairs.is_empty() {
+        if opts.memory.is_some() {
+            bail!("give either --memory or --method-config for colate, not both");
+        }
+        return Ok(Config::from_pairs(&pairs, opts.seed)?);
+    }
+    Ok(match opts.memory {
+        Some(m) => Config::for_level(owl_core::colate::Level::Medium, m, opts.seed)?,
+        None => Config::paper_default(opts.seed),
+    })
+}
+
+/// What a recording wrote.
+#[derive(Clone, Debug, Default)]
+pub struct Recorded {
+    pub epochs: u64,
+    pub packets: u64,
+    pub bytes: u64,
+    pub overflows: u64,
+    pub early: u64,
+    /// Dumps before `T` because a counter would overflow with the spill full.
+    pub overflow_dumps: u64,
+    /// The counter vectors in RAM.
+    pub memory: owl_core::colate::Memory,
+}
+
+/// Record `capture`'s packets as `point`'s epochs into `store`, each appended (durably) as
+/// soon as it is dumped; the open vector is dumped at the end, also when the capture breaks
+/// off (what was recorded is kept; the error is returned after).
+pub fn record_to_store(
+    capture: &Path,
+    store: &Store,
+    point: &Point,
+    cfg: Config,
+    options: &owl_trace::records::ReadOptions,
+    allow_truncated: bool,
+) -> Result<(Recorded, Result<crate::input::Read>)> {
+    let mut rec = Recorder::new(Layout::new(cfg));
+    rec.resume_at(store.next_seq(point)?);
+    let mut out = Recorded::default();
+    let flush = |rec: &mut Recorder, out: &mut Recorded| -> Result<()> {
+        for e in rec.take_sealed() {
+            out.bytes += store.append_sealed(point, &e)?;
+            out.epochs += 1;
+            out.packets += e.head.packets;
+            out.overflows += e.overflows as u64;
+            out.early += e.head.early;
+        }
+        Ok(())
+    };
+    let read = read_capture(capture, options, allow_truncated, "capture", |batch| {
+        for r in batch {
+            rec.record(r);
+        }
+        flush(&mut rec, &mut out)
+    });
+    out.memory = rec.memory();
+    rec.dump_open();
+    flush(&mut rec, &mut out)?;
+    out.overflow_dumps = rec.overflow_dumps;
+    Ok((out, read))
+}
+
+/// `FILE` or `FILE#POINT`.
+pub fn store_arg(s: &str) -> (&str, Option<&str>) {
+    match s.rsplit_once('#') {
+        Some((f, p)) if !p.is_empty() => (f, Some(p)),
+        _ => (s, None),
+    }
+}
+
+/// A flow as `PROTO SRC SPORT DST DPORT` (PROTO: tcp, udp, icmp, icmp6 or a number).
+pub fn parse_flow(s: &str) -> Result<FlowKey> {
+    let parts: Vec<&str> = s.split_whitespace().collect();
+    let [proto, src, sport, dst, dport] = parts.as_slice() else {
+        bail!(
+            "--flow '{s}': expected 'PROTO SRC SPORT DST DPORT', e.g. 'tcp 10.0.0.1 443 10.0.0.2 50000'"
+        );
+    };
+    let proto = match proto.to_ascii_lowercase().as_str() {
+        "tcp" => 6,
+        "udp" => 17,
+        "icmp" => 1,
+        "icmp6" => 58,
+        p => p
+            .parse::<u8>()
+            .map_err(|_| anyhow!("--flow: protocol '{p}' is not tcp, udp, icmp, icmp6 or 0-255"))?,
+    };
+    let ip = |x: &str| -> Result<IpAddr> {
+        x.trim_matches(['[', ']'])
+            .parse()
+            .map_err(|_| anyhow!("--flow: '{x}' is not an IP address"))
+    };
+    let port = |x: &str| -> Result<u16> {
+        x.parse()
+            .map_err(|_| anyhow!("--flow: port '{x}' is not 0-65535"))
+    };
+    Ok(FlowKey {
+        proto,
+        src: ip(src)?,
+        sport: port(sport)?,
+        dst: ip(dst)?,
+        dport: port(dport)?,
+    })
+}
+
+/// A time: integer nanoseconds since the Unix epoch, or seconds with an `s` suffix
+/// (`1767225600.25s`).
+pub fn parse_time(s: &str) -> Result<u64> {
+    let t = s.trim();
+    if let Some(secs) = t.strip_suffix('s') {
+        let v: f64 = secs
+            .parse()
+            .map_err(|_| anyhow!("time '{s}': expected NS or SECONDSs"))?;
+        if !(0.0..9.2e9).contains(&v) {
+            bail!("time '{s}' is not between 1970 and 2262");
+        }
+        return Ok((v * 1e9).round() as u64);
+    }
+    t.parse().map_err(|_| {
+        anyhow!("time '{s}': expected nanoseconds since the epoch, or seconds with an s suffix")
+    })
+}
+
+/// The reliability a point's plan states: `(α, β, t_min)` from its configuration fields.
+pub fn guarantee(p: &Point) -> Option<(f64, f64, f64)> {
+    let get = |k: &str| -> Option<f64> {
+        p.config
+            .iter()
+            .find(|(a, _)| a == k)
+            .and_then(|(_, v)| config_value::<f64>("colate", k, v).ok())
+    };
+    Some((get("alpha")?, get("beta")?, get("t_min")?))
+}
+
+/// Answer a flow query from two stores: the flow's cells of each epoch in range, read in
+/// place; with `verify`, every epoch in range read whole and its checksum checked first.
+pub fn query_stores(
+    sender: (&Store, &Point),
+    receiver: (&Store, &Point),
+    q: &Query,
+    verify: bool,
+) -> Result<FlowLatency> {
+    if sender.1.identity_seed != receiver.1.identity_seed {
+        bail!(
+            "the points were recorded with identity seeds {} and {}: a packet's counter is chosen by its identity, so both must agree",
+            sender.1.identity_seed,
+            receiver.1.identity_seed
+        );
+    }
+    let r_to = q.to_ns.saturating_add(q.horizon_ns);
+    if verify {
+        let s = sender.0.epochs(sender.1, q.from_ns, q.to_ns)?;
+        let r = receiver.0.epochs(receiver.1, q.from_ns, r_to)?;
+        return query(&s, &r, q).context("querying the epochs");
+    }
+    let s = sender
+        .0
+        .flow_epochs(sender.1, q.from_ns, q.to_ns, &q.flow)?;
+    let r = receiver
+        .0
+        .flow_epochs(receiver.1, q.from_ns, r_to, &q.flow)?;
+    query_flow(&s, &r, q).context("querying the epochs")
+}

@@ -1,0 +1,302 @@
+//! COLATE on the command line: `owl record --method colate --store`, `owl query`,
+//! `owl colate plan|stats`, and the epoch store's crash safety (the writer killed mid-run, then
+//! the write-ahead log cut mid-transaction, as a power cut would).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+mod common;
+use common::{fails, ok, simulate};
+
+/// Small vectors dumped often: many epochs from a short capture.
+const SMALL: [&str; 8] = [
+    "--method-config",
+    "colate:n=20000",
+    "--method-config",
+    "colate:m=10",
+    "--method-config",
+    "colate:b=24",
+    "--method-config",
+    "colate:threshold=200000000",
+];
+
+fn record(cap: &Path, store: &Path, point: &str) -> String {
+    let mut args = vec![
+        "record",
+        "--method",
+        "colate",
+        "--store",
+        store.to_str().unwrap(),
+        "--point",
+        point,
+        cap.to_str().unwrap(),
+    ];
+    args.extend_from_slice(&SMALL);
+    ok(&args)
+}
+
+fn epochs_in(store: &Path) -> u64 {
+    let out = ok(&["colate", "stats", store.to_str().unwrap()]);
+    out.lines()
+        .nth(1)
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn record_query_and_stats() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = simulate(dir.path(), &["--flows", "50"]);
+    let (ss, rs) = (dir.path().join("s.db"), dir.path().join("r.db"));
+    let out = record(&s, &ss, "s");
+    assert!(out.contains("bits per packet"), "{out}");
+    record(&r, &rs, "r");
+    assert!(epochs_in(&ss) >= 3);
+    // the largest flow, from the exact per-flow truth
+    let cmp = ok(&[
+        "compare",
+        s.to_str().unwrap(),
+        r.to_str().unwrap(),
+        "--methods",
+        "exact",
+        "--per-flow",
+        "--top",
+        "1",
+        "--json",
+    ]);
+    let j: Value = serde_json::from_str(&cmp).unwrap();
+    let f = &j["flows"][0];
+    let flow = format!(
+        "{} {} {} {} {}",
+        f["proto"],
+        f["src"].as_str().unwrap(),
+        f["sport"],
+        f["dst"].as_str().unwrap(),
+        f["dport"]
+    );
+    let q = ok(&[
+        "query",
+        "--flow",
+        &flow,
+        ss.to_str().unwrap(),
+        rs.to_str().unwrap(),
+        "--json",
+    ]);
+    let v: Value = serde_json::from_str(&q).unwrap();
+    let (t, e) = (
+        f["truth"]["mean_ns"].as_f64().unwrap(),
+        v["mean_ns"].as_f64().unwrap(),
+    );
+    assert!((e - t).abs() / t < 0.05, "{e} vs {t}: {v}");
+    assert!(v["std_ns"].as_f64().unwrap() >= 0.0);
+    assert!(v["reliability"]["alpha"].as_f64().is_some());
+    assert!(v["sender"]["epochs"].as_u64().unwrap() >= 3);
+    // a time range before the capture holds no epoch
+    let none = ok(&[
+        "query",
+        "--flow",
+        &flow,
+        "--to",
+        "1000s",
+        ss.to_str().unwrap(),
+        rs.to_str().unwrap(),
+    ]);
+    assert!(none.contains("mean     -"), "{none}");
+    // text
+    let text = ok(&[
+        "query",
+        "--flow",
+        &flow,
+        ss.to_str().unwrap(),
+        rs.to_str().unwrap(),
+    ]);
+    assert!(text.contains("mean") && text.contains("plan"), "{text}");
+    // appending to a point keeps numbering; another configuration is refused by field
+    record(&s, &ss, "s");
+    fails(
+        &[
+            "record",
+            "--method",
+            "colate",
+            "--store",
+            ss.to_str().unwrap(),
+            "--point",
+            "s",
+            s.to_str().unwrap(),
+        ],
+        "point s was recorded with n = 20000",
+    );
+    // the plan of the paper's example
+    let plan = ok(&["colate", "plan", "--memory", "1MiB"]);
+    assert!(plan.contains("m = 20, b = 19"), "{plan}");
+}
+
+#[test]
+fn bad_inputs_give_one_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, _, _) = simulate(dir.path(), &[]);
+    let db = dir.path().join("x.db");
+    let (s, dbs) = (s.to_str().unwrap(), db.to_str().unwrap());
+    fails(
+        &["record", "--method", "lda", "--store", dbs, s],
+        "use --method colate",
+    );
+    fails(
+        &[
+            "record",
+            "--method",
+            "colate",
+            "--store",
+            dbs,
+            "--interval",
+            "1s",
+            s,
+        ],
+        "coordinates no intervals",
+    );
+    fails(
+        &["query", "--flow", "tcp 1.2.3.4 80", dbs, dbs],
+        "expected 'PROTO SRC SPORT DST DPORT'",
+    );
+    fails(
+        &["query", "--flow", "tcp 1.2.3.4 80 5.6.7.8 99999", dbs, dbs],
+        "port '99999'",
+    );
+    fails(
+        &["query", "--flow", "tcp 1.2.3.4 80 5.6.7.8 90", dbs, dbs],
+        "no such epoch store",
+    );
+    std::fs::write(&db, b"hello").unwrap();
+    fails(
+        &["query", "--flow", "tcp 1.2.3.4 80 5.6.7.8 90", dbs, dbs],
+        "not an epoch store",
+    );
+    fails(
+        &[
+            "colate", "plan", "--memory", "1KiB", "--alpha", "0.99", "--beta", "0.01", "--t-min",
+            "10",
+        ],
+        "no n meets",
+    );
+}
+
+/// Kill the writer (SIGKILL) while it records from a FIFO: every epoch it had appended is
+/// there and readable. Then cut the write-ahead log mid-transaction, as a power cut during a
+/// dump would: at most that last epoch is lost, never an earlier one.
+#[test]
+#[cfg(unix)]
+fn the_store_survives_a_killed_writer_and_a_torn_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    ok(&[
+        "simulate",
+        "--out",
+        d,
+        "--packets",
+        "200k",
+        "--rate",
+        "100k",
+        "--flows",
+        "100",
+    ]);
+    let s = dir.path().join("sender.pcap");
+    let fifo = dir.path().join("cap.fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let db = dir.path().join("k.db");
+    let mut args = vec![
+        "record".to_string(),
+        "--method".into(),
+        "colate".into(),
+        "--store".into(),
+        db.to_str().unwrap().into(),
+        "--point".into(),
+        "k".into(),
+        fifo.to_str().unwrap().into(),
+    ];
+    args.extend(SMALL.iter().map(|s| s.to_string()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_owl"))
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // feed 70 % of the capture, then wait until some epochs are in the store
+    let bytes = std::fs::read(&s).unwrap();
+    let mut w = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    w.write_all(&bytes[..bytes.len() * 7 / 10]).unwrap();
+    w.flush().unwrap();
+    let start = Instant::now();
+    while epochs_in_quiet(&db) < 5 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no epochs appeared"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(w);
+    let before = epochs_in(&db);
+    assert!(before >= 5, "{before}");
+    let all = ok(&[
+        "query",
+        "--flow",
+        "tcp 1.2.3.4 1 5.6.7.8 2",
+        db.to_str().unwrap(),
+        db.to_str().unwrap(),
+        "--gamma",
+        "0",
+    ]);
+    assert!(all.contains(&format!("{before} at the sender")), "{all}");
+    // a power cut during the last dump: the log loses the tail of its last transaction
+    let wal = dir.path().join("k.db-wal");
+    let len = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    eprintln!("{before} epochs; write-ahead log of {len} bytes");
+    assert!(len > 4096, "the killed writer left a log of {len} bytes");
+    {
+        let f = std::fs::OpenOptions::new().write(true).open(&wal).unwrap();
+        f.set_len(len - 1000).unwrap();
+        // the shared-memory index describes the old log: a rebooted machine has none
+        let _ = std::fs::remove_file(dir.path().join("k.db-shm"));
+        let after = epochs_in(&db);
+        assert!(
+            after == before || after + 1 == before,
+            "{before} epochs before the cut, {after} after"
+        );
+        let q = ok(&[
+            "query",
+            "--flow",
+            "tcp 1.2.3.4 1 5.6.7.8 2",
+            db.to_str().unwrap(),
+            db.to_str().unwrap(),
+            "--gamma",
+            "0",
+        ]);
+        assert!(q.contains(&format!("{after} at the sender")), "{q}");
+    }
+}
+
+fn epochs_in_quiet(store: &Path) -> u64 {
+    let o = common::owl(&["colate", "stats", store.to_str().unwrap()]);
+    if !o.status.success() {
+        return 0;
+    }
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}

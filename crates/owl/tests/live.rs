@@ -1,0 +1,575 @@
+//! The live system from the command line: `owl keygen`, `owl agent` pairs on loopback.
+
+mod common;
+use std::path::Path;
+
+use common::{fails, ok};
+
+#[test]
+fn keygen_writes_a_private_key_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("owl.key");
+    let p = path.to_str().unwrap();
+    ok(&["keygen", "-o", p]);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let key = owl_live::key::Key::parse(&text, p).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    assert!(!owl_live::key::Key::readable_by_others(&path));
+    fails(&["keygen", "-o", p], "never overwrites");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+    // standard output: another key each time
+    let other = ok(&["keygen"]);
+    assert_ne!(owl_live::key::Key::parse(&other, "-").unwrap(), key);
+    for cmd in ["keygen", "agent", "collector", "report"] {
+        assert!(ok(&[cmd, "--help"]).contains("Examples:"), "{cmd} --help");
+    }
+}
+
+/// A running `owl agent` pair's results.
+struct Run {
+    /// The receiver's interval lines.
+    lines: Vec<serde_json::Value>,
+    summary: serde_json::Value,
+    receiver_err: String,
+    sender_err: String,
+}
+
+/// Start a receiver on a free loopback port, then a sender, with the same `common` flags;
+/// both must exit 0.
+fn agents(s: &Path, r: &Path, key: &Path, common: &[&str]) -> Run {
+    agents_with(s, r, key, common, &[])
+}
+
+/// How long a replayed agent pair may run before the test kills both and fails with their logs
+/// (a few seconds on a quiet machine; generous for a loaded CI runner).
+const PAIR_DEADLINE: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Read all of a child's pipe on its own thread, so a chatty child never blocks on a full pipe
+/// while the test waits for something else.
+fn drain(mut r: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = r.read_to_end(&mut b);
+        String::from_utf8_lossy(&b).into_owned()
+    })
+}
+
+/// [`agents`], with flags for the receiver only.
+fn agents_with(s: &Path, r: &Path, key: &Path, common: &[&str], receiver_only: &[&str]) -> Run {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let bin = env!("CARGO_BIN_EXE_owl");
+    let rx = Command::new(bin)
+        .args(["agent", "--role", "receiver", "--listen", "127.0.0.1:0"])
+        .args([
+            "--replay",
+            r.to_str().unwrap(),
+            "--key-file",
+            key.to_str().unwrap(),
+        ])
+        .args(common)
+        .args(receiver_only)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut rx = Guard(Some(rx));
+    let child = rx.0.as_mut().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let receiver_out = drain(child.stdout.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("owl: agent: listening on ")
+        .unwrap_or_else(|| panic!("receiver said: {first}"))
+        .to_string();
+    let receiver_rest = drain(err);
+    let mut tx = Command::new(bin)
+        .args(["agent", "--role", "sender", "--peer", &addr])
+        .args([
+            "--replay",
+            s.to_str().unwrap(),
+            "--key-file",
+            key.to_str().unwrap(),
+        ])
+        .args(common)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sender_log = drain(tx.stderr.take().unwrap());
+    let mut tx = Guard(Some(tx));
+    // wait for both, never longer than the deadline; a failed sender leaves the receiver waiting
+    // for a sender forever, so it is stopped too
+    let t0 = std::time::Instant::now();
+    let (mut tx_status, mut rx_status) = (None, None);
+    let timed_out = loop {
+        if tx_status.is_none() {
+            tx_status = tx.0.as_mut().unwrap().try_wait().unwrap();
+            if tx_status.is_some_and(|s| !s.success()) {
+                let _ = rx.0.as_mut().unwrap().kill();
+            }
+        }
+        if rx_status.is_none() {
+            rx_status = rx.0.as_mut().unwrap().try_wait().unwrap();
+        }
+        if tx_status.is_some() && rx_status.is_some() {
+            break false;
+        }
+        if t0.elapsed() > PAIR_DEADLINE {
+            break true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    drop((tx, rx)); // kills whichever still runs, so the pipes close
+    let sender_err = sender_log.join().unwrap();
+    let receiver_err = format!("{first}{}", receiver_rest.join().unwrap());
+    let stdout = receiver_out.join().unwrap();
+    assert!(
+        !timed_out,
+        "the agent pair ran past {PAIR_DEADLINE:?}\nsender: {sender_err}\nreceiver: {receiver_err}"
+    );
+    let (tx_status, rx_status) = (tx_status.unwrap(), rx_status.unwrap());
+    assert!(
+        tx_status.success(),
+        "sender: {sender_err}\nreceiver: {receiver_err}"
+    );
+    assert!(
+        rx_status.success(),
+        "receiver: {receiver_err}\nsender: {sender_err}"
+    );
+    let mut lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let summary = lines.pop().unwrap();
+    assert_eq!(summary["type"], "summary");
+    Run {
+        lines,
+        summary,
+        receiver_err,
+        sender_err,
+    }
+}
+
+/// `owl record` at both points and `owl estimate --jsonl` of `method`: its interval lines.
+fn estimate(
+    dir: &Path,
+    s: &Path,
+    r: &Path,
+    method: &str,
+    agreed: &[&str],
+) -> Vec<serde_json::Value> {
+    let (fs, fr) = (
+        dir.join(format!("{method}.S.owl")),
+        dir.join(format!("{method}.R.owl")),
+    );
+    for (cap, role, file) in [(s, "sender", &fs), (r, "receiver", &fr)] {
+        let mut a = vec![
+            "record",
+            "--method",
+            method,
+            "--role",
+            role,
+            cap.to_str().unwrap(),
+        ];
+        a.extend(["-o", file.to_str().unwrap()]);
+        a.extend(agreed);
+        ok(&a);
+    }
+    ok(&[
+        "estimate",
+        fs.to_str().unwrap(),
+        fr.to_str().unwrap(),
+        "--jsonl",
+        "--allow-negative-delay",
+    ])
+    .lines()
+    .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+    .filter(|v| v["type"] == "interval")
+    .collect()
+}
+
+/// The agents' per-interval results equal `owl estimate`'s on files `owl record` wrote from
+/// the same captures: the same intervals, and for each method every field of the estimate
+/// (floats bit for bit).
+fn assert_same_as_files(
+    dir: &Path,
+    s: &Path,
+    r: &Path,
+    run: &Run,
+    methods: &[&str],
+    agreed: &[&str],
+) {
+    for (i, m) in methods.iter().enumerate() {
+        let want = estimate(dir, s, r, m, agreed);
+        assert!(!want.is_empty(), "{m}: no interval estimated");
+        let got: Vec<&serde_json::Value> = run
+            .lines
+            .iter()
+            .filter(|l| l.get("methods").is_some())
+            .collect();
+        assert_eq!(
+            got.iter().map(|l| l["index"].clone()).collect::<Vec<_>>(),
+            want.iter().map(|l| l["index"].clone()).collect::<Vec<_>>(),
+            "{m}: intervals"
+        );
+        for (g, w) in got.iter().zip(&want) {
+            let mut g = g["methods"][i].clone();
+            assert_eq!(g["method"], *m);
+            let mut w = w.clone();
+            // the packet counts `owl estimate` reads from the files' interval headers
+            // (sent, received, loss_rate) are not exchanged by the agents yet (issue 14)
+            for k in ["type", "index", "start_ns", "sent", "received", "loss_rate"] {
+                w.as_object_mut().unwrap().remove(k);
+            }
+            g.as_object_mut().unwrap().remove("method");
+            assert_eq!(g, w, "{m}: interval {}", w["index"]);
+        }
+    }
+}
+
+#[test]
+fn agents_give_what_record_and_estimate_give_for_every_method() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = common::simulate(&dir.path().join("p"), &["--loss", "uniform:0.01"]);
+    let key = dir.path().join("k");
+    ok(&["keygen", "-o", key.to_str().unwrap()]);
+    let methods: Vec<&str> = owl_core::registry::METHODS.iter().map(|m| m.name).collect();
+    let list = methods.join(",");
+    let agreed = ["--interval", "20ms"];
+    let mut common = vec!["--methods", &list, "--queue", "2"];
+    common.extend(agreed);
+    let run = agents(&s, &r, &key, &common);
+    assert!(run.lines.len() >= 9, "{} intervals", run.lines.len());
+    assert_eq!(run.summary["missing"], 0);
+    assert!(run.sender_err.contains("done:"), "{}", run.sender_err);
+    assert!(
+        run.receiver_err.contains("connected"),
+        "{}",
+        run.receiver_err
+    );
+    // RDA crossed as a round trip, with its timestamp requests
+    assert!(
+        run.lines.iter().any(|l| l["methods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["method"] == "rda" && m["lost"].as_u64() > Some(0))),
+        "no RDA interval with decoded losses"
+    );
+    assert_same_as_files(dir.path(), &s, &r, &run, &methods, &agreed);
+}
+
+/// A receiver that starts capturing late and stops early: the sender's lead-in and lead-out
+/// intervals are left out exactly as `owl estimate` leaves them out.
+#[test]
+fn lead_in_and_lead_out_are_left_out_as_estimate_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = common::simulate(&dir.path().join("p"), &[]);
+    let cut = dir.path().join("r-cut.pcap");
+    let first = std::cell::Cell::new(None);
+    common::recapture(&r, &cut, 0, |_, ts| {
+        let f = first.get().unwrap_or(ts);
+        first.set(Some(f));
+        ts > f + 45_000_000 && ts < f + 140_000_000
+    });
+    let key = dir.path().join("k");
+    ok(&["keygen", "-o", key.to_str().unwrap()]);
+    let agreed = ["--interval", "20ms"];
+    let mut common = vec!["--methods", "lda,rda"];
+    common.extend(agreed);
+    let run = agents(&s, &cut, &key, &common);
+    assert!(
+        run.summary["trimmed"][0].as_u64().unwrap() >= 2,
+        "{}",
+        run.summary
+    );
+    assert_same_as_files(dir.path(), &s, &cut, &run, &["lda", "rda"], &agreed);
+}
+
+/// Start a receiver that stays up; returns it and its address.
+fn receiver(r: &Path, key: &Path, common: &[&str]) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut rx = Command::new(env!("CARGO_BIN_EXE_owl"))
+        .args(["agent", "--role", "receiver", "--listen", "127.0.0.1:0"])
+        .args([
+            "--replay",
+            r.to_str().unwrap(),
+            "--key-file",
+            key.to_str().unwrap(),
+        ])
+        .args(common)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(rx.stderr.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("owl: agent: listening on ")
+        .unwrap_or_else(|| panic!("receiver said: {first}"))
+        .to_string();
+    (rx, addr)
+}
+
+/// The receiver's log after it is stopped.
+fn stop(mut rx: std::process::Child) -> String {
+    use std::io::Read;
+    rx.kill().unwrap();
+    let mut s = String::new();
+    rx.stderr.take().unwrap().read_to_string(&mut s).unwrap();
+    rx.wait().unwrap();
+    s
+}
+
+/// A wrong key or another configuration is refused with a one-line reason on both sides; the
+/// receiver keeps waiting for a sender it can measure with.
+#[test]
+fn a_wrong_key_or_configuration_is_refused_on_both_sides() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = common::simulate(&dir.path().join("p"), &[]);
+    let (k1, k2) = (dir.path().join("k1"), dir.path().join("k2"));
+    ok(&["keygen", "-o", k1.to_str().unwrap()]);
+    ok(&["keygen", "-o", k2.to_str().unwrap()]);
+    let common = ["--methods", "lda", "--interval", "20ms"];
+    let (rx, addr) = receiver(&r, &k1, &common);
+    let mut rx = Guard(Some(rx));
+    let sender = |key: &Path, extra: &[&str]| {
+        let mut a = vec!["agent", "--role", "sender", "--peer", &addr, "--replay"];
+        a.extend([s.to_str().unwrap(), "--key-file", key.to_str().unwrap()]);
+        a.extend(common);
+        a.extend(extra);
+        a.iter().map(|x| x.to_string()).collect::<Vec<_>>()
+    };
+    let run = |args: Vec<String>, want: &str| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        fails(&args, want)
+    };
+    run(
+        sender(&k2, &[]),
+        "the peer refused the connection: authentication failed: the two sides do not hold the same key (check --key-file) (unauthenticated reply)",
+    );
+    run(
+        sender(&k1, &["--method-config", "lda:rows=256"]),
+        "the peer refused the connection: lda: configuration mismatch between sender and receiver: rows is 256 at the sender but 512 at the receiver",
+    );
+    run(
+        sender(&k1, &["--origin-ns", "5000000"]),
+        "interval origin is 5000000 at the sender but 0 at the receiver",
+    );
+    let log = stop(rx.0.take().unwrap());
+    let refused: Vec<&str> = log.lines().filter(|l| l.contains("refused")).collect();
+    assert_eq!(refused.len(), 3, "{log}");
+    assert!(refused[0].contains("do not hold the same key"), "{log}");
+    assert!(
+        refused[1].contains("rows is 256 at the sender but 512 at the receiver"),
+        "{log}"
+    );
+    // arguments that cannot work are refused before anything starts
+    let k = k1.to_str().unwrap();
+    let rp = r.to_str().unwrap();
+    fails(
+        &[
+            "agent",
+            "--role",
+            "receiver",
+            "--replay",
+            rp,
+            "--key-file",
+            k,
+            "--interval",
+            "1s",
+        ],
+        "the receiver needs --listen",
+    );
+    fails(
+        &[
+            "agent",
+            "--role",
+            "sender",
+            "--listen",
+            "x:1",
+            "--replay",
+            rp,
+            "--key-file",
+            k,
+            "--interval",
+            "1s",
+        ],
+        "--listen is for the receiver",
+    );
+    fails(
+        &[
+            "agent",
+            "--role",
+            "receiver",
+            "--listen",
+            "127.0.0.1:0",
+            "--replay",
+            rp,
+            "--key-file",
+            k,
+        ],
+        "--interval must be given",
+    );
+    fails(
+        &[
+            "agent",
+            "--role",
+            "receiver",
+            "--listen",
+            "127.0.0.1:0",
+            "--replay",
+            rp,
+            "--key-file",
+            rp,
+            "--interval",
+            "1s",
+        ],
+        "not an owl key file",
+    );
+}
+
+/// A child process killed (by its id) when the test ends, even by a panic.
+struct Guard(Option<std::process::Child>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A process that says where it listens on its first line of standard error.
+fn listening(mut c: std::process::Child, prefix: &str) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    let mut first = String::new();
+    BufReader::new(c.stderr.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let rest = first
+        .trim()
+        .strip_prefix(prefix)
+        .unwrap_or_else(|| panic!("said: {first}"));
+    let addr = rest.split(',').next().unwrap().to_string();
+    (c, addr)
+}
+
+/// Agents deliver every interval to a collector; `owl report` prints the same series the
+/// receiver wrote, with each point's packet counts.
+#[test]
+fn the_collector_stores_what_the_receiver_reports() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, books) = common::simulate(&dir.path().join("p"), &["--loss", "uniform:0.02"]);
+    let key = dir.path().join("k");
+    ok(&["keygen", "-o", key.to_str().unwrap()]);
+    let db = dir.path().join("owl.db");
+    let c = Command::new(env!("CARGO_BIN_EXE_owl"))
+        .args([
+            "collector",
+            "--listen",
+            "127.0.0.1:0",
+            "--db",
+            db.to_str().unwrap(),
+        ])
+        .args(["--key-file", key.to_str().unwrap()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (c, caddr) = listening(c, "owl: collector: listening on ");
+    let mut c = Guard(Some(c));
+    let common = ["--methods", "lda,rda", "--interval", "20ms"];
+    let run = agents_with(
+        &s,
+        &r,
+        &key,
+        &common,
+        &["--collector", &caddr, "--pair", "s→r"],
+    );
+    assert!(
+        run.receiver_err
+            .contains("lines delivered to the collector"),
+        "{}",
+        run.receiver_err
+    );
+    let log = stop(c.0.take().unwrap());
+    assert!(log.contains("s→r"), "{log}");
+    let rep: serde_json::Value = serde_json::from_str(&ok(&[
+        "report",
+        "--db",
+        db.to_str().unwrap(),
+        "--pair",
+        "s→r",
+        "--json",
+    ]))
+    .unwrap();
+    let rows = rep["intervals"].as_array().unwrap();
+    // the receiver's estimated intervals, method by method (the report orders methods by name)
+    let mut want = Vec::new();
+    for l in run.lines.iter().filter(|l| l["type"] == "interval") {
+        let mut ms: Vec<&serde_json::Value> = l["methods"].as_array().unwrap().iter().collect();
+        ms.sort_by_key(|m| m["method"].as_str().unwrap().to_string());
+        for m in ms {
+            want.push((
+                l["start_ns"].clone(),
+                m["method"].clone(),
+                m["mean_ns"].clone(),
+                m["samples"].clone(),
+                l["sent"].clone(),
+                l["received"].clone(),
+            ));
+        }
+    }
+    let got: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            assert_eq!(r["pair"], "s→r");
+            assert_eq!(r["status"], "estimated");
+            (
+                r["start_ns"].clone(),
+                r["method"].clone(),
+                r["mean_ns"].clone(),
+                r["samples"].clone(),
+                r["sent"].clone(),
+                r["received"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+    // every packet of both captures is in an interval's counts
+    let sent: u64 = run.lines.iter().filter_map(|l| l["sent"].as_u64()).sum();
+    let received: u64 = run
+        .lines
+        .iter()
+        .filter_map(|l| l["received"].as_u64())
+        .sum();
+    let b = &books["report"];
+    assert_eq!(sent, b["sent"].as_u64().unwrap(), "{books}");
+    let delivered = b["delivered"].as_u64().unwrap() + b["duplicated"].as_u64().unwrap();
+    assert_eq!(received, delivered, "{books}");
+    // the text table and the errors
+    let text = ok(&["report", "--db", db.to_str().unwrap()]);
+    assert!(text.lines().count() == rows.len() + 1, "{text}");
+    fails(
+        &["report", "--db", db.to_str().unwrap(), "--pair", "x"],
+        "no pair 'x' (pairs: s→r)",
+    );
+    fails(
+        &["report", "--db", key.to_str().unwrap()],
+        "not an owl collector database",
+    );
+}
