@@ -493,7 +493,7 @@ mod pair {
         assert_eq!(st.groups, 1000);
         assert!(st.unrecovered_groups <= 4, "{st:?}");
         // wavelet timestamps: positions exact, delays within the reported error
-        let w = Config::wavelet(5);
+        let w = Config::wavelet_robust(5);
         let (a, b) = points(&w, &s, &r);
         let rec = recover_pair(&a, &b).unwrap();
         let e = rec.stats.codec_error;
@@ -507,12 +507,10 @@ mod pair {
         assert_eq!(rec.stats.unrecovered_groups, 0, "{:?}", rec.stats);
         // the paper's overhead (§VI-B, ≈ 0.45 B a packet): fixed k = 3 rows, no labels, the
         // paper's search
-        let paper = Config {
-            design_loss: 0.0,
-            labels: 0,
-            search: super::super::config::Search::Paper,
-            ..w
-        };
+        let paper = Config::wavelet(5);
+        assert_eq!(paper.design_loss, 0.0);
+        assert_eq!(paper.labels, 0);
+        assert_eq!(paper.search, super::super::config::Search::Paper);
         let (a, b) = points(&paper, &s, &r);
         let rec = recover_pair(&a, &b).unwrap();
         let per = rec.stats.payload_bytes as f64 / s.len() as f64;
