@@ -138,9 +138,10 @@ struct OpenInterval {
     pending: u64,
 }
 
-/// Exact mean/std by integer sums, min/max, and either every delay or a histogram.
+/// Exact mean/std by integer sums, min/max, and either every delay (up to a budget) or a
+/// histogram past it.
 #[derive(Debug)]
-struct DelayAcc {
+pub struct DelayAcc {
     exact: Option<Vec<i64>>,
     limit: usize,
     count: u64,
@@ -152,7 +153,8 @@ struct DelayAcc {
 }
 
 impl DelayAcc {
-    fn new(limit: usize) -> DelayAcc {
+    /// Keep up to `limit` delays for exact quantiles.
+    pub fn new(limit: usize) -> DelayAcc {
         DelayAcc {
             exact: Some(Vec::new()),
             limit,
@@ -165,7 +167,7 @@ impl DelayAcc {
         }
     }
 
-    fn push(&mut self, d: i64) {
+    pub fn push(&mut self, d: i64) {
         self.count += 1;
         self.sum += d as i128;
         self.sum_sq = self
@@ -194,7 +196,7 @@ impl DelayAcc {
     }
 
     /// The summary, and whether its quantiles are exact.
-    fn summary(&mut self) -> (Option<DelaySummary>, bool) {
+    pub fn summary(&mut self) -> (Option<DelaySummary>, bool) {
         if self.count == 0 {
             return (None, true);
         }

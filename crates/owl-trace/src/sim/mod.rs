@@ -454,10 +454,13 @@ impl Source {
     }
 }
 
-/// One delivery at R.
+/// One delivery at R, in R's order: by arrival time, then, among equal times, by its place
+/// in the path's order (`2·position` of the delivered packet, `2·position + 1` for a packet
+/// reordered to just after the packet at `position`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Delivery {
     r_ns: u64,
+    order: u64,
     idx: u32,
     dup: bool,
 }
@@ -541,8 +544,11 @@ impl Simulation {
             arrivals.push((a, i as u32));
         }
 
-        // reordering: a packet lands just after the packet `d` positions later
+        // reordering: a packet lands just after the packet `d` positions later, before the one
+        // after that (on a FIFO path, whose bursts share one arrival time, the order among equal
+        // times says so: the packet is overtaken by `d` packets, not by the rest of a burst)
         let mut displaced = 0u64;
+        let mut order: Vec<u64> = (0..arrivals.len() as u64).map(|k| 2 * k).collect();
         if let Some(r) = p.reorder
             && r.fraction > 0.0
             && arrivals.len() > 1
@@ -552,7 +558,12 @@ impl Simulation {
             for (k, a) in arrivals[..last].iter_mut().enumerate() {
                 if rng.random::<f64>() < r.fraction {
                     let d = rng.random_range(1..=r.max_displacement as usize);
-                    a.0 = orig[(k + d).min(last)] + 1;
+                    let after = (k + d).min(last);
+                    a.0 = orig[after] + 1;
+                    if after < last && orig[after + 1] == orig[after] {
+                        a.0 = orig[after];
+                    }
+                    order[k] = 2 * after as u64 + 1;
                     displaced += 1;
                 }
             }
@@ -585,10 +596,11 @@ impl Simulation {
         };
         let mut deliveries: Vec<Delivery> = Vec::with_capacity(arrivals.len());
         let mut duplicated = 0u64;
-        for &(a, i) in &arrivals {
+        for (&(a, i), &o) in arrivals.iter().zip(&order) {
             let r = to_r(a)?;
             deliveries.push(Delivery {
                 r_ns: r,
+                order: o,
                 idx: i,
                 dup: false,
             });
@@ -596,12 +608,14 @@ impl Simulation {
                 duplicated += 1;
                 deliveries.push(Delivery {
                     r_ns: r + rng.random_range(1..=2_000u64),
+                    order: o,
                     idx: i,
                     dup: true,
                 });
             }
         }
         drop(arrivals);
+        drop(order);
         deliveries.sort_unstable();
 
         // RFC 4737 reordering from the sending order

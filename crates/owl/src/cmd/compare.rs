@@ -105,6 +105,13 @@ Per flow (--per-flow):
   its interval means weighted by the method's own packet estimate. The summary gives median
   and 95th-percentile relative error by flow size (<100, 100-999, 1000-9999, >=10000 packets).
 
+Per packet (--per-packet FILE):
+  Every per-packet method ({PER_PACKET}) gives, in each interval, its packets: FILE gets
+  method,sender_ns,receiver_ns,delay_ns per packet (receiver_ns and delay_ns empty for a packet
+  lost or not placed), and the summary (and each such method's JSON: p50_ns, p90_ns, p99_ns,
+  p999_ns, per_packet{delivered, lost, unplaced, recovered_fraction, bytes_per_packet,
+  anomalies[]}) the quantiles of its delays, the packets it placed and its largest delays.
+
 Output:
   Interval rows are printed as the intervals close (--rows N limits them), then the summary.
   --jsonl streams one JSON object per closed interval (type interval: index, start_ns,
@@ -122,10 +129,13 @@ Examples:
   owl compare S.pcapng R.pcapng --interval 100ms --json | jq '.intervals[].truth.mean_ns'
   owl compare S.pcap R.pcap --per-flow --top 20
   owl compare S.pcap R.pcap --unmatched debug/ --delays delays.csv
+  owl compare S.pcap R.pcap --methods exact,opa --per-packet packets.csv
   owl compare both.pcapng R.pcap --sender-interface 1";
 
 #[derive(Args, Clone, Debug)]
-#[command(after_help = AFTER_HELP.replace("{PER_FLOW}", &methods::per_flow_names()))]
+#[command(after_help = AFTER_HELP
+    .replace("{PER_FLOW}", &methods::per_flow_names())
+    .replace("{PER_PACKET}", &super::perpacket::names()))]
 pub struct CompareArgs {
     /// Capture taken at the sender point S (pcap or pcapng).
     pub sender: PathBuf,
@@ -151,6 +161,10 @@ pub struct CompareArgs {
     /// Write every matched packet's delay to FILE (CSV).
     #[arg(long, value_name = "FILE")]
     pub delays: Option<PathBuf>,
+    /// Write every packet of each per-packet method to FILE (CSV:
+    /// method,sender_ns,receiver_ns,delay_ns).
+    #[arg(long = "per-packet", value_name = "FILE")]
+    pub per_packet: Option<PathBuf>,
     /// Measure the complete records of a capture that ends inside a record, instead of failing.
     #[arg(long)]
     pub allow_truncated: bool,
@@ -210,8 +224,11 @@ impl Timer for WallTimer {
     }
 }
 
-/// Per-flow queries on each closed pair, before the estimators consume it.
-struct FlowHook<'a>(Option<&'a mut super::perflow::PerFlow>);
+/// Per-flow and per-packet queries on each closed pair, before the estimators consume it.
+struct FlowHook<'a>(
+    Option<&'a mut super::perflow::PerFlow>,
+    Option<&'a mut super::perpacket::PerPacket>,
+);
 
 impl PairHook for FlowHook<'_> {
     fn closed_pair(
@@ -226,6 +243,9 @@ impl PairHook for FlowHook<'_> {
                 pf.add_interval(&**m, &*sender[k], &*receiver[k], index);
             }
             pf.presence.forget(index);
+        }
+        if let Some(pp) = self.1.as_deref_mut() {
+            pp.add_interval(index, methods, sender, receiver);
         }
     }
 }
@@ -373,6 +393,8 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
     let mut per_flow = args
         .per_flow
         .then(|| super::perflow::PerFlow::new(iv, args.horizon));
+    let mut per_packet =
+        super::perpacket::PerPacket::new(args.per_packet.as_deref(), &built, args.exact_quantiles)?;
     let mut delays = match &args.delays {
         Some(p) => Some(DelaysCsv::create(p)?),
         None => None,
@@ -439,6 +461,9 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
     while let Some(ev) = reader.next_event() {
         let t = Instant::now();
         let before: Duration = timer.0.iter().sum();
+        let per_packet_before = per_packet
+            .as_ref()
+            .map_or(Duration::ZERO, |p| p.total_time());
         match ev {
             Event::Batch(k, batch, bytes) => {
                 bars[k].set_position(bytes);
@@ -450,7 +475,7 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
                         pf.presence.observe(&batch);
                     }
                 }
-                let mut hook = FlowHook(per_flow.as_mut());
+                let mut hook = FlowHook(per_flow.as_mut(), per_packet.as_mut());
                 pipeline.push(roles[k], &batch, &mut timer, &mut hook);
             }
             Event::End(k, end) => {
@@ -470,7 +495,7 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
                     });
                 }
                 ends[k] = Some(End { error: None, ..end });
-                let mut hook = FlowHook(per_flow.as_mut());
+                let mut hook = FlowHook(per_flow.as_mut(), per_packet.as_mut());
                 pipeline.finish_point(roles[k], &mut timer, &mut hook);
                 // The other point's lead-out: the lock-step hands out no record past this
                 // capture's end before the end itself, so the window is set before the methods
@@ -491,9 +516,13 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
         {
             d.write(tr.drain_matched())?;
         }
+        let per_packet_time = per_packet
+            .as_ref()
+            .map_or(Duration::ZERO, |p| p.total_time());
         exact_time += t
             .elapsed()
-            .saturating_sub(timer.0.iter().sum::<Duration>() - before);
+            .saturating_sub(timer.0.iter().sum::<Duration>() - before)
+            .saturating_sub(per_packet_time - per_packet_before);
         for o in pipeline.drain() {
             synopsis += o
                 .estimates
@@ -536,6 +565,9 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
     let mut stream = stream.expect("compare runs the truth");
     if let Some(d) = delays.as_mut() {
         d.finish()?;
+    }
+    if let Some(pp) = per_packet.as_mut() {
+        pp.finish()?;
     }
     exact_time += t.elapsed();
     if mode == Mode::Text {
@@ -608,7 +640,11 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
     }
     exact.time = exact_time;
     for (m, time) in results.iter_mut().zip(&timer.0) {
-        m.time = *time;
+        // a per-packet method's answer to the per-packet query is its work too
+        m.time = *time
+            + per_packet
+                .as_ref()
+                .map_or(Duration::ZERO, |p| p.time_of(&m.name));
     }
     let mut reports = Vec::new();
     let mut results = results.iter();
@@ -623,7 +659,17 @@ fn compare(args: &CompareArgs, mode: Mode, out: &mut impl Write) -> Result<Compa
             }
             (m, e)
         };
+        let per_packet = per_packet
+            .as_ref()
+            .and_then(|pp| pp.report(&m.name, e.bytes, &truth));
         let mut r = MethodReport::new(&m.name, e, truth.in_interval);
+        if let Some(pp) = per_packet {
+            // the quantiles of the delays it gave, when its estimate has none of its own
+            if r.estimate.quantiles.is_none() {
+                r.estimate.quantiles = pp.quantiles();
+            }
+            r.per_packet = Some(pp);
+        }
         r.run = Some(MethodRun {
             time_s: m.time.as_secs_f64(),
             error: m.error.clone(),

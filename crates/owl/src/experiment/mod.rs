@@ -10,6 +10,7 @@ pub mod colate;
 pub mod lda;
 pub mod lda_std;
 pub mod lds;
+pub mod opa;
 pub mod plot;
 pub mod rda;
 
@@ -126,6 +127,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
         run: colate::versus,
     },
     colate::QUERY_TIME,
+    opa::GROUPS,
+    opa::PER_PACKET,
+    opa::VERSUS,
 ];
 
 /// The help after the options: the files each experiment writes, and examples.

@@ -176,6 +176,57 @@ pub struct MethodReport {
     pub std_rel_err: Option<f64>,
     #[serde(flatten)]
     pub run: Option<MethodRun>,
+    /// A per-packet method's packets (`owl compare`, whole run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_packet: Option<PerPacketReport>,
+}
+
+/// One of the largest delays a per-packet method gave (OPA §VII-C's anomalies).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Anomaly {
+    pub sender_ns: u64,
+    pub receiver_ns: u64,
+    pub delay_ns: i64,
+}
+
+/// What a per-packet method said packet by packet (`Method::estimate_packets`).
+#[derive(Clone, Debug, Serialize)]
+pub struct PerPacketReport {
+    /// Sender packets it reported.
+    pub packets: u64,
+    /// Placed with a delay.
+    pub delivered: u64,
+    /// Located as lost.
+    pub lost: u64,
+    /// Neither (e.g. an OPA group it could not recover).
+    pub unplaced: u64,
+    /// `delivered` / the truth's received packets.
+    pub recovered_fraction: f64,
+    /// The method's bytes / the truth's sent packets.
+    pub bytes_per_packet: f64,
+    /// Delays of the packets placed with a delay.
+    #[serde(flatten)]
+    pub delay_fields: DelayFields,
+    /// Quantiles exact (else from a log-linear histogram, within `QUANTILE_RELATIVE_ERROR`).
+    pub quantiles_exact: bool,
+    /// The largest delays, largest first.
+    pub anomalies: Vec<Anomaly>,
+    /// The first error its per-packet answer returned, with its interval.
+    pub error: Option<String>,
+}
+
+impl PerPacketReport {
+    /// The quantiles of its delays, as an estimate carries them.
+    pub fn quantiles(&self) -> Option<owl_core::method::Quantiles> {
+        let d = &self.delay_fields;
+        Some(owl_core::method::Quantiles {
+            p50_ns: d.p50_ns? as f64,
+            p90_ns: d.p90_ns? as f64,
+            p99_ns: d.p99_ns? as f64,
+            p999_ns: d.p999_ns? as f64,
+            ..Default::default()
+        })
+    }
 }
 
 impl MethodReport {
@@ -186,6 +237,7 @@ impl MethodReport {
             std_rel_err: relative_error(e.std_ns, truth.map(|t| t.std_ns)),
             estimate: e,
             run: None,
+            per_packet: None,
         }
     }
 }

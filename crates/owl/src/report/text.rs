@@ -235,6 +235,9 @@ pub fn compare(out: &mut impl Write, c: &CompareReport, top: usize) -> Result<()
     }
     writeln!(out)?;
     methods(out, &c.methods)?;
+    if c.methods.iter().any(|m| m.per_packet.is_some()) {
+        per_packet(out, c)?;
+    }
     if let (Some(flows), Some(bins)) = (&c.flows, &c.flow_error_bins) {
         per_flow(out, c, flows, bins, top)?;
     } else if let Some(flows) = &c.flows {
@@ -296,6 +299,78 @@ fn methods(out: &mut impl Write, ms: &[MethodReport]) -> Result<()> {
         }
         for n in &e.notes {
             writeln!(out, "{:w$}  {n}", "")?;
+        }
+    }
+    Ok(())
+}
+
+/// The per-packet block: each per-packet method's quantiles beside the truth's, the packets it
+/// placed, and its largest delays.
+fn per_packet(out: &mut impl Write, c: &CompareReport) -> Result<()> {
+    let t = &c.truth;
+    let line = |d: &super::DelayFields| -> Option<String> {
+        Some(format!(
+            "p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+            format_ns(d.p50_ns? as f64),
+            format_ns(d.p90_ns? as f64),
+            format_ns(d.p99_ns? as f64),
+            format_ns(d.p999_ns? as f64),
+            format_ns(d.max_ns? as f64)
+        ))
+    };
+    writeln!(out)?;
+    writeln!(out, "per packet")?;
+    if let Some(l) = line(&t.delay_fields) {
+        writeln!(out, "  {:<12} {l}", "truth")?;
+    }
+    for m in &c.methods {
+        let Some(p) = &m.per_packet else { continue };
+        let name = &m.name;
+        match line(&p.delay_fields) {
+            Some(l) => writeln!(
+                out,
+                "  {name:<12} {l}{}",
+                if p.quantiles_exact {
+                    String::new()
+                } else {
+                    format!(
+                        " (quantiles within {:.2} %)",
+                        100.0 * owl_core::pipeline::truth::QUANTILE_RELATIVE_ERROR
+                    )
+                }
+            )?,
+            None => writeln!(out, "  {name:<12} no delay recovered")?,
+        }
+        writeln!(
+            out,
+            "  {:<12} placed {} of the {} received ({:.4} %), located {} lost, {} not placed",
+            "",
+            p.delivered,
+            t.received,
+            100.0 * p.recovered_fraction,
+            p.lost,
+            p.unplaced,
+        )?;
+        writeln!(
+            out,
+            "  {:<12} {} ({:.3} B per sender packet)",
+            "",
+            format_bytes(m.estimate.bytes),
+            p.bytes_per_packet
+        )?;
+        if let Some(e) = &p.error {
+            writeln!(out, "  {:<12} ! {e}", "")?;
+        }
+        // the largest delays, with the sending time of each (ns since the epoch)
+        for (k, a) in p.anomalies.iter().take(3).enumerate() {
+            writeln!(
+                out,
+                "  {:<12} {} {} sent at {} ns",
+                "",
+                if k == 0 { "largest" } else { "       " },
+                format_ns(a.delay_ns as f64),
+                a.sender_ns
+            )?;
         }
     }
     Ok(())

@@ -24,8 +24,9 @@
 /// The field's modulus, `2⁶¹ − 1`.
 pub const P: u64 = (1 << 61) - 1;
 
-/// Most CAH rows a configuration may ask for.
-pub const MAX_ROWS: usize = 8;
+/// Most CAH rows a group may carry (a group sized for its design loss rate takes more rows the
+/// more packets it holds, see [`super::config::Config::rows_for`]).
+pub const MAX_ROWS: usize = 32;
 
 /// One group's CAH (only the first `k` entries are used).
 pub type Cah = [u64; MAX_ROWS];
@@ -145,6 +146,82 @@ pub fn solve_vandermonde(q: &[u64], r: &[u64]) -> Option<Vec<u64>> {
     Some(m.into_iter().map(|row| row[n]).collect())
 }
 
+/// The unknown hashes at the distinct positions `q` from the residual `res = B − A_σ·H_σ` of
+/// all `k = res.len()` rows, if `res` is a combination of the columns of `q` at all: the first
+/// `α = |q|` rows solve (Eq. 5), the other `k − α` check (Eq. 6). `None` when a checking row
+/// fails or `α ≥ k`.
+///
+/// The check needs no solving: with `P(z) = ∏(z − q_i) = Σ p_m z^m`, a residual
+/// `res_x = Σ_i u_i q_i^x` satisfies `Σ_m p_m res_{m+s} = 0` for every `s < k − α` (each term is
+/// `u_i q_i^s P(q_i) = 0`), and only such residuals do (the sequences `P` annihilates are
+/// spanned by the `q_i^x`). That is `O(α·(k − α))` after `P` in `O(α²)`; a mapping that checks
+/// is then solved in `O(α²)` (Eq. 5 is a transposed Vandermonde system: with
+/// `P_i(z) = P(z)/(z − q_i) = Σ c_{i,x} z^x`, `u_i = Σ_x c_{i,x} res_x / P_i(q_i)`).
+pub fn solve_checked(q: &[u64], res: &[u64]) -> Option<Vec<u64>> {
+    let (a, k) = (q.len(), res.len());
+    if a >= k {
+        return None;
+    }
+    // P(z), lowest coefficient first, degree a
+    let mut p = vec![0u64; a + 1];
+    p[0] = 1;
+    for (deg, &qi) in q.iter().enumerate() {
+        let qi = reduce(qi);
+        // p ← p·(z − qi)
+        for m in (0..=deg + 1).rev() {
+            let hi = if m > 0 { p[m - 1] } else { 0 };
+            p[m] = sub(hi, mul(qi, p[m]));
+        }
+    }
+    for s in 0..k - a {
+        let mut acc = 0;
+        for (m, &pm) in p.iter().enumerate() {
+            acc = add(acc, mul(pm, res[m + s]));
+        }
+        if acc != 0 {
+            return None;
+        }
+    }
+    // the solution: P_i by synthetic division, P_i(q_i) = P'(q_i) ≠ 0 for distinct q
+    let mut num = Vec::with_capacity(a);
+    let mut den = Vec::with_capacity(a);
+    let mut c = vec![0u64; a];
+    for &qi in q {
+        let qi = reduce(qi);
+        // P(z) = (z − qi)·C(z): c_{a−1} = p_a, c_{m−1} = p_m + qi·c_m
+        c[a - 1] = p[a];
+        for m in (1..a).rev() {
+            c[m - 1] = add(p[m], mul(qi, c[m]));
+        }
+        let (mut n, mut d, mut z) = (0, 0, 1);
+        for (x, &cx) in c.iter().enumerate() {
+            n = add(n, mul(cx, res[x]));
+            d = add(d, mul(cx, z));
+            z = mul(z, qi);
+        }
+        if d == 0 {
+            return None; // repeated position
+        }
+        num.push(n);
+        den.push(d);
+    }
+    // one inversion for all denominators
+    let mut prefix = Vec::with_capacity(a);
+    let mut acc = 1;
+    for &d in &den {
+        prefix.push(acc);
+        acc = mul(acc, d);
+    }
+    let mut inv_acc = inv(acc);
+    let mut u = vec![0u64; a];
+    for i in (0..a).rev() {
+        let inv_d = mul(inv_acc, prefix[i]);
+        inv_acc = mul(inv_acc, den[i]);
+        u[i] = mul(num[i], inv_d);
+    }
+    Some(u)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,6 +262,35 @@ mod tests {
             .collect();
         assert_eq!(solve_vandermonde(&q, &r).unwrap(), u.to_vec());
         assert!(solve_vandermonde(&[4, 4], &[1, 2]).is_none());
+        // all rows: the three solve, a fourth and fifth check
+        let r5: Vec<u64> = (0..5)
+            .map(|x| {
+                q.iter()
+                    .zip(&u)
+                    .fold(0, |acc, (&qi, &ui)| add(acc, mul(pow(qi, x), ui)))
+            })
+            .collect();
+        assert_eq!(solve_checked(&q, &r5).unwrap(), u.to_vec());
+        let mut bad = r5.clone();
+        bad[4] = add(bad[4], 1);
+        assert!(solve_checked(&q, &bad).is_none());
+        assert!(solve_checked(&q, &r5[..3]).is_none(), "no checking row");
+        assert!(solve_checked(&[7, 7], &r5).is_none());
+        assert_eq!(solve_checked(&[], &[0, 0]).unwrap(), Vec::<u64>::new());
+        assert!(solve_checked(&[], &[0, 1]).is_none());
+        // many unknowns
+        let q: Vec<u64> = (1..=20).map(|i| 7 * i + 3).collect();
+        let u: Vec<u64> = (0..20)
+            .map(|i| reduce(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i + 1)))
+            .collect();
+        let r: Vec<u64> = (0..24)
+            .map(|x| {
+                q.iter()
+                    .zip(&u)
+                    .fold(0, |acc, (&qi, &ui)| add(acc, mul(pow(qi, x), ui)))
+            })
+            .collect();
+        assert_eq!(solve_checked(&q, &r).unwrap(), u);
         assert_eq!(solve_vandermonde(&[], &[]).unwrap(), Vec::<u64>::new());
     }
 }

@@ -9,10 +9,37 @@ use super::timestamps::Codec;
 /// Longest delimiter prefix: a delimiter every 2⁴⁰ packets is no delimiter at all.
 pub const MAX_DELIMITER_BITS: u32 = 40;
 /// The interval's search budget, in mappings per sender packet: hostile or heavily reordered
-/// traffic costs at most this much recovery work per packet (about 2 µs on one core).
-pub const MAPPINGS_PER_PACKET: u64 = 64;
+/// traffic costs at most this much recovery work per packet (about a microsecond on one core),
+/// or [`MIN_BUDGET`] in a small interval.
+pub const MAPPINGS_PER_PACKET: u64 = 32;
+/// The same for the search aligned on the timestamps, whose alignments cost more each (a walk
+/// of the group and a share of the lattice it comes from, ~10 µs): a hopeless interval (1 %
+/// loss and reordering without labels) costs about 40 µs a packet, a recoverable one 2–3.
+pub const ALIGNMENTS_PER_PACKET: u64 = 4;
+/// The smallest interval search budget.
+pub const MIN_BUDGET: u64 = 1 << 20;
 /// Most groups per segment.
 pub const MAX_GROUPS: u32 = 1 << 20;
+/// The chance, at the design loss rate, that a group loses more packets than its rows can
+/// solve for (`k − 1`): what [`Config::rows_for`] sizes each group to.
+pub const RESIDUAL: f64 = 1e-4;
+/// Largest design loss rate.
+pub const MAX_DESIGN_LOSS: f64 = 0.2;
+/// Most label bits a packet.
+pub const MAX_LABEL_BITS: u32 = 8;
+
+/// How recovery looks for a group's mapping (§IV-C/D).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Search {
+    /// Algorithm 1 as the paper writes it: mappings by increasing number of errors, at most
+    /// `max_errors`, losses at every position, moves within the shift bound.
+    Paper,
+    /// owl's extension: the receiver decodes the sender's timestamps first and aligns them with
+    /// its arrival times (losses are skipped sender positions, insertions skipped received
+    /// packets); the most likely alignments are proposed first and the CAH checks each exactly
+    /// (see [`super::align`]). Errors are bounded by the group's rows, not by `max_errors`.
+    Timestamps,
+}
 
 /// Configuration of an OPA (§II, §IV-B, §V, §VI-A).
 #[derive(Clone, Debug, PartialEq)]
@@ -32,10 +59,22 @@ pub struct Config {
     pub shift: u32,
     /// Most mappings tested in one group before it is given up (the enumeration's hard cap);
     /// an interval also stops searching once it has tested [`MAPPINGS_PER_PACKET`] per sender
-    /// packet (or `max_mappings`, if more).
+    /// packet (or [`MIN_BUDGET`], if more).
     pub max_mappings: u64,
     /// How the sender's timestamps travel (§V-A).
     pub codec: Codec,
+    /// ρ: the loss rate groups are sized for (§VI-A, Eq. 10: errors per group decide what is
+    /// recovered). A group of `w` packets carries the fewest rows `k ≥ rows` such that losing
+    /// `k` or more of its packets at that rate has probability at most [`RESIDUAL`]
+    /// ([`Config::rows_for`]); 0: every group has `rows` rows, as in the paper.
+    pub design_loss: f64,
+    /// How recovery searches (the paper's enumeration, or aligned on the timestamps).
+    pub search: Search,
+    /// Bits of each packet's hash the sender sends in its sending order (owl's extension, 0
+    /// in the paper): an alignment may match a received packet only to a position of the same
+    /// label, so a loss misplaced by `δ` positions survives with probability `2^(−bits·δ)` and
+    /// the search aligned on the timestamps tries few alignments. Unused by `search=paper`.
+    pub labels: u32,
     /// Seed of the group and augmented hashes (both points must use the same).
     pub seed: u64,
 }
@@ -50,14 +89,19 @@ const FIELDS: &[&str] = &[
     "max_mappings",
     "timestamps",
     "ratio",
+    "design_loss",
+    "search",
+    "labels",
     "seed",
 ];
 
 impl Config {
     /// owl's default (`opa`): segments of about 128 packets between delimiters (b = 7), one
-    /// group each, k = 3 rows (the paper's 24-byte CAH), at most E = 2 errors per group as the
-    /// paper's implementation, a shift of 16 positions, 2²⁰ mappings per group at most, and
-    /// lossless timestamps.
+    /// group each, at least k = 3 rows (the paper's 24-byte CAH) and more in a group whose
+    /// size makes more losses likely at the design loss rate of 1 % (the rate of `owl demo`),
+    /// the search aligned on the timestamps, a shift of 16 positions, 2²⁴ mappings per group
+    /// at most, and lossless timestamps. With `search=paper`, at most E = 2 errors per group
+    /// as the paper's implementation.
     pub fn lossless(seed: u64) -> Config {
         Config {
             groups: 1,
@@ -65,19 +109,69 @@ impl Config {
             delimiter_bits: 7,
             max_errors: 2,
             shift: 16,
-            max_mappings: 1 << 20,
+            max_mappings: 1 << 24,
             codec: Codec::Lossless,
+            design_loss: 0.01,
+            search: Search::Timestamps,
+            labels: 2,
             seed,
         }
     }
 
-    /// `opa-wavelet`: the paper's wavelet compression at ratio θ = 1/10 (§VI-B), in segments
-    /// of about 256 packets (b = 8) so that tuples and timestamps stay within the paper's
-    /// overhead (§VI-B: about 3 packets of 1 500 B per 10⁴, 0.45 B a packet).
+    /// `k(w)`: the rows of a group of `w` packets — the fewest `k ≥ rows` with
+    /// `P(Binomial(w, ρ) ≥ k) ≤ RESIDUAL` at the design loss rate ρ, at most [`MAX_ROWS`];
+    /// `rows` when ρ = 0. Both points compute it from `w` (the sender's count, in the tuple) in
+    /// IEEE arithmetic without library functions, so they agree on every platform.
+    pub fn rows_for(&self, w: u32) -> usize {
+        let k0 = self.rows as usize;
+        let p = self.design_loss;
+        if p <= 0.0 || w == 0 {
+            return k0;
+        }
+        // pmf(0) = (1 − p)^w by squaring
+        let (mut base, mut e, mut pmf) = (1.0 - p, w, 1.0f64);
+        while e > 0 {
+            if e & 1 == 1 {
+                pmf *= base;
+            }
+            base *= base;
+            e >>= 1;
+        }
+        let ratio = p / (1.0 - p);
+        let mut below = 0.0; // P(X < k)
+        for k in 0..MAX_ROWS {
+            // here pmf = P(X = k)
+            below += pmf;
+            if k + 1 >= k0 && 1.0 - below <= RESIDUAL {
+                return k + 1;
+            }
+            pmf *= (w as f64 - k as f64) / (k as f64 + 1.0) * ratio;
+        }
+        MAX_ROWS
+    }
+
+    /// `opa-wavelet`: the paper's configuration (§V-A, §VI-B) — wavelet-compressed timestamps
+    /// keeping θ = 6 % of the coefficients, a fixed k = 3 rows per group (`design_loss=0`), no
+    /// labels and the paper's enumeration (Algorithm 1, `search=paper`): 0.44 B a packet, the
+    /// paper's overhead of about 3 packets of 1 500 B per 10⁴ (0.45 B), for paths with the
+    /// paper's loss rates (≤ 10⁻³; every delivered packet placed at 10⁻⁴ loss). On lossier
+    /// paths use [`Config::wavelet_robust`] (`design_loss=0.01,labels=2,search=timestamps`,
+    /// about 1 B a packet); the paper's θ = 1/10 is `ratio=0.1`.
     pub fn wavelet(seed: u64) -> Config {
         Config {
-            codec: Codec::Wavelet { ratio: 0.1 },
-            delimiter_bits: 8,
+            design_loss: 0.0,
+            labels: 0,
+            search: Search::Paper,
+            ..Config::wavelet_robust(seed)
+        }
+    }
+
+    /// Wavelet timestamps with `opa`'s groups, rows and labels and the search aligned on the
+    /// timestamps: it places what `opa` places at 1 % loss (positions exact, delays within the
+    /// reported timestamp error), for about 1 B a packet.
+    pub fn wavelet_robust(seed: u64) -> Config {
+        Config {
+            codec: Codec::Wavelet { ratio: 0.06 },
             ..Config::lossless(seed)
         }
     }
@@ -114,6 +208,18 @@ impl Config {
         if self.shift > 1 << 16 {
             return bad(format!("shift {} must be at most 65536", self.shift));
         }
+        if !(self.design_loss.is_finite() && (0.0..=MAX_DESIGN_LOSS).contains(&self.design_loss)) {
+            return bad(format!(
+                "design_loss {} must be between 0 (fixed rows) and {MAX_DESIGN_LOSS}",
+                self.design_loss
+            ));
+        }
+        if self.labels > MAX_LABEL_BITS {
+            return bad(format!(
+                "labels {} must be at most {MAX_LABEL_BITS} bits a packet",
+                self.labels
+            ));
+        }
         if let Codec::Wavelet { ratio } = self.codec
             && !(ratio.is_finite() && (0.01..=1.0).contains(&ratio))
         {
@@ -131,6 +237,13 @@ impl Config {
             shift: self.shift as usize,
             max_mappings: self.max_mappings,
         }
+    }
+
+    /// A packet's label: the low `labels` bits of its hash (the group and augmented hashes
+    /// use the high bits and a mix of all of them).
+    #[inline]
+    pub fn label(&self, x: u64) -> u8 {
+        (x & ((1u64 << self.labels) - 1)) as u8
     }
 
     /// A packet is a delimiter when the top `b` bits of its identity are zero.
@@ -153,6 +266,16 @@ impl Config {
             ("max_mappings", self.max_mappings.to_string()),
             ("timestamps", ts.into()),
             ("ratio", ratio),
+            ("design_loss", self.design_loss.to_string()),
+            (
+                "search",
+                match self.search {
+                    Search::Paper => "paper",
+                    Search::Timestamps => "timestamps",
+                }
+                .into(),
+            ),
+            ("labels", self.labels.to_string()),
             ("seed", self.seed.to_string()),
         ]
     }
@@ -176,6 +299,19 @@ impl Config {
                 "max_mappings" => c.max_mappings = config_value("opa", k, v)?,
                 "seed" => c.seed = config_value("opa", k, v)?,
                 "ratio" => ratio = Some(config_value::<f64>("opa", k, v)?),
+                "design_loss" => c.design_loss = config_value("opa", k, v)?,
+                "labels" => c.labels = config_value("opa", k, v)?,
+                "search" => {
+                    c.search = match v.trim() {
+                        "paper" => Search::Paper,
+                        "timestamps" => Search::Timestamps,
+                        x => {
+                            return Err(MethodError::Invalid(format!(
+                                "opa search '{x}' is neither paper nor timestamps"
+                            )));
+                        }
+                    }
+                }
                 "timestamps" => {
                     wavelet = match v.trim() {
                         "lossless" => false,
@@ -193,7 +329,7 @@ impl Config {
         c.codec = if wavelet {
             let old = match c.codec {
                 Codec::Wavelet { ratio } => ratio,
-                Codec::Lossless => 0.1,
+                Codec::Lossless => 0.06,
             };
             Codec::Wavelet {
                 ratio: ratio.unwrap_or(old),

@@ -11,11 +11,23 @@ use crate::method::{
 };
 use crate::wire::DecodeError;
 
+use super::align::{self, DelayModel, recover_aligned};
 use super::cah;
-use super::config::{Config, MAPPINGS_PER_PACKET};
-use super::recovery::{Errors, Mapping, Unrecovered, recover};
+use super::config::{ALIGNMENTS_PER_PACKET, Config, MAPPINGS_PER_PACKET, MIN_BUDGET, Search};
+use super::recovery::{Errors, Limits, Mapping, Unrecovered, recover};
 use super::synopsis::{Key, Receiver, Sender, Tuple};
 use super::timestamps::{self, Codec, CodecError};
+
+/// The first pass's cap on mappings per group; groups that reach it are searched again with
+/// caps growing sixteenfold up to the configuration's, while the interval's budget lasts.
+pub const FIRST_CAP: u64 = 1 << 12;
+/// The same for the search aligned on the timestamps, whose first alignments are the likely
+/// ones.
+pub const FIRST_CAP_ALIGNED: u64 = 1 << 8;
+/// Mappings of Algorithm 1 tried after an alignment failed.
+pub const FALLBACK_CAP: u64 = 1 << 12;
+/// Most delays sampled (from the groups that arrived whole) for the alignment's delay model.
+pub const MODEL_SAMPLE: usize = 1 << 16;
 
 /// Most consecutive sender segments one receiver segment may be split into (delimiters lost
 /// in a row); a longer run is not searched.
@@ -58,10 +70,24 @@ pub struct Stats {
     pub no_mapping: u64,
     /// Errors found in recovered groups.
     pub errors: Errors,
-    /// Insertions placed by their solved hash in another segment (reordered across a delimiter).
+    /// Insertions placed by their solved hash at a lost position (reordered across a delimiter,
+    /// or delayed far behind their group).
     pub rematched: u64,
     /// Received packets given no sender position.
     pub unplaced: u64,
+    /// Received copies of a packet already in its group (removed before recovery).
+    pub duplicates: u64,
+    /// Received packets moved to the neighbouring segment across a delimiter that arrived
+    /// out of place.
+    pub recut: u64,
+    /// Most groups with errors stayed unrecovered at the first cap, and were not searched
+    /// further.
+    pub hopeless: bool,
+    /// Loss rate measured over the groups: packets S counted that R did not, over S's
+    /// (a floor: insertions hide losses).
+    pub loss_rate: f64,
+    /// Fewest and most rows of a group.
+    pub rows: (u32, u32),
     /// Mappings tested (Algorithm 1's loop), and the most in one group.
     pub mappings: u64,
     pub most_mappings: u64,
@@ -69,10 +95,12 @@ pub struct Stats {
     pub receiver_segments: u64,
     /// Sender segments whose delimiter R did not see, recovered from R's merged segment.
     pub merged_segments: u64,
-    /// R segments opened by a packet S did not see as a delimiter, merged back.
+    /// R segments opened by a packet S did not see as a delimiter, or by a delimiter out of
+    /// S's order (held behind later ones), merged back.
     pub foreign_segments: u64,
     pub tuple_bytes: u64,
     pub stream_bytes: u64,
+    pub label_bytes: u64,
     pub payload_bytes: u64,
     pub codec_error: CodecError,
     /// Zeroth-order empirical entropy of the sender's inter-packet gaps, bits per gap: within
@@ -103,10 +131,38 @@ impl PairRecovery {
 /// A received packet: its hash, identity, arrival time.
 type Got = (u64, u64, u64);
 
-/// Recover an interval: decode the sender's timestamps, line the two points' segments up,
-/// recover each group (Algorithm 1), pair positions with timestamps (Algorithm 2).
-pub fn recover_pair(s: &Sender, r: &Receiver) -> Result<PairRecovery, MethodError> {
+/// A sender group: its tuple, and its packets' timestamps and labels by position.
+struct Sent<'a> {
+    tuple: Tuple,
+    times: &'a [u64],
+    labels: &'a [u8],
+}
+
+/// Recover an interval: decode the sender's timestamps (and labels), line the two points'
+/// segments up, leave out R's duplicate copies, move packets across a delimiter that arrived
+/// out of place, recover each group (Algorithm 1, or aligned on the timestamps), pair
+/// positions with timestamps (Algorithm 2).
+///
+/// The receiver keeps the last recovery with a fingerprint of the sender's payload, so asking
+/// for the packets ([`Method::estimate_packets`]) and then for the estimate recovers once.
+pub fn recover_pair(s: &Sender, r: &Receiver) -> Result<Arc<PairRecovery>, MethodError> {
     Config::check_pair(&s.cfg, &r.cfg)?;
+    let mut payload = Vec::new();
+    s.encode(&mut payload);
+    let print = xxhash_rust::xxh3::xxh3_64(&payload);
+    if let Some(hit) = r.cache.get(print) {
+        return Ok(hit);
+    }
+    let rec = Arc::new(recover_uncached(s, r, payload.len() as u64)?);
+    r.cache.put(print, rec.clone());
+    Ok(rec)
+}
+
+fn recover_uncached(
+    s: &Sender,
+    r: &Receiver,
+    payload_bytes: u64,
+) -> Result<PairRecovery, MethodError> {
     let cfg = &*s.cfg;
     let wire = s.wire();
     let g = cfg.groups as usize;
@@ -118,12 +174,11 @@ pub fn recover_pair(s: &Sender, r: &Receiver) -> Result<PairRecovery, MethodErro
         codec_error: wire.error,
         ..Default::default()
     };
-    let (tb, sb) = wire.split_bytes(cfg.rows as usize);
+    let (tb, sb, lb) = wire.split_bytes(cfg);
     st.tuple_bytes = tb;
     st.stream_bytes = sb;
-    let mut payload = Vec::new();
-    s.encode(&mut payload);
-    st.payload_bytes = payload.len() as u64;
+    st.label_bytes = lb;
+    st.payload_bytes = payload_bytes;
     let lengths: Vec<usize> = wire
         .segments
         .iter()
@@ -140,13 +195,21 @@ pub fn recover_pair(s: &Sender, r: &Receiver) -> Result<PairRecovery, MethodErro
     st.gap_entropy_all = timestamps::entropy_bits(sorted.windows(2).map(|w| (w[1] - w[0]) as i64));
     drop(sorted);
 
-    // R's segments, those opened by a packet S did not see as a delimiter merged back
+    // R's segments in S's order: a segment opened by a packet S did not see as a delimiter, or
+    // by a delimiter that arrived out of S's order (held behind later delimiters), is merged
+    // back into the one before it (the longest run of R's keys in S's order is kept)
     let mut s_keys: HashMap<Key, usize> = HashMap::new();
     for (i, sg) in wire.segments.iter().enumerate() {
         s_keys.entry(sg.key).or_insert(i);
     }
+    let ranks: Vec<Option<usize>> = r
+        .segments
+        .iter()
+        .map(|seg| s_keys.get(&seg.key).copied())
+        .collect();
+    let keep = in_order(&ranks);
     let mut rsegs: Vec<(Key, Vec<Vec<Got>>)> = Vec::new();
-    for seg in &r.segments {
+    for (k, seg) in r.segments.iter().enumerate() {
         let lists: Vec<Vec<Got>> = seg
             .groups
             .iter()
@@ -157,7 +220,7 @@ pub fn recover_pair(s: &Sender, r: &Receiver) -> Result<PairRecovery, MethodErro
             })
             .collect();
         match rsegs.last_mut() {
-            Some(last) if seg.key.is_some() && !s_keys.contains_key(&seg.key) => {
+            Some(last) if !keep[k] => {
                 st.foreign_segments += 1;
                 for (a, b) in last.1.iter_mut().zip(lists) {
                     a.extend(b);
@@ -166,6 +229,18 @@ pub fn recover_pair(s: &Sender, r: &Receiver) -> Result<PairRecovery, MethodErro
             _ => rsegs.push((seg.key, lists)),
         }
     }
+    // a packet R received twice is one packet: its first copy counts (in whichever segment it
+    // arrived), the others are counted as duplicates — they would be insertions, and a later
+    // copy in the packet's own segment could take the original's arrival time
+    let mut seen: hashbrown::HashSet<u64> = hashbrown::HashSet::new();
+    for (_, lists) in &mut rsegs {
+        for l in lists.iter_mut() {
+            let before = l.len();
+            l.retain(|p| seen.insert(p.1));
+            st.duplicates += (before - l.len()) as u64;
+        }
+    }
+    drop(seen);
     // runs: one R segment and the S segments it holds (more than one when delimiters were lost)
     let mut r_keys: HashMap<Key, usize> = HashMap::new();
     for (i, (k, _)) in rsegs.iter().enumerate() {
@@ -190,81 +265,236 @@ pub fn recover_pair(s: &Sender, r: &Receiver) -> Result<PairRecovery, MethodErro
             st.unplaced += rsegs[ri].1.iter().map(|l| l.len() as u64).sum::<u64>();
         }
     }
+    // a delimiter that arrived late (or early) by m packets leaves the m packets it should
+    // have led (or followed) in R's segment before (or after) it: one segment counts m more
+    // than S sent, the next m fewer. A few are insertions near the end of one segment, solved
+    // losses of the other, and re-matched; more than a search allows (m > MAX_INSERTIONS) are
+    // moved, aligned on the timestamps, to the segment S sent them in — the m that arrived
+    // just before the delimiter, or just after it — bounded by the shift
+    if cfg.search == Search::Timestamps {
+        let d = cfg.shift as usize;
+        for a in 1..runs.len() {
+            let (Some(ra), Some(rb)) = (runs[a - 1].0, runs[a].0) else {
+                continue;
+            };
+            for gi in 0..g {
+                let wa: i64 = runs[a - 1]
+                    .1
+                    .iter()
+                    .map(|&i| wire.segments[i].tuples[gi].w as i64)
+                    .sum();
+                let wb: i64 = runs[a]
+                    .1
+                    .iter()
+                    .map(|&i| wire.segments[i].tuples[gi].w as i64)
+                    .sum();
+                let na = rsegs[ra].1[gi].len() as i64;
+                let nb = rsegs[rb].1[gi].len() as i64;
+                let few = align::MAX_INSERTIONS as i64;
+                if na - wa > few && wb - nb > few {
+                    let m = ((na - wa).min(wb - nb) as usize).min(d);
+                    let from = &mut rsegs[ra].1[gi];
+                    let moved: Vec<Got> = from.drain(from.len() - m..).collect();
+                    rsegs[rb].1[gi].splice(0..0, moved);
+                    st.recut += m as u64;
+                } else if wa - na > few && nb - wb > few {
+                    // after the delimiter, which opened R's segment (with one group: its
+                    // first packet)
+                    let skip = usize::from(g == 1);
+                    let m = ((wa - na).min(nb - wb) as usize).min(d);
+                    let to = &mut rsegs[rb].1[gi];
+                    let m = m.min(to.len().saturating_sub(skip));
+                    let moved: Vec<Got> = to.drain(skip..skip + m).collect();
+                    rsegs[ra].1[gi].extend(moved);
+                    st.recut += m as u64;
+                }
+            }
+        }
+    }
 
-    // each group of each run, within the interval's search budget
-    let mut budget = (MAPPINGS_PER_PACKET.saturating_mul(st.sender_packets)).max(cfg.max_mappings);
+    // each group of each run, within the interval's search budget: every group first with a
+    // small cap, then the ones that reached it again with caps growing sixteenfold, so that a
+    // hopeless group cannot starve the solvable ones
+    let per_packet = match cfg.search {
+        Search::Paper => MAPPINGS_PER_PACKET,
+        Search::Timestamps => ALIGNMENTS_PER_PACKET,
+    };
+    let mut budget = per_packet
+        .saturating_mul(st.sender_packets)
+        .max(MIN_BUDGET / (MAPPINGS_PER_PACKET / per_packet));
     let nseg = wire.segments.len();
+    let jobs: Vec<(usize, usize)> = (0..runs.len())
+        .flat_map(|r| (0..g).map(move |gi| (r, gi)))
+        .collect();
+    let list_of = |run: usize, gi: usize| -> &[Got] {
+        match runs[run].0 {
+            Some(ri) => &rsegs[ri].1[gi],
+            None => &[],
+        }
+    };
+    let labels = wire.labels(cfg);
+    let tuples_of = |run: usize, gi: usize| -> Vec<Sent> {
+        runs[run]
+            .1
+            .iter()
+            .map(|&i| Sent {
+                tuple: wire.segments[i].tuples[gi],
+                times: &ts[i * g + gi][..],
+                labels: labels.get(i * g + gi).map_or(&[][..], |l| &l[..]),
+            })
+            .collect()
+    };
+    // the interval's delays and loss rate, for the alignment's likelihood: the groups that
+    // arrived whole (count for count) give their delays in order
+    let model = {
+        let (mut sent, mut missing, mut whole) = (0u64, 0u64, 0usize);
+        for (run, gi) in jobs.iter().copied() {
+            let list = list_of(run, gi);
+            let tuples = tuples_of(run, gi);
+            let w: usize = tuples.iter().map(|t| t.tuple.w as usize).sum();
+            sent += w as u64;
+            missing += w.saturating_sub(list.len()) as u64;
+            if tuples.len() == 1 && w == list.len() {
+                whole += w;
+            }
+        }
+        let stride = whole.div_ceil(MODEL_SAMPLE).max(1);
+        let mut delays = Vec::with_capacity(whole.min(MODEL_SAMPLE) + 1);
+        let mut at = 0usize;
+        for (run, gi) in jobs.iter().copied() {
+            let list = list_of(run, gi);
+            let tuples = tuples_of(run, gi);
+            if tuples.len() == 1 && tuples[0].tuple.w as usize == list.len() {
+                for (p, &t) in list.iter().zip(tuples[0].times) {
+                    if at.is_multiple_of(stride) {
+                        delays.push(p.2.wrapping_sub(t) as i64);
+                    }
+                    at += 1;
+                }
+            }
+        }
+        st.loss_rate = missing as f64 / sent.max(1) as f64;
+        DelayModel::fit(&mut delays, st.loss_rate)
+    };
+    let first_cap = match cfg.search {
+        Search::Paper => FIRST_CAP,
+        Search::Timestamps => FIRST_CAP_ALIGNED,
+    };
+    st.rows = (u32::MAX, 0);
+    for sg in &wire.segments {
+        for t in &sg.tuples {
+            let k = cfg.rows_for(t.w) as u32;
+            st.rows = (st.rows.0.min(k), st.rows.1.max(k));
+        }
+    }
+    if st.rows.0 > st.rows.1 {
+        st.rows = (cfg.rows, cfg.rows);
+    }
+    type Found = Result<Vec<(Mapping, usize, usize)>, Unrecovered>;
+    let mut found: Vec<Found> = vec![Err(Unrecovered::Cap); jobs.len()];
+    let mut cap = first_cap.min(cfg.max_mappings);
+    let mut pending: Vec<usize> = (0..jobs.len()).collect();
+    loop {
+        let mut again = Vec::new();
+        for &n in &pending {
+            let (run, gi) = jobs[n];
+            let segs = &runs[run].1;
+            found[n] = if segs.len() > MAX_MERGED || runs[run].0.is_none() {
+                Err(Unrecovered::NoMapping)
+            } else {
+                let mut lim = cfg.limits();
+                lim.max_mappings = cap.min(budget).max(1);
+                assign(
+                    cfg,
+                    &lim,
+                    &model,
+                    list_of(run, gi),
+                    &tuples_of(run, gi),
+                    &mut st,
+                    &mut budget,
+                )
+            };
+            if found[n] == Err(Unrecovered::Cap) {
+                again.push(n);
+            }
+        }
+        // the first pass decides whether the path is within OPA's assumptions: when most of
+        // the groups with errors stayed unrecovered at the first cap (reordering far beyond
+        // the shift bound, i.i.d. delays), searching them harder only spends the budget
+        let searched = pending
+            .iter()
+            .filter(|&&n| !matches!(&found[n], Ok(parts) if parts.iter().all(|p| p.0.errors.total() == 0)))
+            .count();
+        if cap == first_cap.min(cfg.max_mappings) && again.len() * 2 > searched {
+            st.hopeless = true;
+            break;
+        }
+        if again.is_empty() || cap >= cfg.max_mappings || budget == 0 {
+            break;
+        }
+        cap = cap.saturating_mul(16).min(cfg.max_mappings);
+        pending = again;
+    }
     let mut fates: Vec<Vec<Fate>> = lengths
         .iter()
         .map(|&w| vec![Fate::Unrecovered; w])
         .collect();
     let mut solved: Vec<Vec<(u32, u64)>> = vec![Vec::new(); nseg * g];
-    let mut inserted: Vec<(usize, usize, Got)> = Vec::new(); // (run's first S segment, group, packet)
-    let mut seg_of_run: Vec<usize> = Vec::new();
-    for (ri, segs) in &runs {
+    let mut inserted: Vec<(usize, usize, Got)> = Vec::new(); // (S segment, group, packet)
+    for (_, segs) in &runs {
         st.merged_segments += segs.len() as u64 - 1;
-        seg_of_run.push(segs[0]);
-        for gi in 0..g {
-            let list: &[Got] = match ri {
-                Some(ri) => &rsegs[*ri].1[gi],
-                None => &[],
-            };
-            let tuples: Vec<Tuple> = segs.iter().map(|&i| wire.segments[i].tuples[gi]).collect();
-            st.groups += tuples.len() as u64;
-            let found = if segs.len() > MAX_MERGED || ri.is_none() {
-                Err(Unrecovered::NoMapping)
-            } else {
-                assign(cfg, list, &tuples, &mut st, &mut budget)
-            };
-            match found {
-                Ok(parts) => {
-                    for (&si, (m, start, end)) in segs.iter().zip(parts) {
-                        let f = &mut fates[si * g + gi];
-                        for &(q, h) in &m.lost {
-                            f[q as usize - 1] = Fate::Lost;
-                            solved[si * g + gi].push((q, h));
-                        }
-                        for (&q, p) in m.sigma.iter().zip(&list[start..end]) {
-                            if q == 0 {
-                                inserted.push((si, gi, *p));
-                            } else {
-                                f[q as usize - 1] = Fate::Delivered {
-                                    id: p.1,
-                                    receiver_ns: p.2,
-                                };
-                            }
-                        }
-                        st.errors.lost += m.errors.lost;
-                        st.errors.inserted += m.errors.inserted;
-                        st.errors.moved += m.errors.moved;
-                        if m.errors.total() == 0 {
-                            st.exact_groups += 1;
+        st.groups += (segs.len() * g) as u64;
+    }
+    for (n, &(run, gi)) in jobs.iter().enumerate() {
+        let segs = &runs[run].1;
+        let list = list_of(run, gi);
+        match &found[n] {
+            Ok(parts) => {
+                for (&si, (m, start, end)) in segs.iter().zip(parts) {
+                    let f = &mut fates[si * g + gi];
+                    for &(q, h) in &m.lost {
+                        f[q as usize - 1] = Fate::Lost;
+                        solved[si * g + gi].push((q, h));
+                    }
+                    for (&q, p) in m.sigma.iter().zip(&list[*start..*end]) {
+                        if q == 0 {
+                            inserted.push((si, gi, *p));
                         } else {
-                            st.recovered_groups += 1;
+                            f[q as usize - 1] = Fate::Delivered {
+                                id: p.1,
+                                receiver_ns: p.2,
+                            };
                         }
+                    }
+                    st.errors.lost += m.errors.lost;
+                    st.errors.inserted += m.errors.inserted;
+                    st.errors.moved += m.errors.moved;
+                    if m.errors.total() == 0 {
+                        st.exact_groups += 1;
+                    } else {
+                        st.recovered_groups += 1;
                     }
                 }
-                Err(why) => {
-                    st.unrecovered_groups += tuples.len() as u64;
-                    st.unrecovered_sent += tuples.iter().map(|t| t.w as u64).sum::<u64>();
-                    st.unrecovered_received += list.len() as u64;
-                    st.unplaced += list.len() as u64;
-                    match why {
-                        Unrecovered::TooManyErrors => st.too_many_errors += tuples.len() as u64,
-                        Unrecovered::Cap => st.capped += tuples.len() as u64,
-                        Unrecovered::NoMapping => st.no_mapping += tuples.len() as u64,
-                    }
+            }
+            Err(why) => {
+                let tuples = tuples_of(run, gi);
+                st.unrecovered_groups += tuples.len() as u64;
+                st.unrecovered_sent += tuples.iter().map(|t| t.tuple.w as u64).sum::<u64>();
+                st.unrecovered_received += list.len() as u64;
+                st.unplaced += list.len() as u64;
+                match why {
+                    Unrecovered::TooManyErrors => st.too_many_errors += tuples.len() as u64,
+                    Unrecovered::Cap => st.capped += tuples.len() as u64,
+                    Unrecovered::NoMapping => st.no_mapping += tuples.len() as u64,
                 }
             }
         }
     }
-    // packets reordered across a delimiter: an insertion whose augmented hash at a lost
-    // position of a nearby segment's same group is the solved one
-    for (si, gi, (x, id, t)) in inserted {
-        let lo = si.saturating_sub(MAX_MERGED);
-        let hi = (si + MAX_MERGED).min(nseg.saturating_sub(1));
+    // packets reordered across a delimiter (or delayed past several): an insertion whose
+    // augmented hash at a lost position of its group, in any segment, is the solved one
+    for (_, gi, (x, id, t)) in inserted {
         let mut placed = false;
-        'find: for sj in lo..=hi {
+        'find: for sj in 0..nseg {
             let cell = &mut solved[sj * g + gi];
             for (n, &(q, h)) in cell.iter().enumerate() {
                 if cah::augmented(x, q as u64) == h {
@@ -292,21 +522,84 @@ pub fn recover_pair(s: &Sender, r: &Receiver) -> Result<PairRecovery, MethodErro
     Ok(PairRecovery { packets, stats: st })
 }
 
-/// The mappings of consecutive sender tuples over one received list, split where each tuple's
-/// packets end: `(mapping, start, end)` per tuple.
+/// Which of R's segments to keep as segments: those whose sender ranks form the longest
+/// increasing run (patience sorting), the first always.
+fn in_order(ranks: &[Option<usize>]) -> Vec<bool> {
+    let mut keep = vec![false; ranks.len()];
+    // tails[l]: index of the smallest last rank of an increasing run of length l + 1
+    let mut tails: Vec<usize> = Vec::new();
+    let mut prev: Vec<Option<usize>> = vec![None; ranks.len()];
+    for (i, r) in ranks.iter().enumerate() {
+        let Some(r) = *r else { continue };
+        let at = tails.partition_point(|&t| ranks[t].expect("ranked") < r);
+        prev[i] = at.checked_sub(1).map(|a| tails[a]);
+        if at == tails.len() {
+            tails.push(i);
+        } else {
+            tails[at] = i;
+        }
+    }
+    let mut at = tails.last().copied();
+    while let Some(i) = at {
+        keep[i] = true;
+        at = prev[i];
+    }
+    if let Some(k) = keep.first_mut() {
+        *k = true;
+    }
+    keep
+}
+
+/// The mappings of consecutive sender tuples (with their sending times) over one received
+/// list, split where each tuple's packets end: `(mapping, start, end)` per tuple.
+#[allow(clippy::too_many_arguments)]
 fn assign(
     cfg: &Config,
+    lim: &Limits,
+    model: &DelayModel,
     list: &[Got],
-    tuples: &[Tuple],
+    tuples: &[Sent],
     st: &mut Stats,
     budget: &mut u64,
 ) -> Result<Vec<(Mapping, usize, usize)>, Unrecovered> {
-    let k = cfg.rows as usize;
-    let run = |part: &[Got], t: &Tuple, st: &mut Stats, budget: &mut u64| {
-        let mut lim = cfg.limits();
+    let run = |part: &[Got], s: &Sent, st: &mut Stats, budget: &mut u64| {
+        let mut lim = *lim;
         lim.max_mappings = lim.max_mappings.min(*budget).max(1);
         let xs: Vec<u64> = part.iter().map(|p| p.0).collect();
-        let r = recover(&t.b, k, t.w as usize, &xs, &cah::augmented, &lim);
+        let t = &s.tuple;
+        let (k, w) = (cfg.rows_for(t.w), t.w as usize);
+        let r = if cfg.search == Search::Timestamps && w <= align::MAX_ALIGNED {
+            let arrived: Vec<u64> = part.iter().map(|p| p.2).collect();
+            let labels: Vec<u8> = if s.labels.is_empty() {
+                Vec::new()
+            } else {
+                xs.iter().map(|&x| cfg.label(x)).collect()
+            };
+            let pts = align::Points {
+                sent: s.times,
+                sent_labels: s.labels,
+                arrived: &arrived,
+                labels: &labels,
+            };
+            let mut r = recover_aligned(&t.b, k, w, &xs, &pts, model, &cah::augmented, &lim);
+            // what the alignment does not propose (a path far from FIFO, a packet held far
+            // behind its segment), Algorithm 1 may still find within its few errors: a short
+            // enumeration after every failed alignment
+            if r.result.is_err() && r.result != Err(Unrecovered::TooManyErrors) {
+                let mut paper = lim;
+                paper.max_mappings = FALLBACK_CAP.min(lim.max_mappings.saturating_sub(r.tested));
+                if paper.max_mappings > 0 {
+                    let p = recover(&t.b, k, w, &xs, &cah::augmented, &paper);
+                    r.tested += p.tested;
+                    if p.result.is_ok() {
+                        r.result = p.result;
+                    }
+                }
+            }
+            r
+        } else {
+            recover(&t.b, k, w, &xs, &cah::augmented, &lim)
+        };
         *budget = budget.saturating_sub(r.tested);
         st.mappings += r.tested;
         st.most_mappings = st.most_mappings.max(r.tested);
@@ -318,18 +611,39 @@ fn assign(
     if rest.is_empty() {
         return run(list, t0, st, budget).map(|m| vec![(m, 0, list.len())]);
     }
-    // the first tuple's packets end near its count: try there first, then outwards
-    let w0 = t0.w as i64;
-    let e = cfg.max_errors as i64;
+    // the first tuple's packets end near its count (within its errors): try the likeliest end
+    // first, then outwards — its count (the paper's search), or the packets that arrived by
+    // the time its last one was sent plus the median delay (aligned on the timestamps)
+    let w0 = t0.tuple.w as i64;
+    let (lo, hi, guess) = match cfg.search {
+        Search::Paper => {
+            let e = cfg.max_errors as i64;
+            (w0 - e, w0 + e, w0)
+        }
+        Search::Timestamps => {
+            let lo = w0 - (cfg.rows_for(t0.tuple.w) as i64 - 1);
+            let hi = w0 + align::MAX_INSERTIONS as i64;
+            let guess = match t0.times.last() {
+                Some(&t) => {
+                    let by = t.saturating_add_signed(model.median());
+                    list.partition_point(|p| p.2 <= by) as i64
+                }
+                None => w0,
+            };
+            (lo, hi, guess.clamp(lo, hi))
+        }
+    };
     let mut last = Unrecovered::NoMapping;
-    for off in (0..=e).flat_map(|o| if o == 0 { vec![0] } else { vec![-o, o] }) {
-        let c = w0 + off;
-        if c < 0 || c > list.len() as i64 {
+    let mut capped = false;
+    let reach = (guess - lo).max(hi - guess);
+    for off in (0..=reach).flat_map(|o| if o == 0 { vec![0] } else { vec![-o, o] }) {
+        let c = guess + off;
+        if c < lo.max(0) || c > hi.min(list.len() as i64) {
             continue;
         }
         let c = c as usize;
         match run(&list[..c], t0, st, budget) {
-            Ok(m0) => match assign(cfg, &list[c..], rest, st, budget) {
+            Ok(m0) => match assign(cfg, lim, model, &list[c..], rest, st, budget) {
                 Ok(more) => {
                     let mut out = vec![(m0, 0, c)];
                     out.extend(more.into_iter().map(|(m, a, b)| (m, a + c, b + c)));
@@ -339,8 +653,11 @@ fn assign(
             },
             Err(why) => last = why,
         }
+        // a split that reached the cap may check with a larger one: say so, whatever the
+        // other splits found
+        capped |= last == Unrecovered::Cap;
     }
-    Err(last)
+    Err(if capped { Unrecovered::Cap } else { last })
 }
 
 /// An interval's estimate from its recovery: the exact mean and std of the recovered delays,
@@ -375,18 +692,52 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
     )];
     if st.unrecovered_groups > 0 {
         notes.push(format!(
-            "unrecovered groups hold {} sent and {} received packets ({} over {} errors, {} at the cap of {} mappings, {} with no mapping within the budget); their loss counted as the difference",
+            "unrecovered groups hold {} sent and {} received packets ({} with more errors than {}, {} at the cap of {} mappings, {} with no mapping within the budget); their loss counted as the difference",
             st.unrecovered_sent,
             st.unrecovered_received,
             st.too_many_errors,
-            cfg.max_errors,
+            match cfg.search {
+                Search::Paper => format!("the budget of {}", cfg.max_errors),
+                Search::Timestamps => "their rows solve".to_string(),
+            },
             st.capped,
             cfg.max_mappings,
             st.no_mapping
         ));
     }
+    if st.hopeless {
+        notes.push(
+            "most groups with errors were unrecoverable at the first cap and were not searched further: reordering far beyond the shift bound (or independent per-packet delays) breaks OPA's assumption of mostly ordered packets (§II)".to_string(),
+        );
+    }
+    if st.duplicates > 0 || st.recut > 0 {
+        notes.push(format!(
+            "{} received copies of a packet left out before recovery; {} packets moved to the segment across a delimiter that arrived out of place",
+            st.duplicates, st.recut
+        ));
+    }
+    // fixed rows (the paper's configuration) have no design rate to exceed: say so only when
+    // groups were lost to it
+    let fixed = cfg.design_loss == 0.0;
+    if st.loss_rate > cfg.design_loss && (!fixed || st.too_many_errors > 0) {
+        let paper_search = cfg.labels == 0 || cfg.search == Search::Paper;
+        notes.push(format!(
+            "measured loss {:.3} % exceeds the design loss rate of {} % the groups' rows ({} to {}) are sized for{}: a group losing as many packets as it has rows cannot be recovered ({} groups with too many errors here); record with a larger design_loss{}",
+            100.0 * st.loss_rate,
+            100.0 * cfg.design_loss,
+            st.rows.0,
+            st.rows.1,
+            if fixed { " (0: fixed rows)" } else { "" },
+            st.too_many_errors,
+            if paper_search {
+                " — on lossy paths design_loss=0.01,labels=2,search=timestamps (opa's configuration; about 1 B a packet with wavelet timestamps)"
+            } else {
+                ""
+            }
+        ));
+    }
     notes.push(format!(
-        "{} mappings tested (at most {} in a group); segments: {} at S, {} at R, {} recovered past a lost delimiter, {} opened by a packet S did not see",
+        "{} mappings tested (at most {} in a group); segments: {} at S, {} at R, {} recovered past a lost delimiter, {} opened by a packet S did not see or out of order",
         st.mappings,
         st.most_mappings,
         st.sender_segments,
@@ -400,9 +751,10 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
         Codec::Wavelet { ratio } => format!("wavelet θ = {ratio}"),
     };
     notes.push(format!(
-        "bytes per packet: {:.3} ({:.3} OPA tuples, {:.3} timestamps {codec}); zeroth-order entropy of the sender's gaps: {:.3} B per packet in group order, {:.3} B in S order",
+        "bytes per packet: {:.3} ({:.3} OPA tuples, {:.3} labels, {:.3} timestamps {codec}); zeroth-order entropy of the sender's gaps: {:.3} B per packet in group order, {:.3} B in S order",
         per(st.payload_bytes),
         per(st.tuple_bytes),
+        per(st.label_bytes),
         per(st.stream_bytes),
         h_group / 8.0,
         h_all / 8.0
@@ -513,7 +865,7 @@ impl Method for OpaMethod {
     ) -> Result<Estimate, MethodError> {
         let s = downcast::<Sender>(sender, "opa")?;
         let r = downcast::<Receiver>(receiver, "opa")?;
-        Ok(to_estimate(&s.cfg, &recover_pair(&s, &r)?))
+        Ok(to_estimate(&s.cfg, &*recover_pair(&s, &r)?))
     }
     fn estimate_packets(
         &self,
@@ -572,25 +924,26 @@ fn from_config(
     Ok(Box::new(OpaMethod::new(cfg)?))
 }
 
-/// `opa`: not sizeable by `--memory` — what crosses follows the traffic (about a third of a
-/// byte per packet; each estimate reports its bytes).
+/// `opa`: not sizeable by `--memory` — what crosses follows the traffic (about 2.6 B a
+/// packet: tuples, labels and lossless timestamps; each estimate reports its bytes).
 pub const LOSSLESS: MethodInfo = MethodInfo {
     name: "opa",
     summary: "OPA (Every Packet Counts): Vandermonde-coded order per group + lossless timestamps, exact per-packet delay and loss",
     per_flow: false,
     per_packet: true,
-    crosses: "each point's OPA tuples (Vandermonde-coded hashes per group) and the sender's losslessly compressed timestamps, one way (about a third of a byte a packet); no round trip",
+    crosses: "the sender's OPA tuples (Vandermonde-coded hashes per group, rows sized for 1 % loss), 2 label bits a packet and its losslessly compressed timestamps, one way (about 2.6 B a packet, 0.5 B of it tuples); the receiver computes its own side; no round trip",
     build: |o| Ok(Box::new(OpaMethod::new(Config::lossless(o.seed))?)),
     from_config: |pairs| from_config("opa", pairs),
 };
 
-/// `opa-wavelet`: the paper's wavelet-compressed timestamps (θ = 1/10).
+/// `opa-wavelet`: OPA as the paper configures it (§V-A, §VI-B): wavelet timestamps (θ =
+/// 0.06), 3 rows per group, no labels, Algorithm 1 — the paper's overhead, 0.44 B a packet.
 pub const WAVELET: MethodInfo = MethodInfo {
     name: "opa-wavelet",
-    summary: "OPA with the paper's wavelet timestamps (θ = 0.1): per-packet delay within the reported timestamp error",
+    summary: "OPA as the paper configures it: wavelet timestamps (6 % of coefficients), 3 rows a group, Algorithm 1; per-packet delay within the reported timestamp error, 0.44 B a packet",
     per_flow: false,
     per_packet: true,
-    crosses: "each point's OPA tuples and the sender's wavelet-compressed timestamps (θ = 0.1), one way; no round trip",
+    crosses: "the sender's OPA tuples (3 rows a group) and its wavelet-compressed timestamps (θ = 0.06), one way (about 0.44 B a packet, the paper's overhead; `design_loss=0.01,labels=2,search=timestamps` for lossy paths, about 1 B); the receiver computes its own side; no round trip",
     build: |o| Ok(Box::new(OpaMethod::new(Config::wavelet(o.seed))?)),
     from_config: |pairs| from_config("opa-wavelet", pairs),
 };

@@ -19,13 +19,28 @@
 //!    `B′ = B` is exact; otherwise mappings a few errors (losses, insertions, moves within the
 //!    shift bound `d`) from the received order are enumerated, the α < k unknown hashes
 //!    solved from the first α rows (Eq. 5) and checked by the others (Eq. 6); at most `E`
-//!    errors (Eq. 10) and a hard cap of mappings per group.
+//!    errors (Eq. 10) and a hard cap of mappings per group. That is `search=paper`; owl's
+//!    default proposes the mappings from the timestamps instead ([`align`], below).
 //! 5. **Delays** (Algorithm 2; [`method`]): each received packet's arrival time minus the
 //!    sender timestamp at its recovered position; lost positions are reported as lost.
 //!
 //! # What owl adds, and why
 //!
 //! - **Prime field** instead of integers (see [`cah`]).
+//! - **Recovery aligned on the timestamps, with labels** (`search=timestamps`, `labels=2`;
+//!   [`align`]): the receiver decodes the sender's timestamps before recovery, lines them up
+//!   with its arrival times (a loss is a skipped position, a late packet one that comes a few
+//!   places later), and lets the CAH check the most likely alignments first; two bits of each
+//!   packet's hash, sent in sending order, pin each error to its place. Algorithm 1's blind
+//!   enumeration gave up on most groups holding a loss and a reordered packet at 1 % loss
+//!   (`owl demo`'s path); this recovers them in a few alignments each.
+//! - **Groups sized for a design loss rate** (`design_loss`, 1 % by default; §VI-A, Eq. 10
+//!   asks for few errors per group): a group of `w` packets carries as many rows as make
+//!   losing more than `k − 1` of them unlikely ([`Config::rows_for`]), so long segments are
+//!   not lost wholesale; the estimate notes when the measured loss exceeds the design.
+//! - **Duplicates and displaced delimiters** ([`method`]): a packet R received twice counts
+//!   once (its first copy), and when a delimiter arrives a few packets late or early, the
+//!   packets it should have led are moved to its segment before recovery.
 //! - **Insertions** (σ_j = 0 of Definition 1, made explicit): packets of another segment or
 //!   interval; with moves they make reordering across a delimiter recoverable, and a lost
 //!   delimiter is recovered by splitting R's merged segment instead of discarding it (the
@@ -45,8 +60,12 @@
 //! its (decoded) sending time and its arrival time, lost, or not placed. The receiver keeps its
 //! packets' identities and arrival times for the interval (§V-C: "it is required to maintain a
 //! buffer for all receiving time stamps"): 16 bytes a packet in memory, about 9 in its file.
-//! The sender keeps the open segment's timestamps; closed segments are compressed as they close.
+//! The sender keeps every hash and timestamp of the interval (16 bytes a packet, 20 with more
+//! than one group) and computes the CAH and compresses the timestamps when the interval is
+//! sent, so recording is a count and two pushes; the interval (`--interval`) bounds both
+//! points' state.
 
+pub mod align;
 pub mod cah;
 pub mod config;
 pub mod method;

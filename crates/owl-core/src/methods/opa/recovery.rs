@@ -226,6 +226,35 @@ pub fn check_mapping(
     Some((unknown.iter().map(|&q| q as u32).zip(u).collect(), checks))
 }
 
+/// Walks `from, from + 1, …` skipping a few sorted values.
+#[derive(Clone, Copy)]
+struct Cursor<'a> {
+    skip: &'a [u32],
+    at: usize,
+    next: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(skip: &'a [u32], from: usize) -> Cursor<'a> {
+        Cursor {
+            skip,
+            at: 0,
+            next: from,
+        }
+    }
+
+    #[inline]
+    fn next(&mut self) -> usize {
+        while self.at < self.skip.len() && self.skip[self.at] as usize == self.next {
+            self.at += 1;
+            self.next += 1;
+        }
+        let v = self.next;
+        self.next += 1;
+        v
+    }
+}
+
 /// Most errors a configuration may budget per group.
 pub const MAX_ERRORS: usize = 4;
 
@@ -390,8 +419,8 @@ impl<'a> Search<'a> {
         inserts: usize,
     ) -> Step {
         if left == 0 {
-            let mut lp = Vec::with_capacity(losses + moves.len());
-            return self.losses(losses, 1, &mut lp, moves, inserts);
+            let mut rm = Vec::with_capacity(inserts);
+            return self.inserts(inserts, 0, &mut rm, moves, losses);
         }
         let n = self.xs.len();
         let dists = if left == 1 && !hit {
@@ -429,24 +458,54 @@ impl<'a> Search<'a> {
         Step::Next
     }
 
+    /// `left` more insertions (received indices from `from`), then the losses.
+    fn inserts(
+        &mut self,
+        left: usize,
+        from: usize,
+        rm: &mut Vec<u32>,
+        moves: &[(u32, u32)],
+        losses: usize,
+    ) -> Step {
+        if left == 0 {
+            let mut lp = Vec::with_capacity(losses);
+            return self.losses(losses, 1, &mut lp, rm, moves);
+        }
+        for j in from..self.xs.len() {
+            if moves.iter().any(|&(j2, _)| j2 as usize == j) {
+                continue;
+            }
+            rm.push(j as u32);
+            match self.inserts(left - 1, j + 1, rm, moves, losses) {
+                Step::Next => {}
+                s => return s,
+            }
+            rm.pop();
+        }
+        Step::Next
+    }
+
+    /// `left` more free losses (positions from `from`); the last one is scanned, not
+    /// enumerated ([`Self::scan_last_loss`]).
     fn losses(
         &mut self,
         left: usize,
         from: usize,
         lp: &mut Vec<u32>,
+        rm: &[u32],
         moves: &[(u32, u32)],
-        inserts: usize,
     ) -> Step {
-        if left == 0 {
-            let mut rm = Vec::with_capacity(inserts);
-            return self.inserts(inserts, 0, lp, &mut rm, moves);
+        match left {
+            0 => return self.test(lp, rm, moves),
+            1 => return self.scan_last_loss(from, lp, rm, moves),
+            _ => {}
         }
         for q in from..=self.w {
             if moves.iter().any(|&(_, q2)| q2 as usize == q) {
                 continue;
             }
             lp.push(q as u32);
-            match self.losses(left - 1, q + 1, lp, moves, inserts) {
+            match self.losses(left - 1, q + 1, lp, rm, moves) {
                 Step::Next => {}
                 s => return s,
             }
@@ -455,27 +514,137 @@ impl<'a> Search<'a> {
         Step::Next
     }
 
-    fn inserts(
+    /// Row `x` of received packet `i`'s column at position `pos`, from the prefix sums when
+    /// the shift is within them.
+    #[inline]
+    fn col(&self, i: usize, pos: usize, out: &mut [u64; MAX_ROWS]) {
+        let k = self.k;
+        let e = self.limits.max_errors as i64;
+        let s = pos as i64 - (i as i64 + 1);
+        if s.abs() <= e {
+            let base = ((s + e) as usize) * (self.xs.len() + 1) * k;
+            let (hi, lo) = (&self.pre[base + (i + 1) * k..], &self.pre[base + i * k..]);
+            for x in 0..k {
+                out[x] = cah::sub(hi[x], lo[x]);
+            }
+        } else {
+            *out = cah::column(k, pos as u64, (self.aug)(self.xs[i], pos as u64));
+        }
+    }
+
+    /// Every position `p ≥ from` of the last free loss at once. With the other errors fixed,
+    /// the packets kept in order take the free positions in order, skipping `p`: packet `m` sits
+    /// at the `m`-th free position before `p` and at the next one after it. The sum of their
+    /// columns moves by one packet's difference from one `p` to the next, so each `p` costs a
+    /// few field additions instead of a hypothesis walk.
+    fn scan_last_loss(
         &mut self,
-        left: usize,
         from: usize,
         lp: &[u32],
-        rm: &mut Vec<u32>,
+        rm: &[u32],
         moves: &[(u32, u32)],
     ) -> Step {
-        if left == 0 {
-            return self.test(lp, rm, moves);
+        let (k, n, w) = (self.k, self.xs.len(), self.w);
+        // the positions and received indices out of the runs: a handful, sorted
+        let mut gap = [0u32; 2 * MAX_ERRORS];
+        let mut out = [0u32; 2 * MAX_ERRORS];
+        let ng = lp.len() + moves.len();
+        let no = rm.len() + moves.len();
+        for (g, q) in gap
+            .iter_mut()
+            .zip(lp.iter().chain(moves.iter().map(|m| &m.1)))
+        {
+            *g = *q;
         }
-        for j in from..self.xs.len() {
-            if moves.iter().any(|&(j2, _)| j2 as usize == j) {
-                continue;
+        for (o, j) in out
+            .iter_mut()
+            .zip(rm.iter().chain(moves.iter().map(|m| &m.0)))
+        {
+            *o = *j;
+        }
+        gap[..ng].sort_unstable();
+        out[..no].sort_unstable();
+        if w - ng != n - no + 1 {
+            return Step::Next;
+        }
+        // the free positions and the kept packets, in order, without building them
+        let free = Cursor::new(&gap[..ng], 1);
+        let kept = Cursor::new(&out[..no], 0);
+        // the fixed part: B minus the moved packets' columns
+        let mut fixed = [0u64; MAX_ROWS];
+        fixed[..k].copy_from_slice(&self.b[..k]);
+        for &(j, q) in moves {
+            let c = cah::column(k, q as u64, (self.aug)(self.xs[j as usize], q as u64));
+            for x in 0..k {
+                fixed[x] = cah::sub(fixed[x], c[x]);
             }
-            rm.push(j as u32);
-            match self.inserts(left - 1, j + 1, lp, rm, moves) {
-                Step::Next => {}
-                s => return s,
+        }
+        // total(0): every kept packet one free position later
+        let mut total = [0u64; MAX_ROWS];
+        let mut c = [0u64; MAX_ROWS];
+        {
+            let (mut f, mut m) = (free, kept);
+            f.next();
+            for _ in 0..n - no {
+                let (j, pos) = (m.next(), f.next());
+                self.col(j, pos, &mut c);
+                for x in 0..k {
+                    total[x] = cah::add(total[x], c[x]);
+                }
             }
-            rm.pop();
+        }
+        let mut unknown = [0u32; 2 * MAX_ERRORS];
+        unknown[..lp.len()].copy_from_slice(lp);
+        let nu = lp.len() + 1;
+        let mut res = [0u64; MAX_ROWS];
+        let (mut f, mut m) = (free, kept);
+        let mut p = f.next();
+        for t in 0..=n - no {
+            if p >= from {
+                if self.tested >= self.limits.max_mappings {
+                    return Step::Cap;
+                }
+                self.tested += 1;
+                for x in 0..k {
+                    res[x] = cah::sub(fixed[x], total[x]);
+                }
+                unknown[nu - 1] = p as u32;
+                if let Some(u) = solve_and_check(&unknown[..nu], &res[..k]) {
+                    let mut sigma = vec![0u32; n];
+                    let (mut f2, mut m2) = (free, kept);
+                    for i in 0..n - no {
+                        let mut pos = f2.next();
+                        if i == t {
+                            pos = f2.next();
+                        }
+                        sigma[m2.next()] = pos as u32;
+                    }
+                    for &(j, q) in moves {
+                        sigma[j as usize] = q;
+                    }
+                    return Step::Found(Mapping {
+                        sigma,
+                        lost: unknown[..nu].iter().copied().zip(u).collect(),
+                        errors: Errors {
+                            lost: nu as u32,
+                            inserted: rm.len() as u32,
+                            moved: moves.len() as u32,
+                        },
+                    });
+                }
+            }
+            // kept packet t moves from the free position after p to p itself
+            if t < n - no {
+                let j = m.next();
+                let next = f.next();
+                self.col(j, p, &mut c);
+                let mut c2 = [0u64; MAX_ROWS];
+                self.col(j, next, &mut c2);
+                for x in 0..k {
+                    total[x] = cah::add(cah::sub(total[x], c2[x]), c[x]);
+                }
+                p = next;
+            }
         }
         Step::Next
     }

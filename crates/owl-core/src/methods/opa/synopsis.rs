@@ -22,7 +22,8 @@
 //!   segment at R (an insertion there, a loss in its own), and conversely. Both segments are
 //!   recovered with one error each; the packet's solved augmented hash in the segment that lost
 //!   it then matches it among the next segment's insertions (`Hash(id ++ q)` equal to the solved
-//!   `h_q`), and it gets its delay back.
+//!   `h_q`), and it gets its delay back. The same holds for a packet delayed past several
+//!   segments: the lost position it left is matched with the insertion it became.
 //! - **not a delimiter at S**: a packet R sees that S did not (in flight from the previous
 //!   interval, or traffic S never saw) and whose key S does not know opens no segment at R: its
 //!   packets are merged back into the segment before it.
@@ -35,14 +36,20 @@
 //!
 //! # Payloads
 //!
-//! Sender (what travels: the OPA tuples and the compressed timestamps), tag `OPA1`:
+//! Sender (what travels: the OPA tuples and the compressed timestamps), tag `OPA2`:
 //!
 //! ```text
-//! "OPA1" | u8 codec (0 lossless, 1 wavelet) | u32 g | u8 k | u32 segments
-//! | per segment: u8 keyed, [u32 key] | per group: varint w, k × u64 B (each < 2⁶¹ − 1)
+//! "OPA2" | u8 codec (0 lossless, 1 wavelet) | u32 g | u8 k | u32 segments
+//! | per segment: u8 keyed, [u32 key] | per group: varint w, k(w) × u64 B (each < 2⁶¹ − 1)
 //! | u32 len, len bytes of timestamp stream (every group's w timestamps, segment by segment)
 //! | wavelet only: u64 packets, f64 Σ|e|, f64 Σe, u64 max |e| (the sender's timestamp error)
+//! | labels > 0 only: ⌈packets·labels/8⌉ bytes, each packet's label in the timestamps' order,
+//!   least significant bit first
 //! ```
+//!
+//! `k` is the configuration's least number of rows, `k(w) ≥ k` the rows of a group of `w`
+//! packets at the design loss rate ([`Config::rows_for`]; `k` itself when it is 0). (`OPA1`, the
+//! tag before groups were sized, had `k` rows in every group.)
 //!
 //! Receiver (its local state, kept for the estimate), tag `OPR1`:
 //!
@@ -51,7 +58,7 @@
 //! n × u64 identity | u32 len, len bytes of the groups' arrival times (lossless stream)
 //! ```
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::hash::{HashFamily, HashFn, reduce};
 use crate::method::PointSynopsis;
@@ -60,9 +67,10 @@ use crate::wire::{DecodeError, WireReader, WireWriter};
 
 use super::cah::{self, Cah, MAX_ROWS, P};
 use super::config::Config;
+use super::method::PairRecovery;
 use super::timestamps::{self, Codec, CodecError, Encoder};
 
-pub const SENDER_TAG: &[u8; 4] = b"OPA1";
+pub const SENDER_TAG: &[u8; 4] = b"OPA2";
 pub const RECEIVER_TAG: &[u8; 4] = b"OPR1";
 
 /// Timestamps a sender payload may announce per byte of payload (a lossless stream of a
@@ -94,19 +102,45 @@ pub struct SenderWire {
     pub segments: Vec<SenderSegment>,
     pub stream: Vec<u8>,
     pub error: CodecError,
+    /// Each packet's label, packed, in the order of the timestamps.
+    pub labels: Vec<u8>,
 }
 
 impl SenderWire {
-    /// Bytes of the OPA tuples (and segment keys), and of the timestamp stream.
-    pub fn split_bytes(&self, k: usize) -> (u64, u64) {
+    /// Bytes of the OPA tuples (and segment keys), of the timestamp stream, of the labels.
+    pub fn split_bytes(&self, cfg: &Config) -> (u64, u64, u64) {
         let mut t = 0u64;
         for s in &self.segments {
             t += 1 + 4 * s.key.is_some() as u64;
             for g in &s.tuples {
-                t += varint_len(g.w as u64) as u64 + 8 * k as u64;
+                t += varint_len(g.w as u64) as u64 + 8 * cfg.rows_for(g.w) as u64;
             }
         }
-        (t, self.stream.len() as u64)
+        (t, self.stream.len() as u64, self.labels.len() as u64)
+    }
+
+    /// Every group's labels (position order), segment by segment.
+    pub fn labels(&self, cfg: &Config) -> Vec<Vec<u8>> {
+        let mut bit = 0usize;
+        let b = cfg.labels as usize;
+        let mut out = Vec::new();
+        for s in &self.segments {
+            for t in &s.tuples {
+                let mut v = Vec::with_capacity(if b == 0 { 0 } else { t.w as usize });
+                for _ in 0..if b == 0 { 0 } else { t.w } {
+                    let mut l = 0u8;
+                    for k in 0..b {
+                        let at = bit + k;
+                        let byte = self.labels.get(at / 8).copied().unwrap_or(0);
+                        l |= ((byte >> (at % 8)) & 1) << k;
+                    }
+                    bit += b;
+                    v.push(l);
+                }
+                out.push(v);
+            }
+        }
+        out
     }
 
     pub fn packets(&self) -> u64 {
@@ -123,99 +157,154 @@ fn packet_hash(seed: u64) -> HashFn {
     HashFamily::new(seed).member(0x004f_5041)
 }
 
-/// The sender point: one OPA per group of each closed segment, the open segment's groups
-/// being built, and the timestamps of closed segments already compressed.
+/// The sender point: the count of every group of every segment (the last one open), and every
+/// packet's hash and timestamp (and group) in sending order. When the synopsis is sent (`wire`,
+/// kept until the next packet) each group's CAH is computed with the rows its final count
+/// asks for, and the timestamps are compressed: recording is a count and two pushes.
 #[derive(Clone, Debug)]
 pub struct Sender {
     pub(crate) cfg: Arc<Config>,
     h: HashFn,
-    closed: Vec<SenderSegment>,
-    open: SenderSegment,
-    /// The open segment's timestamps, per group, in sending order.
-    open_ts: Vec<Vec<u64>>,
-    enc: Encoder,
+    /// Every segment's tuples; the last is open.
+    segments: Vec<SenderSegment>,
+    /// Index in `ts` of each segment's first packet.
+    starts: Vec<usize>,
+    ts: Vec<u64>,
+    /// Each packet's hash (its augmented hashes derive from it).
+    xs: Vec<u64>,
+    /// Each packet's group (only with more than one group).
+    grp: Vec<u32>,
+    wire: std::sync::OnceLock<SenderWire>,
     /// A decoded payload: what travelled, as it travelled.
     decoded: Option<SenderWire>,
 }
 
 impl Sender {
     pub fn new(cfg: Arc<Config>) -> Sender {
-        let g = cfg.groups as usize;
         Sender {
             h: packet_hash(cfg.seed),
-            enc: Encoder::new(cfg.codec),
-            closed: Vec::new(),
-            open: SenderSegment {
-                key: None,
-                tuples: vec![
-                    Tuple {
-                        w: 0,
-                        b: [0; MAX_ROWS]
-                    };
-                    g
-                ],
-            },
-            open_ts: vec![Vec::new(); g],
+            segments: vec![Self::segment(&cfg, None)],
+            starts: vec![0],
+            ts: Vec::new(),
+            xs: Vec::new(),
+            grp: Vec::new(),
+            wire: std::sync::OnceLock::new(),
             decoded: None,
             cfg,
         }
     }
 
-    fn close_segment(&mut self, next: Key) {
-        for ts in &mut self.open_ts {
-            self.enc.sequence(ts);
-            ts.clear();
-        }
-        let fresh = SenderSegment {
-            key: next,
+    fn segment(cfg: &Config, key: Key) -> SenderSegment {
+        SenderSegment {
+            key,
             tuples: vec![
                 Tuple {
                     w: 0,
                     b: [0; MAX_ROWS]
                 };
-                self.cfg.groups as usize
+                cfg.groups as usize
             ],
-        };
-        self.closed.push(std::mem::replace(&mut self.open, fresh));
+        }
     }
 
-    /// Record one packet: its group, its position in it, its column of the CAH, its timestamp.
+    /// Record one packet: its group's count, its hash, its timestamp.
     #[inline]
     pub fn record_packet(&mut self, id: u64, ts: u64) {
+        if self.wire.get().is_some() {
+            self.wire = std::sync::OnceLock::new();
+        }
         if self.cfg.is_delimiter(id) {
-            self.close_segment(Some(id as u32));
+            self.segments
+                .push(Self::segment(&self.cfg, Some(id as u32)));
+            self.starts.push(self.ts.len());
         }
         let x = self.h.hash(id);
-        let g = reduce(x, self.open.tuples.len());
-        let t = &mut self.open.tuples[g];
+        let seg = self.segments.last_mut().expect("a segment is open");
+        let g = if seg.tuples.len() == 1 {
+            0
+        } else {
+            let g = reduce(x, seg.tuples.len());
+            self.grp.push(g as u32);
+            g
+        };
+        let t = &mut seg.tuples[g];
         t.w = t.w.wrapping_add(1);
-        let j = t.w as u64;
-        cah::accumulate(&mut t.b, self.cfg.rows as usize, j, cah::augmented(x, j));
-        self.open_ts[g].push(ts);
+        self.xs.push(x);
+        self.ts.push(ts);
     }
 
-    /// What this point sends.
+    /// What this point sends: the tuples, and every group's timestamps compressed.
     pub fn wire(&self) -> SenderWire {
         if let Some(w) = &self.decoded {
             return w.clone();
         }
-        let mut enc = self.enc.clone();
-        for ts in &self.open_ts {
-            enc.sequence(ts);
-        }
-        let mut segments = self.closed.clone();
-        segments.push(self.open.clone());
-        SenderWire {
-            segments,
-            stream: enc.bytes(),
-            error: enc.error(),
-        }
+        self.wire
+            .get_or_init(|| {
+                let mut enc = Encoder::new(self.cfg.codec);
+                let g = self.cfg.groups as usize;
+                let mut seq: Vec<Vec<u64>> = vec![Vec::new(); g];
+                let lb = self.cfg.labels as usize;
+                let mut labels = vec![0u8; (self.ts.len() * lb).div_ceil(8)];
+                let mut bit = 0usize;
+                let mut push_label = |x: u64| {
+                    let l = self.cfg.label(x);
+                    for k in 0..lb {
+                        labels[(bit + k) / 8] |= ((l >> k) & 1) << ((bit + k) % 8);
+                    }
+                    bit += lb;
+                };
+                let mut lseq: Vec<Vec<u64>> = vec![Vec::new(); g];
+                let mut segments = self.segments.clone();
+                let mut pos = vec![0u64; g];
+                for (k, seg) in segments.iter_mut().enumerate() {
+                    let a = self.starts[k];
+                    let b = self.starts.get(k + 1).copied().unwrap_or(self.ts.len());
+                    // the CAH of each group (Eq. 1), with the rows its count asks for
+                    let rows: Vec<usize> =
+                        seg.tuples.iter().map(|t| self.cfg.rows_for(t.w)).collect();
+                    pos.fill(0);
+                    for i in a..b {
+                        let gi = if g == 1 { 0 } else { self.grp[i] as usize };
+                        pos[gi] += 1;
+                        let j = pos[gi];
+                        let x = self.xs[i];
+                        cah::accumulate(&mut seg.tuples[gi].b, rows[gi], j, cah::augmented(x, j));
+                    }
+                    if g == 1 {
+                        enc.sequence(&self.ts[a..b]);
+                        if lb > 0 {
+                            self.xs[a..b].iter().for_each(|&x| push_label(x));
+                        }
+                        continue;
+                    }
+                    for s in seq.iter_mut().chain(lseq.iter_mut()) {
+                        s.clear();
+                    }
+                    for i in a..b {
+                        seq[self.grp[i] as usize].push(self.ts[i]);
+                        lseq[self.grp[i] as usize].push(self.xs[i]);
+                    }
+                    for s in &seq {
+                        enc.sequence(s);
+                    }
+                    if lb > 0 {
+                        lseq.iter().flatten().for_each(|&x| push_label(x));
+                    }
+                }
+                SenderWire {
+                    segments,
+                    stream: enc.bytes(),
+                    error: enc.error(),
+                    labels,
+                }
+            })
+            .clone()
     }
 
     pub fn decode(cfg: Arc<Config>, b: &[u8]) -> Result<Sender, DecodeError> {
         let mut r = WireReader::new(b);
         if r.take(4, "tag")? != SENDER_TAG {
-            return Err(r.invalid("not an OPA sender payload (tag OPA1)"));
+            return Err(r.invalid("not an OPA sender payload (tag OPA2)"));
         }
         let codec = r.u8("codec")?;
         let want = match cfg.codec {
@@ -260,7 +349,7 @@ impl Sender {
                     )));
                 }
                 let mut bb = [0u64; MAX_ROWS];
-                for v in bb.iter_mut().take(k as usize) {
+                for v in bb.iter_mut().take(cfg.rows_for(w)) {
                     *v = r.u64("CAH")?;
                     if *v >= P {
                         return Err(r.invalid("CAH value outside the field"));
@@ -279,30 +368,35 @@ impl Sender {
             error.sum_ns = r.f64("error sum")?;
             error.max_abs_ns = r.u64("error max")?;
         }
+        let nl = (packets as usize)
+            .checked_mul(cfg.labels as usize)
+            .map(|b| b.div_ceil(8))
+            .ok_or_else(|| r.invalid("label count"))?;
+        let labels = r.take(nl, "labels")?.to_vec();
         r.finish("OPA sender payload")?;
         let mut s = Sender::new(cfg);
         s.decoded = Some(SenderWire {
             segments,
             stream,
             error,
+            labels,
         });
         Ok(s)
     }
 
     fn write(&self, out: &mut Vec<u8>) {
         let wire = self.wire();
-        let k = self.cfg.rows as usize;
         let mut w = WireWriter::new(out);
         w.bytes(SENDER_TAG);
         w.u8(matches!(self.cfg.codec, Codec::Wavelet { .. }) as u8);
         w.u32(self.cfg.groups);
-        w.u8(k as u8);
+        w.u8(self.cfg.rows as u8);
         w.u32(wire.segments.len() as u32);
         for s in &wire.segments {
             write_key(&mut w, s.key);
             for t in &s.tuples {
                 write_varint(&mut w, t.w as u64);
-                for &v in &t.b[..k] {
+                for &v in &t.b[..self.cfg.rows_for(t.w)] {
                     w.u64(v);
                 }
             }
@@ -315,6 +409,7 @@ impl Sender {
             w.f64(wire.error.sum_ns);
             w.u64(wire.error.max_abs_ns);
         }
+        w.bytes(&wire.labels);
     }
 }
 
@@ -323,6 +418,8 @@ impl PointSynopsis for Sender {
         self.record_packet(rec.id, rec.ts_ns);
     }
     fn record_batch(&mut self, recs: &[PacketRecord]) {
+        self.ts.reserve(recs.len());
+        self.xs.reserve(recs.len());
         for r in recs {
             self.record_packet(r.id, r.ts_ns);
         }
@@ -352,6 +449,36 @@ pub struct Receiver {
     pub(crate) cfg: Arc<Config>,
     h: HashFn,
     pub segments: Vec<ReceiverSegment>,
+    pub(crate) cache: RecoveryCache,
+}
+
+/// The last recovery of this receiver, by a fingerprint of the sender payload it was paired
+/// with (never written, never cloned).
+#[derive(Default)]
+pub(crate) struct RecoveryCache(Mutex<Option<(u64, Arc<PairRecovery>)>>);
+
+impl RecoveryCache {
+    pub(crate) fn get(&self, print: u64) -> Option<Arc<PairRecovery>> {
+        let g = self.0.lock().ok()?;
+        g.as_ref().filter(|c| c.0 == print).map(|c| c.1.clone())
+    }
+    pub(crate) fn put(&self, print: u64, rec: Arc<PairRecovery>) {
+        if let Ok(mut g) = self.0.lock() {
+            *g = Some((print, rec));
+        }
+    }
+}
+
+impl Clone for RecoveryCache {
+    fn clone(&self) -> Self {
+        RecoveryCache::default()
+    }
+}
+
+impl std::fmt::Debug for RecoveryCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RecoveryCache")
+    }
 }
 
 impl Receiver {
@@ -362,6 +489,7 @@ impl Receiver {
                 key: None,
                 groups: vec![Vec::new(); cfg.groups as usize],
             }],
+            cache: RecoveryCache::default(),
             cfg,
         }
     }

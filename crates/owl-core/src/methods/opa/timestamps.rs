@@ -95,12 +95,16 @@ impl RangeEncoder {
         }
     }
 
+    /// The low `bits` bits of `v`, each equally likely: eight at a time (the range keeps at
+    /// least 16 bits of precision after an 8-bit split).
     fn direct(&mut self, v: u64, bits: u32) {
-        for i in (0..bits).rev() {
-            self.range >>= 1;
-            if (v >> i) & 1 == 1 {
-                self.low += self.range as u64;
-            }
+        let mut left = bits;
+        while left > 0 {
+            let n = left.min(8);
+            left -= n;
+            let chunk = (v >> left) & ((1u64 << n) - 1);
+            self.range >>= n;
+            self.low += chunk * self.range as u64;
             while self.range < TOP {
                 self.range <<= 8;
                 self.shift_low();
@@ -171,13 +175,15 @@ impl<'a> RangeDecoder<'a> {
 
     fn direct(&mut self, bits: u32) -> u64 {
         let mut v = 0u64;
-        for _ in 0..bits {
-            self.range >>= 1;
-            let b = self.code >= self.range;
-            if b {
-                self.code -= self.range;
-            }
-            v = (v << 1) | b as u64;
+        let mut left = bits;
+        while left > 0 {
+            let n = left.min(8);
+            left -= n;
+            self.range >>= n;
+            // below 2ⁿ in a stream this encoder wrote; a forged one is cut to it
+            let c = (self.code / self.range).min((1 << n) - 1);
+            self.code -= c * self.range;
+            v = (v << n) | c as u64;
             while self.range < TOP {
                 self.range <<= 8;
                 self.code = (self.code << 8) | self.next() as u32;

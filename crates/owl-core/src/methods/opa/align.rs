@@ -1,0 +1,896 @@
+//! Recovery aligned on the timestamps (owl's extension of §IV-C/D; `search=timestamps`).
+//!
+//! Algorithm 1 enumerates mappings blind: every position for every loss, every shift for every
+//! move, by increasing error count. Its cost grows as `w^(losses)·(w·d)^(moves)`, so a group
+//! holding a loss *and* a reordered packet — common on a router at 1 % loss — exhausts any
+//! sensible budget, and a group with more than `E` errors is given up.
+//!
+//! The receiver, however, can decode the sender's timestamps (the second layer, §V-A) *before*
+//! recovery: it then knows when each of the `w` positions was sent and when each of its own
+//! `w′` packets arrived. On a FIFO-like path a received packet cannot arrive before it was
+//! sent, and its delay looks like the other packets' delays, so lining the two sequences up —
+//! a loss is a skipped sender position, a late packet a position whose packet comes a few
+//! places later, an insertion a received packet of no position — says where the errors most
+//! likely are. Where delays vary over many inter-packet gaps (a queue building up) the
+//! timestamps alone leave a loss's position uncertain by several places, and with several
+//! errors in a group the combinations multiply; so the sender also sends a few **label** bits
+//! of each packet's hash in its sending order (`labels`, 2 by default, 0.25 B a packet): an
+//! alignment may only match a received packet to a position of the same label, and a loss
+//! misplaced by `δ` positions survives with probability `2^(−labels·δ)`. This module
+//!
+//! 1. scores an alignment by its likelihood: each matched packet's delay under the interval's
+//!    delay distribution (a histogram of the delays of the groups that arrived whole), a loss
+//!    at the measured loss rate, a late packet or an insertion as rare events;
+//! 2. enumerates alignments from the most likely down — the `K` shortest paths of the
+//!    alignment lattice (Jiménez & Marzal's recursive enumeration, lazily, so the `K`-th path
+//!    costs little more than the first) — in lattices of growing size: losses only, then late
+//!    packets within the shift bound, then insertions near the ends of the received list
+//!    (packets of the neighbouring segments), then insertions anywhere;
+//! 3. checks each exactly with the CAH: an insertion next to a loss is first tried as one
+//!    reordered packet (§V-B, no unknown), the remaining losses are the unknowns of Eq. 5,
+//!    solved and checked by the other rows (Eq. 6; [`cah::solve_checked`]). A wrong alignment
+//!    passes a checking row with probability `1/p ≈ 4·10⁻¹⁹`, so the likelihood only orders the
+//!    work: what is accepted is what the CAH proves.
+//!
+//! A group's losses are bounded by its rows (`α < k`, sized by the design loss rate), not by
+//! `E`; every alignment considered counts against the group's cap and the interval's budget
+//! as Algorithm 1's mappings do. Groups larger than [`MAX_ALIGNED`] are left to the paper's
+//! enumeration.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use hashbrown::HashMap;
+
+use super::cah::{self, Cah, MAX_ROWS};
+use super::recovery::{Errors, GroupRecovery, Limits, Mapping, Unrecovered};
+
+/// Largest group aligned (the lattice holds `(w + 1)·(bandwidth)` nodes).
+pub const MAX_ALIGNED: usize = 1 << 15;
+/// Most packets of other segments (insertions) an alignment may contain.
+pub const MAX_INSERTIONS: usize = 4;
+/// Most alignments enumerated in one group, per stage: losses only, with late packets, with
+/// insertions near the ends of the received list (packets of the segments before and after),
+/// with insertions anywhere.
+pub const STAGE_PATHS: [u64; 4] = [64, 1 << 10, 1 << 10, 1 << 12];
+/// Largest shift (positions a late packet is overtaken by) the lattice models as a move; a
+/// larger configured shift is searched as an insertion and a loss.
+pub const MAX_SHIFT: usize = 32;
+/// A priori chance that a packet arrives late (a move), that a received packet near either
+/// end of its segment belongs to the segment before or after (an insertion), and that one
+/// elsewhere does.
+const P_MOVE: f64 = 1e-3;
+const P_INSERT: f64 = 1e-4;
+const P_INSERT_ANYWHERE: f64 = 1e-5;
+
+/// The interval's delay distribution and error rates, as alignment costs (negative log
+/// likelihoods, in nats).
+#[derive(Clone, Debug)]
+pub struct DelayModel {
+    /// Smallest and median delay of the sample, ns.
+    base: i64,
+    median: i64,
+    /// Width of the first bin, ns; bins grow geometrically, [`BINS_PER_OCTAVE`] per octave.
+    unit: f64,
+    /// Cost of a delay in each bin.
+    cost: Vec<f64>,
+    /// Cost of a delay below the sample's smallest, per `unit`, on top of the first bin's.
+    below: f64,
+    /// Cost of a matched packet besides its delay, of a loss, of a move (besides the late
+    /// packet's delay), of an insertion near the ends of its segment.
+    matched: f64,
+    lost: f64,
+    moved: f64,
+    inserted: f64,
+}
+
+const BINS_PER_OCTAVE: f64 = 4.0;
+const MAX_BINS: usize = 64 * 4;
+
+impl DelayModel {
+    /// The model of a sample of delays (any order) and the measured loss rate. With fewer
+    /// than a few delays the distribution is flat above the smallest one.
+    pub fn fit(delays: &mut [i64], loss_rate: f64) -> DelayModel {
+        let p_l = loss_rate.clamp(1e-5, 0.5);
+        delays.sort_unstable();
+        let n = delays.len();
+        let base = delays.first().copied().unwrap_or(0);
+        let at = |q: f64| delays[((n - 1) as f64 * q) as usize];
+        let unit = if n >= 16 {
+            (((at(0.5) - base) as f64) / 64.0).max(16.0)
+        } else {
+            1_000.0
+        };
+        let bin = |u: f64| ((BINS_PER_OCTAVE * (1.0 + u / unit).log2()) as usize).min(MAX_BINS - 1);
+        let mut counts = vec![0u64; MAX_BINS];
+        for &d in delays.iter() {
+            counts[bin((d - base) as f64)] += 1;
+        }
+        let last = counts.iter().rposition(|&c| c > 0).unwrap_or(0);
+        let pseudo = 0.5;
+        let total = n as f64 + pseudo * (last + 2) as f64;
+        let cost: Vec<f64> = (0..MAX_BINS)
+            .map(|b| {
+                let lo = unit * ((b as f64 / BINS_PER_OCTAVE).exp2() - 1.0);
+                let hi = unit * (((b + 1) as f64 / BINS_PER_OCTAVE).exp2() - 1.0);
+                let c = if b <= last + 1 {
+                    counts[b] as f64 + pseudo
+                } else {
+                    pseudo / (b - last) as f64
+                };
+                -(c / total / (hi - lo).max(1.0)).ln()
+            })
+            .collect();
+        DelayModel {
+            base,
+            median: if n > 0 { at(0.5) } else { 0 },
+            unit,
+            below: 1.0,
+            cost,
+            matched: -(1.0 - p_l).ln(),
+            lost: -p_l.ln(),
+            moved: -P_MOVE.ln(),
+            inserted: -P_INSERT.ln(),
+        }
+    }
+
+    /// The sample's median delay, ns.
+    pub fn median(&self) -> i64 {
+        self.median
+    }
+
+    /// Cost of a matched packet with delay `d`.
+    #[inline]
+    fn delay_cost(&self, d: i64) -> f64 {
+        let u = d.saturating_sub(self.base);
+        if u < 0 {
+            // below every delay seen: a packet does not arrive before it left
+            return self.cost[0] + 10.0 + self.below * ((-u) as f64 / self.unit).min(1e6);
+        }
+        let b =
+            ((BINS_PER_OCTAVE * (1.0 + u as f64 / self.unit).log2()) as usize).min(MAX_BINS - 1);
+        self.cost[b]
+    }
+}
+
+/// A candidate path into a node: its cost, the node it comes from and which of that node's
+/// paths (1-based).
+#[derive(Clone, Copy, Debug)]
+struct Cand {
+    cost: f64,
+    from: u32,
+    k: u32,
+}
+
+impl PartialEq for Cand {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Cand {}
+impl PartialOrd for Cand {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Cand {
+    /// Reversed (a min-heap), ties by node and index so the order is reproducible.
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.cost
+            .total_cmp(&self.cost)
+            .then(o.from.cmp(&self.from))
+            .then(o.k.cmp(&self.k))
+    }
+}
+
+const NONE: u32 = u32::MAX;
+
+/// The cost of each match `(i, j)` with `−below ≤ i − j ≤ above`, computed once per group
+/// for every stage's lattice.
+struct Costs {
+    below: usize,
+    width: usize,
+    table: Vec<f64>,
+}
+
+impl Costs {
+    fn new(
+        w: usize,
+        n: usize,
+        below: usize,
+        above: usize,
+        pts: &Points,
+        model: &DelayModel,
+    ) -> Costs {
+        let width = below + above + 1;
+        let mut table = vec![f64::INFINITY; w * width];
+        for i in 1..=w {
+            for d in 0..width {
+                let j = i as i64 - d as i64 + below as i64;
+                if (1..=n as i64).contains(&j) {
+                    table[(i - 1) * width + d] = Self::compute(i, j as usize, pts, model);
+                }
+            }
+        }
+        Costs {
+            below,
+            width,
+            table,
+        }
+    }
+
+    /// Cost of matching position `i` with received packet `j` (1-based); infinite when their
+    /// labels differ.
+    fn compute(i: usize, j: usize, p: &Points, model: &DelayModel) -> f64 {
+        if !p.labels.is_empty() && p.labels[j - 1] != p.sent_labels[i - 1] {
+            return f64::INFINITY;
+        }
+        let d = p.arrived[j - 1].wrapping_sub(p.sent[i - 1]) as i64;
+        model.matched + model.delay_cost(d)
+    }
+
+    #[inline]
+    fn get(&self, i: usize, j: usize, p: &Points, model: &DelayModel) -> f64 {
+        let d = i as i64 - j as i64 + self.below as i64;
+        if i >= 1 && (0..self.width as i64).contains(&d) {
+            self.table[(i - 1) * self.width + d as usize]
+        } else {
+            Self::compute(i, j, p, model)
+        }
+    }
+}
+
+/// The alignment lattice of one group and its paths, best first.
+///
+/// Node `(i, j, s, p)`: the first `i` sender positions and `j` received packets are aligned;
+/// `s = 1` if the last step was a loss; `p > 0` if position `i − p + 1` is *pending*: its
+/// packet was overtaken and arrives later (a move, §V-B). Steps:
+///
+/// - a match of position `i + 1` with received packet `j + 1`;
+/// - a loss of position `i + 1`;
+/// - an insertion of received packet `j + 1` (a packet of no position here), only before the
+///   losses between two matches, so that each alignment is one path;
+/// - a deferral of position `i + 1` (when nothing is pending): its packet will come later;
+/// - the late arrival of the pending packet as received packet `j + 1`, after at least one
+///   later position and at most `d + 1` (the shift bound).
+///
+/// A path ends at `(w, w′)` with nothing pending. The offset `i − j` stays within
+/// `[−MAX_INSERTIONS, losses + 1]`.
+struct Lattice<'a> {
+    w: usize,
+    n: usize,
+    /// Offsets `i − j` from `-ins` to `los`.
+    ins: usize,
+    los: usize,
+    /// Largest `p`: a pending packet arrives after at most `d` later positions.
+    most: usize,
+    /// Insertions anywhere, not only near the ends of the received list.
+    inserts_anywhere: bool,
+    /// Values of `s`: 2 with insertions (they come before the losses between two matches), 1
+    /// without (every step after a loss is then as after a match).
+    flags: usize,
+    pts: &'a Points<'a>,
+    model: &'a DelayModel,
+    /// Cost of an insertion.
+    insert_cost: f64,
+    /// Cost of each match.
+    costs: &'a Costs,
+    /// Shortest distance from the source, and the best predecessor.
+    best: Vec<f64>,
+    pred: Vec<u32>,
+    /// Paths found per node beyond the first, candidates, and whether there are no more.
+    paths: HashMap<u32, Vec<Cand>>,
+    heaps: HashMap<u32, BinaryHeap<Cand>>,
+    done: hashbrown::HashSet<u32>,
+}
+
+impl<'a> Lattice<'a> {
+    fn band(&self) -> usize {
+        self.ins + self.los + 1
+    }
+
+    fn id(&self, i: usize, j: usize, s: usize, p: usize) -> Option<u32> {
+        let o = i as i64 - j as i64 + self.ins as i64;
+        if i > self.w || j > self.n || o < 0 || o as usize >= self.band() || p > self.most {
+            return None;
+        }
+        if s >= self.flags {
+            return None;
+        }
+        let cell = (i * self.band() + o as usize) * self.flags + s;
+        Some((cell * (self.most + 1) + p) as u32)
+    }
+
+    fn coords(&self, v: u32) -> (usize, usize, usize, usize) {
+        let v = v as usize;
+        let (cell, p) = (v / (self.most + 1), v % (self.most + 1));
+        let (r, s) = (cell / self.flags, cell % self.flags);
+        let (i, o) = (r / self.band(), r % self.band());
+        (i, (i + self.ins) - o, s, p)
+    }
+
+    /// Whether received packet `j` (1-based) may be an insertion: a packet of the segment
+    /// before or after, held or hurried across the delimiter by at most the shift bound, sits
+    /// among the first or last packets of the segment at R.
+    fn near_edge(&self, j: usize) -> bool {
+        let edge = self.most.max(MAX_INSERTIONS);
+        self.inserts_anywhere || j <= edge || j + edge > self.n
+    }
+
+    fn sink(&self) -> u32 {
+        ((self.w + 1) * self.band() * self.flags * (self.most + 1)) as u32
+    }
+
+    /// Cost of matching position `i` with received packet `j` (1-based).
+    fn match_cost(&self, i: usize, j: usize) -> f64 {
+        self.costs.get(i, j, self.pts, self.model)
+    }
+
+    /// The in-edges of `v`: `(from, weight)`.
+    fn edges_into(&self, v: u32, out: &mut Vec<(u32, f64)>) {
+        out.clear();
+        if v == self.sink() {
+            for s in 0..2 {
+                if let Some(u) = self.id(self.w, self.n, s, 0) {
+                    out.push((u, 0.0));
+                }
+            }
+            return;
+        }
+        let (i, j, s, p) = self.coords(v);
+        // the pending state before a step that advanced i: none stays none, p came from p − 1
+        let before = match p {
+            0 => Some(0),
+            1 => None,
+            p => Some(p - 1),
+        };
+        let loss_into = self.flags - 1;
+        if s == loss_into {
+            if i >= 1
+                && let Some(pb) = before
+            {
+                for s2 in 0..2 {
+                    if let Some(u) = self.id(i - 1, j, s2, pb) {
+                        out.push((u, self.model.lost));
+                    }
+                }
+            }
+            if self.flags == 2 {
+                return;
+            }
+        }
+        if i >= 1
+            && j >= 1
+            && let Some(pb) = before
+        {
+            let c = self.match_cost(i, j);
+            for s2 in 0..2 {
+                if c.is_finite()
+                    && let Some(u) = self.id(i - 1, j - 1, s2, pb)
+                {
+                    out.push((u, c));
+                }
+            }
+        }
+        if j >= 1
+            && self.flags == 2
+            && self.near_edge(j)
+            && let Some(u) = self.id(i, j - 1, 0, p)
+        {
+            out.push((u, self.insert_cost));
+        }
+        if p == 1 && i >= 1 {
+            for s2 in 0..2 {
+                if let Some(u) = self.id(i - 1, j, s2, 0) {
+                    out.push((u, self.model.moved));
+                }
+            }
+        }
+        if p == 0 && j >= 1 {
+            for pp in 2..=self.most.min(i) {
+                let c = self.match_cost(i + 1 - pp, j);
+                for s2 in 0..2 {
+                    if c.is_finite()
+                        && let Some(u) = self.id(i, j - 1, s2, pp)
+                    {
+                        out.push((u, c));
+                    }
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        w: usize,
+        n: usize,
+        ins: usize,
+        los: usize,
+        shift: usize,
+        inserts_anywhere: bool,
+        pts: &'a Points<'a>,
+        model: &'a DelayModel,
+        costs: &'a Costs,
+    ) -> Lattice<'a> {
+        let mut l = Lattice {
+            w,
+            n,
+            ins: ins.min(n),
+            los,
+            most: if shift == 0 {
+                0
+            } else {
+                (shift + 1).min(MAX_SHIFT + 1)
+            },
+            inserts_anywhere,
+            flags: if ins > 0 || inserts_anywhere { 2 } else { 1 },
+            pts,
+            model,
+            insert_cost: if inserts_anywhere {
+                -P_INSERT_ANYWHERE.ln()
+            } else {
+                model.inserted
+            },
+            costs,
+            best: Vec::new(),
+            pred: Vec::new(),
+            paths: HashMap::new(),
+            heaps: HashMap::new(),
+            done: hashbrown::HashSet::new(),
+        };
+        let nodes = l.sink() as usize + 1;
+        l.best = vec![f64::INFINITY; nodes];
+        l.pred = vec![NONE; nodes];
+        // shortest paths (Viterbi): nodes in order of i, then j (every edge goes to a larger
+        // i, or the same i and a larger j)
+        let mut edges = Vec::with_capacity(8);
+        let src = l.id(0, 0, 0, 0).expect("the source is in the band");
+        l.best[src as usize] = 0.0;
+        for i in 0..=w {
+            let j_lo = i.saturating_sub(los);
+            let j_hi = (i + l.ins).min(n);
+            for j in j_lo..=j_hi {
+                for s in 0..2 {
+                    for p in 0..=l.most {
+                        let Some(v) = l.id(i, j, s, p) else { continue };
+                        if v == src {
+                            continue;
+                        }
+                        l.edges_into(v, &mut edges);
+                        for &(u, c) in &edges {
+                            let t = l.best[u as usize] + c;
+                            if t < l.best[v as usize] {
+                                l.best[v as usize] = t;
+                                l.pred[v as usize] = u;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let sink = l.sink();
+        l.edges_into(sink, &mut edges);
+        for &(u, c) in &edges {
+            let t = l.best[u as usize] + c;
+            if t < l.best[sink as usize] {
+                l.best[sink as usize] = t;
+                l.pred[sink as usize] = u;
+            }
+        }
+        l
+    }
+
+    /// Path `k` (1-based) into `v`, if there is one.
+    fn path(&self, v: u32, k: u32) -> Option<Cand> {
+        if k == 1 {
+            let b = self.best[v as usize];
+            return b.is_finite().then_some(Cand {
+                cost: b,
+                from: self.pred[v as usize],
+                k: 1,
+            });
+        }
+        self.paths.get(&v)?.get(k as usize - 2).copied()
+    }
+
+    fn known(&self, v: u32) -> u32 {
+        self.paths.get(&v).map_or(0, |p| p.len() as u32)
+            + u32::from(self.best[v as usize].is_finite())
+    }
+
+    /// Compute path `k0` into `v0` (Jiménez & Marzal's NextPath, with an explicit stack: a
+    /// path is as long as the group).
+    fn next_path(&mut self, v0: u32, k0: u32) {
+        let mut stack = vec![(v0, k0)];
+        let mut edges = Vec::with_capacity(8);
+        while let Some(&(v, k)) = stack.last() {
+            if self.known(v) >= k || self.done.contains(&v) || k == 1 {
+                stack.pop();
+                continue;
+            }
+            if !self.best[v as usize].is_finite() {
+                self.done.insert(v);
+                stack.pop();
+                continue;
+            }
+            let prev = self.path(v, k - 1).expect("paths are computed in order");
+            if !self.heaps.contains_key(&v) {
+                let mut h = BinaryHeap::new();
+                self.edges_into(v, &mut edges);
+                for &(u, c) in &edges {
+                    let b = self.best[u as usize];
+                    if b.is_finite() && u != self.pred[v as usize] {
+                        h.push(Cand {
+                            cost: b + c,
+                            from: u,
+                            k: 1,
+                        });
+                    }
+                }
+                self.heaps.insert(v, h);
+            }
+            if prev.from != NONE {
+                let u = prev.from;
+                let want = prev.k + 1;
+                if self.known(u) < want && !self.done.contains(&u) {
+                    stack.push((u, want));
+                    continue;
+                }
+                if let Some(p) = self.path(u, want) {
+                    // the edge's weight: the previous path's cost less its prefix's
+                    let c = prev.cost - self.path(u, prev.k).expect("a path's prefix").cost;
+                    if let Some(h) = self.heaps.get_mut(&v) {
+                        h.push(Cand {
+                            cost: p.cost + c,
+                            from: u,
+                            k: want,
+                        });
+                    }
+                }
+            }
+            match self.heaps.get_mut(&v).and_then(|h| h.pop()) {
+                Some(c) => self.paths.entry(v).or_default().push(c),
+                None => {
+                    self.done.insert(v);
+                }
+            }
+            stack.pop();
+        }
+    }
+
+    /// The `k`-th best alignment, or `false` past the last.
+    fn alignment(&mut self, k: u32, out: &mut Alignment) -> bool {
+        let sink = self.sink();
+        self.next_path(sink, k);
+        let Some(mut c) = self.path(sink, k) else {
+            return false;
+        };
+        out.clear(self.n);
+        let mut v = sink;
+        loop {
+            let u = c.from;
+            if u == NONE {
+                break;
+            }
+            if v != sink {
+                let (i, j, _, p) = self.coords(v);
+                let (iu, ju, _, pu) = self.coords(u);
+                if iu + 1 == i && ju + 1 == j {
+                    out.position[j - 1] = i as u32;
+                } else if iu + 1 == i {
+                    // a loss, or a deferral whose packet is the late arrival further on
+                    if p != 1 {
+                        out.lost.push(i as u32);
+                    }
+                } else if pu >= 2 && p == 0 {
+                    out.position[j - 1] = (i + 1 - pu) as u32;
+                    out.moved += 1;
+                } else {
+                    debug_assert!(iu == i && ju + 1 == j);
+                    out.inserted.push((j - 1) as u32);
+                    out.position[j - 1] = 0;
+                }
+            }
+            v = u;
+            c = self.path(u, c.k).expect("a path's prefix exists");
+        }
+        out.lost.reverse();
+        out.inserted.reverse();
+        true
+    }
+}
+
+/// One alignment of a group.
+#[derive(Clone, Debug, Default)]
+struct Alignment {
+    /// Lost sender positions (1-based), increasing.
+    lost: Vec<u32>,
+    /// Inserted received packets (0-based), increasing.
+    inserted: Vec<u32>,
+    /// Each received packet's sender position (0 for an insertion).
+    position: Vec<u32>,
+    /// Late arrivals (moves).
+    moved: u32,
+}
+
+impl Alignment {
+    fn clear(&mut self, n: usize) {
+        self.lost.clear();
+        self.inserted.clear();
+        self.position.clear();
+        self.position.resize(n, 0);
+        self.moved = 0;
+    }
+}
+
+/// Row sums of the received packets' columns at a constant offset, computed when an alignment
+/// first needs the offset: `pre[o][t·k + x]` is row `x` of the sum over received packets
+/// `0..t` of the column at position `t + 1 + o`.
+struct Prefix<'a> {
+    k: usize,
+    w: usize,
+    xs: &'a [u64],
+    aug: &'a dyn Fn(u64, u64) -> u64,
+    pre: HashMap<i64, Vec<u64>>,
+}
+
+impl Prefix<'_> {
+    fn sum(&mut self, o: i64, from: usize, to: usize, acc: &mut [u64; MAX_ROWS]) {
+        let k = self.k;
+        if to - from <= 2 {
+            // a late packet or two: their own columns
+            for t in from..to {
+                let q = (t as i64 + 1 + o) as u64;
+                let c = cah::column(k, q, (self.aug)(self.xs[t], q));
+                for x in 0..k {
+                    acc[x] = cah::add(acc[x], c[x]);
+                }
+            }
+            return;
+        }
+        let (xs, w, aug) = (self.xs, self.w, self.aug);
+        let pre = self.pre.entry(o).or_insert_with(|| {
+            let n = xs.len();
+            let mut p = vec![0u64; (n + 1) * k];
+            for (t, &x) in xs.iter().enumerate() {
+                let pos = t as i64 + 1 + o;
+                let (a, b) = (t * k, (t + 1) * k);
+                if (1..=w as i64).contains(&pos) {
+                    let c = cah::column(k, pos as u64, aug(x, pos as u64));
+                    for x in 0..k {
+                        p[b + x] = cah::add(p[a + x], c[x]);
+                    }
+                } else {
+                    p.copy_within(a..a + k, b);
+                }
+            }
+            p
+        });
+        for x in 0..k {
+            acc[x] = cah::add(acc[x], cah::sub(pre[to * k + x], pre[from * k + x]));
+        }
+    }
+}
+
+/// What the receiver knows of one group's packets at both points: the sender's timestamps and
+/// labels by position, its own packets' arrival times and labels in received order. Labels are
+/// empty when the configuration has none.
+pub struct Points<'a> {
+    pub sent: &'a [u64],
+    pub sent_labels: &'a [u8],
+    pub arrived: &'a [u64],
+    pub labels: &'a [u8],
+}
+
+/// Recover one group by alignment: the sender's CAH `b` (`k` rows) over `w` packets, the
+/// received packets' hashes `xs` (in received order), and the timestamps and labels of both.
+#[allow(clippy::too_many_arguments)]
+pub fn recover_aligned(
+    b: &Cah,
+    k: usize,
+    w: usize,
+    xs: &[u64],
+    pts: &Points,
+    model: &DelayModel,
+    aug: &dyn Fn(u64, u64) -> u64,
+    limits: &Limits,
+) -> GroupRecovery {
+    let k = k.clamp(1, MAX_ROWS);
+    let n = xs.len();
+    debug_assert_eq!(pts.arrived.len(), n);
+    debug_assert_eq!(pts.sent.len(), w);
+    let mut tested = 0u64;
+    // Level 0: w′ = w and B′ = B (§IV-C)
+    if n == w {
+        tested += 1;
+        let mut bb = [0u64; MAX_ROWS];
+        for (i, &x) in xs.iter().enumerate() {
+            let j = i as u64 + 1;
+            cah::accumulate(&mut bb, k, j, aug(x, j));
+        }
+        if bb[..k] == b[..k] {
+            return GroupRecovery {
+                result: Ok(Mapping {
+                    sigma: (1..=n as u32).collect(),
+                    lost: Vec::new(),
+                    errors: Errors::default(),
+                }),
+                tested,
+            };
+        }
+    }
+    // unknowns are the losses left once moves are paired: fewer than k
+    if w > n + (k - 1) || n > w + MAX_INSERTIONS {
+        return GroupRecovery {
+            result: Err(Unrecovered::TooManyErrors),
+            tested,
+        };
+    }
+    let mut pre = Prefix {
+        k,
+        w,
+        xs,
+        aug,
+        pre: HashMap::new(),
+    };
+    let mut al = Alignment::default();
+    let cap = limits.max_mappings;
+    let mut result = Err(Unrecovered::NoMapping);
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
+    // the likely errors first, in lattices of growing size: losses only (and the insertions
+    // the counts force), then late packets, then packets of other segments
+    let must_insert = n.saturating_sub(w);
+    let losses_max = (k - 1).min(w);
+    let stages = [
+        (must_insert, 0, false, STAGE_PATHS[0]),
+        (must_insert, limits.shift, false, STAGE_PATHS[1]),
+        (MAX_INSERTIONS, limits.shift, false, STAGE_PATHS[2]),
+        (MAX_INSERTIONS, limits.shift, true, STAGE_PATHS[3]),
+    ];
+    let most = limits.shift.min(MAX_SHIFT) + 1;
+    let costs = Costs::new(
+        w,
+        n,
+        MAX_INSERTIONS + most,
+        losses_max + MAX_INSERTIONS + 1,
+        pts,
+        model,
+    );
+    'stages: for (stage, &(ins, shift, anywhere, paths)) in stages.iter().enumerate() {
+        if stage > 0 && stages[stage - 1].0 == ins && stages[stage - 1].1 == shift && !anywhere {
+            continue;
+        }
+        // the offset i − j runs from −ins to the losses: w − n + ins at the end, at most
+        // k − 1 + ins on the way (one more while a late packet is pending)
+        let los = if anywhere || ins > must_insert {
+            losses_max + ins
+        } else {
+            (w + ins).saturating_sub(n)
+        }
+        .min(w)
+            + usize::from(shift > 0);
+        let mut lat = Lattice::new(w, n, ins, los, shift, anywhere, pts, model, &costs);
+        for p in 1..=paths as u32 {
+            // every alignment considered counts against the cap, tested or not
+            if tested >= cap {
+                result = Err(Unrecovered::Cap);
+                break 'stages;
+            }
+            if !lat.alignment(p, &mut al) {
+                break;
+            }
+            tested += 1;
+            if al.lost.len() > k - 1 + al.inserted.len() {
+                continue;
+            }
+            // the matched packets, by runs of constant offset
+            let mut matched = [0u64; MAX_ROWS];
+            let mut t = 0;
+            while t < n {
+                if al.position[t] == 0 {
+                    t += 1;
+                    continue;
+                }
+                let o = al.position[t] as i64 - (t as i64 + 1);
+                let mut e = t + 1;
+                while e < n && al.position[e] != 0 && al.position[e] as i64 - (e as i64 + 1) == o {
+                    e += 1;
+                }
+                pre.sum(o, t, e, &mut matched);
+                t = e;
+            }
+            // each insertion may be a packet moved from a lost position nearby (§V-B): try the
+            // pairings with the most moves first, then fewer
+            let mut cands: Vec<Vec<u32>> = Vec::with_capacity(al.inserted.len());
+            for &j in &al.inserted {
+                let near = al
+                    .lost
+                    .iter()
+                    .copied()
+                    .filter(|&q| {
+                        (q as i64 - (j as i64 + 1)).unsigned_abs() as usize
+                            <= limits.shift + (w + ins).saturating_sub(n)
+                    })
+                    .collect();
+                cands.push(near);
+            }
+            let mut choice = vec![0usize; cands.len()]; // 0: unpaired, c: cands[.][c − 1]
+            let mut variants: Vec<Vec<usize>> = Vec::new();
+            loop {
+                variants.push(choice.clone());
+                if variants.len() >= 64 {
+                    break;
+                }
+                let mut d = 0;
+                while d < choice.len() {
+                    choice[d] += 1;
+                    if choice[d] <= cands[d].len() {
+                        break;
+                    }
+                    choice[d] = 0;
+                    d += 1;
+                }
+                if d == choice.len() {
+                    break;
+                }
+            }
+            variants.sort_by_key(|v| std::cmp::Reverse(v.iter().filter(|&&c| c > 0).count()));
+            for (vi, v) in variants.iter().enumerate() {
+                pairs.clear();
+                for (i, &c) in v.iter().enumerate() {
+                    if c > 0 {
+                        pairs.push((al.inserted[i], cands[i][c - 1]));
+                    }
+                }
+                // a position paired twice is no mapping
+                if (1..pairs.len()).any(|a| pairs[..a].iter().any(|p| p.1 == pairs[a].1)) {
+                    continue;
+                }
+                let unknown: Vec<u32> = al
+                    .lost
+                    .iter()
+                    .copied()
+                    .filter(|q| !pairs.iter().any(|p| p.1 == *q))
+                    .collect();
+                if unknown.len() >= k {
+                    continue;
+                }
+                if vi > 0 {
+                    if tested >= cap {
+                        result = Err(Unrecovered::Cap);
+                        break 'stages;
+                    }
+                    tested += 1;
+                }
+                let mut res = [0u64; MAX_ROWS];
+                for x in 0..k {
+                    res[x] = cah::sub(b[x], matched[x]);
+                }
+                for &(j, q) in &pairs {
+                    let c = cah::column(k, q as u64, aug(xs[j as usize], q as u64));
+                    for x in 0..k {
+                        res[x] = cah::sub(res[x], c[x]);
+                    }
+                }
+                let qs: Vec<u64> = unknown.iter().map(|&q| q as u64).collect();
+                if let Some(u) = cah::solve_checked(&qs, &res[..k]) {
+                    let mut sigma = al.position.clone();
+                    for &(j, q) in &pairs {
+                        sigma[j as usize] = q;
+                    }
+                    result = Ok(Mapping {
+                        sigma,
+                        lost: unknown.iter().copied().zip(u).collect(),
+                        errors: Errors {
+                            lost: unknown.len() as u32,
+                            inserted: (al.inserted.len() - pairs.len()) as u32,
+                            moved: al.moved + pairs.len() as u32,
+                        },
+                    });
+                    break 'stages;
+                }
+            }
+        }
+    }
+    GroupRecovery { result, tested }
+}
