@@ -780,19 +780,60 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
         mean_ci98_ns: None,
         std_ci95_ns: None,
         notes,
-        quantiles: exact_quantiles(cfg, delays),
+        quantiles: bounded_quantiles(
+            delays,
+            st.receiver_packets
+                .saturating_sub(st.duplicates)
+                .saturating_sub(n as u64),
+            match cfg.codec {
+                Codec::Lossless => 0,
+                Codec::Wavelet { .. } => st.codec_error.max_abs_ns,
+            },
+        ),
     }
 }
 
-/// With lossless timestamps the recovered delays are exact, and so are their quantiles (of the
-/// recovered packets; no sampling interval applies). The wavelet codec's quantiles would need
-/// its timestamp error carried into an interval: not given yet.
-fn exact_quantiles(cfg: &Config, mut delays: Vec<i64>) -> Option<crate::method::Quantiles> {
-    if !matches!(cfg.codec, Codec::Lossless) || delays.is_empty() {
+/// Delay quantiles of the delivered packets with intervals that hold whatever the packets left
+/// unplaced and the timestamp codec did (owl's addition; the paper reports no quantiles).
+///
+/// Of `N = n + u′` delivered packets, `n` are placed and `u′ ≤ u` are not (`u`: received
+/// copies given no delay). The true `q`-quantile, rank `k = ⌈qN⌉` among all of them, has
+/// between `k − u′` and `k` placed delays at or below it, so it lies between the placed order
+/// statistics of ranks `⌈q(n + u)⌉ − u` and `⌈q(n + u)⌉` (the extremes over `u′`). Each placed
+/// delay is off by at most the sender's largest timestamp error `E` (0 for the lossless codec;
+/// the wavelet's, computed at S and shipped, §V-A), and so is each order statistic: the
+/// interval is `[P̂(lo) − E, P̂(hi) + E]`. It holds with certainty, so it is a (conservative)
+/// 95 % interval; none is given when a rank falls outside the placed delays. With every
+/// packet placed and lossless timestamps it is the exact quantile itself.
+fn bounded_quantiles(
+    mut delays: Vec<i64>,
+    unplaced: u64,
+    max_error_ns: u64,
+) -> Option<crate::method::Quantiles> {
+    if delays.is_empty() {
         return None;
     }
     delays.sort_unstable();
-    Some(crate::method::Quantiles::of_sorted(&delays))
+    let n = delays.len() as u64;
+    let e = max_error_ns as f64;
+    let interval = |p: f64| -> Option<[f64; 2]> {
+        let k = (p * (n + unplaced) as f64).ceil() as u64;
+        let (lo, hi) = (k.checked_sub(unplaced)?, k);
+        if lo < 1 || hi > n {
+            return None;
+        }
+        Some([
+            delays[lo as usize - 1] as f64 - e,
+            delays[hi as usize - 1] as f64 + e,
+        ])
+    };
+    Some(crate::method::Quantiles {
+        p50_ci95_ns: interval(0.50),
+        p90_ci95_ns: interval(0.90),
+        p99_ci95_ns: interval(0.99),
+        p999_ci95_ns: interval(0.999),
+        ..crate::method::Quantiles::of_sorted(&delays)
+    })
 }
 
 /// OPA under a name: `opa` (lossless timestamps) or `opa-wavelet`.
