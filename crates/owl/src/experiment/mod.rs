@@ -13,6 +13,7 @@ pub mod lds;
 pub mod opa;
 pub mod plot;
 pub mod rda;
+pub mod tails;
 
 use std::path::{Path, PathBuf};
 
@@ -127,6 +128,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         run: colate::versus,
     },
     colate::QUERY_TIME,
+    tails::TAILS,
     opa::GROUPS,
     opa::PER_PACKET,
     opa::VERSUS,
