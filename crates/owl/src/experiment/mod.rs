@@ -128,10 +128,10 @@ pub const EXPERIMENTS: &[Experiment] = &[
         run: colate::versus,
     },
     colate::QUERY_TIME,
-    tails::TAILS,
     opa::GROUPS,
     opa::PER_PACKET,
     opa::VERSUS,
+    tails::TAILS,
 ];
 
 /// The help after the options: the files each experiment writes, and examples.
