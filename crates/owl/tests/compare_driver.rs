@@ -108,7 +108,7 @@ fn driver_reports_every_packet_of_a_simulated_pair() {
         books.observed_delay_mean_ns
     );
 
-    // the delays CSV: its header and one row per matched packet, each delay positive
+    // the delays CSV: its header and one row per matched packet, with the truth's mean
     let csv = String::from_utf8(csv).unwrap();
     let mut lines = csv.lines();
     assert_eq!(
@@ -119,7 +119,8 @@ fn driver_reports_every_packet_of_a_simulated_pair() {
         .map(|l| l.split(',').nth(3).unwrap().parse().unwrap())
         .collect();
     assert_eq!(delays.len() as u64, books.delivered);
-    assert!(delays.iter().all(|&d| d > 0));
+    let csv_mean = delays.iter().map(|&d| d as f64).sum::<f64>() / delays.len() as f64;
+    assert!((csv_mean - d.mean_ns).abs() < 1e-6 * d.mean_ns);
 
     // the interval sink saw what the report keeps, in index order, every sent packet once
     assert!(kept.ended);
@@ -134,7 +135,14 @@ fn driver_reports_every_packet_of_a_simulated_pair() {
     // both methods reported, in the order asked; LDA's mean close to the truth
     let names: Vec<&str> = report.methods.iter().map(|m| m.name.as_str()).collect();
     assert_eq!(names, ["exact", "lda"]);
-    assert_eq!(report.methods[0].estimate.samples, books.delivered);
+    // exact's samples: the packets matched within their interval, as the intervals say
+    let in_interval = t
+        .in_interval
+        .expect("packets matched within an interval")
+        .count;
+    assert_eq!(report.methods[0].estimate.samples, in_interval);
+    let matched: u64 = kept.reports.iter().map(|r| r.truth.matched).sum();
+    assert_eq!(matched, in_interval);
     let lda = &report.methods[1];
     assert!(lda.run.as_ref().unwrap().error.is_none());
     let err = lda.mean_rel_err.expect("lda estimates the mean");
