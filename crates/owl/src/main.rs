@@ -12,12 +12,11 @@ macro_rules! say {
 mod cmd;
 mod colate;
 mod experiment;
-mod input;
-mod methods;
 mod numbers;
-mod progress;
-mod report;
 mod store;
+
+// The library's modules, named at the root as the commands and experiments name them.
+use owl::{input, methods, progress, report};
 
 use std::process::ExitCode;
 

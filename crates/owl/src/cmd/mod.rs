@@ -6,8 +6,6 @@ pub mod compare;
 pub mod demo;
 pub mod estimate;
 pub mod keygen;
-pub mod perflow;
-pub mod perpacket;
 pub mod query;
 pub mod record;
 pub mod report;

@@ -14,17 +14,17 @@
 //! with a delay, located lost, and not placed, the fraction of the truth's received packets
 //! given a delay, bytes per sender packet, and the largest delays as anomalies (OPA §VII-C).
 
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
 use std::sync::Arc;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use owl_core::exact::Truth;
 use owl_core::method::{Method, PointSynopsis};
 use owl_core::pipeline::truth::DelayAcc;
 use owl_core::registry;
 use owl_core::stats::DelaySummary;
 
+use super::{Csv, CsvOut};
 use crate::report::{Anomaly, PerPacketReport};
 
 /// Largest delays listed per method.
@@ -45,8 +45,8 @@ struct Acc {
 }
 
 /// The per-packet methods' packets of each closed interval.
-pub struct PerPacket {
-    csv: Option<(PathBuf, BufWriter<std::fs::File>)>,
+pub struct PerPacket<'w> {
+    csv: Option<Csv<'w>>,
     /// Indexed like the methods; `None` for methods without per-packet estimates.
     accs: Vec<Option<Acc>>,
     /// The first write error (the pipeline's hook cannot return one).
@@ -72,14 +72,14 @@ pub fn names() -> String {
         .join(", ")
 }
 
-impl PerPacket {
-    /// Books for the per-packet methods among `methods`, writing the CSV to `path` if given;
+impl<'w> PerPacket<'w> {
+    /// Books for the per-packet methods among `methods`, writing the CSV to `csv` if given;
     /// `None` when there is none and no CSV is asked for.
     pub fn new(
-        path: Option<&Path>,
+        csv: Option<CsvOut<'w>>,
         methods: &[Arc<dyn Method>],
         exact_quantiles: usize,
-    ) -> Result<Option<PerPacket>> {
+    ) -> Result<Option<PerPacket<'w>>> {
         let accs: Vec<Option<Acc>> = methods
             .iter()
             .map(|m| {
@@ -96,7 +96,7 @@ impl PerPacket {
             })
             .collect();
         let any = accs.iter().any(Option::is_some);
-        let Some(path) = path else {
+        let Some(csv) = csv else {
             return Ok(any.then_some(PerPacket {
                 csv: None,
                 accs,
@@ -111,13 +111,10 @@ impl PerPacket {
                 names()
             );
         }
-        let f = std::fs::File::create(path)
-            .with_context(|| format!("{}: cannot create", path.display()))?;
-        let mut w = BufWriter::new(f);
-        writeln!(w, "method,sender_ns,receiver_ns,delay_ns")
-            .with_context(|| format!("{}: cannot write", path.display()))?;
+        let mut csv = csv.open()?;
+        csv.line(format_args!("method,sender_ns,receiver_ns,delay_ns"))?;
         Ok(Some(PerPacket {
-            csv: Some((path.to_path_buf(), w)),
+            csv: Some(csv),
             accs,
             failed: None,
             times: Vec::new(),
@@ -169,9 +166,10 @@ impl PerPacket {
                     _ => acc.unplaced += 1,
                 }
             }
-            if let Some((path, w)) = self.csv.as_mut()
+            if let Some(csv) = self.csv.as_mut()
                 && self.failed.is_none()
             {
+                let w = &mut csv.w;
                 let r = (|| -> std::io::Result<()> {
                     for p in &packets {
                         match (p.receiver_ns, p.delay_ns()) {
@@ -184,9 +182,8 @@ impl PerPacket {
                     Ok(())
                 })();
                 if let Err(e) = r {
-                    self.failed = Some(
-                        anyhow::Error::new(e).context(format!("{}: cannot write", path.display())),
-                    );
+                    self.failed =
+                        Some(anyhow::Error::new(e).context(format!("{}: cannot write", csv.name)));
                 }
             }
         }
@@ -197,9 +194,8 @@ impl PerPacket {
         if let Some(e) = self.failed.take() {
             return Err(e);
         }
-        if let Some((path, w)) = self.csv.as_mut() {
-            w.flush()
-                .with_context(|| format!("{}: cannot write", path.display()))?;
+        if let Some(csv) = self.csv.as_mut() {
+            csv.flush()?;
         }
         self.summaries = self
             .accs
