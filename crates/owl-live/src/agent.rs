@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, bounded, select, unbounded};
@@ -35,8 +35,9 @@ use owl_core::rda::Synopsis as RdaSynopsis;
 use owl_core::rda::session::{Decoder, Message, Responder, Step};
 use serde::Serialize;
 
-use crate::capture::{self, CaptureOptions, CaptureSummary, Closed, Handoff, Speed};
+use crate::capture::{self, CaptureOptions, CaptureSummary, Closed, Handoff, Input};
 use crate::config::AgentConfig;
+use crate::filter::Filter;
 use crate::frame::{HEADER_BYTES, MAX_FRAME, TAG_BYTES};
 use crate::join::{Held, Join, RECEIVER, SENDER, Verdict};
 use crate::key::Key;
@@ -53,8 +54,13 @@ pub struct AgentOptions {
     pub intervals: Intervals,
     pub identity_seed: u64,
     pub disorder_ns: u64,
-    pub replay: std::path::PathBuf,
-    pub speed: Speed,
+    pub input: Input,
+    /// Only the packets this selects are measured.
+    pub filter: Option<Filter>,
+    /// Live capture: stop at the end of the current interval once this is set.
+    pub stop: Option<&'static AtomicBool>,
+    /// Live capture: stop after this long.
+    pub duration: Option<Duration>,
     /// Intervals of synopses the capture may hand over before it waits or drops (and, at R,
     /// the window S may have outstanding).
     pub queue: usize,
@@ -218,8 +224,10 @@ pub fn run_sender(o: AgentOptions, stream: TcpStream) -> Result<SenderSummary, A
 
 fn capture_options(o: &AgentOptions, role: Role) -> CaptureOptions {
     CaptureOptions {
-        replay: o.replay.clone(),
-        speed: o.speed,
+        input: o.input.clone(),
+        filter: o.filter.clone(),
+        stop: o.stop,
+        duration: o.duration,
         role,
         intervals: o.intervals,
         disorder_ns: o.disorder_ns,
