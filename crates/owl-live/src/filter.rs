@@ -94,6 +94,29 @@ impl Filter {
     }
 }
 
+/// The canonical text of a filter: every binary operation parenthesized, one spelling per
+/// operator, so two agents' filters compare equal when they parse to the same expression.
+impl std::fmt::Display for Filter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let dir = |d: &Dir| match d {
+            Dir::Src => "src ",
+            Dir::Dst => "dst ",
+            Dir::Either => "",
+        };
+        match self {
+            Filter::Host(d, a) => write!(f, "{}host {a}", dir(d)),
+            Filter::Net(d, a, n) => write!(f, "{}net {a}/{n}", dir(d)),
+            Filter::Port(d, p) => write!(f, "{}port {p}", dir(d)),
+            Filter::Proto(p) => write!(f, "proto {p}"),
+            Filter::Ip4 => write!(f, "ip"),
+            Filter::Ip6 => write!(f, "ip6"),
+            Filter::Not(a) => write!(f, "not {a}"),
+            Filter::And(a, b) => write!(f, "({a} and {b})"),
+            Filter::Or(a, b) => write!(f, "({a} or {b})"),
+        }
+    }
+}
+
 fn side(d: Dir, f: &FlowKey, test: impl Fn(IpAddr) -> bool) -> bool {
     match d {
         Dir::Src => test(f.src),
@@ -348,6 +371,25 @@ mod tests {
         // and binds tighter than or
         assert!(m("tcp and port 1 or udp", &u));
         assert!(!m("tcp and (port 1 or udp)", &u));
+    }
+
+    #[test]
+    fn the_canonical_text_parses_back_to_the_same_filter() {
+        for e in [
+            "udp and dst port 9000",
+            "udp && dst port 9000",
+            "not (tcp or icmp) and src net 10.0.0.0/8 || ip6 and host ::1",
+            "! ! proto 132",
+        ] {
+            let f = Filter::parse(e).unwrap();
+            assert_eq!(Filter::parse(&f.to_string()).unwrap(), f, "{e} → {f}");
+        }
+        assert_eq!(
+            Filter::parse("udp and dst port 9000").unwrap().to_string(),
+            Filter::parse("proto 17 && dst port 9000")
+                .unwrap()
+                .to_string()
+        );
     }
 
     #[test]

@@ -40,7 +40,7 @@ a packet at either point, so every index is accounted for. A {\"type\":\"summary
 Security: every frame is authenticated with HMAC-SHA256 under a key derived from --key-file
 (`owl keygen`) and fresh nonces of both sides, numbered against replay; a peer with another key,
 or with another configuration (methods, --method-config, --memory, --seed, --interval,
---origin-ns, --identity-seed), is refused with a one-line reason on both sides naming what
+--origin-ns, --identity-seed, --filter), is refused with a one-line reason on both sides naming what
 differs. The frames are not encrypted.
 
 Bounded: at most --queue intervals of synopses wait at each point. A replay at full speed
@@ -63,9 +63,10 @@ connection to the peer too: give both agents a --filter that selects only the me
 timestamps and, on a quiet link, by the wall clock. Disable receive/segmentation offloads on
 real NICs (ethtool -K IF gro off gso off tso off lro off): merged frames differ between the
 points and match nothing. At every interval close the agent logs the kernel's counts for its
-socket: packets taken and dropped because the ring was full (those packets are in no synopsis,
-so they read as loss at R, or as extra packets at R if S dropped them); each agent logs its
-own — the sender's counts do not reach the receiver's JSON lines. A live agent runs until
+socket since the previous close: packets taken, and dropped because the ring was full (those
+packets are in no synopsis: dropped at R they read as loss, at S as packets R has and S not);
+R's interval lines carry both points' drops as \"kernel_drops\":[S, R] (null for a point that
+replays a file or closed no such interval). A live agent runs until
 --duration has passed or it gets SIGINT/SIGTERM, then stops at the end of the interval then
 open, exchanges it and exits 0 (a second signal exits at once).
 
@@ -115,8 +116,8 @@ pub struct AgentArgs {
     #[arg(long, value_name = "IF", group = "input")]
     pub iface: Option<String>,
     /// Measure only the packets this expression selects, e.g. "udp and dst port 9000" (host,
-    /// net A/N, port, src/dst, proto tcp|udp|icmp|icmp6|N, and, or, not, parentheses). Give
-    /// both agents the same filter.
+    /// net A/N, port, src/dst, proto tcp|udp|icmp|icmp6|N, and, or, not, parentheses). Both
+    /// agents must give the same filter (else the connection is refused).
     #[arg(long, value_name = "EXPR")]
     pub filter: Option<Filter>,
     /// With --iface: stop at the end of the interval open after this long (default: run until
