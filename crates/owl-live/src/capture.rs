@@ -332,10 +332,10 @@ fn run_live(
     let linktype = r.linktype();
     let lag = ring.delivery_lag_ns();
     (o.log)(&format!(
-        "capturing on {iface} ({}, ring {} MiB in {} KiB blocks, retired after {} ms)",
+        "capturing on {iface} ({}, ring of {} in {} blocks, retired after {} ms)",
         owl_trace::dissect::linktype_name(linktype),
-        ring.ring_bytes >> 20,
-        ring.block_bytes >> 10,
+        owl_core::units::format_bytes(ring.ring_bytes as u64),
+        owl_core::units::format_bytes(ring.block_bytes as u64),
         ring.retire_ms
     ));
     let mut frames = FrameRecords::new(&ReadOptions::with_seed(o.identity_seed));

@@ -153,8 +153,6 @@ fn agents_on_a_veth_pair_measure_udp_across_it() {
             &filter,
             "--interval",
             "1s",
-            "--duration",
-            "3s",
             "--key-file",
             key.to_str().unwrap(),
         ]
@@ -178,7 +176,7 @@ fn agents_on_a_veth_pair_measure_udp_across_it() {
     let mut tx = Command::new("ip")
         .args(["netns", "exec", &ns_s, bin])
         .args(common("sender", if_s))
-        .args(["--peer", &listen])
+        .args(["--peer", &listen, "--duration", "3s"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -200,7 +198,14 @@ fn agents_on_a_veth_pair_measure_udp_across_it() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
-    // both stop by themselves (--duration) at the end of an interval
+    // the sender stops by itself (--duration), the receiver on SIGTERM (`ip netns exec`
+    // execs owl: the child is the agent), each at the end of its current interval
+    let rx_pid = lab.children[0].id().to_string();
+    let st = Command::new("kill")
+        .args(["-TERM", &rx_pid])
+        .status()
+        .unwrap();
+    assert!(st.success());
     let t0 = Instant::now();
     let mut status = [None, None];
     while status.iter().any(Option::is_none) {
@@ -269,4 +274,10 @@ fn agents_on_a_veth_pair_measure_udp_across_it() {
         s_log.contains("kernel:") && r_log.contains("0 dropped"),
         "{all}"
     );
+    for log in [&r_log, &s_log] {
+        assert!(
+            log.contains("stopping at the end of the current interval"),
+            "{all}"
+        );
+    }
 }
