@@ -66,9 +66,9 @@ points and match nothing. At every interval close the agent logs the kernel's co
 socket since the previous close: packets taken, and dropped because the ring was full (those
 packets are in no synopsis: dropped at R they read as loss, at S as packets R has and S not);
 R's interval lines carry both points' drops as \"kernel_drops\":[S, R] (null for a point that
-replays a file or closed no such interval). A live agent runs until
---duration has passed or it gets SIGINT/SIGTERM, then stops at the end of the interval then
-open, exchanges it and exits 0 (a second signal exits at once).
+replays a file or closed no such interval). A live agent runs until its --duration has passed
+or it gets SIGINT or SIGTERM, then stops at the end of the interval then open, exchanges it
+and exits 0 (a second signal exits at once).
 
 Examples:
   owl keygen -o owl.key
