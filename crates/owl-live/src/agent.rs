@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, bounded, select, unbounded};
@@ -35,8 +35,9 @@ use owl_core::rda::Synopsis as RdaSynopsis;
 use owl_core::rda::session::{Decoder, Message, Responder, Step};
 use serde::Serialize;
 
-use crate::capture::{self, CaptureOptions, CaptureSummary, Closed, Handoff, Speed};
+use crate::capture::{self, CaptureOptions, CaptureSummary, Closed, Handoff, Input};
 use crate::config::AgentConfig;
+use crate::filter::Filter;
 use crate::frame::{HEADER_BYTES, MAX_FRAME, TAG_BYTES};
 use crate::join::{Held, Join, RECEIVER, SENDER, Verdict};
 use crate::key::Key;
@@ -53,8 +54,13 @@ pub struct AgentOptions {
     pub intervals: Intervals,
     pub identity_seed: u64,
     pub disorder_ns: u64,
-    pub replay: std::path::PathBuf,
-    pub speed: Speed,
+    pub input: Input,
+    /// Only the packets this selects are measured.
+    pub filter: Option<Filter>,
+    /// Live capture: stop at the end of the current interval once this is set.
+    pub stop: Option<&'static AtomicBool>,
+    /// Live capture: stop after this long.
+    pub duration: Option<Duration>,
     /// Intervals of synopses the capture may hand over before it waits or drops (and, at R,
     /// the window S may have outstanding).
     pub queue: usize,
@@ -159,7 +165,7 @@ pub fn run_sender(o: AgentOptions, stream: TcpStream) -> Result<SenderSummary, A
     let Link {
         reader, mut writer, ..
     } = link::connect(stream, &o.key, PeerRole::Sender, &o.name)?;
-    let cfg = AgentConfig::of(&o.methods, o.intervals, o.identity_seed);
+    let cfg = AgentConfig::of(&o.methods, o.intervals, o.identity_seed, o.filter.as_ref());
     send(&mut writer, &Msg::Config(cfg))?;
     let read = Arc::new(AtomicU64::new(0));
     let rx = spawn_reader(reader, read.clone());
@@ -218,8 +224,10 @@ pub fn run_sender(o: AgentOptions, stream: TcpStream) -> Result<SenderSummary, A
 
 fn capture_options(o: &AgentOptions, role: Role) -> CaptureOptions {
     CaptureOptions {
-        replay: o.replay.clone(),
-        speed: o.speed,
+        input: o.input.clone(),
+        filter: o.filter.clone(),
+        stop: o.stop,
+        duration: o.duration,
         role,
         intervals: o.intervals,
         disorder_ns: o.disorder_ns,
@@ -256,6 +264,7 @@ impl SenderState {
                 break;
             };
             let (k, packets) = (c.index, c.packets);
+            let kernel_drops = c.kernel.map(|ks| ks.drops);
             let slot = c.synopses.is_some();
             match c.synopses {
                 None => send(
@@ -264,6 +273,7 @@ impl SenderState {
                         interval: k,
                         dropped: true,
                         packets,
+                        kernel_drops,
                     },
                 )?,
                 Some(syn) => {
@@ -303,6 +313,7 @@ impl SenderState {
                             interval: k,
                             dropped: false,
                             packets,
+                            kernel_drops,
                         },
                     )?;
                 }
@@ -469,6 +480,12 @@ pub struct IntervalLine {
     /// Packets S and R recorded in the interval.
     pub sent: u64,
     pub received: u64,
+    /// Live capture: packets the kernel at S and at R dropped (ring full) since that point's
+    /// previous interval closed — in no synopsis; `null` for a point replaying a file or
+    /// that closed no interval `index` (no packet in it). Absent when neither point has a
+    /// count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_drops: Option<[Option<u64>; 2]>,
     /// One per method, in the agents' order (estimated intervals only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub methods: Vec<MethodResult>,
@@ -519,6 +536,7 @@ pub struct ReceiverSummary {
 struct Work {
     start_ns: u64,
     packets: [u64; 2],
+    kernel_drops: Option<[Option<u64>; 2]>,
     results: Vec<Option<Result<Estimate, String>>>,
     responders: Vec<Option<Responder<Box<RdaSynopsis>>>>,
 }
@@ -531,7 +549,7 @@ pub fn run_receiver(
     out: &mut dyn Write,
     sink: Option<LineSink>,
 ) -> Result<ReceiverSummary, AgentError> {
-    let cfg = AgentConfig::of(&o.methods, o.intervals, o.identity_seed);
+    let cfg = AgentConfig::of(&o.methods, o.intervals, o.identity_seed, o.filter.as_ref());
     let links = spawn_acceptor(
         listener,
         o.key.clone(),
@@ -550,6 +568,7 @@ pub fn run_receiver(
         join: Join::new(),
         local: BTreeMap::new(),
         packets: BTreeMap::new(),
+        kernel_drops: BTreeMap::new(),
         remote: BTreeMap::new(),
         remote_results: BTreeMap::new(),
         outstanding: VecDeque::new(),
@@ -574,6 +593,9 @@ pub fn run_receiver(
                 for c in t.closed {
                     let k = c.index;
                     r.packets.entry(k).or_default()[RECEIVER] = c.packets;
+                    if let Some(ks) = c.kernel {
+                        r.kernel_drops.entry(k).or_default()[RECEIVER] = Some(ks.drops);
+                    }
                     match c.synopses {
                         Some(s) => {
                             r.join.have(RECEIVER, k, Held::Data).map_err(AgentError::Capture)?;
@@ -589,6 +611,12 @@ pub fn run_receiver(
                 if let Some(d) = t.done {
                     d.map_err(AgentError::Capture)?;
                     r.join.done(RECEIVER);
+                    // a live capture stopped (signal, --duration) before any sender came:
+                    // nothing can be measured any more (a replay waits for its sender)
+                    if writer.is_none() && matches!(o.input, Input::Live { .. }) {
+                        (o.log)("stopped before a sender connected: nothing was measured");
+                        return Ok(r.summary);
+                    }
                 }
             }
             recv(links) -> l => {
@@ -706,6 +734,9 @@ struct ReceiverState {
     local: BTreeMap<u64, Synopses>,
     /// Packets each point recorded in an interval, until decided.
     packets: BTreeMap<u64, [u64; 2]>,
+    /// Live capture: packets each point's kernel dropped since its previous interval closed,
+    /// until decided.
+    kernel_drops: BTreeMap<u64, [Option<u64>; 2]>,
     /// S's payloads by interval and method, until decided.
     remote: BTreeMap<u64, Vec<Option<Vec<u8>>>>,
     /// S's results for one-way methods it could not send (too large), until decided.
@@ -755,6 +786,7 @@ impl ReceiverState {
                 interval,
                 dropped,
                 packets,
+                kernel_drops,
             } => {
                 if self.outstanding.len() >= self.window {
                     return Err(proto(format!(
@@ -765,6 +797,9 @@ impl ReceiverState {
                 let h = if dropped { Held::Dropped } else { Held::Data };
                 self.join.have(SENDER, interval, h).map_err(proto)?;
                 self.packets.entry(interval).or_default()[SENDER] = packets;
+                if let Some(d) = kernel_drops {
+                    self.kernel_drops.entry(interval).or_default()[SENDER] = Some(d);
+                }
                 if dropped {
                     self.summary.dropped[0] += 1;
                 }
@@ -871,6 +906,7 @@ impl ReceiverState {
             let remote = self.remote.remove(&k);
             let errors = self.remote_results.remove(&k).unwrap_or_default();
             let [sent, received] = self.packets.remove(&k).unwrap_or_default();
+            let kernel_drops = self.kernel_drops.remove(&k);
             if local.is_some() {
                 self.handoff.release(1);
             }
@@ -882,6 +918,7 @@ impl ReceiverState {
                 reason: Some(reason.to_string()),
                 sent,
                 received,
+                kernel_drops,
                 methods: Vec::new(),
             };
             match v {
@@ -912,6 +949,9 @@ impl ReceiverState {
                 }
                 Verdict::Estimate { .. } => {
                     self.start(w, k, local, remote, errors, [sent, received])?;
+                    if let Some(work) = self.work.get_mut(&k) {
+                        work.kernel_drops = kernel_drops;
+                    }
                 }
             }
         }
@@ -948,6 +988,7 @@ impl ReceiverState {
                     reason: None,
                     sent: work.packets[0],
                     received: work.packets[1],
+                    kernel_drops: work.kernel_drops,
                     methods,
                 },
             );
@@ -1031,6 +1072,7 @@ impl ReceiverState {
         let mut work = Work {
             start_ns: self.intervals.start_ns(k),
             packets,
+            kernel_drops: None,
             results: (0..n).map(|_| None).collect(),
             responders: (0..n).map(|_| None).collect(),
         };

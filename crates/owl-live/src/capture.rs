@@ -10,10 +10,22 @@
 //! - a **paced replay** (`--speed X`, standing in for a live interface, which cannot wait)
 //!   drops the whole interval: its synopses are freed, a counter and a log line say so, and
 //!   the interval is still announced — as dropped — so the receiver reports it missing instead
-//!   of estimating it from one side.
+//!   of estimating it from one side;
+//! - a **live capture** (`--iface`, [`crate::afpacket`]) drops, like a paced replay.
+//!
+//! A live capture turns each frame into a record exactly as a replay does
+//! ([`owl_trace::records::FrameRecords`]: the same dissection and identity), so its synopses
+//! are those `owl record` makes from a capture of the same packets. Its intervals close by
+//! packet timestamps as a replay's do, and also by the wall clock when the link is quiet: once
+//! no block of the ring is waiting, every packet older than the ring's delivery lag has been
+//! read, and the stream is advanced to that time ([`PointStream::advance`]). It stops on
+//! request (a signal, `--duration`) at the end of the interval then open: packets stamped
+//! after it are not taken, and the capture ends once the wall clock has passed it by the
+//! delivery lag and the disorder tolerance.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,6 +36,9 @@ use owl_core::pipeline::{ClosedInterval, NoTimer, PointCounters, PointStream, Sy
 use owl_trace::capture::CaptureReader;
 use owl_trace::lockstep::Source;
 use owl_trace::records::{InputStats, RecordReader};
+
+use crate::afpacket::{KernelStats, RingOptions};
+use crate::filter::Filter;
 
 /// Records read per batch.
 const BATCH: usize = 4096;
@@ -60,6 +75,9 @@ pub struct Closed {
     pub synopses: Option<Synopses>,
     /// Packets the point recorded in the interval.
     pub packets: u64,
+    /// Live capture: what the kernel counted since the previous interval closed (packets it
+    /// could not put in the ring are `drops`: they are in no synopsis).
+    pub kernel: Option<KernelStats>,
 }
 
 /// What the capture thread hands over.
@@ -149,13 +167,48 @@ pub struct CaptureSummary {
     /// Intervals handed over, and of them dropped.
     pub intervals: u64,
     pub dropped: u64,
+    /// IP packets `--filter` left out.
+    pub filtered_out: u64,
+    /// Live capture: packets stamped after the stop (at the end of the last interval), left out.
+    pub after_stop: u64,
+    /// Live capture: the kernel's counts over the whole capture.
+    pub kernel: KernelStats,
+    /// Live capture: frames of the ring skipped as damaged ([`crate::afpacket::Walked`]).
+    pub ring_malformed: u64,
+}
+
+/// Where a point's packets come from.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// A capture file replayed.
+    Replay { path: PathBuf, speed: Speed },
+    /// A network interface captured live (Linux `AF_PACKET`, [`crate::afpacket`]).
+    Live { iface: String, ring: RingOptions },
+}
+
+impl Input {
+    /// Does a full hand-off make the capture wait (a file at full speed) rather than drop?
+    fn waits(&self) -> bool {
+        matches!(
+            self,
+            Input::Replay {
+                speed: Speed::Max,
+                ..
+            }
+        )
+    }
 }
 
 /// Where a point's records come from and how it cuts them.
 #[derive(Clone)]
 pub struct CaptureOptions {
-    pub replay: PathBuf,
-    pub speed: Speed,
+    pub input: Input,
+    /// Only the packets this selects are measured (both points should give the same).
+    pub filter: Option<Filter>,
+    /// Live capture: stop once this is set ([`stop_on_signals`]).
+    pub stop: Option<&'static AtomicBool>,
+    /// Live capture: stop after this long.
+    pub duration: Option<Duration>,
     pub role: Role,
     pub intervals: Intervals,
     pub disorder_ns: u64,
@@ -169,14 +222,52 @@ pub struct CaptureOptions {
 pub fn start(o: CaptureOptions, handoff: Arc<Handoff>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let r = run(&o, &handoff);
+        if let (Ok(s), Input::Live { iface, .. }) = (&r, &o.input) {
+            (o.log)(&format!(
+                "capture on {iface} ended: {} frames, {} IP packets, {} left out by --filter, {} after the stop; kernel: {} taken, {} dropped (ring full), {} freezes; {} damaged ring frames",
+                s.input.frames,
+                s.input.ip_packets,
+                s.filtered_out,
+                s.after_stop,
+                s.kernel.packets,
+                s.kernel.drops,
+                s.kernel.freezes,
+                s.ring_malformed
+            ));
+        }
         handoff.lock().done = Some(r);
         handoff.notify();
     })
 }
 
 fn run(o: &CaptureOptions, h: &Handoff) -> Result<CaptureSummary, String> {
-    let path = o.replay.display().to_string();
-    let src = Source::parse(&o.replay);
+    match &o.input {
+        Input::Replay { path, speed } => run_replay(o, h, path, *speed),
+        Input::Live { iface, ring } => run_live(o, h, iface, ring),
+    }
+}
+
+/// Keep the records `--filter` selects; count the others.
+fn select(
+    o: &CaptureOptions,
+    batch: &mut Vec<owl_core::PacketRecord>,
+    summary: &mut CaptureSummary,
+) {
+    if let Some(f) = &o.filter {
+        let before = batch.len();
+        batch.retain(|r| f.matches(&r.flow));
+        summary.filtered_out += (before - batch.len()) as u64;
+    }
+}
+
+fn run_replay(
+    o: &CaptureOptions,
+    h: &Handoff,
+    replay: &std::path::Path,
+    speed: Speed,
+) -> Result<CaptureSummary, String> {
+    let path = replay.display().to_string();
+    let src = Source::parse(replay);
     let reader = src
         .open()
         .and_then(CaptureReader::new)
@@ -194,19 +285,20 @@ fn run(o: &CaptureOptions, h: &Handoff) -> Result<CaptureSummary, String> {
         if n == 0 {
             break;
         }
-        if let (Speed::Times(x), Some(first)) = (o.speed, batch.first()) {
+        if let (Speed::Times(x), Some(first)) = (speed, batch.first()) {
             let (t0, ts0) = *pace.get_or_insert((Instant::now(), first.ts_ns));
             let due = Duration::from_secs_f64(first.ts_ns.saturating_sub(ts0) as f64 / 1e9 / x);
             if let Some(wait) = (t0 + due).checked_duration_since(Instant::now()) {
                 std::thread::sleep(wait);
             }
         }
+        select(o, &mut batch, &mut summary);
         point.push(&batch, &mut NoTimer);
         point.drain_closed(&mut closed);
-        hand(o, h, &mut closed, point.closed_below(), &mut summary);
+        hand(o, h, &mut closed, point.closed_below(), None, &mut summary);
     }
     point.finish(&mut closed);
-    hand(o, h, &mut closed, u64::MAX, &mut summary);
+    hand(o, h, &mut closed, u64::MAX, None, &mut summary);
     summary.input = rr.stats();
     summary.point = point.counters();
     if summary.input.ip_packets == 0 {
@@ -218,23 +310,195 @@ fn run(o: &CaptureOptions, h: &Handoff) -> Result<CaptureSummary, String> {
     Ok(summary)
 }
 
-/// Hand closed intervals over: wait for room at full speed, drop when paced.
+/// The wall clock, ns since the Unix epoch (the clock the kernel stamps packets with).
+fn wall_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// How long a live capture waits for a block before looking at the clock, ms.
+const POLL_MS: i32 = 50;
+
+#[cfg(target_os = "linux")]
+fn run_live(
+    o: &CaptureOptions,
+    h: &Handoff,
+    iface: &str,
+    ring: &RingOptions,
+) -> Result<CaptureSummary, String> {
+    use owl_trace::records::{FrameRecords, ReadOptions};
+    let mut r = crate::afpacket::Ring::open(iface, ring)?;
+    let linktype = r.linktype();
+    let lag = ring.delivery_lag_ns();
+    (o.log)(&format!(
+        "capturing on {iface} ({}, ring of {} in {} blocks, retired after {} ms)",
+        owl_trace::dissect::linktype_name(linktype),
+        owl_core::units::format_bytes(ring.ring_bytes as u64),
+        owl_core::units::format_bytes(ring.block_bytes as u64),
+        ring.retire_ms
+    ));
+    let mut frames = FrameRecords::new(&ReadOptions::with_seed(o.identity_seed));
+    let mut point = PointStream::new(o.role, o.intervals, o.disorder_ns, o.methods.clone());
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut closed = Vec::new();
+    let mut summary = CaptureSummary::default();
+    let started = Instant::now();
+    let mut stop_at: Option<u64> = None;
+    loop {
+        if stop_at.is_none()
+            && (o.stop.is_some_and(|s| s.load(Ordering::Relaxed))
+                || o.duration.is_some_and(|d| started.elapsed() >= d))
+        {
+            let now = wall_ns();
+            let end = match o.intervals.index(now) {
+                Some(k) if !o.intervals.is_whole() => o
+                    .intervals
+                    .start_ns(k)
+                    .saturating_add(o.intervals.length_ns),
+                _ => now,
+            };
+            (o.log)(&format!(
+                "stopping at the end of the current interval (in {} ms)",
+                end.saturating_sub(now) / 1_000_000
+            ));
+            stop_at = Some(end);
+        }
+        batch.clear();
+        let got = r.next_block(POLL_MS, |f| {
+            frames.push(f.ts_ns, linktype, f.data, &mut batch);
+        })?;
+        if let Some(w) = got {
+            summary.ring_malformed += w.malformed;
+        }
+        select(o, &mut batch, &mut summary);
+        if let Some(end) = stop_at {
+            let before = batch.len();
+            batch.retain(|p| p.ts_ns < end);
+            summary.after_stop += (before - batch.len()) as u64;
+        }
+        point.push(&batch, &mut NoTimer);
+        if got.is_none() {
+            // the ring is empty: every packet older than the lag has been read
+            point.advance(wall_ns().saturating_sub(lag));
+        }
+        point.drain_closed(&mut closed);
+        let kernel = if closed.is_empty() {
+            None
+        } else {
+            let k = r.stats()?;
+            add(&mut summary.kernel, k);
+            Some(k)
+        };
+        hand(
+            o,
+            h,
+            &mut closed,
+            point.closed_below(),
+            kernel,
+            &mut summary,
+        );
+        if let Some(end) = stop_at
+            && wall_ns() >= end.saturating_add(lag).saturating_add(o.disorder_ns)
+        {
+            break;
+        }
+    }
+    point.finish(&mut closed);
+    let k = r.stats()?;
+    add(&mut summary.kernel, k);
+    hand(o, h, &mut closed, u64::MAX, Some(k), &mut summary);
+    summary.input = frames.stats();
+    summary.point = point.counters();
+    Ok(summary)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn run_live(
+    _: &CaptureOptions,
+    _: &Handoff,
+    iface: &str,
+    _: &RingOptions,
+) -> Result<CaptureSummary, String> {
+    Err(format!(
+        "--iface {iface}: live capture is implemented for Linux (AF_PACKET) only; capture with tcpdump and use --replay"
+    ))
+}
+
+fn add(total: &mut KernelStats, k: KernelStats) {
+    total.packets += k.packets;
+    total.drops += k.drops;
+    total.freezes += k.freezes;
+}
+
+/// Ask every live capture to stop at the end of its current interval on SIGINT or SIGTERM (a
+/// second signal ends the process at once, status 130). Returns the flag the signals set.
+#[cfg(unix)]
+pub fn stop_on_signals() -> &'static AtomicBool {
+    static STOP: AtomicBool = AtomicBool::new(false);
+    extern "C" fn on_signal(_: libc::c_int) {
+        // only async-signal-safe work here: an atomic swap, _exit
+        if STOP.swap(true, Ordering::SeqCst) {
+            // SAFETY: _exit is async-signal-safe
+            unsafe { libc::_exit(130) };
+        }
+    }
+    // SAFETY: installs a handler that only touches an atomic and calls _exit
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+        libc::sigemptyset(&mut sa.sa_mask);
+        for sig in [libc::SIGINT, libc::SIGTERM] {
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+    &STOP
+}
+
+/// Elsewhere no signal stops a live capture (there is none: live capture is Linux only).
+#[cfg(not(unix))]
+pub fn stop_on_signals() -> &'static AtomicBool {
+    static STOP: AtomicBool = AtomicBool::new(false);
+    &STOP
+}
+
+/// Hand closed intervals over: wait for room at full speed, drop when paced or live. The
+/// kernel's counts since the previous hand-over go with the last interval.
 fn hand(
     o: &CaptureOptions,
     h: &Handoff,
     closed: &mut Vec<ClosedInterval>,
     below: u64,
+    kernel: Option<KernelStats>,
     summary: &mut CaptureSummary,
 ) {
+    let last = closed.len().checked_sub(1);
     let mut s = h.lock();
-    for ClosedInterval {
-        index: k,
-        packets,
-        synopses: syn,
-    } in closed.drain(..)
+    for (
+        i,
+        ClosedInterval {
+            index: k,
+            packets,
+            synopses: syn,
+        },
+    ) in closed.drain(..).enumerate()
     {
         summary.intervals += 1;
-        if s.held >= h.cap && o.speed == Speed::Max {
+        let kernel = kernel.map(|ks| {
+            if Some(i) == last {
+                ks
+            } else {
+                KernelStats::default()
+            }
+        });
+        if let Some(ks) = kernel {
+            let line = format!(
+                "interval {k}: {packets} packets recorded; kernel: {} taken, {} dropped (ring full), {} freezes",
+                ks.packets, ks.drops, ks.freezes
+            );
+            (o.log)(&line);
+        }
+        if s.held >= h.cap && o.input.waits() {
             // tell the exchange what is there before waiting for room
             drop(s);
             h.notify();
@@ -249,6 +513,7 @@ fn hand(
                 index: k,
                 synopses: Some(syn),
                 packets,
+                kernel,
             });
         } else {
             drop(syn);
@@ -262,6 +527,7 @@ fn hand(
                 index: k,
                 synopses: None,
                 packets,
+                kernel,
             });
         }
     }
@@ -277,8 +543,13 @@ mod tests {
 
     fn options(speed: Speed, logged: Arc<AtomicUsize>) -> CaptureOptions {
         CaptureOptions {
-            replay: PathBuf::new(),
-            speed,
+            input: Input::Replay {
+                path: PathBuf::new(),
+                speed,
+            },
+            filter: None,
+            stop: None,
+            duration: None,
             role: Role::Sender,
             intervals: Intervals::aligned(1_000_000),
             disorder_ns: 0,
@@ -307,7 +578,7 @@ mod tests {
         let (h, _wake) = Handoff::new(1);
         let mut sum = CaptureSummary::default();
         let mut closed: Vec<ClosedInterval> = (0..3).map(|k| closed_interval(k, 5)).collect();
-        hand(&o, &h, &mut closed, 3, &mut sum);
+        hand(&o, &h, &mut closed, 3, None, &mut sum);
         let t = h.take();
         let kept: Vec<(u64, bool, u64)> = t
             .closed
@@ -323,7 +594,7 @@ mod tests {
         // once the exchange releases the held interval there is room again
         h.release(1);
         let mut closed = vec![closed_interval(3, 1)];
-        hand(&o, &h, &mut closed, 4, &mut sum);
+        hand(&o, &h, &mut closed, 4, None, &mut sum);
         assert!(h.take().closed[0].synopses.is_some());
     }
 
@@ -337,7 +608,7 @@ mod tests {
         let t = std::thread::spawn(move || {
             let mut sum = CaptureSummary::default();
             let mut closed: Vec<ClosedInterval> = (0..4).map(|k| closed_interval(k, 1)).collect();
-            hand(&o, &h2, &mut closed, 4, &mut sum);
+            hand(&o, &h2, &mut closed, 4, None, &mut sum);
             sum
         });
         let mut got = Vec::new();

@@ -21,6 +21,9 @@ pub struct AgentConfig {
     pub identity_seed: u64,
     /// Each method's name and configuration fields, in the agent's order.
     pub methods: Vec<(String, Vec<(String, String)>)>,
+    /// The `--filter` in canonical text ([`crate::filter::Filter`]'s `Display`); empty: every
+    /// packet. Two points measuring different packets would report the difference as loss.
+    pub filter: String,
 }
 
 impl AgentConfig {
@@ -28,10 +31,12 @@ impl AgentConfig {
         methods: &[Arc<dyn Method>],
         intervals: Intervals,
         identity_seed: u64,
+        filter: Option<&crate::filter::Filter>,
     ) -> AgentConfig {
         AgentConfig {
             intervals,
             identity_seed,
+            filter: filter.map(ToString::to_string).unwrap_or_default(),
             methods: methods
                 .iter()
                 .map(|m| {
@@ -61,6 +66,7 @@ impl AgentConfig {
                 w.str(v);
             }
         }
+        w.str(&self.filter);
         b
     }
 
@@ -86,6 +92,7 @@ impl AgentConfig {
             }
             methods.push((name, fields));
         }
+        let filter = r.str("filter")?;
         r.finish("configuration")?;
         Ok(AgentConfig {
             intervals: Intervals {
@@ -94,6 +101,7 @@ impl AgentConfig {
             },
             identity_seed,
             methods,
+            filter,
         })
     }
 
@@ -133,6 +141,20 @@ impl AgentConfig {
         };
         SynopsisFile::check_pair(&grid(sender, Role::Sender), &grid(receiver, Role::Receiver))
             .map_err(|e| e.to_string())?;
+        if sender.filter != receiver.filter {
+            let show = |f: &str| {
+                if f.is_empty() {
+                    "none".to_string()
+                } else {
+                    format!("'{f}'")
+                }
+            };
+            return Err(format!(
+                "configuration mismatch between sender and receiver: --filter is {} at the sender but {} at the receiver (both points must measure the same packets)",
+                show(&sender.filter),
+                show(&receiver.filter)
+            ));
+        }
         if names(sender) != names(receiver) {
             return Err(format!(
                 "configuration mismatch between sender and receiver: methods is {} at the sender but {} at the receiver",
@@ -166,6 +188,7 @@ mod tests {
                 ),
                 ("rda".into(), vec![("banks".into(), "3".into())]),
             ],
+            filter: "(proto 17 and dst port 9000)".into(),
         }
     }
 
@@ -207,5 +230,14 @@ mod tests {
         r.identity_seed = 9;
         let e = AgentConfig::check_pair(&s, &r).unwrap_err();
         assert!(e.contains("identity seed is 3 at the sender but 9"), "{e}");
+        let mut r = cfg();
+        r.filter.clear();
+        let e = AgentConfig::check_pair(&s, &r).unwrap_err();
+        assert!(
+            e.contains(
+                "--filter is '(proto 17 and dst port 9000)' at the sender but none at the receiver"
+            ),
+            "{e}"
+        );
     }
 }

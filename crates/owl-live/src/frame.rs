@@ -29,8 +29,8 @@ use hmac::Mac;
 
 use crate::key::Key;
 
-/// Protocol version in every frame.
-pub const VERSION: u8 = 1;
+/// Protocol version in every frame (2: `Have` carries the sender's kernel drop count).
+pub const VERSION: u8 = 2;
 /// Largest body of an authenticated connection, bytes.
 pub const MAX_FRAME: usize = 64 << 20;
 /// Largest body before the peer is authenticated, bytes.
@@ -398,11 +398,14 @@ mod tests {
             }
         }
         let mut b = body.to_vec();
-        b[0] = 2;
+        b[0] = VERSION + 1;
         let e = Opener::new(key(1), Direction::ToListener, 0)
             .open(&b)
             .unwrap_err();
-        assert!(e.to_string().contains("version 2"), "{e}");
+        assert!(
+            e.to_string().contains(&format!("version {}", VERSION + 1)),
+            "{e}"
+        );
     }
 
     #[test]

@@ -11,6 +11,8 @@
 //! | the agents' messages (synopses, RDA's exchange, results, flow control) | [`protocol`] |
 //! | the receiver's join of both points' intervals: estimate, lead-in/out, missing | [`join`] |
 //! | a point's capture cut into intervals, handed to the exchange (bounded; waits or drops) | [`capture`] |
+//! | live capture on Linux: `AF_PACKET`, a `TPACKET_V3` ring, the kernel's drop counts | [`afpacket`] |
+//! | `--filter`: the measured path's packets, selected on the dissected record | [`filter`] |
 //! | the sender and receiver agents | [`agent`] |
 //! | the collector and the agents' delivery to it (queued, resent until acknowledged) | [`collector`] |
 //! | the collector's SQLite database: schema, one transaction per interval, the series | [`store`] |
@@ -31,10 +33,12 @@
 //! This crate reads sockets and clocks; the measurement itself stays in `owl_core`
 //! (synopses, estimators) and `owl_trace` (captures).
 
+pub mod afpacket;
 pub mod agent;
 pub mod capture;
 pub mod collector;
 pub mod config;
+pub mod filter;
 pub mod frame;
 pub mod join;
 pub mod key;

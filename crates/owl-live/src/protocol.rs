@@ -7,8 +7,10 @@
 //! S → R  Config   the measurement configuration (crate::config); R answers Accept or a refusal
 //! R → S  Accept   u32 window: most intervals S may announce that R has not released
 //! S → R  Synopsis u64 interval | u16 method | the method's payload (what `owl record` writes)
-//! S → R  Have     u64 interval | u8 dropped | u64 packets: S closed this interval with
-//!                 packets in it (after its Synopsis frames); dropped = S lost it to overload
+//! S → R  Have     u64 interval | u8 dropped | u64 packets | u8 live | u64 kernel_drops: S
+//!                 closed this interval with packets in it (after its Synopsis frames); dropped
+//!                 = S lost it to overload; live = 1: S captures an interface, and its kernel
+//!                 dropped kernel_drops packets since its previous interval closed
 //! S → R  Below    u64 n: S will announce no interval below n
 //! S → R  Done     S's capture ended; every interval is announced
 //! both   Rda      u64 interval | u16 method | one message of RDA's exchange (owl_core rda::session)
@@ -52,6 +54,8 @@ pub enum Msg {
         interval: u64,
         dropped: bool,
         packets: u64,
+        /// Live capture: packets S's kernel dropped since S's previous interval closed.
+        kernel_drops: Option<u64>,
     },
     Below(u64),
     Done,
@@ -97,10 +101,13 @@ impl Msg {
                 interval,
                 dropped,
                 packets,
+                kernel_drops,
             } => {
                 w.u64(*interval);
                 w.u8(u8::from(*dropped));
                 w.u64(*packets);
+                w.u8(u8::from(kernel_drops.is_some()));
+                w.u64(kernel_drops.unwrap_or(0));
                 kind::HAVE
             }
             Msg::Below(n) => {
@@ -166,6 +173,11 @@ impl Msg {
                     x => return Err(r.invalid(format!("dropped flag {x}"))),
                 },
                 packets: r.u64("packets")?,
+                kernel_drops: match (r.u8("live")?, r.u64("kernel drops")?) {
+                    (0, _) => None,
+                    (1, n) => Some(n),
+                    (x, _) => return Err(r.invalid(format!("live flag {x}"))),
+                },
             },
             kind::BELOW => Msg::Below(r.u64("interval")?),
             kind::DONE => Msg::Done,
@@ -384,6 +396,7 @@ mod tests {
                 interval: 9,
                 dropped: true,
                 packets: 77,
+                kernel_drops: Some(3),
             },
             Msg::Below(10),
             Msg::Done,

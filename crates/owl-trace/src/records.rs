@@ -400,6 +400,55 @@ impl<R: Read> RecordReader<R> {
     }
 }
 
+/// Frames captured live, one at a time (no file), turned into records exactly as
+/// [`RecordReader`] turns a capture's: the same dissection, identity and counts, so a live
+/// point's synopses are the ones `owl record` makes from a capture of the same packets.
+pub struct FrameRecords {
+    stats: InputStats,
+    seed: u64,
+    identity_bytes: Option<u32>,
+    first_unsupported_offset: u64,
+}
+
+impl FrameRecords {
+    pub fn new(options: &ReadOptions) -> FrameRecords {
+        FrameRecords {
+            stats: InputStats::default(),
+            seed: options.identity_seed,
+            identity_bytes: options.identity_bytes,
+            first_unsupported_offset: 0,
+        }
+    }
+
+    /// Dissect and identify one frame of link type `linktype` captured at `ts_ns`, appending
+    /// its record to `out` (or counting why not).
+    pub fn push(&mut self, ts_ns: u64, linktype: u32, data: &[u8], out: &mut Vec<PacketRecord>) {
+        let f = Frame {
+            ts_ns,
+            linktype,
+            data,
+            offset: self.stats.frames,
+        };
+        // only a pcap file's link type is an error; here it is a counted skip
+        let _ = record(
+            &mut self.stats,
+            &mut self.first_unsupported_offset,
+            false,
+            self.seed,
+            self.identity_bytes,
+            f,
+            out,
+        );
+    }
+
+    pub fn stats(&self) -> InputStats {
+        InputStats {
+            identity_bytes: self.identity_bytes,
+            ..self.stats
+        }
+    }
+}
+
 /// One frame as read.
 struct Frame<'a> {
     ts_ns: u64,

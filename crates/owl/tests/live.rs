@@ -573,3 +573,90 @@ fn the_collector_stores_what_the_receiver_reports() {
         "not an owl collector database",
     );
 }
+
+/// `--filter` applies to a replay too: the UDP and the non-UDP packets of one capture pair,
+/// measured apart, add up to the whole, and each part is estimated.
+#[test]
+fn a_filter_selects_the_measured_packets_of_a_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = common::simulate(&dir.path().join("p"), &[]);
+    let key = dir.path().join("k");
+    ok(&["keygen", "-o", key.to_str().unwrap()]);
+    let mut sent = Vec::new();
+    for f in ["udp", "not udp", "udp or not udp"] {
+        let run = agents(
+            &s,
+            &r,
+            &key,
+            &["--interval", "50ms", "--methods", "lda", "--filter", f],
+        );
+        let total: u64 = run.lines.iter().map(|l| l["sent"].as_u64().unwrap()).sum();
+        let received: u64 = run
+            .lines
+            .iter()
+            .map(|l| l["received"].as_u64().unwrap())
+            .sum();
+        assert_eq!(total, received, "{f}: a lossless pair");
+        assert!(
+            run.lines.iter().any(|l| l["status"] == "estimated"),
+            "{f}: nothing estimated"
+        );
+        sent.push(total);
+    }
+    assert!(sent[0] > 0 && sent[1] > 0, "{sent:?}");
+    assert_eq!(sent[0] + sent[1], sent[2]);
+    assert_eq!(sent[2], 20_000);
+}
+
+/// `--replay` or `--iface`, exactly one; a bad filter or interface is one clear error.
+#[test]
+fn agent_inputs_and_filters_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("k");
+    let k = key.to_str().unwrap();
+    ok(&["keygen", "-o", k]);
+    let base = [
+        "agent",
+        "--role",
+        "receiver",
+        "--listen",
+        "127.0.0.1:0",
+        "--key-file",
+        k,
+    ];
+    let clap_error = |extra: &[&str], want: &str| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        fails(&args, want);
+    };
+    clap_error(&["--interval", "1s"], "--replay");
+    clap_error(&["--interval", "1s"], "--iface");
+    clap_error(
+        &["--interval", "1s", "--replay", "x.pcap", "--iface", "lo"],
+        "cannot be used with",
+    );
+    clap_error(
+        &[
+            "--interval",
+            "1s",
+            "--replay",
+            "x.pcap",
+            "--filter",
+            "udp port 9",
+        ],
+        "unexpected 'port'",
+    );
+    clap_error(
+        &["--interval", "1s", "--replay", "x.pcap", "--duration", "1s"],
+        "--iface",
+    );
+    // an interface that does not exist: one error line after the listening line, no panic
+    let o = common::owl(&[&base[..], &["--interval", "1s", "--iface", "nosuchif0"]].concat());
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("owl: error: --iface nosuchif0: no such interface"),
+        "{err}"
+    );
+}

@@ -180,6 +180,13 @@ impl PointStream {
         }
     }
 
+    /// The point's clock reads `now_ns` and no record older than it is still to come (a live
+    /// capture whose link is quiet): the stream passes `now_ns` as a record stamped then would,
+    /// so [`drain_closed`](Self::drain_closed) closes the intervals it ends.
+    pub fn advance(&mut self, now_ns: u64) {
+        self.watermark = Some(self.watermark.map_or(now_ns, |w| w.max(now_ns)));
+    }
+
     /// Close the intervals this point's stream has passed, in index order.
     pub fn drain_closed(&mut self, out: &mut Vec<ClosedInterval>) {
         if self.intervals.is_whole() {

@@ -266,3 +266,39 @@ mod contract {
         assert_eq!(e.samples, truth.received);
     }
 }
+
+/// A quiet stretch (a live capture's clock passing with no packet) closes the intervals it
+/// ends, as a record stamped then would, and no earlier.
+#[test]
+fn advancing_the_clock_closes_quiet_intervals() {
+    use crate::interval::Intervals;
+    let ms = 1_000_000;
+    let mut p = PointStream::new(
+        Role::Receiver,
+        Intervals::aligned(100 * ms),
+        10 * ms,
+        methods(),
+    );
+    let rec = PacketRecord {
+        ts_ns: 1_000 * ms + 5 * ms,
+        id: 1,
+        len: 100,
+        ..Default::default()
+    };
+    p.push(&[rec], &mut NoTimer);
+    let mut out = Vec::new();
+    p.advance(1_100 * ms + 9 * ms);
+    p.drain_closed(&mut out);
+    assert!(out.is_empty(), "within the disorder tolerance");
+    p.advance(1_100 * ms + 10 * ms);
+    p.drain_closed(&mut out);
+    assert_eq!(
+        out.iter().map(|c| (c.index, c.packets)).collect::<Vec<_>>(),
+        [(10, 1)]
+    );
+    // an older clock reading does not move the stream back
+    p.advance(0);
+    p.advance(1_500 * ms + 10 * ms);
+    p.drain_closed(&mut out);
+    assert_eq!(p.closed_below(), 15);
+}

@@ -9,9 +9,11 @@ use anyhow::{Result, anyhow, bail};
 use clap::{Args, ValueEnum};
 use owl_core::method::Method;
 use owl_core::units::{format_bytes, parse_duration_u64};
+use owl_live::afpacket::RingOptions;
 use owl_live::agent::{self, AgentOptions};
-use owl_live::capture::Speed;
+use owl_live::capture::{Input, Speed};
 use owl_live::collector::Reporter;
+use owl_live::filter::Filter;
 use owl_live::key::Key;
 
 use super::agreed::Agreed;
@@ -38,7 +40,7 @@ a packet at either point, so every index is accounted for. A {\"type\":\"summary
 Security: every frame is authenticated with HMAC-SHA256 under a key derived from --key-file
 (`owl keygen`) and fresh nonces of both sides, numbered against replay; a peer with another key,
 or with another configuration (methods, --method-config, --memory, --seed, --interval,
---origin-ns, --identity-seed), is refused with a one-line reason on both sides naming what
+--origin-ns, --identity-seed, --filter), is refused with a one-line reason on both sides naming what
 differs. The frames are not encrypted.
 
 Bounded: at most --queue intervals of synopses wait at each point. A replay at full speed
@@ -51,13 +53,35 @@ is unreachable, at most --collector-queue lines, and resent until acknowledged).
 With --replay, each agent exits with status 0 once its file is done and its last interval has
 been exchanged (R has written every line, and the collector has acknowledged every one).
 
+Live capture (--iface IF, Linux): each agent captures its interface through an AF_PACKET
+socket with a TPACKET_V3 memory-mapped ring (--ring-size, --ring-block, --ring-timeout) and
+the kernel's nanosecond timestamps; no libpcap. It needs root or the CAP_NET_RAW capability
+(sudo setcap cap_net_raw+ep $(which owl)). Frames are dissected and identified exactly as
+`owl record` does a capture file, so the synopses are the same. The agent sees its own
+connection to the peer too: give both agents a --filter that selects only the measured path
+(e.g. \"udp and dst port 9000\", or \"not port 7707\"). Intervals close by the packets'
+timestamps and, on a quiet link, by the wall clock. Disable receive/segmentation offloads on
+real NICs (ethtool -K IF gro off gso off tso off lro off): merged frames differ between the
+points and match nothing. At every interval close the agent logs the kernel's counts for its
+socket since the previous close: packets taken, and dropped because the ring was full (those
+packets are in no synopsis: dropped at R they read as loss, at S as packets R has and S not);
+R's interval lines carry both points' drops as \"kernel_drops\":[S, R] (null for a point that
+replays a file or closed no such interval). A live agent runs until its --duration has passed
+or it gets SIGINT or SIGTERM, then stops at the end of the interval then open, exchanges it
+and exits 0 (a second signal exits at once).
+
 Examples:
   owl keygen -o owl.key
   owl agent --role receiver --listen 0.0.0.0:7707 --replay R.pcap --interval 1s \\
             --methods rda,lda,lds --key-file owl.key > results.jsonl
   owl agent --role sender --peer receiver-host:7707 --replay S.pcap --interval 1s \\
             --methods rda,lda,lds --key-file owl.key
-  owl agent --role sender --peer 127.0.0.1:7707 --replay S.pcap --speed 1 …   # real time";
+  owl agent --role sender --peer 127.0.0.1:7707 --replay S.pcap --speed 1 …   # real time
+  # live, on two hosts (R at 10.0.0.2), measuring the UDP flows to port 9000:
+  sudo owl agent --role receiver --listen 10.0.0.2:7707 --iface eth0 --interval 1s \
+            --filter 'udp and dst port 9000' --key-file owl.key > results.jsonl
+  sudo owl agent --role sender --peer 10.0.0.2:7707 --iface eth0 --interval 1s \
+            --filter 'udp and dst port 9000' --key-file owl.key";
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum AgentRole {
@@ -66,6 +90,7 @@ pub enum AgentRole {
 }
 
 #[derive(Args, Clone, Debug)]
+#[command(group = clap::ArgGroup::new("input").required(true).multiple(false))]
 #[command(after_help = AFTER_HELP, after_long_help = format!("{AFTER_HELP}\n\n{}", methods::crosses_help()))]
 pub struct AgentArgs {
     /// Which observation point this agent is.
@@ -75,12 +100,41 @@ pub struct AgentArgs {
     #[arg(long, default_value = "rda,lda,lds", value_name = "LIST", long_help = methods::help(true))]
     pub methods: String,
     /// Capture file of this point, replayed as if captured live (pcap or pcapng; a FIFO, or -).
-    #[arg(long, value_name = "FILE")]
-    pub replay: PathBuf,
+    #[arg(long, value_name = "FILE", group = "input")]
+    pub replay: Option<PathBuf>,
     /// Replay pace: `max` (as fast as possible, waiting for the exchange) or a factor of the
     /// capture's own pace (1 = real time; drops intervals when the exchange falls behind).
-    #[arg(long, default_value = "max", value_name = "X|max")]
+    #[arg(
+        long,
+        default_value = "max",
+        value_name = "X|max",
+        conflicts_with = "iface"
+    )]
     pub speed: Speed,
+    /// Capture this network interface live (Linux: AF_PACKET with a TPACKET_V3 ring and the
+    /// kernel's nanosecond timestamps; needs root or CAP_NET_RAW).
+    #[arg(long, value_name = "IF", group = "input")]
+    pub iface: Option<String>,
+    /// Measure only the packets this expression selects, e.g. "udp and dst port 9000" (host,
+    /// net A/N, port, src/dst, proto tcp|udp|icmp|icmp6|N, and, or, not, parentheses). Both
+    /// agents must give the same filter (else the connection is refused).
+    #[arg(long, value_name = "EXPR")]
+    pub filter: Option<Filter>,
+    /// With --iface: stop at the end of the interval open after this long (default: run until
+    /// SIGINT or SIGTERM, which also stop at the end of the current interval).
+    #[arg(long, value_parser = parse_duration_u64, value_name = "T", requires = "iface")]
+    pub duration: Option<u64>,
+    /// With --iface: bytes of the capture ring (a multiple of --ring-block).
+    #[arg(long, requires = "iface", default_value = "32MiB", value_parser = parse_bytes_usize, value_name = "BYTES")]
+    pub ring_size: usize,
+    /// With --iface: bytes of one ring block (a power of two, at least 4 KiB; the longest frame
+    /// captured whole).
+    #[arg(long, requires = "iface", default_value = "1MiB", value_parser = parse_bytes_usize, value_name = "BYTES")]
+    pub ring_block: usize,
+    /// With --iface: a ring block holding packets is handed over at most about this long
+    /// after it was opened, so a quiet link still delivers.
+    #[arg(long, requires = "iface", default_value = "10ms", value_parser = parse_duration_u64, value_name = "T")]
+    pub ring_timeout: u64,
     /// Receiver: address to listen on for the sender (port 0: any free port, printed).
     #[arg(long, value_name = "HOST:PORT")]
     pub listen: Option<String>,
@@ -120,6 +174,12 @@ pub struct AgentArgs {
     pub disorder: u64,
 }
 
+/// A byte count (`32MiB`, `1048576`) that fits this machine's address space.
+fn parse_bytes_usize(s: &str) -> Result<usize, String> {
+    let n = owl_core::units::parse_bytes(s).map_err(|e| e.to_string())?;
+    usize::try_from(n).map_err(|_| format!("{s}: too large for this machine"))
+}
+
 fn log(line: &str) {
     eprintln!("owl: agent: {line}");
 }
@@ -150,6 +210,38 @@ pub fn run(a: AgentArgs) -> Result<()> {
             a.key_file.display()
         ));
     }
+    let (input, stop) = match (&a.replay, &a.iface) {
+        (Some(path), None) => {
+            if a.duration.is_some() {
+                bail!("--duration is for --iface; a replay ends with its file");
+            }
+            (
+                Input::Replay {
+                    path: path.clone(),
+                    speed: a.speed,
+                },
+                None,
+            )
+        }
+        (None, Some(iface)) => {
+            let ring = RingOptions {
+                ring_bytes: a.ring_size,
+                block_bytes: a.ring_block,
+                retire_ms: u32::try_from(a.ring_timeout / 1_000_000)
+                    .map_err(|_| anyhow!("--ring-timeout is too long"))?,
+            };
+            ring.check()
+                .map_err(|e| anyhow!("--ring-size/--ring-block/--ring-timeout: {e}"))?;
+            (
+                Input::Live {
+                    iface: iface.clone(),
+                    ring,
+                },
+                Some(owl_live::capture::stop_on_signals()),
+            )
+        }
+        _ => bail!("give exactly one of --replay FILE and --iface IF"),
+    };
     let role = match a.role {
         AgentRole::Sender => "sender",
         AgentRole::Receiver => "receiver",
@@ -159,8 +251,10 @@ pub fn run(a: AgentArgs) -> Result<()> {
         intervals: a.agreed.intervals()?,
         identity_seed: a.agreed.identity_seed,
         disorder_ns: a.disorder,
-        replay: a.replay.clone(),
-        speed: a.speed,
+        input,
+        filter: a.filter.clone(),
+        stop,
+        duration: a.duration.map(Duration::from_nanos),
         queue: a.queue,
         key,
         name: a.name.clone().unwrap_or_else(|| role.to_string()),
