@@ -99,7 +99,11 @@ fn udp_sender_helper() {
 
 #[test]
 fn agents_on_a_veth_pair_measure_udp_across_it() {
+    // `.ci/run` sets OWL_REQUIRE_NETNS=1 once it has made a namespace itself: then a skip is a
+    // failure, never a silent pass (the harness hides a passing test's standard error)
+    let required = std::env::var("OWL_REQUIRE_NETNS").is_ok_and(|v| v == "1");
     if let Some(why) = skip_reason() {
+        assert!(!required, "OWL_REQUIRE_NETNS=1 but: {why}");
         eprintln!("SKIPPED: agents_on_a_veth_pair_measure_udp_across_it: {why}");
         return;
     }
@@ -118,6 +122,11 @@ fn agents_on_a_veth_pair_measure_udp_across_it() {
         .output()
         .unwrap();
     if !made.status.success() {
+        assert!(
+            !required,
+            "OWL_REQUIRE_NETNS=1 but ip netns add failed: {}",
+            String::from_utf8_lossy(&made.stderr).trim()
+        );
         eprintln!(
             "SKIPPED: agents_on_a_veth_pair_measure_udp_across_it: cannot create a network namespace: {}",
             String::from_utf8_lossy(&made.stderr).trim()
