@@ -511,7 +511,13 @@ impl Method for RliMethod {
     ) -> Option<Result<Vec<PacketEstimate>, MethodError>> {
         Some(Self::points(sender, receiver).map(|(s, r)| {
             let mut out = Vec::with_capacity(r.log.len());
+            // a packet's delay once: R's later copies of an identity are left out (the first
+            // arrival counts, as the truth and OPA count it)
+            let mut seen = hashbrown::HashSet::with_capacity(r.log.len());
             interpolate_each(s, r, |id, t, d| {
+                if !seen.insert(id) {
+                    return;
+                }
                 out.push(PacketEstimate {
                     id: Some(id),
                     sender_ns: t.wrapping_sub(d.round() as i64 as u64),

@@ -716,10 +716,10 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
             st.duplicates, st.recut
         ));
     }
-    // fixed rows (the paper's configuration) have no design rate to exceed: say so only when
-    // groups were lost to it
+    // say so only when groups were lost to it (a loss rate a little over the design that
+    // every group survived needs no advice)
     let fixed = cfg.design_loss == 0.0;
-    if st.loss_rate > cfg.design_loss && (!fixed || st.too_many_errors > 0) {
+    if st.loss_rate > cfg.design_loss && st.too_many_errors > 0 {
         let paper_search = cfg.labels == 0 || cfg.search == Search::Paper;
         notes.push(format!(
             "measured loss {:.3} % exceeds the design loss rate of {} % the groups' rows ({} to {}) are sized for{}: a group losing as many packets as it has rows cannot be recovered ({} groups with too many errors here); record with a larger design_loss{}",

@@ -37,7 +37,8 @@
 //! - **Groups sized for a design loss rate** (`design_loss`, 1 % by default; §VI-A, Eq. 10
 //!   asks for few errors per group): a group of `w` packets carries as many rows as make
 //!   losing more than `k − 1` of them unlikely ([`Config::rows_for`]), so long segments are
-//!   not lost wholesale; the estimate notes when the measured loss exceeds the design.
+//!   not lost wholesale; the estimate notes when the measured loss exceeds the design and
+//!   groups were lost to it.
 //! - **Duplicates and displaced delimiters** ([`method`]): a packet R received twice counts
 //!   once (its first copy), and when a delimiter arrives a few packets late or early, the
 //!   packets it should have led are moved to its segment before recovery.
