@@ -198,6 +198,42 @@ pub struct Link {
     pub peer: String,
 }
 
+impl Link {
+    /// The session once the handshake is done, at either side: frames read in direction
+    /// `reads` and written in the other, both numbered from 1 (the handshake's frames were 0),
+    /// the session's frame cap lifted from the handshake's, and the handshake's bytes
+    /// (`[read, written]`) counted.
+    fn established(
+        mut r: FrameReader<TcpStream>,
+        w: TcpStream,
+        key: Key,
+        reads: Direction,
+        handshake: [u64; 2],
+        hello: Hello,
+        peer: String,
+    ) -> Link {
+        let writes = match reads {
+            Direction::ToListener => Direction::ToConnector,
+            Direction::ToConnector => Direction::ToListener,
+        };
+        r.set_cap(MAX_FRAME);
+        Link {
+            reader: LinkReader {
+                r,
+                opener: Opener::new(key.clone(), reads, 1),
+                bytes: handshake[0],
+            },
+            writer: LinkWriter {
+                w,
+                sealer: Sealer::new(key, writes, 1),
+                bytes: handshake[1],
+            },
+            hello,
+            peer,
+        }
+    }
+}
+
 /// The connecting side's handshake.
 pub fn connect(
     stream: TcpStream,
@@ -255,25 +291,21 @@ pub fn connect(
         .str("name")
         .map_err(|e| LinkError::Protocol(format!("malformed welcome: {e}")))?;
     stream.set_read_timeout(None)?;
-    r.set_cap(MAX_FRAME);
-    Ok(Link {
-        reader: LinkReader {
-            r,
-            opener: Opener::new(key.clone(), Direction::ToConnector, 1),
-            bytes: 4 + body.len() as u64,
-        },
-        writer: LinkWriter {
-            w,
-            sealer: Sealer::new(key, Direction::ToListener, 1),
-            bytes: f.len() as u64,
-        },
-        hello: Hello {
-            role,
-            nonce: *nonce_s,
-            name,
-        },
+    let hello = Hello {
+        role,
+        nonce: *nonce_s,
+        name,
+    };
+    let handshake = [4 + body.len() as u64, f.len() as u64];
+    Ok(Link::established(
+        r,
+        w,
+        key,
+        Direction::ToConnector,
+        handshake,
+        hello,
         peer,
-    })
+    ))
 }
 
 /// The listening side's handshake: the connector must prove it holds the key before anything
@@ -331,21 +363,16 @@ pub fn accept(stream: TcpStream, psk: &Key, name: &str) -> Result<Link, LinkErro
     w.write_all(&f)?;
     w.flush()?;
     stream.set_read_timeout(None)?;
-    r.set_cap(MAX_FRAME);
-    Ok(Link {
-        reader: LinkReader {
-            r,
-            opener: Opener::new(key.clone(), Direction::ToListener, 1),
-            bytes: 4 + body.len() as u64,
-        },
-        writer: LinkWriter {
-            w,
-            sealer: Sealer::new(key, Direction::ToConnector, 1),
-            bytes: f.len() as u64,
-        },
+    let handshake = [4 + body.len() as u64, f.len() as u64];
+    Ok(Link::established(
+        r,
+        w,
+        key,
+        Direction::ToListener,
+        handshake,
         hello,
         peer,
-    })
+    ))
 }
 
 #[cfg(test)]
