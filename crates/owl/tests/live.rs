@@ -59,20 +59,33 @@ fn drain(mut r: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<
     })
 }
 
+/// A receiver on a free loopback port.
+const RECEIVER: &[&str] = &["--role", "receiver", "--listen", "127.0.0.1:0"];
+
+/// `owl agent` at `place` (its role, and where it listens or connects) replaying `capture`
+/// with the key in `key`, and the flags both agents share.
+fn replay_agent(
+    place: &[&str],
+    capture: &Path,
+    key: &Path,
+    common: &[&str],
+) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_owl"));
+    c.arg("agent").args(place).args([
+        "--replay",
+        capture.to_str().unwrap(),
+        "--key-file",
+        key.to_str().unwrap(),
+    ]);
+    c.args(common);
+    c
+}
+
 /// [`agents`], with flags for the receiver only.
 fn agents_with(s: &Path, r: &Path, key: &Path, common: &[&str], receiver_only: &[&str]) -> Run {
     use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
-    let bin = env!("CARGO_BIN_EXE_owl");
-    let rx = Command::new(bin)
-        .args(["agent", "--role", "receiver", "--listen", "127.0.0.1:0"])
-        .args([
-            "--replay",
-            r.to_str().unwrap(),
-            "--key-file",
-            key.to_str().unwrap(),
-        ])
-        .args(common)
+    use std::process::Stdio;
+    let rx = replay_agent(RECEIVER, r, key, common)
         .args(receiver_only)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -90,15 +103,7 @@ fn agents_with(s: &Path, r: &Path, key: &Path, common: &[&str], receiver_only: &
         .unwrap_or_else(|| panic!("receiver said: {first}"))
         .to_string();
     let receiver_rest = drain(err);
-    let mut tx = Command::new(bin)
-        .args(["agent", "--role", "sender", "--peer", &addr])
-        .args([
-            "--replay",
-            s.to_str().unwrap(),
-            "--key-file",
-            key.to_str().unwrap(),
-        ])
-        .args(common)
+    let mut tx = replay_agent(&["--role", "sender", "--peer", &addr], s, key, common)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -297,16 +302,8 @@ fn lead_in_and_lead_out_are_left_out_as_estimate_does() {
 /// Start a receiver that stays up; returns it and its address.
 fn receiver(r: &Path, key: &Path, common: &[&str]) -> (std::process::Child, String) {
     use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
-    let mut rx = Command::new(env!("CARGO_BIN_EXE_owl"))
-        .args(["agent", "--role", "receiver", "--listen", "127.0.0.1:0"])
-        .args([
-            "--replay",
-            r.to_str().unwrap(),
-            "--key-file",
-            key.to_str().unwrap(),
-        ])
-        .args(common)
+    use std::process::Stdio;
+    let mut rx = replay_agent(RECEIVER, r, key, common)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
