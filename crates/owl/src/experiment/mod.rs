@@ -227,6 +227,23 @@ pub fn write_csv(path: &Path, header: &[&str], rows: &[Vec<String>]) -> Result<(
     Ok(())
 }
 
+/// Bounded reordering of R's arrival order, as the OPA paper adds it (§VII-A): walking the
+/// packets in order, each is overtaken with probability `rate` by the 1 to 3 packets after it
+/// (the timestamps stay, so the delays are unchanged), and the walk goes on past them.
+pub fn overtake(receiver: &mut [owl_core::PacketRecord], rate: f64, rng: &mut rand_pcg::Pcg64) {
+    use rand::RngExt;
+    let mut i = 0;
+    while rate > 0.0 && i + 4 < receiver.len() {
+        if rng.random_bool(rate) {
+            let by = rng.random_range(1..=3usize);
+            receiver[i..=i + by].rotate_left(1);
+            i += by + 1;
+        } else {
+            i += 1;
+        }
+    }
+}
+
 /// Mean and the half-width of a 95 % confidence interval (Student t) of a sample.
 pub fn mean_ci95(xs: &[f64]) -> (f64, f64) {
     let n = xs.len();

@@ -34,7 +34,7 @@ use owl_trace::sim::DelayModel;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 
-use super::{Ctx, Experiment, Panel, Series, mean_ci95, plot_png, write_csv};
+use super::{Ctx, Experiment, Panel, Series, mean_ci95, overtake, plot_png, write_csv};
 
 pub const GROUPS: Experiment = Experiment {
     name: "opa-groups",
@@ -131,16 +131,7 @@ fn trace(spec: TraceSpec, seed: u64) -> Result<Trace> {
     arrivals.sort_by_key(|a| a.0);
     let mut receiver: Vec<PacketRecord> = arrivals.into_iter().map(|a| a.1).collect();
     // bounded reordering: a packet overtaken by 1 to 3 later ones
-    let mut i = 0;
-    while spec.reorder > 0.0 && i + 4 < receiver.len() {
-        if rng.random_bool(spec.reorder) {
-            let by = rng.random_range(1..=3usize);
-            receiver[i..=i + by].rotate_left(1);
-            i += by + 1;
-        } else {
-            i += 1;
-        }
-    }
+    overtake(&mut receiver, spec.reorder, &mut rng);
     Ok(Trace {
         sender,
         receiver,

@@ -31,7 +31,7 @@ use owl_trace::sim::DelayModel;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 
-use super::{Ctx, Experiment, Panel, Series, plot_png, write_csv};
+use super::{Ctx, Experiment, Panel, Series, overtake, plot_png, write_csv};
 
 pub const TAILS: Experiment = Experiment {
     name: "tails",
@@ -133,17 +133,7 @@ fn trace(model: Model, packets: usize, seed: u64) -> Result<Trace> {
         });
     }
     // reordering: a packet overtaken by 1 to 3 later ones (arrival order only)
-    let mut i = 0;
-    while i + 4 < receiver.len() {
-        if rng.random_bool(REORDER) {
-            let by = rng.random_range(1..=3usize);
-            let p = receiver.remove(i);
-            receiver.insert(i + by, p);
-            i += by + 1;
-        } else {
-            i += 1;
-        }
-    }
+    overtake(&mut receiver, REORDER, &mut rng);
     delays.sort_unstable();
     Ok(Trace {
         sender,
