@@ -37,6 +37,7 @@
 //! as Algorithm 1's mappings do. Groups larger than [`MAX_ALIGNED`] are left to the paper's
 //! enumeration.
 
+use std::cell::Cell;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
@@ -185,37 +186,23 @@ impl Ord for Cand {
 
 const NONE: u32 = u32::MAX;
 
-/// The cost of each match `(i, j)` with `−below ≤ i − j ≤ above`, computed once per group
-/// for every stage's lattice.
+/// The cost of each match `(i, j)` with `−below ≤ i − j ≤ above`, computed when a lattice
+/// first asks for it and kept for every later stage's lattice (the first stage, losses only,
+/// asks for a narrow band; the table spans the widest).
 struct Costs {
     below: usize,
     width: usize,
-    table: Vec<f64>,
+    /// NaN until computed.
+    table: Vec<Cell<f64>>,
 }
 
 impl Costs {
-    fn new(
-        w: usize,
-        n: usize,
-        below: usize,
-        above: usize,
-        pts: &Points,
-        model: &DelayModel,
-    ) -> Costs {
+    fn new(w: usize, below: usize, above: usize) -> Costs {
         let width = below + above + 1;
-        let mut table = vec![f64::INFINITY; w * width];
-        for i in 1..=w {
-            for d in 0..width {
-                let j = i as i64 - d as i64 + below as i64;
-                if (1..=n as i64).contains(&j) {
-                    table[(i - 1) * width + d] = Self::compute(i, j as usize, pts, model);
-                }
-            }
-        }
         Costs {
             below,
             width,
-            table,
+            table: vec![Cell::new(f64::NAN); w * width],
         }
     }
 
@@ -233,7 +220,14 @@ impl Costs {
     fn get(&self, i: usize, j: usize, p: &Points, model: &DelayModel) -> f64 {
         let d = i as i64 - j as i64 + self.below as i64;
         if i >= 1 && (0..self.width as i64).contains(&d) {
-            self.table[(i - 1) * self.width + d as usize]
+            let cell = &self.table[(i - 1) * self.width + d as usize];
+            let c = cell.get();
+            if !c.is_nan() {
+                return c;
+            }
+            let c = Self::compute(i, j, p, model);
+            cell.set(c);
+            c
         } else {
             Self::compute(i, j, p, model)
         }
@@ -278,10 +272,10 @@ struct Lattice<'a> {
     /// Shortest distance from the source, and the best predecessor.
     best: Vec<f64>,
     pred: Vec<u32>,
-    /// Paths found per node beyond the first, candidates, and whether there are no more.
-    paths: HashMap<u32, Vec<Cand>>,
-    heaps: HashMap<u32, BinaryHeap<Cand>>,
-    done: hashbrown::HashSet<u32>,
+    /// Each node's index in `more` once its paths beyond the first are asked for (`NONE`
+    /// before): a dense table, so the deep recursions of the enumeration hash nothing.
+    slot: Vec<u32>,
+    more: Vec<MorePaths>,
 }
 
 impl<'a> Lattice<'a> {
@@ -302,11 +296,17 @@ impl<'a> Lattice<'a> {
     }
 
     fn coords(&self, v: u32) -> (usize, usize, usize, usize) {
-        let v = v as usize;
-        let (cell, p) = (v / (self.most + 1), v % (self.most + 1));
-        let (r, s) = (cell / self.flags, cell % self.flags);
-        let (i, o) = (r / self.band(), r % self.band());
-        (i, (i + self.ins) - o, s, p)
+        // node numbers fit 32 bits (a lattice of at most MAX_ALIGNED positions), and 32-bit
+        // division is the cheaper: the enumeration decodes every node of every path
+        let (most, flags, band) = (
+            (self.most + 1) as u32,
+            self.flags as u32,
+            self.band() as u32,
+        );
+        let (cell, p) = (v / most, v % most);
+        let (r, s) = (cell / flags, cell % flags);
+        let (i, o) = ((r / band) as usize, (r % band) as usize);
+        (i, (i + self.ins) - o, s as usize, p as usize)
     }
 
     /// Whether received packet `j` (1-based) may be an insertion: a packet of the segment
@@ -434,13 +434,13 @@ impl<'a> Lattice<'a> {
             costs,
             best: Vec::new(),
             pred: Vec::new(),
-            paths: HashMap::new(),
-            heaps: HashMap::new(),
-            done: hashbrown::HashSet::new(),
+            slot: Vec::new(),
+            more: Vec::new(),
         };
         let nodes = l.sink() as usize + 1;
         l.best = vec![f64::INFINITY; nodes];
         l.pred = vec![NONE; nodes];
+        l.slot = vec![NONE; nodes];
         // shortest paths (Viterbi): nodes in order of i, then j (every edge goes to a larger
         // i, or the same i and a larger j)
         let mut edges = Vec::with_capacity(8);
@@ -490,12 +490,31 @@ impl<'a> Lattice<'a> {
                 k: 1,
             });
         }
-        self.paths.get(&v)?.get(k as usize - 2).copied()
+        let m = self.more.get(self.slot[v as usize] as usize)?;
+        m.paths.get(k as usize - 2).copied()
     }
 
     fn known(&self, v: u32) -> u32 {
-        self.paths.get(&v).map_or(0, |p| p.len() as u32)
+        self.more
+            .get(self.slot[v as usize] as usize)
+            .map_or(0, |m| m.paths.len() as u32)
             + u32::from(self.best[v as usize].is_finite())
+    }
+
+    fn done(&self, v: u32) -> bool {
+        self.more
+            .get(self.slot[v as usize] as usize)
+            .is_some_and(|m| m.done)
+    }
+
+    /// `v`'s entry in `more`, made on first use.
+    fn more_of(&mut self, v: u32) -> &mut MorePaths {
+        let s = &mut self.slot[v as usize];
+        if *s == NONE {
+            *s = self.more.len() as u32;
+            self.more.push(MorePaths::default());
+        }
+        &mut self.more[*s as usize]
     }
 
     /// Compute path `k0` into `v0` (Jiménez & Marzal's NextPath, with an explicit stack: a
@@ -504,17 +523,17 @@ impl<'a> Lattice<'a> {
         let mut stack = vec![(v0, k0)];
         let mut edges = Vec::with_capacity(8);
         while let Some(&(v, k)) = stack.last() {
-            if self.known(v) >= k || self.done.contains(&v) || k == 1 {
+            if self.known(v) >= k || self.done(v) || k == 1 {
                 stack.pop();
                 continue;
             }
             if !self.best[v as usize].is_finite() {
-                self.done.insert(v);
+                self.more_of(v).done = true;
                 stack.pop();
                 continue;
             }
             let prev = self.path(v, k - 1).expect("paths are computed in order");
-            if !self.heaps.contains_key(&v) {
+            if !self.more_of(v).heap_built {
                 let mut h = BinaryHeap::new();
                 self.edges_into(v, &mut edges);
                 for &(u, c) in &edges {
@@ -527,32 +546,31 @@ impl<'a> Lattice<'a> {
                         });
                     }
                 }
-                self.heaps.insert(v, h);
+                let m = self.more_of(v);
+                m.heap = h;
+                m.heap_built = true;
             }
             if prev.from != NONE {
                 let u = prev.from;
                 let want = prev.k + 1;
-                if self.known(u) < want && !self.done.contains(&u) {
+                if self.known(u) < want && !self.done(u) {
                     stack.push((u, want));
                     continue;
                 }
                 if let Some(p) = self.path(u, want) {
                     // the edge's weight: the previous path's cost less its prefix's
                     let c = prev.cost - self.path(u, prev.k).expect("a path's prefix").cost;
-                    if let Some(h) = self.heaps.get_mut(&v) {
-                        h.push(Cand {
-                            cost: p.cost + c,
-                            from: u,
-                            k: want,
-                        });
-                    }
+                    self.more_of(v).heap.push(Cand {
+                        cost: p.cost + c,
+                        from: u,
+                        k: want,
+                    });
                 }
             }
-            match self.heaps.get_mut(&v).and_then(|h| h.pop()) {
-                Some(c) => self.paths.entry(v).or_default().push(c),
-                None => {
-                    self.done.insert(v);
-                }
+            let m = self.more_of(v);
+            match m.heap.pop() {
+                Some(c) => m.paths.push(c),
+                None => m.done = true,
             }
             stack.pop();
         }
@@ -598,6 +616,16 @@ impl<'a> Lattice<'a> {
         out.inserted.reverse();
         true
     }
+}
+
+/// A node's paths beyond its best, the candidates for the next, and whether there are no
+/// more.
+#[derive(Debug, Default)]
+struct MorePaths {
+    paths: Vec<Cand>,
+    heap: BinaryHeap<Cand>,
+    heap_built: bool,
+    done: bool,
 }
 
 /// One alignment of a group.
@@ -741,25 +769,17 @@ pub fn recover_aligned(
     // the counts force), then late packets, then packets of other segments
     let must_insert = n.saturating_sub(w);
     let losses_max = (k - 1).min(w);
-    let stages = [
+    let mut stages = vec![
         (must_insert, 0, false, STAGE_PATHS[0]),
         (must_insert, limits.shift, false, STAGE_PATHS[1]),
         (MAX_INSERTIONS, limits.shift, false, STAGE_PATHS[2]),
         (MAX_INSERTIONS, limits.shift, true, STAGE_PATHS[3]),
     ];
     let most = limits.shift.min(MAX_SHIFT) + 1;
-    let costs = Costs::new(
-        w,
-        n,
-        MAX_INSERTIONS + most,
-        losses_max + MAX_INSERTIONS + 1,
-        pts,
-        model,
-    );
-    'stages: for (stage, &(ins, shift, anywhere, paths)) in stages.iter().enumerate() {
-        if stage > 0 && stages[stage - 1].0 == ins && stages[stage - 1].1 == shift && !anywhere {
-            continue;
-        }
+    let costs = Costs::new(w, MAX_INSERTIONS + most, losses_max + MAX_INSERTIONS + 1);
+    // a stage identical to the one before it adds nothing
+    stages.dedup_by(|later, earlier| later.0 == earlier.0 && later.1 == earlier.1 && !later.2);
+    let lattice = |&(ins, shift, anywhere, _): &(usize, usize, bool, u64)| {
         // the offset i − j runs from −ins to the losses: w − n + ins at the end, at most
         // k − 1 + ins on the way (one more while a late packet is pending)
         let los = if anywhere || ins > must_insert {
@@ -769,7 +789,11 @@ pub fn recover_aligned(
         }
         .min(w)
             + usize::from(shift > 0);
-        let mut lat = Lattice::new(w, n, ins, los, shift, anywhere, pts, model, &costs);
+        Lattice::new(w, n, ins, los, shift, anywhere, pts, model, &costs)
+    };
+    'stages: for spec in &stages {
+        let paths = spec.3;
+        let mut lat = lattice(spec);
         for p in 1..=paths as u32 {
             // every alignment considered counts against the cap, tested or not
             if tested >= cap {
@@ -809,7 +833,7 @@ pub fn recover_aligned(
                     .copied()
                     .filter(|&q| {
                         (q as i64 - (j as i64 + 1)).unsigned_abs() as usize
-                            <= limits.shift + (w + ins).saturating_sub(n)
+                            <= limits.shift + (w + spec.0).saturating_sub(n)
                     })
                     .collect();
                 cands.push(near);

@@ -232,7 +232,7 @@ fn recover_uncached(
     // a packet R received twice is one packet: its first copy counts (in whichever segment it
     // arrived), the others are counted as duplicates — they would be insertions, and a later
     // copy in the packet's own segment could take the original's arrival time
-    let mut seen: hashbrown::HashSet<u64> = hashbrown::HashSet::new();
+    let mut seen: hashbrown::HashSet<u64> = hashbrown::HashSet::with_capacity(r.packets() as usize);
     for (_, lists) in &mut rsegs {
         for l in lists.iter_mut() {
             let before = l.len();
