@@ -23,6 +23,7 @@ use owl_core::wire::{WireReader, WireWriter};
 use crate::agent::connect_with_patience;
 use crate::key::Key;
 use crate::link::{self, LinkError, LinkWriter, PeerRole};
+use crate::metrics::Metrics;
 use crate::store::Store;
 
 /// Frame kinds between agents and the collector.
@@ -72,6 +73,7 @@ pub fn serve(
     listener: TcpListener,
     key: Key,
     db: &Path,
+    metrics: Option<Arc<Metrics>>,
     log: Arc<dyn Fn(&str) + Send + Sync>,
 ) -> Result<(), String> {
     let store = Arc::new(Mutex::new(
@@ -92,8 +94,9 @@ pub fn serve(
         }
         open.fetch_add(1, Ordering::Relaxed);
         let (key, store, log, open) = (key.clone(), store.clone(), log.clone(), open.clone());
+        let metrics = metrics.clone();
         std::thread::spawn(move || {
-            match session(stream, &key, &store, &*log) {
+            match session(stream, &key, &store, metrics.as_deref(), &*log) {
                 Ok((pair, n)) => log(&format!(
                     "{pair} ({from}): {n} lines stored, connection closed"
                 )),
@@ -110,6 +113,7 @@ fn session(
     stream: TcpStream,
     key: &Key,
     store: &Mutex<Store>,
+    metrics: Option<&Metrics>,
     log: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<(String, u64), String> {
     let mut l = link::accept(stream, key, "collector").map_err(|e| format!("refused: {e}"))?;
@@ -145,9 +149,15 @@ fn session(
                 .unwrap_or_else(|p| p.into_inner())
                 .store_line(&p, &line, now_ns());
         if let Err(e) = stored {
+            if let Some(m) = metrics {
+                m.refused();
+            }
             let e = format!("cannot store a line of {p}: {e}");
             l.writer.refuse(&e);
             return Err(e);
+        }
+        if let Some(m) = metrics {
+            m.observe(&p, &line);
         }
         pair = p;
         n += 1;
@@ -397,7 +407,7 @@ mod tests {
         }
         let listener = TcpListener::bind(&addr).unwrap();
         let (k2, db2) = (key.clone(), db.clone());
-        std::thread::spawn(move || serve(listener, k2, &db2, quiet));
+        std::thread::spawn(move || serve(listener, k2, &db2, None, quiet));
         let d = rep.finish(Duration::from_secs(60));
         assert_eq!((d.delivered, d.dropped, d.undelivered), (5, 0, 0));
         let s = Store::open_read(&db).unwrap();

@@ -16,6 +16,7 @@
 //! | the sender and receiver agents | [`agent`] |
 //! | the collector and the agents' delivery to it (queued, resent until acknowledged) | [`collector`] |
 //! | the collector's SQLite database: schema, one transaction per interval, the series | [`store`] |
+//! | the collector's Prometheus/OpenMetrics endpoint: latest interval per pair as gauges, failures as counters | [`metrics`] |
 //!
 //! # Why HMAC-SHA256 with a pre-shared key, not TLS
 //!
@@ -43,5 +44,6 @@ pub mod frame;
 pub mod join;
 pub mod key;
 pub mod link;
+pub mod metrics;
 pub mod protocol;
 pub mod store;

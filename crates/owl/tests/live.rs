@@ -450,19 +450,33 @@ impl Drop for Guard {
     }
 }
 
-/// A process that says where it listens on its first line of standard error.
-fn listening(mut c: std::process::Child, prefix: &str) -> (std::process::Child, String) {
-    use std::io::{BufRead, BufReader};
-    let mut first = String::new();
-    BufReader::new(c.stderr.as_mut().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+/// The first line of a process's standard error, after `prefix` (read byte by byte: nothing
+/// past the line is taken from the pipe).
+fn first_line(mut c: std::process::Child, prefix: &str) -> (std::process::Child, String) {
+    use std::io::Read;
+    let err = c.stderr.as_mut().unwrap();
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while err.read(&mut b).unwrap() == 1 && b[0] != b'\n' {
+        line.push(b[0]);
+    }
+    let first = String::from_utf8(line).unwrap();
     let rest = first
         .trim()
         .strip_prefix(prefix)
-        .unwrap_or_else(|| panic!("said: {first}"));
-    let addr = rest.split(',').next().unwrap().to_string();
-    (c, addr)
+        .unwrap_or_else(|| panic!("said: {first}"))
+        .to_string();
+    (c, rest)
+}
+
+/// What an HTTP GET of `path` at `addr` answers (status line, headers and body).
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
 }
 
 /// Agents deliver every interval to a collector; `owl report` prints the same series the
@@ -482,13 +496,26 @@ fn the_collector_stores_what_the_receiver_reports() {
             "127.0.0.1:0",
             "--db",
             db.to_str().unwrap(),
+            "--metrics",
+            "127.0.0.1:0",
         ])
         .args(["--key-file", key.to_str().unwrap()])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let (c, caddr) = listening(c, "owl: collector: listening on ");
+    let (c, said) = first_line(c, "owl: collector: listening on ");
+    let caddr = said.split(',').next().unwrap().to_string();
+    let maddr = said
+        .split("metrics on http://")
+        .nth(1)
+        .and_then(|m| m.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("said: {said}"))
+        .to_string();
     let mut c = Guard(Some(c));
+    // scraped before any report: a valid, empty exposition
+    let empty = http_get(&maddr, "/metrics");
+    assert!(empty.starts_with("HTTP/1.1 200 OK"), "{empty}");
+    assert!(empty.ends_with("# EOF\n"), "{empty}");
     let common = ["--methods", "lda,rda", "--interval", "20ms"];
     let run = agents_with(
         &s,
@@ -502,6 +529,53 @@ fn the_collector_stores_what_the_receiver_reports() {
             .contains("lines delivered to the collector"),
         "{}",
         run.receiver_err
+    );
+    // the metrics show the pair's last estimated interval as the receiver wrote it
+    let scraped = http_get(&maddr, "/metrics");
+    let last = run
+        .lines
+        .iter()
+        .rfind(|l| l["type"] == "interval")
+        .expect("intervals");
+    assert_eq!(last["status"], "estimated", "{last}");
+    for m in last["methods"].as_array().unwrap() {
+        let name = m["method"].as_str().unwrap();
+        let series = format!("owl_one_way_delay_mean_seconds{{pair=\"s→r\",method=\"{name}\"}} ");
+        let value = scraped.lines().find_map(|l| l.strip_prefix(&series));
+        match m["mean_ns"].as_f64() {
+            Some(mean) => {
+                let value: f64 = value
+                    .unwrap_or_else(|| panic!("no {series} in {scraped}"))
+                    .parse()
+                    .unwrap();
+                let want = mean / 1e9;
+                assert!(
+                    (value - want).abs() <= 1e-12 * want.abs(),
+                    "{name}: {value} vs {want}"
+                );
+            }
+            // an interval with no mean (the lead-out: nothing sent in it) shows none
+            None => assert!(value.is_none(), "{series} for {last} in {scraped}"),
+        }
+    }
+    // its packet counts, whatever its estimates
+    for (gauge, field) in [
+        ("owl_sent_packets", "sent"),
+        ("owl_received_packets", "received"),
+    ] {
+        let line = format!("{gauge}{{pair=\"s→r\"}} {}.0\n", last[field]);
+        assert!(scraped.contains(&line), "{line} in {scraped}");
+    }
+    let estimated = run
+        .lines
+        .iter()
+        .filter(|l| l["status"] == "estimated")
+        .count();
+    assert!(
+        scraped.contains(&format!(
+            "owl_intervals_total{{pair=\"s→r\",status=\"estimated\"}} {estimated}\n"
+        )),
+        "{scraped}"
     );
     let log = stop(c.0.take().unwrap());
     assert!(log.contains("s→r"), "{log}");

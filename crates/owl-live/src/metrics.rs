@@ -1,0 +1,527 @@
+//! The collector's Prometheus/OpenMetrics endpoint (`owl collector --metrics ADDR`): the latest
+//! interval of every pair and method as gauges, and what went wrong as counters, for
+//! Prometheus (or anything that scrapes OpenMetrics text) to keep, aggregate and alert on.
+//!
+//! ```text
+//! owl_one_way_delay_mean_seconds{pair,method}       gauge    the latest estimated interval's mean
+//! owl_one_way_delay_std_seconds{pair,method}        gauge    its standard deviation
+//! owl_one_way_delay_quantile_seconds{pair,method,quantile}  gauge  p50/p90/p99/p99.9 where the method gives them
+//! owl_samples{pair,method}                          gauge    delays the estimate rests on
+//! owl_lost_packets{pair,method}                     gauge    the method's loss estimate
+//! owl_loss_ratio{pair}                              gauge    1 − received/sent, the packets each point recorded
+//! owl_sent_packets{pair}, owl_received_packets{pair} gauges  the interval's packets at S and R
+//! owl_interval_start_seconds{pair}                  gauge    start of the interval the gauges describe
+//! owl_intervals_total{pair,status}                  counter  intervals stored: estimated, missing, left_out
+//! owl_decode_failures_total{pair,method}            counter  intervals the method could not estimate
+//! owl_kernel_drops_total{pair,point}                counter  packets the capture ring dropped at S, R
+//! owl_reports_refused_total                         counter  reports the collector could not store
+//! owl_metric_pairs_dropped_total                    counter  reports of pairs beyond the cap, left out of the metrics
+//! ```
+//!
+//! A gauge shows the pair's latest interval by index: an interval an agent resends after a
+//! reconnect, or delivers late, is stored (the database keeps everything) but moves no gauge
+//! back in time and is counted once. A method that fails in the latest interval loses its
+//! gauges (no stale figure stays up) and counts a decode failure. The agents' clock offset is
+//! not exported: the agents do not estimate it yet.
+//!
+//! Bounded: at most [`MAX_PAIRS`] pairs are tracked (later ones are counted in
+//! `owl_metric_pairs_dropped_total` and stay in the database), and the endpoint reads at most
+//! [`MAX_REQUEST`] bytes of a request, with a timeout, one scrape at a time.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use serde_json::Value;
+use std::sync::atomic::AtomicU64;
+
+/// Most pairs the metrics describe.
+pub const MAX_PAIRS: usize = 4096;
+/// Longest request head read from a scraper.
+pub const MAX_REQUEST: usize = 8192;
+/// How long a scraper may take to send its request.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+type FGauge = Gauge<f64, AtomicU64>;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PairLabel {
+    pair: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MethodLabels {
+    pair: String,
+    method: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QuantileLabels {
+    pair: String,
+    method: String,
+    quantile: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    pair: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PointLabels {
+    pair: String,
+    point: String,
+}
+
+/// The quantiles exported, with the JSON fields they come from.
+const QUANTILES: [(&str, &str); 4] = [
+    ("0.5", "p50_ns"),
+    ("0.9", "p90_ns"),
+    ("0.99", "p99_ns"),
+    ("0.999", "p999_ns"),
+];
+
+/// The collector's metrics.
+pub struct Metrics {
+    registry: Registry,
+    mean: Family<MethodLabels, FGauge>,
+    std: Family<MethodLabels, FGauge>,
+    quantile: Family<QuantileLabels, FGauge>,
+    samples: Family<MethodLabels, FGauge>,
+    lost: Family<MethodLabels, FGauge>,
+    loss_ratio: Family<PairLabel, FGauge>,
+    sent: Family<PairLabel, FGauge>,
+    received: Family<PairLabel, FGauge>,
+    start: Family<PairLabel, FGauge>,
+    intervals: Family<StatusLabels, Counter>,
+    decode_failures: Family<MethodLabels, Counter>,
+    kernel_drops: Family<PointLabels, Counter>,
+    refused: Counter,
+    pairs_dropped: Counter,
+    /// Each tracked pair's latest interval index and the methods its gauges show.
+    latest: Mutex<HashMap<String, (u64, Vec<String>)>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let m = Metrics {
+            mean: Family::default(),
+            std: Family::default(),
+            quantile: Family::default(),
+            samples: Family::default(),
+            lost: Family::default(),
+            loss_ratio: Family::default(),
+            sent: Family::default(),
+            received: Family::default(),
+            start: Family::default(),
+            intervals: Family::default(),
+            decode_failures: Family::default(),
+            kernel_drops: Family::default(),
+            refused: Counter::default(),
+            pairs_dropped: Counter::default(),
+            latest: Mutex::new(HashMap::new()),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "owl_one_way_delay_mean_seconds",
+            "Mean one-way delay of the pair's latest estimated interval, by method",
+            m.mean.clone(),
+        );
+        registry.register(
+            "owl_one_way_delay_std_seconds",
+            "Standard deviation of the one-way delay in the pair's latest interval, by method",
+            m.std.clone(),
+        );
+        registry.register(
+            "owl_one_way_delay_quantile_seconds",
+            "One-way delay quantiles of the latest interval, from the methods that give them",
+            m.quantile.clone(),
+        );
+        registry.register(
+            "owl_samples",
+            "Delays the latest interval's estimate rests on, by method",
+            m.samples.clone(),
+        );
+        registry.register(
+            "owl_lost_packets",
+            "Packets the method estimates lost in the latest interval",
+            m.lost.clone(),
+        );
+        registry.register(
+            "owl_loss_ratio",
+            "1 - received/sent over the packets the two points recorded in the latest interval",
+            m.loss_ratio.clone(),
+        );
+        registry.register(
+            "owl_sent_packets",
+            "Packets the sender point recorded in the latest interval",
+            m.sent.clone(),
+        );
+        registry.register(
+            "owl_received_packets",
+            "Packets the receiver point recorded in the latest interval",
+            m.received.clone(),
+        );
+        registry.register(
+            "owl_interval_start_seconds",
+            "Start of the interval the pair's gauges describe (receiver's clock, Unix time)",
+            m.start.clone(),
+        );
+        registry.register(
+            "owl_intervals",
+            "Intervals stored, by status (estimated, missing, left_out)",
+            m.intervals.clone(),
+        );
+        registry.register(
+            "owl_decode_failures",
+            "Intervals a method could not estimate (its error is in the database)",
+            m.decode_failures.clone(),
+        );
+        registry.register(
+            "owl_kernel_drops",
+            "Packets the capture ring dropped, at the sender (S) or receiver (R) point",
+            m.kernel_drops.clone(),
+        );
+        registry.register(
+            "owl_reports_refused",
+            "Reports the collector could not store",
+            m.refused.clone(),
+        );
+        registry.register(
+            "owl_metric_pairs_dropped",
+            "Reports of pairs beyond the metrics' cap (stored, not in the metrics)",
+            m.pairs_dropped.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// A report the collector could not store.
+    pub fn refused(&self) {
+        self.refused.inc();
+    }
+
+    /// A line the collector stored for `pair` (an `owl agent` receiver's JSON line).
+    pub fn observe(&self, pair: &str, line: &Value) {
+        if line.get("type").and_then(Value::as_str) != Some("interval") {
+            return;
+        }
+        let Some(index) = line.get("index").and_then(Value::as_u64) else {
+            return;
+        };
+        let mut latest = self.latest.lock().unwrap_or_else(|p| p.into_inner());
+        let methods_before = match latest.get(pair) {
+            Some((last, _)) if index <= *last => return, // a resend or a late delivery
+            Some((_, m)) => m.clone(),
+            None if latest.len() >= MAX_PAIRS => {
+                self.pairs_dropped.inc();
+                return;
+            }
+            None => Vec::new(),
+        };
+        let p = PairLabel { pair: pair.into() };
+        let status = line.get("status").and_then(Value::as_str).unwrap_or("");
+        self.intervals
+            .get_or_create(&StatusLabels {
+                pair: pair.into(),
+                status: status.into(),
+            })
+            .inc();
+        if let Some(drops) = line.get("kernel_drops").and_then(Value::as_array) {
+            for (point, d) in ["S", "R"].iter().zip(drops) {
+                if let Some(d) = d.as_u64() {
+                    self.kernel_drops
+                        .get_or_create(&PointLabels {
+                            pair: pair.into(),
+                            point: (*point).into(),
+                        })
+                        .inc_by(d);
+                }
+            }
+        }
+        let count = |k: &str| line.get(k).and_then(Value::as_u64);
+        if let (Some(s), Some(r)) = (count("sent"), count("received")) {
+            self.sent.get_or_create(&p).set(s as f64);
+            self.received.get_or_create(&p).set(r as f64);
+            if s > 0 {
+                self.loss_ratio
+                    .get_or_create(&p)
+                    .set((s as f64 - r as f64) / s as f64);
+            } else {
+                self.loss_ratio.remove(&p);
+            }
+        }
+        if let Some(t) = count("start_ns") {
+            self.start.get_or_create(&p).set(t as f64 / 1e9);
+        }
+        // the gauges of every method shown before are replaced by this interval's
+        for method in &methods_before {
+            self.clear_method(pair, method);
+        }
+        let mut shown = Vec::new();
+        for m in line
+            .get("methods")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(method) = m.get("method").and_then(Value::as_str) else {
+                continue;
+            };
+            let l = MethodLabels {
+                pair: pair.into(),
+                method: method.into(),
+            };
+            if m.get("error").is_some() {
+                self.decode_failures.get_or_create(&l).inc();
+                continue;
+            }
+            let f = |k: &str| m.get(k).and_then(Value::as_f64);
+            let set = |family: &Family<MethodLabels, FGauge>, v: Option<f64>| {
+                if let Some(v) = v {
+                    family.get_or_create(&l).set(v);
+                }
+            };
+            set(&self.mean, f("mean_ns").map(|x| x / 1e9));
+            set(&self.std, f("std_ns").map(|x| x / 1e9));
+            set(&self.samples, f("samples"));
+            set(&self.lost, f("lost"));
+            for (q, key) in QUANTILES {
+                if let Some(v) = f(key) {
+                    self.quantile
+                        .get_or_create(&QuantileLabels {
+                            pair: pair.into(),
+                            method: method.into(),
+                            quantile: q.into(),
+                        })
+                        .set(v / 1e9);
+                }
+            }
+            shown.push(method.to_string());
+        }
+        latest.insert(pair.to_string(), (index, shown));
+    }
+
+    fn clear_method(&self, pair: &str, method: &str) {
+        let l = MethodLabels {
+            pair: pair.into(),
+            method: method.into(),
+        };
+        for f in [&self.mean, &self.std, &self.samples, &self.lost] {
+            f.remove(&l);
+        }
+        for (q, _) in QUANTILES {
+            self.quantile.remove(&QuantileLabels {
+                pair: pair.into(),
+                method: method.into(),
+                quantile: q.into(),
+            });
+        }
+    }
+
+    /// The metrics in the OpenMetrics text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // writing into a String cannot fail
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// Serve the metrics over HTTP/1.1 on `listener` forever: `GET /metrics` (or `/`) answers the
+/// OpenMetrics text, anything else 404 or 405. One scrape at a time; a slow or hostile client
+/// is dropped after [`REQUEST_TIMEOUT`] or [`MAX_REQUEST`] bytes.
+pub fn serve(listener: TcpListener, metrics: &Metrics, log: &(dyn Fn(&str) + Send + Sync)) {
+    for stream in listener.incoming() {
+        match stream {
+            Ok(s) => {
+                if let Err(e) = answer(s, metrics) {
+                    log(&format!("metrics: {e}"));
+                }
+            }
+            Err(e) => log(&format!("metrics: accept: {e}")),
+        }
+    }
+}
+
+fn answer(mut s: TcpStream, metrics: &Metrics) -> Result<(), String> {
+    s.set_read_timeout(Some(REQUEST_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(REQUEST_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
+        if head.len() >= MAX_REQUEST {
+            return reply(
+                &mut s,
+                "431 Request Header Fields Too Large",
+                "text/plain",
+                "",
+            );
+        }
+        let n = s
+            .read(&mut buf)
+            .map_err(|e| format!("reading a request: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    let line = head.split(|&b| b == b'\n').next().unwrap_or(&[]);
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = path.split('?').next().unwrap_or("");
+    if method != "GET" && method != "HEAD" {
+        return reply(&mut s, "405 Method Not Allowed", "text/plain", "GET only\n");
+    }
+    if path != "/metrics" && path != "/" {
+        return reply(&mut s, "404 Not Found", "text/plain", "try /metrics\n");
+    }
+    let body = if method == "HEAD" {
+        String::new()
+    } else {
+        metrics.encode()
+    };
+    reply(
+        &mut s,
+        "200 OK",
+        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        &body,
+    )
+}
+
+fn reply(s: &mut TcpStream, status: &str, ctype: &str, body: &str) -> Result<(), String> {
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes())
+        .and_then(|_| s.write_all(body.as_bytes()))
+        .map_err(|e| format!("answering a scrape: {e}"))?;
+    // read what the client still sends (a little, briefly) so that closing with unread bytes
+    // does not reset the connection before it has read the answer
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut sink = [0u8; 4096];
+    let mut left = 16 * MAX_REQUEST;
+    while left > 0 {
+        match s.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => left = left.saturating_sub(n),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn interval(index: u64, mean: Option<f64>) -> Value {
+        let m = match mean {
+            Some(x) => {
+                json!({"method": "rda", "mean_ns": x, "std_ns": 10.0, "samples": 90, "lost": 2,
+                               "p99_ns": 900.0})
+            }
+            None => json!({"method": "rda", "error": "decode failed"}),
+        };
+        json!({"type": "interval", "index": index, "start_ns": 2_000_000_000u64 + index,
+               "status": "estimated", "sent": 100, "received": 98, "kernel_drops": [3, null],
+               "methods": [m]})
+    }
+
+    #[test]
+    fn the_latest_interval_shows_and_failures_count() {
+        let m = Metrics::new();
+        m.observe("a→b", &interval(5, Some(1500.0)));
+        let t = m.encode();
+        assert!(
+            t.contains("owl_one_way_delay_mean_seconds{pair=\"a→b\",method=\"rda\"} 0.0000015"),
+            "{t}"
+        );
+        assert!(t.contains("owl_one_way_delay_quantile_seconds{pair=\"a→b\",method=\"rda\",quantile=\"0.99\"} 9e-7"), "{t}");
+        assert!(t.contains("owl_loss_ratio{pair=\"a→b\"} 0.02"), "{t}");
+        assert!(
+            t.contains("owl_kernel_drops_total{pair=\"a→b\",point=\"S\"} 3"),
+            "{t}"
+        );
+        assert!(
+            t.contains("owl_intervals_total{pair=\"a→b\",status=\"estimated\"} 1"),
+            "{t}"
+        );
+        assert!(t.ends_with("# EOF\n"), "{t}");
+        // a resend of an older interval moves nothing and counts nothing
+        m.observe("a→b", &interval(4, Some(9999.0)));
+        let t = m.encode();
+        assert!(t.contains("} 0.0000015"), "{t}");
+        assert!(t.contains("status=\"estimated\"} 1"), "{t}");
+        // a failure removes the stale gauges and counts
+        m.observe("a→b", &interval(6, None));
+        let t = m.encode();
+        assert!(!t.contains("owl_one_way_delay_mean_seconds{"), "{t}");
+        assert!(
+            t.contains("owl_decode_failures_total{pair=\"a→b\",method=\"rda\"} 1"),
+            "{t}"
+        );
+        assert!(t.contains("status=\"estimated\"} 2"), "{t}");
+    }
+
+    #[test]
+    fn pairs_beyond_the_cap_are_counted_not_tracked() {
+        let m = Metrics::new();
+        for p in 0..MAX_PAIRS + 3 {
+            m.observe(&format!("p{p}"), &interval(1, Some(1.0)));
+        }
+        let t = m.encode();
+        assert!(t.contains("owl_metric_pairs_dropped_total 3"), "{t}");
+        assert!(!t.contains(&format!("pair=\"p{MAX_PAIRS}\"")));
+    }
+
+    #[test]
+    fn the_endpoint_answers_scrapes_and_refuses_the_rest() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let m = std::sync::Arc::new(Metrics::new());
+        m.observe("x", &interval(1, Some(2000.0)));
+        let m2 = m.clone();
+        std::thread::spawn(move || serve(l, &m2, &|_| {}));
+        let get = |req: &str| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(req.as_bytes()).unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).unwrap();
+            out
+        };
+        let ok = get("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(ok.starts_with("HTTP/1.1 200 OK"), "{ok}");
+        assert!(ok.contains("application/openmetrics-text"), "{ok}");
+        assert!(
+            ok.contains("owl_one_way_delay_mean_seconds{pair=\"x\",method=\"rda\"} 0.000002"),
+            "{ok}"
+        );
+        assert!(get("GET /nope HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
+        assert!(get("POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+        let big = format!(
+            "GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n",
+            "a".repeat(MAX_REQUEST)
+        );
+        assert!(get(&big).starts_with("HTTP/1.1 431"));
+    }
+}
