@@ -36,6 +36,7 @@ use owl_core::rda::session::{Decoder, Message, Responder, Step};
 use serde::Serialize;
 
 use crate::capture::{self, CaptureOptions, CaptureSummary, Closed, Handoff, Input};
+use crate::clock::{self, ClockFilter, ClockReport};
 use crate::config::AgentConfig;
 use crate::filter::Filter;
 use crate::frame::{HEADER_BYTES, MAX_FRAME, TAG_BYTES};
@@ -106,7 +107,15 @@ fn spawn_reader(mut r: LinkReader, read: Arc<AtomicU64>) -> Receiver<Incoming> {
         loop {
             read.store(r.bytes, Ordering::Relaxed);
             let m = r.recv().map_err(AgentError::from).and_then(|f| {
-                Msg::decode(f.kind, &f.payload).map_err(|e| AgentError::Protocol(e.to_string()))
+                let at = clock::now_ns();
+                let mut m = Msg::decode(f.kind, &f.payload)
+                    .map_err(|e| AgentError::Protocol(e.to_string()))?;
+                // the clock exchange's arrival times are taken here, not when the agent's
+                // loop gets to the message
+                if let Msg::Ping { received_ns, .. } | Msg::Pong { received_ns, .. } = &mut m {
+                    *received_ns = at;
+                }
+                Ok(m)
             });
             let end = m.is_err();
             if tx.send(m).is_err() || end {
@@ -357,6 +366,19 @@ impl SenderState {
                 self.decoders.retain(|(k, _), _| *k >= n);
             }
             Msg::Bye if self.done_sent => return Ok(true),
+            Msg::Ping { t1, received_ns } => {
+                // R may have said goodbye and closed meanwhile: a pong that cannot be sent
+                // is no error (a connection that really broke ends in the reader)
+                let _ = send(
+                    w,
+                    &Msg::Pong {
+                        t1,
+                        t2: received_ns,
+                        t3: clock::now_ns(),
+                        received_ns: 0,
+                    },
+                );
+            }
             m => {
                 return Err(AgentError::Protocol(format!(
                     "unexpected {} message at the sender",
@@ -486,6 +508,11 @@ pub struct IntervalLine {
     /// count.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel_drops: Option<[Option<u64>; 2]>,
+    /// The agents' clock offset (S's clock minus R's) measured over their connection, as of
+    /// this line ([`crate::clock`]); absent until the first exchange is answered. Reported,
+    /// never applied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockReport>,
     /// One per method, in the agents' order (estimated intervals only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub methods: Vec<MethodResult>,
@@ -577,6 +604,8 @@ pub fn run_receiver(
         written: None,
         sink,
         released: 0,
+        clock: ClockFilter::default(),
+        pinging: false,
         summary: ReceiverSummary {
             kind: "summary",
             ..Default::default()
@@ -628,7 +657,9 @@ pub fn run_receiver(
                 }
                 (o.log)(&format!("sender {} ({}) connected", l.hello.name, l.peer));
                 peer = spawn_reader(l.reader, read.clone());
-                writer = Some(l.writer);
+                let mut w = l.writer;
+                r.ping(&mut w)?;
+                writer = Some(w);
             }
             recv(peer) -> m => {
                 let w = writer.as_mut().expect("a peer has a writer");
@@ -752,6 +783,9 @@ struct ReceiverState {
     /// Where each written line also goes (the collector).
     sink: Option<LineSink>,
     released: u64,
+    /// The clock-offset exchanges with S, and whether a ping is unanswered.
+    clock: ClockFilter,
+    pinging: bool,
     summary: ReceiverSummary,
     handoff: Arc<Handoff>,
 }
@@ -889,6 +923,15 @@ impl ReceiverState {
                     }
                 }
             }
+            Msg::Pong {
+                t1,
+                t2,
+                t3,
+                received_ns,
+            } => {
+                self.clock.add(t1, t2, t3, received_ns);
+                self.pinging = false;
+            }
             m => {
                 return Err(proto(format!(
                     "unexpected {} message at the receiver",
@@ -919,6 +962,7 @@ impl ReceiverState {
                 sent,
                 received,
                 kernel_drops,
+                clock: None,
                 methods: Vec::new(),
             };
             match v {
@@ -989,6 +1033,7 @@ impl ReceiverState {
                     sent: work.packets[0],
                     received: work.packets[1],
                     kernel_drops: work.kernel_drops,
+                    clock: None,
                     methods,
                 },
             );
@@ -1010,7 +1055,8 @@ impl ReceiverState {
             if k >= limit {
                 break;
             }
-            let (_, line) = self.lines.pop_first().expect("checked");
+            let (_, mut line) = self.lines.pop_first().expect("checked");
+            line.clock = self.clock.report();
             if let Some(p) = self.written
                 && p + 1 < k
             {
@@ -1041,6 +1087,23 @@ impl ReceiverState {
                 self.outstanding.pop_front();
             }
             send(w, &Msg::Release(n))?;
+            // one clock exchange at a time, another after each batch of lines
+            self.ping(w)?;
+        }
+        Ok(())
+    }
+
+    /// Ask S for the time, unless a ping is still unanswered.
+    fn ping(&mut self, w: &mut LinkWriter) -> Result<(), AgentError> {
+        if !self.pinging && !self.join.finished() {
+            send(
+                w,
+                &Msg::Ping {
+                    t1: clock::now_ns(),
+                    received_ns: 0,
+                },
+            )?;
+            self.pinging = true;
         }
         Ok(())
     }

@@ -37,6 +37,7 @@
 pub mod afpacket;
 pub mod agent;
 pub mod capture;
+pub mod clock;
 pub mod collector;
 pub mod config;
 pub mod filter;

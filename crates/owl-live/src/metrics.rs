@@ -11,6 +11,8 @@
 //! owl_loss_ratio{pair}                              gauge    1 − received/sent, the packets each point recorded
 //! owl_sent_packets{pair}, owl_received_packets{pair} gauges  the interval's packets at S and R
 //! owl_interval_start_seconds{pair}                  gauge    start of the interval the gauges describe
+//! owl_clock_offset_seconds{pair}                    gauge    the sender's clock minus the receiver's (crate::clock)
+//! owl_clock_offset_uncertainty_seconds{pair}        gauge    its bound: half the exchange's round trip
 //! owl_intervals_total{pair,status}                  counter  intervals stored: estimated, missing, left_out
 //! owl_decode_failures_total{pair,method}            counter  intervals the method could not estimate
 //! owl_kernel_drops_total{pair,point}                counter  packets the capture ring dropped at S, R
@@ -21,8 +23,7 @@
 //! A gauge shows the pair's latest interval by index: an interval an agent resends after a
 //! reconnect, or delivers late, is stored (the database keeps everything) but moves no gauge
 //! back in time and is counted once. A method that fails in the latest interval loses its
-//! gauges (no stale figure stays up) and counts a decode failure. The agents' clock offset is
-//! not exported: the agents do not estimate it yet.
+//! gauges (no stale figure stays up) and counts a decode failure.
 //!
 //! Bounded: at most [`MAX_PAIRS`] pairs are tracked (later ones are counted in
 //! `owl_metric_pairs_dropped_total` and stay in the database), and the endpoint reads at most
@@ -101,6 +102,8 @@ pub struct Metrics {
     sent: Family<PairLabel, FGauge>,
     received: Family<PairLabel, FGauge>,
     start: Family<PairLabel, FGauge>,
+    clock_offset: Family<PairLabel, FGauge>,
+    clock_uncertainty: Family<PairLabel, FGauge>,
     intervals: Family<StatusLabels, Counter>,
     decode_failures: Family<MethodLabels, Counter>,
     kernel_drops: Family<PointLabels, Counter>,
@@ -129,6 +132,8 @@ impl Metrics {
             sent: Family::default(),
             received: Family::default(),
             start: Family::default(),
+            clock_offset: Family::default(),
+            clock_uncertainty: Family::default(),
             intervals: Family::default(),
             decode_failures: Family::default(),
             kernel_drops: Family::default(),
@@ -181,6 +186,16 @@ impl Metrics {
             "owl_interval_start_seconds",
             "Start of the interval the pair's gauges describe (receiver's clock, Unix time)",
             m.start.clone(),
+        );
+        registry.register(
+            "owl_clock_offset_seconds",
+            "The sender agent's clock minus the receiver's, measured NTP-style over their connection (reported, never applied: a true delay is the measured one plus this)",
+            m.clock_offset.clone(),
+        );
+        registry.register(
+            "owl_clock_offset_uncertainty_seconds",
+            "Bound on the clock offset's error: half the round trip of the exchange it comes from",
+            m.clock_uncertainty.clone(),
         );
         registry.register(
             "owl_intervals",
@@ -267,6 +282,15 @@ impl Metrics {
         }
         if let Some(t) = count("start_ns") {
             self.start.get_or_create(&p).set(t as f64 / 1e9);
+        }
+        let clock = |k: &str| {
+            line.get("clock")
+                .and_then(|c| c.get(k))
+                .and_then(Value::as_f64)
+        };
+        if let (Some(o), Some(u)) = (clock("offset_ns"), clock("uncertainty_ns")) {
+            self.clock_offset.get_or_create(&p).set(o / 1e9);
+            self.clock_uncertainty.get_or_create(&p).set(u / 1e9);
         }
         // the gauges of every method shown before are replaced by this interval's
         for method in &methods_before {
@@ -444,6 +468,8 @@ mod tests {
         };
         json!({"type": "interval", "index": index, "start_ns": 2_000_000_000u64 + index,
                "status": "estimated", "sent": 100, "received": 98, "kernel_drops": [3, null],
+               "clock": {"offset_ns": -2500, "uncertainty_ns": 40, "rtt_ns": 80,
+                         "exchanges": 3, "discarded": 0},
                "methods": [m]})
     }
 
@@ -458,6 +484,14 @@ mod tests {
         );
         assert!(t.contains("owl_one_way_delay_quantile_seconds{pair=\"a→b\",method=\"rda\",quantile=\"0.99\"} 9e-7"), "{t}");
         assert!(t.contains("owl_loss_ratio{pair=\"a→b\"} 0.02"), "{t}");
+        assert!(
+            t.contains("owl_clock_offset_seconds{pair=\"a→b\"} -0.0000025"),
+            "{t}"
+        );
+        assert!(
+            t.contains("owl_clock_offset_uncertainty_seconds{pair=\"a→b\"} 4e-8"),
+            "{t}"
+        );
         assert!(
             t.contains("owl_kernel_drops_total{pair=\"a→b\",point=\"S\"} 3"),
             "{t}"

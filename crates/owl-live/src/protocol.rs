@@ -17,6 +17,9 @@
 //! S → R  Result   u64 interval | u16 method | an estimate (S decodes RDA, §VIII-A) or an error
 //! R → S  Release  u64 n: every interval below n is finished; S frees what it held for them
 //! R → S  Bye      everything is exchanged: S may exit
+//! R → S  Ping     i64 t1: R's clock when sent (crate::clock)
+//! S → R  Pong     i64 t1 | i64 t2 | i64 t3: the ping's t1, S's clock when it arrived and when
+//!                 S answered
 //! ```
 
 use owl_core::method::{Estimate, Quantiles};
@@ -36,6 +39,8 @@ pub mod kind {
     pub const RESULT: u8 = 23;
     pub const RELEASE: u8 = 24;
     pub const BYE: u8 = 25;
+    pub const PING: u8 = 26;
+    pub const PONG: u8 = 27;
 }
 
 /// One message between the agents.
@@ -71,6 +76,17 @@ pub enum Msg {
     },
     Release(u64),
     Bye,
+    /// `received_ns` is not on the wire: the reader thread stamps the message's arrival.
+    Ping {
+        t1: i64,
+        received_ns: i64,
+    },
+    Pong {
+        t1: i64,
+        t2: i64,
+        t3: i64,
+        received_ns: i64,
+    },
 }
 
 impl Msg {
@@ -149,6 +165,16 @@ impl Msg {
                 kind::RELEASE
             }
             Msg::Bye => kind::BYE,
+            Msg::Ping { t1, .. } => {
+                w.u64(*t1 as u64);
+                kind::PING
+            }
+            Msg::Pong { t1, t2, t3, .. } => {
+                for t in [t1, t2, t3] {
+                    w.u64(*t as u64);
+                }
+                kind::PONG
+            }
         };
         (k, b)
     }
@@ -202,6 +228,16 @@ impl Msg {
             }
             kind::RELEASE => Msg::Release(r.u64("interval")?),
             kind::BYE => Msg::Bye,
+            kind::PING => Msg::Ping {
+                t1: r.u64("t1")? as i64,
+                received_ns: 0,
+            },
+            kind::PONG => Msg::Pong {
+                t1: r.u64("t1")? as i64,
+                t2: r.u64("t2")? as i64,
+                t3: r.u64("t3")? as i64,
+                received_ns: 0,
+            },
             k => return Err(r.invalid(format!("unknown message kind {k}"))),
         };
         r.finish("message")?;
@@ -221,6 +257,8 @@ impl Msg {
             Msg::Result { .. } => "result",
             Msg::Release(_) => "release",
             Msg::Bye => "bye",
+            Msg::Ping { .. } => "ping",
+            Msg::Pong { .. } => "pong",
         }
     }
 }
@@ -422,6 +460,16 @@ mod tests {
             },
             Msg::Release(4),
             Msg::Bye,
+            Msg::Ping {
+                t1: 1_700_000_000_123_456_789,
+                received_ns: 0,
+            },
+            Msg::Pong {
+                t1: 1_700_000_000_123_456_789,
+                t2: -5,
+                t3: i64::MAX,
+                received_ns: 0,
+            },
         ];
         for m in msgs {
             let (k, p) = m.encode();

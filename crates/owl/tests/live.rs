@@ -558,6 +558,22 @@ fn the_collector_stores_what_the_receiver_reports() {
             None => assert!(value.is_none(), "{series} for {last} in {scraped}"),
         }
     }
+    // the agents' clock offset, measured over their connection: one host, one clock, so the
+    // true offset 0 lies within each line's stated bound
+    let clocks: Vec<&serde_json::Value> = run.lines.iter().filter_map(|l| l.get("clock")).collect();
+    assert!(!clocks.is_empty(), "no line carries the clock offset");
+    for c in &clocks {
+        let (o, u) = (
+            c["offset_ns"].as_i64().unwrap(),
+            c["uncertainty_ns"].as_i64().unwrap(),
+        );
+        assert!(o.abs() <= u, "{c}");
+        assert!(c["exchanges"].as_u64().unwrap() >= 1, "{c}");
+    }
+    assert!(
+        scraped.contains("owl_clock_offset_seconds{pair=\"s→r\"} "),
+        "{scraped}"
+    );
     // its packet counts, whatever its estimates
     for (gauge, field) in [
         ("owl_sent_packets", "sent"),

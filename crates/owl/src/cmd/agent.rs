@@ -47,6 +47,14 @@ Bounded: at most --queue intervals of synopses wait at each point. A replay at f
 (--speed max) waits for the exchange; a paced replay (--speed X, as a live capture) drops a
 whole interval when the queue is full, logs it, and R reports it missing.
 
+Clocks: one-way delays rest on the two points' clocks agreeing (PTP or NTP, RDA §II-B); owl
+never corrects them. R asks S for the time over their connection (NTP-style: R's send and
+receive times, S's receive and answer times) after every batch of lines, and each line carries
+\"clock\": {\"offset_ns\", \"uncertainty_ns\", \"rtt_ns\", \"exchanges\", \"discarded\"} — S's clock
+minus R's from the exchange of least round trip among the last 8, true within ± uncertainty_ns
+(half that round trip) whatever the path: a true delay is the measured one plus offset_ns.
+With --replay it describes the hosts' clocks, not those that stamped the files.
+
 With --collector, R also delivers every line to `owl collector` (queued while the collector
 is unreachable, at most --collector-queue lines, and resent until acknowledged).
 

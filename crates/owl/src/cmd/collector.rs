@@ -26,7 +26,8 @@ With --metrics, Prometheus (or any OpenMetrics scraper) reads each pair's latest
   owl_one_way_delay_mean_seconds{pair,method}, owl_one_way_delay_std_seconds{pair,method},
   owl_one_way_delay_quantile_seconds{pair,method,quantile} (methods with quantiles),
   owl_samples{pair,method}, owl_lost_packets{pair,method}, owl_loss_ratio{pair},
-  owl_sent_packets{pair}, owl_received_packets{pair}, owl_interval_start_seconds{pair};
+  owl_sent_packets{pair}, owl_received_packets{pair}, owl_interval_start_seconds{pair},
+  owl_clock_offset_seconds{pair}, owl_clock_offset_uncertainty_seconds{pair} (the agents');
   counters owl_intervals_total{pair,status}, owl_decode_failures_total{pair,method},
   owl_kernel_drops_total{pair,point}, owl_reports_refused_total.
 A resent or late interval is stored but moves no gauge back; a method that fails loses its
