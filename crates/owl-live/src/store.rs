@@ -1,6 +1,6 @@
 //! The collector's database: every interval of every pair, in an embedded SQLite file.
 //!
-//! # Schema (version 1, `PRAGMA user_version`)
+//! # Schema (version 2, `PRAGMA user_version`)
 //!
 //! ```sql
 //! CREATE TABLE intervals (          -- one row per interval a receiver agent decided
@@ -12,6 +12,9 @@
 //!   sent      INTEGER NOT NULL,     -- packets the sender point recorded in it
 //!   received  INTEGER NOT NULL,     -- packets the receiver point recorded in it
 //!   stored_ns INTEGER NOT NULL,     -- the collector's clock when stored
+//!   clock_offset_ns      INTEGER,   -- the agents' clock offset (S's minus R's) as of this
+//!   clock_uncertainty_ns INTEGER,   --   interval, and its bound (crate::clock); NULL before
+//!                                   --   the first exchange (version 2)
 //!   PRIMARY KEY (pair, idx));
 //! CREATE TABLE results (            -- one row per method of an estimated interval
 //!   pair TEXT NOT NULL, idx INTEGER NOT NULL, method TEXT NOT NULL,
@@ -29,6 +32,9 @@
 //! interval is either wholly stored or not at all, and one not acknowledged is sent again (a
 //! resent interval replaces itself: the primary keys make storing idempotent).
 //!
+//! A version-1 database (before the clock columns) is upgraded in place when the collector
+//! opens it, and read as it is by `owl report` (no offsets).
+//!
 //! **Never silently absent**: every index from a pair's first stored interval to its last is
 //! an interval row or inside a quiet range, unless no agent delivered it (the agent was down,
 //! or its results were lost): [`Store::series`] reports those as missing too.
@@ -40,13 +46,14 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// Schema version in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS intervals (
   pair TEXT NOT NULL, idx INTEGER NOT NULL, start_ns INTEGER NOT NULL,
   status TEXT NOT NULL CHECK (status IN ('estimated', 'missing', 'left_out')),
   reason TEXT, sent INTEGER NOT NULL, received INTEGER NOT NULL, stored_ns INTEGER NOT NULL,
+  clock_offset_ns INTEGER, clock_uncertainty_ns INTEGER,
   PRIMARY KEY (pair, idx)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS results (
   pair TEXT NOT NULL, idx INTEGER NOT NULL, method TEXT NOT NULL,
@@ -71,6 +78,8 @@ pub enum StoreError {
 #[derive(Debug)]
 pub struct Store {
     db: Connection,
+    /// The schema version of the file (a version-1 file read as it is has no clock columns).
+    version: i64,
 }
 
 fn int(v: &Value, key: &str) -> Result<i64, StoreError> {
@@ -93,9 +102,22 @@ impl Store {
         }
         db.pragma_update(None, "journal_mode", "WAL")?;
         db.pragma_update(None, "synchronous", "FULL")?;
+        if version == 1 {
+            // version 2 added the clock columns
+            db.execute_batch(
+                "BEGIN;
+                 ALTER TABLE intervals ADD COLUMN clock_offset_ns INTEGER;
+                 ALTER TABLE intervals ADD COLUMN clock_uncertainty_ns INTEGER;
+                 PRAGMA user_version = 2;
+                 COMMIT;",
+            )?;
+        }
         db.execute_batch(SCHEMA)?;
         db.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-        Ok(Store { db })
+        Ok(Store {
+            db,
+            version: SCHEMA_VERSION,
+        })
     }
 
     /// Open an existing database to read (`owl report`).
@@ -117,13 +139,13 @@ impl Store {
         let version: i64 = db
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(not_db)?;
-        if version != SCHEMA_VERSION {
+        if !(1..=SCHEMA_VERSION).contains(&version) {
             return Err(StoreError::Invalid(format!(
-                "{}: not an owl collector database (schema version {version}, expected {SCHEMA_VERSION})",
+                "{}: not an owl collector database (schema version {version}, expected 1 to {SCHEMA_VERSION})",
                 path.display()
             )));
         }
-        Ok(Store { db })
+        Ok(Store { db, version })
     }
 
     /// Store one line of a receiver agent (an interval or a quiet range) for `pair`, in one
@@ -138,8 +160,15 @@ impl Store {
                 if !["estimated", "missing", "left_out"].contains(&status) {
                     return Err(StoreError::Invalid(format!("unknown status '{status}'")));
                 }
+                let clock = |k: &str| {
+                    line.get("clock")
+                        .and_then(|c| c.get(k))
+                        .and_then(Value::as_i64)
+                };
                 tx.execute(
-                    "INSERT OR REPLACE INTO intervals VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    "INSERT OR REPLACE INTO intervals (pair, idx, start_ns, status, reason, sent,
+                       received, stored_ns, clock_offset_ns, clock_uncertainty_ns)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                     params![
                         pair,
                         idx,
@@ -148,7 +177,9 @@ impl Store {
                         line.get("reason").and_then(Value::as_str),
                         int(line, "sent")?,
                         int(line, "received")?,
-                        now_ns
+                        now_ns,
+                        clock("offset_ns"),
+                        clock("uncertainty_ns")
                     ],
                 )?;
                 tx.execute(
@@ -239,12 +270,17 @@ impl Store {
                 .collect::<Result<_, _>>()?
         };
         let is_quiet = |k: i64| quiet.iter().any(|&(a, b)| a <= k && k < b);
-        let mut q = self.db.prepare(
+        let clock = if self.version >= 2 {
+            "i.clock_offset_ns, i.clock_uncertainty_ns"
+        } else {
+            "NULL, NULL"
+        };
+        let mut q = self.db.prepare(&format!(
             "SELECT i.idx, i.start_ns, i.status, i.reason, i.sent, i.received,
-                    r.method, r.mean_ns, r.std_ns, r.samples, r.lost, r.error
+                    r.method, r.mean_ns, r.std_ns, r.samples, r.lost, r.error, {clock}
              FROM intervals i LEFT JOIN results r ON r.pair = i.pair AND r.idx = i.idx
-             WHERE i.pair = ?1 ORDER BY i.idx, r.method",
-        )?;
+             WHERE i.pair = ?1 ORDER BY i.idx, r.method"
+        ))?;
         let mut rows = Vec::new();
         let mut prev: Option<(i64, i64)> = None;
         let mut it = q.query([pair])?;
@@ -291,6 +327,8 @@ impl Store {
                     received: Some(r.get::<_, i64>(5)? as u64),
                     status,
                     reason: r.get::<_, Option<String>>(11)?.or(reason),
+                    clock_offset_ns: r.get(12)?,
+                    clock_uncertainty_ns: r.get(13)?,
                 }),
                 None => {
                     for m in &methods {
@@ -298,6 +336,8 @@ impl Store {
                         row.status = status.clone();
                         row.sent = Some(r.get::<_, i64>(4)? as u64);
                         row.received = Some(r.get::<_, i64>(5)? as u64);
+                        row.clock_offset_ns = r.get(12)?;
+                        row.clock_uncertainty_ns = r.get(13)?;
                         rows.push(row);
                     }
                 }
@@ -336,6 +376,10 @@ pub struct Row {
     pub status: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The agents' clock offset as of this interval (S's clock minus R's) and its bound;
+    /// `null` before the first exchange, or from a version-1 database.
+    pub clock_offset_ns: Option<i64>,
+    pub clock_uncertainty_ns: Option<i64>,
 }
 
 impl Row {
@@ -352,6 +396,8 @@ impl Row {
             received: None,
             status: "missing".into(),
             reason: Some(reason.to_string()),
+            clock_offset_ns: None,
+            clock_uncertainty_ns: None,
         }
     }
 }
@@ -373,6 +419,66 @@ mod tests {
             v["reason"] = json!("dropped at the sender (overload)");
         }
         v
+    }
+
+    /// The clock offset travels with its interval; a version-1 file (no clock columns) is
+    /// read as it is, and upgraded in place, rows kept, when a collector opens it.
+    #[test]
+    fn clock_offsets_are_stored_and_version_1_files_upgrade() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.db");
+        {
+            let db = Connection::open(&path).unwrap();
+            db.execute_batch(
+                "CREATE TABLE intervals (
+                   pair TEXT NOT NULL, idx INTEGER NOT NULL, start_ns INTEGER NOT NULL,
+                   status TEXT NOT NULL, reason TEXT, sent INTEGER NOT NULL,
+                   received INTEGER NOT NULL, stored_ns INTEGER NOT NULL,
+                   PRIMARY KEY (pair, idx)) WITHOUT ROWID;
+                 CREATE TABLE results (
+                   pair TEXT NOT NULL, idx INTEGER NOT NULL, method TEXT NOT NULL,
+                   mean_ns REAL, std_ns REAL, samples INTEGER, lost INTEGER, bytes INTEGER,
+                   error TEXT, estimate TEXT, PRIMARY KEY (pair, idx, method)) WITHOUT ROWID;
+                 CREATE TABLE quiet (pair TEXT NOT NULL, from_idx INTEGER NOT NULL,
+                   to_idx INTEGER NOT NULL, start_ns INTEGER NOT NULL,
+                   PRIMARY KEY (pair, from_idx)) WITHOUT ROWID;
+                 INSERT INTO intervals VALUES ('a', 1, 1000, 'estimated', NULL, 10, 9, 5);
+                 INSERT INTO results VALUES ('a', 1, 'lda', 5.5, 1.0, 9, 1, 100, NULL, '{}');
+                 PRAGMA user_version = 1;",
+            )
+            .unwrap();
+        }
+        let old = Store::open_read(&path).unwrap().series("a").unwrap();
+        assert_eq!((old[0].mean_ns, old[0].clock_offset_ns), (Some(5.5), None));
+        let mut s = Store::open(&path).unwrap();
+        let mut l = line(2, "estimated");
+        l["clock"] = json!({"offset_ns": -1200, "uncertainty_ns": 35, "rtt_ns": 70,
+                            "exchanges": 2, "discarded": 0});
+        s.store_line("a", &l, 6).unwrap();
+        drop(s);
+        let s = Store::open_read(&path).unwrap();
+        type Seen = (u64, Option<f64>, Option<i64>, Option<i64>);
+        let rows: Vec<Seen> = s
+            .series("a")
+            .unwrap()
+            .iter()
+            .filter(|r| r.method == "lda")
+            .map(|r| {
+                (
+                    r.start_ns,
+                    r.mean_ns,
+                    r.clock_offset_ns,
+                    r.clock_uncertainty_ns,
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (1000, Some(5.5), None, None),
+                (2000, Some(5.5), Some(-1200), Some(35))
+            ]
+        );
     }
 
     #[test]

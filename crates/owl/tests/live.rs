@@ -605,6 +605,12 @@ fn the_collector_stores_what_the_receiver_reports() {
     ]))
     .unwrap();
     let rows = rep["intervals"].as_array().unwrap();
+    // the clock offset is stored with its interval
+    assert!(
+        rows.iter()
+            .any(|r| r["clock_offset_ns"].is_i64() && r["clock_uncertainty_ns"].is_i64()),
+        "no stored clock offset: {rep}"
+    );
     // the receiver's estimated intervals, method by method (the report orders methods by name)
     let mut want = Vec::new();
     for l in run.lines.iter().filter(|l| l["type"] == "interval") {
