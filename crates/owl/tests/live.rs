@@ -654,6 +654,22 @@ fn the_collector_stores_what_the_receiver_reports() {
     assert_eq!(sent, b["sent"].as_u64().unwrap(), "{books}");
     let delivered = b["delivered"].as_u64().unwrap() + b["duplicated"].as_u64().unwrap();
     assert_eq!(received, delivered, "{books}");
+    // the plot
+    let png = dir.path().join("s-r.png");
+    let said = ok(&[
+        "report",
+        "--db",
+        db.to_str().unwrap(),
+        "--plot",
+        png.to_str().unwrap(),
+    ]);
+    assert!(said.is_empty(), "--plot prints no table: {said}");
+    let bytes = std::fs::read(&png).unwrap();
+    assert!(
+        bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000,
+        "{}",
+        bytes.len()
+    );
     // the text table and the errors
     let text = ok(&["report", "--db", db.to_str().unwrap()]);
     assert!(text.lines().count() == rows.len() + 1, "{text}");

@@ -18,11 +18,19 @@ started or after it stopped is left_out. Intervals without a packet at either po
 listed.
 
 --json prints {\"intervals\": [{\"pair\", \"method\", \"start_ns\", \"mean_ns\", \"std_ns\", \"samples\",
-\"lost\", \"sent\", \"received\", \"status\", \"reason\"}, …]} (null where there is no value).
+\"lost\", \"sent\", \"received\", \"status\", \"reason\", \"clock_offset_ns\", \"clock_uncertainty_ns\"},
+…]} (null where there is no value; the clock offset is S's clock minus R's, as the agents
+measured it, never applied).
+
+--plot FILE.png draws the series instead of printing the table (with --json, both): the mean
+delay of each method (and pair) against time with ± one standard deviation as bars, and the
+loss 1 − received/sent of each pair. A missing interval, or one without an estimate, breaks
+the line: no line bridges a gap.
 
 Examples:
   owl report --db owl.db
-  owl report --db owl.db --pair 'lon→fra' --json | jq '.intervals[] | [.start_ns, .mean_ns]'";
+  owl report --db owl.db --pair 'lon→fra' --json | jq '.intervals[] | [.start_ns, .mean_ns]'
+  owl report --db owl.db --pair 'lon→fra' --plot lon-fra.png";
 
 #[derive(Args, Clone, Debug)]
 #[command(after_help = AFTER_HELP)]
@@ -36,6 +44,10 @@ pub struct ReportArgs {
     /// Print one JSON document instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Draw the series into this PNG (mean delay per method, loss per pair) instead of
+    /// printing the table.
+    #[arg(long, value_name = "FILE.png")]
+    pub plot: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -68,6 +80,13 @@ pub fn run(a: ReportArgs) -> Result<()> {
                 .series(p)
                 .map_err(|e| anyhow!("{}: {e}", a.db.display()))?,
         );
+    }
+    if let Some(path) = &a.plot {
+        plot(path, &rows, pairs.len() > 1)?;
+        eprintln!("owl: report: wrote {}", path.display());
+        if !a.json {
+            return Ok(());
+        }
     }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -105,4 +124,80 @@ pub fn run(a: ReportArgs) -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// The series as a PNG: mean delay per method (± std) and loss per pair, against seconds since
+/// the first interval; a row without a value breaks its line.
+fn plot(path: &std::path::Path, rows: &[Row], several: bool) -> Result<()> {
+    use crate::experiment::{Panel, Series, plot_png};
+    use std::collections::BTreeMap;
+    if rows.is_empty() {
+        bail!("nothing to plot: no interval stored");
+    }
+    let t0 = rows.iter().map(|r| r.start_ns).min().unwrap_or(0);
+    let x = |r: &Row| (r.start_ns - t0) as f64 / 1e9;
+    let mut delay: BTreeMap<(String, String), Series> = BTreeMap::new();
+    let mut loss: BTreeMap<String, (Option<u64>, Series)> = BTreeMap::new();
+    for r in rows {
+        let name = if several {
+            format!("{} {}", r.pair, r.method)
+        } else {
+            r.method.clone()
+        };
+        let s = delay
+            .entry((r.pair.clone(), r.method.clone()))
+            .or_insert_with(|| Series {
+                name,
+                points: Vec::new(),
+                err: Some(Vec::new()),
+            });
+        let (m, sd) = match r.mean_ns {
+            Some(m) => (m / 1e3, r.std_ns.unwrap_or(0.0) / 1e3),
+            None => (f64::NAN, 0.0),
+        };
+        s.points.push((x(r), m));
+        if let Some(e) = s.err.as_mut() {
+            e.push((m - sd, m + sd));
+        }
+        // one loss point per interval (rows repeat it per method)
+        let (last, l) = loss.entry(r.pair.clone()).or_insert_with(|| {
+            (
+                None,
+                Series {
+                    name: r.pair.clone(),
+                    points: Vec::new(),
+                    err: None,
+                },
+            )
+        });
+        if *last != Some(r.start_ns) {
+            *last = Some(r.start_ns);
+            let y = match (r.sent, r.received) {
+                (Some(s), Some(rc)) if s > 0 && r.status != "missing" => {
+                    (s as f64 - rc as f64) / s as f64
+                }
+                _ => f64::NAN,
+            };
+            l.points.push((x(r), y));
+        }
+    }
+    let panels = [
+        Panel {
+            title: "one-way delay (mean ± std per interval)".into(),
+            x_label: "time since the first interval (s)".into(),
+            y_label: "delay (µs)".into(),
+            log_x: false,
+            log_y: false,
+            series: delay.into_values().collect(),
+        },
+        Panel {
+            title: "loss (1 − received/sent)".into(),
+            x_label: "time since the first interval (s)".into(),
+            y_label: "loss".into(),
+            log_x: false,
+            log_y: false,
+            series: loss.into_values().map(|(_, s)| s).collect(),
+        },
+    ];
+    plot_png(path, &panels)
 }

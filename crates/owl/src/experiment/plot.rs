@@ -167,24 +167,31 @@ fn draw_panel(p: &Panel, area: &Area) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
             for (i, s) in p.series.iter().enumerate() {
                 let c = COLORS[i % COLORS.len()];
-                let pts: Vec<(f64, f64)> = s
-                    .points
-                    .iter()
-                    .copied()
-                    .filter(|&(x, y)| {
-                        x.is_finite()
-                            && y.is_finite()
-                            && (!p.log_x || x > 0.0)
-                            && (!p.log_y || y > 0.0)
-                    })
-                    .collect();
-                chart
-                    .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
-                    .map_err(|e| e.to_string())?
-                    .label(s.name.as_str())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
-                    });
+                // a point that cannot be drawn (NaN: no value there) breaks the line, so that
+                // no line bridges a gap
+                let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+                for &(x, y) in &s.points {
+                    if x.is_finite()
+                        && y.is_finite()
+                        && (!p.log_x || x > 0.0)
+                        && (!p.log_y || y > 0.0)
+                    {
+                        runs.last_mut().expect("one run at least").push((x, y));
+                    } else if runs.last().is_some_and(|r| !r.is_empty()) {
+                        runs.push(Vec::new());
+                    }
+                }
+                let pts: Vec<(f64, f64)> = runs.iter().flatten().copied().collect();
+                for (k, run) in runs.into_iter().enumerate() {
+                    let drawn = chart
+                        .draw_series(LineSeries::new(run, c.stroke_width(2)))
+                        .map_err(|e| e.to_string())?;
+                    if k == 0 {
+                        drawn.label(s.name.as_str()).legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                        });
+                    }
+                }
                 chart
                     .draw_series(pts.iter().map(|&q| Circle::new(q, 3, c.filled())))
                     .map_err(|e| e.to_string())?;
