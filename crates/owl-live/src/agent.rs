@@ -35,6 +35,7 @@ use owl_core::rda::Synopsis as RdaSynopsis;
 use owl_core::rda::session::{Decoder, Message, Responder, Step};
 use serde::Serialize;
 
+use crate::capture::Backend;
 use crate::capture::{self, CaptureOptions, CaptureSummary, Closed, Handoff, Input};
 use crate::clock::{self, ClockFilter, ClockReport};
 use crate::config::AgentConfig;
@@ -69,6 +70,19 @@ pub struct AgentOptions {
     /// This agent's name in the handshake and logs (the pair label).
     pub name: String,
     pub log: Arc<dyn Fn(&str) + Send + Sync>,
+}
+
+impl AgentOptions {
+    /// The kernel pre-filter of a libpcap capture, if any.
+    fn bpf(&self) -> Option<&str> {
+        match &self.input {
+            Input::Live {
+                backend: Backend::Pcap(p),
+                ..
+            } => p.bpf.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 /// Why an agent stopped.
@@ -174,7 +188,13 @@ pub fn run_sender(o: AgentOptions, stream: TcpStream) -> Result<SenderSummary, A
     let Link {
         reader, mut writer, ..
     } = link::connect(stream, &o.key, PeerRole::Sender, &o.name)?;
-    let cfg = AgentConfig::of(&o.methods, o.intervals, o.identity_seed, o.filter.as_ref());
+    let cfg = AgentConfig::of(
+        &o.methods,
+        o.intervals,
+        o.identity_seed,
+        o.filter.as_ref(),
+        o.bpf(),
+    );
     send(&mut writer, &Msg::Config(cfg))?;
     let read = Arc::new(AtomicU64::new(0));
     let rx = spawn_reader(reader, read.clone());
@@ -576,7 +596,13 @@ pub fn run_receiver(
     out: &mut dyn Write,
     sink: Option<LineSink>,
 ) -> Result<ReceiverSummary, AgentError> {
-    let cfg = AgentConfig::of(&o.methods, o.intervals, o.identity_seed, o.filter.as_ref());
+    let cfg = AgentConfig::of(
+        &o.methods,
+        o.intervals,
+        o.identity_seed,
+        o.filter.as_ref(),
+        o.bpf(),
+    );
     let links = spawn_acceptor(
         listener,
         o.key.clone(),

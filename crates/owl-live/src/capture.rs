@@ -182,8 +182,80 @@ pub struct CaptureSummary {
 pub enum Input {
     /// A capture file replayed.
     Replay { path: PathBuf, speed: Speed },
-    /// A network interface captured live (Linux `AF_PACKET`, [`crate::afpacket`]).
-    Live { iface: String, ring: RingOptions },
+    /// A network interface captured live.
+    Live { iface: String, backend: Backend },
+}
+
+/// How an interface is captured.
+#[derive(Clone, Debug)]
+pub enum Backend {
+    /// Linux `AF_PACKET` with a `TPACKET_V3` ring ([`crate::afpacket`]), no library needed.
+    AfPacket(RingOptions),
+    /// libpcap (`--capture pcap`, cargo feature `pcap`): other systems, and a kernel BPF
+    /// pre-filter.
+    Pcap(PcapOptions),
+}
+
+/// What `--capture pcap` is given (defined here too when the feature is off, so that the
+/// command line can say what is missing).
+#[cfg(feature = "pcap")]
+pub use crate::pcap::PcapOptions;
+#[cfg(not(feature = "pcap"))]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PcapOptions {
+    pub bpf: Option<String>,
+    pub buffer_bytes: usize,
+}
+
+/// A live source of frames: the `AF_PACKET` ring or libpcap.
+trait LiveSource {
+    fn linktype(&self) -> u32;
+    /// Every packet stamped more than this before now has been handed on once the source
+    /// reports itself idle.
+    fn delivery_lag_ns(&self) -> u64;
+    /// The frames that came within [`POLL_MS`], `(timestamp ns, bytes)` to `each`; `None`
+    /// when none came (idle). The count is of damaged frames skipped.
+    fn next(&mut self, each: &mut dyn FnMut(u64, &[u8])) -> Result<Option<u64>, String>;
+    /// The kernel's counts since the last call.
+    fn stats(&mut self) -> Result<KernelStats, String>;
+}
+
+#[cfg(target_os = "linux")]
+struct Ring(crate::afpacket::Ring, RingOptions);
+
+#[cfg(target_os = "linux")]
+impl LiveSource for Ring {
+    fn linktype(&self) -> u32 {
+        self.0.linktype()
+    }
+    fn delivery_lag_ns(&self) -> u64 {
+        self.1.delivery_lag_ns()
+    }
+    fn next(&mut self, each: &mut dyn FnMut(u64, &[u8])) -> Result<Option<u64>, String> {
+        Ok(self
+            .0
+            .next_block(POLL_MS, |f| each(f.ts_ns, f.data))?
+            .map(|w| w.malformed))
+    }
+    fn stats(&mut self) -> Result<KernelStats, String> {
+        self.0.stats()
+    }
+}
+
+#[cfg(feature = "pcap")]
+impl LiveSource for crate::pcap::PcapSource {
+    fn linktype(&self) -> u32 {
+        crate::pcap::PcapSource::linktype(self)
+    }
+    fn delivery_lag_ns(&self) -> u64 {
+        crate::pcap::PcapSource::delivery_lag_ns(self)
+    }
+    fn next(&mut self, each: &mut dyn FnMut(u64, &[u8])) -> Result<Option<u64>, String> {
+        Ok(self.next_frames(each)?.map(|_| 0))
+    }
+    fn stats(&mut self) -> Result<KernelStats, String> {
+        crate::pcap::PcapSource::stats(self)
+    }
 }
 
 impl Input {
@@ -243,7 +315,7 @@ pub fn start(o: CaptureOptions, handoff: Arc<Handoff>) -> std::thread::JoinHandl
 fn run(o: &CaptureOptions, h: &Handoff) -> Result<CaptureSummary, String> {
     match &o.input {
         Input::Replay { path, speed } => run_replay(o, h, path, *speed),
-        Input::Live { iface, ring } => run_live(o, h, iface, ring),
+        Input::Live { iface, backend } => run_live(o, h, iface, backend),
     }
 }
 
@@ -320,24 +392,65 @@ fn wall_ns() -> u64 {
 /// How long a live capture waits for a block before looking at the clock, ms.
 const POLL_MS: i32 = 50;
 
-#[cfg(target_os = "linux")]
 fn run_live(
     o: &CaptureOptions,
     h: &Handoff,
     iface: &str,
-    ring: &RingOptions,
+    backend: &Backend,
+) -> Result<CaptureSummary, String> {
+    match backend {
+        #[cfg(target_os = "linux")]
+        Backend::AfPacket(ring) => {
+            let r = crate::afpacket::Ring::open(iface, ring)?;
+            (o.log)(&format!(
+                "capturing on {iface} (AF_PACKET, {}, ring of {} in {} blocks, retired after {} ms)",
+                owl_trace::dissect::linktype_name(r.linktype()),
+                owl_core::units::format_bytes(ring.ring_bytes as u64),
+                owl_core::units::format_bytes(ring.block_bytes as u64),
+                ring.retire_ms
+            ));
+            run_source(o, h, Ring(r, *ring))
+        }
+        #[cfg(not(target_os = "linux"))]
+        Backend::AfPacket(_) => Err(format!(
+            "--iface {iface}: AF_PACKET capture is Linux only; use --capture pcap (an owl built with the pcap feature), or capture with tcpdump and use --replay"
+        )),
+        #[cfg(feature = "pcap")]
+        Backend::Pcap(p) => {
+            let s = crate::pcap::PcapSource::open(iface, p, POLL_MS)?;
+            (o.log)(&format!(
+                "capturing on {iface} (libpcap, {}, {} timestamps, buffer {}{})",
+                owl_trace::dissect::linktype_name(s.linktype()),
+                if s.microseconds() {
+                    "microsecond (this platform has no nanosecond ones)"
+                } else {
+                    "nanosecond"
+                },
+                owl_core::units::format_bytes(p.buffer_bytes as u64),
+                p.bpf
+                    .as_deref()
+                    .map(|b| format!(", kernel filter '{b}'"))
+                    .unwrap_or_default()
+            ));
+            run_source(o, h, s)
+        }
+        #[cfg(not(feature = "pcap"))]
+        Backend::Pcap(_) => Err(format!(
+            "--iface {iface} --capture pcap: this owl was built without libpcap (cargo build --features pcap, with libpcap-dev installed)"
+        )),
+    }
+}
+
+/// The live capture loop, whatever the source.
+#[cfg_attr(not(any(target_os = "linux", feature = "pcap")), allow(dead_code))]
+fn run_source(
+    o: &CaptureOptions,
+    h: &Handoff,
+    mut r: impl LiveSource,
 ) -> Result<CaptureSummary, String> {
     use owl_trace::records::{FrameRecords, ReadOptions};
-    let mut r = crate::afpacket::Ring::open(iface, ring)?;
     let linktype = r.linktype();
-    let lag = ring.delivery_lag_ns();
-    (o.log)(&format!(
-        "capturing on {iface} ({}, ring of {} in {} blocks, retired after {} ms)",
-        owl_trace::dissect::linktype_name(linktype),
-        owl_core::units::format_bytes(ring.ring_bytes as u64),
-        owl_core::units::format_bytes(ring.block_bytes as u64),
-        ring.retire_ms
-    ));
+    let lag = r.delivery_lag_ns();
     let mut frames = FrameRecords::new(&ReadOptions::with_seed(o.identity_seed));
     let mut point = PointStream::new(o.role, o.intervals, o.disorder_ns, o.methods.clone());
     let mut batch = Vec::with_capacity(BATCH);
@@ -365,11 +478,9 @@ fn run_live(
             stop_at = Some(end);
         }
         batch.clear();
-        let got = r.next_block(POLL_MS, |f| {
-            frames.push(f.ts_ns, linktype, f.data, &mut batch);
-        })?;
-        if let Some(w) = got {
-            summary.ring_malformed += w.malformed;
+        let got = r.next(&mut |ts, data| frames.push(ts, linktype, data, &mut batch))?;
+        if let Some(malformed) = got {
+            summary.ring_malformed += malformed;
         }
         select(o, &mut batch, &mut summary);
         if let Some(end) = stop_at {
@@ -379,7 +490,7 @@ fn run_live(
         }
         point.push(&batch, &mut NoTimer);
         if got.is_none() {
-            // the ring is empty: every packet older than the lag has been read
+            // the source is idle: every packet older than the lag has been read
             point.advance(wall_ns().saturating_sub(lag));
         }
         point.drain_closed(&mut closed);
@@ -411,18 +522,6 @@ fn run_live(
     summary.input = frames.stats();
     summary.point = point.counters();
     Ok(summary)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn run_live(
-    _: &CaptureOptions,
-    _: &Handoff,
-    iface: &str,
-    _: &RingOptions,
-) -> Result<CaptureSummary, String> {
-    Err(format!(
-        "--iface {iface}: live capture is implemented for Linux (AF_PACKET) only; capture with tcpdump and use --replay"
-    ))
 }
 
 fn add(total: &mut KernelStats, k: KernelStats) {

@@ -24,6 +24,9 @@ pub struct AgentConfig {
     /// The `--filter` in canonical text ([`crate::filter::Filter`]'s `Display`); empty: every
     /// packet. Two points measuring different packets would report the difference as loss.
     pub filter: String,
+    /// The `--bpf` pre-filter (libpcap's expression text as given); empty: none. The kernel
+    /// applies it before owl sees a frame, so both points must give the same one.
+    pub bpf: String,
 }
 
 impl AgentConfig {
@@ -32,11 +35,13 @@ impl AgentConfig {
         intervals: Intervals,
         identity_seed: u64,
         filter: Option<&crate::filter::Filter>,
+        bpf: Option<&str>,
     ) -> AgentConfig {
         AgentConfig {
             intervals,
             identity_seed,
             filter: filter.map(ToString::to_string).unwrap_or_default(),
+            bpf: bpf.unwrap_or_default().to_string(),
             methods: methods
                 .iter()
                 .map(|m| {
@@ -67,6 +72,7 @@ impl AgentConfig {
             }
         }
         w.str(&self.filter);
+        w.str(&self.bpf);
         b
     }
 
@@ -93,6 +99,7 @@ impl AgentConfig {
             methods.push((name, fields));
         }
         let filter = r.str("filter")?;
+        let bpf = r.str("bpf")?;
         r.finish("configuration")?;
         Ok(AgentConfig {
             intervals: Intervals {
@@ -102,6 +109,7 @@ impl AgentConfig {
             identity_seed,
             methods,
             filter,
+            bpf,
         })
     }
 
@@ -155,6 +163,20 @@ impl AgentConfig {
                 show(&receiver.filter)
             ));
         }
+        if sender.bpf != receiver.bpf {
+            let show = |f: &str| {
+                if f.is_empty() {
+                    "none".to_string()
+                } else {
+                    format!("'{f}'")
+                }
+            };
+            return Err(format!(
+                "configuration mismatch between sender and receiver: --bpf is {} at the sender but {} at the receiver (both points must measure the same packets)",
+                show(&sender.bpf),
+                show(&receiver.bpf)
+            ));
+        }
         if names(sender) != names(receiver) {
             return Err(format!(
                 "configuration mismatch between sender and receiver: methods is {} at the sender but {} at the receiver",
@@ -189,6 +211,7 @@ mod tests {
                 ("rda".into(), vec![("banks".into(), "3".into())]),
             ],
             filter: "(proto 17 and dst port 9000)".into(),
+            bpf: "udp".into(),
         }
     }
 
@@ -230,6 +253,13 @@ mod tests {
         r.identity_seed = 9;
         let e = AgentConfig::check_pair(&s, &r).unwrap_err();
         assert!(e.contains("identity seed is 3 at the sender but 9"), "{e}");
+        let mut r = cfg();
+        r.bpf = "tcp".into();
+        let e = AgentConfig::check_pair(&s, &r).unwrap_err();
+        assert!(
+            e.contains("--bpf is 'udp' at the sender but 'tcp' at the receiver"),
+            "{e}"
+        );
         let mut r = cfg();
         r.filter.clear();
         let e = AgentConfig::check_pair(&s, &r).unwrap_err();

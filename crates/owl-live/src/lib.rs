@@ -46,5 +46,7 @@ pub mod join;
 pub mod key;
 pub mod link;
 pub mod metrics;
+#[cfg(feature = "pcap")]
+pub mod pcap;
 pub mod protocol;
 pub mod store;

@@ -769,3 +769,38 @@ fn agent_inputs_and_filters_are_checked() {
         "{err}"
     );
 }
+
+/// The capture backend's arguments are checked before anything connects: libpcap in an owl
+/// built without it, and a BPF expression without libpcap, are one clear error each.
+#[test]
+fn capture_backend_arguments_are_checked_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("k");
+    ok(&["keygen", "-o", key.to_str().unwrap()]);
+    let base = [
+        "agent",
+        "--role",
+        "sender",
+        "--iface",
+        "lo",
+        "--interval",
+        "1s",
+        "--peer",
+        "127.0.0.1:9",
+        "--key-file",
+        key.to_str().unwrap(),
+    ];
+    fn with<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+        base.iter().chain(extra).copied().collect()
+    }
+    fails(
+        &with(&base, &["--bpf", "udp"]),
+        "--bpf is compiled by libpcap: give --capture pcap too",
+    );
+    if !cfg!(feature = "pcap") {
+        fails(
+            &with(&base, &["--capture", "pcap"]),
+            "this owl was built without libpcap",
+        );
+    }
+}

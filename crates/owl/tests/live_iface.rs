@@ -99,6 +99,28 @@ fn udp_sender_helper() {
 
 #[test]
 fn agents_on_a_veth_pair_measure_udp_across_it() {
+    on_a_veth_pair("a", &[]);
+}
+
+/// The same through libpcap, with the kernel BPF pre-filter (an owl built with the pcap
+/// feature: `.ci/run` runs this test so).
+#[cfg(feature = "pcap")]
+#[test]
+fn pcap_agents_on_a_veth_pair_measure_udp_across_it() {
+    on_a_veth_pair(
+        "p",
+        &[
+            "--capture",
+            "pcap",
+            "--bpf",
+            &format!("udp and dst port {PORT}"),
+        ],
+    );
+}
+
+/// Two namespaces (names and interfaces suffixed by `variant`), agents capturing with `extra`
+/// arguments, UDP sent across.
+fn on_a_veth_pair(variant: &str, extra: &[&str]) {
     // `.ci/run` sets OWL_REQUIRE_NETNS=1 once it has made a namespace itself: then a skip is a
     // failure, never a silent pass (the harness hides a passing test's standard error)
     let required = std::env::var("OWL_REQUIRE_NETNS").is_ok_and(|v| v == "1");
@@ -108,8 +130,11 @@ fn agents_on_a_veth_pair_measure_udp_across_it() {
         return;
     }
     let id = std::process::id();
-    let (ns_s, ns_r) = (format!("owl-s-{id}"), format!("owl-r-{id}"));
-    let (if_s, if_r) = (format!("owls{id}"), format!("owlr{id}"));
+    let (ns_s, ns_r) = (
+        format!("owl-s-{id}{variant}"),
+        format!("owl-r-{id}{variant}"),
+    );
+    let (if_s, if_r) = (format!("os{variant}{id}"), format!("or{variant}{id}"));
     let (if_s, if_r) = (&if_s[..if_s.len().min(15)], &if_r[..if_r.len().min(15)]);
     let mut lab = Lab {
         ns: [ns_s.clone(), ns_r.clone()],
@@ -166,6 +191,7 @@ fn agents_on_a_veth_pair_measure_udp_across_it() {
             key.to_str().unwrap(),
         ]
         .iter()
+        .chain(extra)
         .map(|s| s.to_string())
         .collect()
     };

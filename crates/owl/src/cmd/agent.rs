@@ -11,7 +11,7 @@ use owl_core::method::Method;
 use owl_core::units::{format_bytes, parse_duration_u64};
 use owl_live::afpacket::RingOptions;
 use owl_live::agent::{self, AgentOptions};
-use owl_live::capture::{Input, Speed};
+use owl_live::capture::{Backend, Input, PcapOptions, Speed};
 use owl_live::collector::Reporter;
 use owl_live::filter::Filter;
 use owl_live::key::Key;
@@ -63,7 +63,9 @@ been exchanged (R has written every line, and the collector has acknowledged eve
 
 Live capture (--iface IF, Linux): each agent captures its interface through an AF_PACKET
 socket with a TPACKET_V3 memory-mapped ring (--ring-size, --ring-block, --ring-timeout) and
-the kernel's nanosecond timestamps; no libpcap. It needs root or the CAP_NET_RAW capability
+the kernel's nanosecond timestamps; no libpcap (--capture pcap uses libpcap instead, in an owl
+built with --features pcap, and allows --bpf, a kernel pre-filter in tcpdump's language that
+both agents must give alike). It needs root or the CAP_NET_RAW capability
 (sudo setcap cap_net_raw+ep $(which owl)). Frames are dissected and identified exactly as
 `owl record` does a capture file, so the synopses are the same. The agent sees its own
 connection to the peer too: give both agents a --filter that selects only the measured path
@@ -95,6 +97,15 @@ Examples:
 pub enum AgentRole {
     Sender,
     Receiver,
+}
+
+/// How `--iface` is captured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CaptureBackend {
+    /// Linux AF_PACKET with a TPACKET_V3 ring (no library).
+    Afpacket,
+    /// libpcap (an owl built with `--features pcap`).
+    Pcap,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -132,7 +143,17 @@ pub struct AgentArgs {
     /// SIGINT or SIGTERM, which also stop at the end of the current interval).
     #[arg(long, value_parser = parse_duration_u64, value_name = "T", requires = "iface")]
     pub duration: Option<u64>,
-    /// With --iface: bytes of the capture ring (a multiple of --ring-block).
+    /// With --iface: how to capture it — `afpacket` (Linux, no library) or `pcap` (libpcap:
+    /// other systems, and --bpf; needs an owl built with `--features pcap`).
+    #[arg(long, value_enum, default_value = "afpacket", requires = "iface")]
+    pub capture: CaptureBackend,
+    /// With --capture pcap: a BPF expression (tcpdump's language) the kernel applies before
+    /// owl sees a frame, e.g. "udp and dst port 9000". Both agents must give the same (the
+    /// handshake compares it); --filter still applies after it.
+    #[arg(long, value_name = "EXPR", requires = "iface")]
+    pub bpf: Option<String>,
+    /// With --iface: bytes of the capture ring (a multiple of --ring-block; with --capture
+    /// pcap, libpcap's buffer).
     #[arg(long, requires = "iface", default_value = "32MiB", value_parser = parse_bytes_usize, value_name = "BYTES")]
     pub ring_size: usize,
     /// With --iface: bytes of one ring block (a power of two, at least 4 KiB; the longest frame
@@ -231,7 +252,27 @@ pub fn run(a: AgentArgs) -> Result<()> {
                 None,
             )
         }
+        (None, Some(_)) if a.capture == CaptureBackend::Pcap && !cfg!(feature = "pcap") => {
+            bail!(
+                "--capture pcap: this owl was built without libpcap (install libpcap-dev, then cargo build --release --features pcap); the default --capture afpacket needs no library"
+            )
+        }
+        (None, Some(iface)) if a.capture == CaptureBackend::Pcap => (
+            Input::Live {
+                iface: iface.clone(),
+                backend: Backend::Pcap(PcapOptions {
+                    bpf: a.bpf.clone(),
+                    buffer_bytes: a.ring_size,
+                }),
+            },
+            Some(owl_live::capture::stop_on_signals()),
+        ),
         (None, Some(iface)) => {
+            if a.bpf.is_some() {
+                bail!(
+                    "--bpf is compiled by libpcap: give --capture pcap too (with AF_PACKET, use --filter)"
+                );
+            }
             let ring = RingOptions {
                 ring_bytes: a.ring_size,
                 block_bytes: a.ring_block,
@@ -243,7 +284,7 @@ pub fn run(a: AgentArgs) -> Result<()> {
             (
                 Input::Live {
                     iface: iface.clone(),
-                    ring,
+                    backend: Backend::AfPacket(ring),
                 },
                 Some(owl_live::capture::stop_on_signals()),
             )
