@@ -582,7 +582,7 @@ impl Method for SampleMethod {
         ];
         if e.ambiguous_sampled > 0 {
             notes.push(format!(
-                "{} samples of both points left out: their cells hold a packet seen at one point only",
+                "samples left out, their cells holding a packet seen at one point only: {}",
                 e.ambiguous_sampled
             ));
         }

@@ -417,3 +417,30 @@ fn bits_per_sample_are_as_expected() {
         );
     }
 }
+
+/// Writes `fuzz/seeds/sample_payload`: one payload per configuration the target builds from
+/// its first byte, sender and receiver of a lossy pair (run by hand:
+/// `cargo test -p owl-core --lib sample_fuzz_seeds -- --ignored`).
+#[test]
+#[ignore]
+fn sample_fuzz_seeds() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/sample_payload");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (s, r) = pair(3_000, 0.05, 9);
+    for which in 0u8..32 {
+        let capacity = [64, 1, 1 << 20, 300][(which & 3) as usize];
+        let cfg = Config::new(capacity, 1)
+            .unwrap()
+            .with_cell_bits([8, 1, 40, 3][(which >> 2 & 3) as usize])
+            .unwrap()
+            .with_resolution_ns([1, 1000][(which >> 4 & 1) as usize])
+            .unwrap();
+        let recs = if which & 1 == 0 { &s } else { &r };
+        let mut p = Synopsis::new(cfg);
+        p.record_batch(&recs[..(97 * which as usize + 1).min(recs.len())]);
+        let mut b = vec![which];
+        p.encode(&mut b);
+        std::fs::write(dir.join(format!("seed-{which}")), b).unwrap();
+    }
+}
