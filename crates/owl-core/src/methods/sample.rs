@@ -12,17 +12,37 @@
 //!
 //! A stream cannot know in advance how many packets an interval will carry, so instead of a
 //! fixed threshold each point keeps the `capacity` packets of smallest hash (a bottom-k sample,
-//! which the threshold of its k-th hash describes exactly), `(identity, timestamp)`, 16 B a
-//! packet. The budget is `--memory` bytes per point and interval.
+//! which the threshold of its k-th hash describes exactly), `(identity, timestamp)`. What it
+//! ships is compressed ([`payload`]'s doc): each sample's hash as a *cell* (the hash's top bits,
+//! `cell_bits` finer than the samples' spacing), the cells sorted and Elias–Fano coded, and the
+//! timestamps in the same order in the bits of the sampled time span — about
+//! `cell_bits + 2.5 + log₂(span / resolution)` bits a sample, 40 at the defaults for a 1 s
+//! interval of nanosecond timestamps (16 B before). The budget is `--memory` bytes per point
+//! and interval, sized for that expectation; the bytes reported are the payload's.
+//!
+//! # Matching by cells
+//!
+//! With the common grid the coarser point's cells, each point is complete below its last cell
+//! (a point that kept fewer than `capacity` packets kept all of them: everywhere), and every
+//! packet whose cell is below the lower of the two is in both samples when both points saw it.
+//! The matched delays below it are therefore every delivered packet whose cell is below it — a
+//! uniform sample of the delivered packets, independent of the delays — and the sender's
+//! unmatched samples below it are the lost ones, scaled by the sampled fraction to estimate the
+//! loss.
+//!
+//! Within a cell both points list their samples in the order of their full hashes. A cell with
+//! as many samples at both points pairs them in that order; a cell with more at one point holds
+//! a packet seen there only, and its samples are left out (*ambiguous*: the surplus counts as
+//! lost or unexpected). A false match therefore needs a packet seen only at the sender *and* one
+//! seen only at the receiver in the same cell: with `n_S` and `n_R` such samples, `n` samples a
+//! point and `U` cells (hashes independent and uniform), the expected number of false pairs is
+//! at most `n_S·n_R/U·(1 + n/U)` — zero when the receiver saw nothing the sender did not (pure
+//! loss), and about `n·a_S·a_R/2^cell_bits` for fractions `a` of one-sided samples. The
+//! estimate reports it at the observed counts. (Requiring it for any traffic, `n²/U ≤ ε` as if
+//! the two points shared no packet, would cost `log₂(n/ε)` bits a cell instead of
+//! `cell_bits`: 24 bits for 20 000 samples at ε = 10⁻³.)
 //!
 //! # The estimate
-//!
-//! With `τ` the smaller of the two points' thresholds (a point that kept fewer than `capacity`
-//! packets kept all of them: its threshold is the top of the hash range), every packet with hash
-//! `≤ τ` is in both samples when both points saw it. The matched delays below `τ` are therefore
-//! every delivered packet whose hash is below `τ` — a uniform sample of the delivered packets,
-//! independent of the delays — and the sender's unmatched samples below `τ` are the lost ones,
-//! scaled by the sampled fraction `τ / 2⁶⁴` to estimate the loss.
 //!
 //! Quantiles are nearest-rank over the `n` matched delays. The 95 % interval of the
 //! `p`-quantile is `[x₍ₗ₎, x₍ᵤ₎]` with ranks from the binomial distribution of the number of
@@ -30,7 +50,11 @@
 //! distribution-free interval for a quantile from order statistics (e.g. H. A. David,
 //! H. N. Nagaraja, *Order Statistics*, §7.1). It holds for any delay distribution; where `n`
 //! is too small for a two-sided interval (p99.9 on a few hundred samples), none is given.
+//! Timestamps shipped at a resolution `q` coarser than 1 ns (`resolution_ns`, rounded down)
+//! put each delay within `q − 1` ns of its own, hence each order statistic within `q − 1` of
+//! the true one's: the intervals are widened by as much on both sides, and cover as before.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::hash::{HashFamily, HashFn};
@@ -40,49 +64,106 @@ use crate::method::{
 };
 use crate::methods::lda::ci::ln_gamma;
 use crate::record::PacketRecord;
-use crate::wire::{DecodeError, WireReader, WireWriter};
+use crate::wire::DecodeError;
 
-/// Bytes a sampled packet costs: identity and timestamp.
-pub const BYTES_PER_SAMPLE: u64 = 16;
-/// Default capacity: 4 096 packets (64 KiB a point and interval).
+pub mod payload;
+pub use payload::{HEADER_BYTES, Shipped, TAG};
+
+/// Default capacity: 4 096 packets (about 20 KiB a point and one-second interval).
 pub const DEFAULT_CAPACITY: usize = 4096;
-/// Largest capacity accepted (a 1 GiB synopsis).
+/// Largest capacity accepted.
 pub const MAX_CAPACITY: usize = 1 << 26;
-/// First bytes of a payload.
-pub const TAG: &[u8; 4] = b"SMP1";
+/// Default cell bits: a sample's hash cell is 2⁸ times finer than the samples' spacing.
+pub const DEFAULT_CELL_BITS: u8 = 8;
+/// Largest cell bits accepted.
+pub const MAX_CELL_BITS: u8 = 40;
+/// The interval [`Config::for_memory`] sizes for: one second of nanosecond timestamps.
+pub const SIZING_SPAN_NS: u64 = 1_000_000_000;
 
 /// What both points must agree on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
     capacity: usize,
     seed: u64,
+    cell_bits: u8,
+    resolution_ns: u64,
 }
 
 impl Config {
-    /// A configuration keeping `capacity` packets a point and interval.
+    /// A configuration keeping `capacity` packets a point and interval, shipping cells of
+    /// [`DEFAULT_CELL_BITS`] and exact timestamps.
     pub fn new(capacity: usize, seed: u64) -> Result<Config, MethodError> {
         if !(1..=MAX_CAPACITY).contains(&capacity) {
             return Err(MethodError::Invalid(format!(
                 "sample capacity {capacity} is outside 1..={MAX_CAPACITY}"
             )));
         }
-        Ok(Config { capacity, seed })
+        Ok(Config {
+            capacity,
+            seed,
+            cell_bits: DEFAULT_CELL_BITS,
+            resolution_ns: 1,
+        })
     }
-    /// The capacity that fits in `memory` bytes.
+    /// Cells `2^bits` times finer than the samples' spacing (payload module doc): each bit
+    /// costs one bit a sample and halves the expected false matches.
+    pub fn with_cell_bits(self, bits: u8) -> Result<Config, MethodError> {
+        if !(1..=MAX_CELL_BITS).contains(&bits) {
+            return Err(MethodError::Invalid(format!(
+                "sample cell_bits {bits} is outside 1..={MAX_CELL_BITS}"
+            )));
+        }
+        Ok(Config {
+            cell_bits: bits,
+            ..self
+        })
+    }
+    /// Timestamps rounded down to multiples of `ns` before they are shipped (1: exact); each
+    /// delay is then within `ns − 1` of the true one, and the stated intervals are widened by
+    /// as much.
+    pub fn with_resolution_ns(self, ns: u64) -> Result<Config, MethodError> {
+        if !(1..=1_000_000_000).contains(&ns) {
+            return Err(MethodError::Invalid(format!(
+                "sample resolution_ns {ns} is outside 1..=1000000000"
+            )));
+        }
+        Ok(Config {
+            resolution_ns: ns,
+            ..self
+        })
+    }
+    /// The capacity whose expected payload fits in `memory` bytes for an interval of
+    /// [`SIZING_SPAN_NS`] ([`Config::expected_bits_per_sample`]; the bytes reported are the
+    /// payload's real length).
     pub fn for_memory(memory: u64, seed: u64) -> Result<Config, MethodError> {
-        let k = memory / BYTES_PER_SAMPLE;
+        let per = Config::new(1, seed)?.expected_bits_per_sample(SIZING_SPAN_NS);
+        let bits = memory.saturating_sub(HEADER_BYTES as u64) as f64 * 8.0;
+        let k = (bits / per).floor() as u64;
         if k == 0 {
             return Err(MethodError::Invalid(format!(
-                "--memory {memory} bytes is below one sampled packet ({BYTES_PER_SAMPLE} bytes)"
+                "--memory {memory} bytes is below one sampled packet ({HEADER_BYTES} bytes of header and about {per:.0} bits a sample)"
             )));
         }
         Config::new(k.min(MAX_CAPACITY as u64) as usize, seed)
+    }
+    /// Expected bits a sample costs on the wire when the samples span `span_ns`: Elias–Fano
+    /// cells, `cell_bits + 2` to `cell_bits + 3` (taken as `+ 2.5`), and a timestamp of the
+    /// bits of the span at the resolution.
+    pub fn expected_bits_per_sample(&self, span_ns: u64) -> f64 {
+        let ts = 64 - (span_ns / self.resolution_ns).leading_zeros();
+        self.cell_bits as f64 + 2.5 + ts as f64
     }
     pub fn capacity(&self) -> usize {
         self.capacity
     }
     pub fn seed(&self) -> u64 {
         self.seed
+    }
+    pub fn cell_bits(&self) -> u8 {
+        self.cell_bits
+    }
+    pub fn resolution_ns(&self) -> u64 {
+        self.resolution_ns
     }
     fn hash(&self) -> HashFn {
         HashFamily::new(self.seed).member(0x5a4d_504c)
@@ -91,11 +172,14 @@ impl Config {
         vec![
             ("capacity", self.capacity.to_string()),
             ("seed", self.seed.to_string()),
+            ("cell_bits", self.cell_bits.to_string()),
+            ("resolution_ns", self.resolution_ns.to_string()),
         ]
     }
 }
 
-/// One point's bottom-k sample for one interval.
+/// One point's bottom-k sample for one interval: recording, or decoded from what a point
+/// shipped (then its hashes are cells and its identities are gone: it records nothing more).
 #[derive(Clone, Debug)]
 pub struct Synopsis {
     cfg: Config,
@@ -104,6 +188,8 @@ pub struct Synopsis {
     kept: BTreeMap<(u64, u64), u64>,
     /// Packets offered.
     seen: u64,
+    /// The decoded payload, for a synopsis that came from one.
+    decoded: Option<Shipped>,
 }
 
 impl Synopsis {
@@ -113,13 +199,16 @@ impl Synopsis {
             hash: cfg.hash(),
             kept: BTreeMap::new(),
             seen: 0,
+            decoded: None,
         }
     }
+    /// Whether the point kept only its smallest hashes (its sample is complete only below its
+    /// threshold).
     fn full(&self) -> bool {
-        self.kept.len() >= self.cfg.capacity
+        self.len() >= self.cfg.capacity
     }
-    /// The largest hash this sample is complete up to: every packet the point saw with a hash
-    /// at or below it is kept.
+    /// The largest hash this recording sample is complete up to: every packet the point saw
+    /// with a hash at or below it is kept.
     pub fn threshold(&self) -> u64 {
         match self.kept.last_key_value() {
             Some((&(h, _), _)) if self.full() => h,
@@ -129,6 +218,7 @@ impl Synopsis {
     /// Record one packet (the first sighting of an identity is kept).
     #[inline]
     pub fn record_packet(&mut self, id: u64, ts_ns: u64) {
+        debug_assert!(self.decoded.is_none(), "a decoded sample records nothing");
         self.seen += 1;
         let h = self.hash.hash(id);
         if self.full() && h >= self.threshold() {
@@ -148,58 +238,44 @@ impl Synopsis {
         &self.cfg
     }
     pub fn len(&self) -> usize {
-        self.kept.len()
+        match &self.decoded {
+            Some(d) => d.len(),
+            None => self.kept.len(),
+        }
     }
     pub fn is_empty(&self) -> bool {
-        self.kept.is_empty()
+        self.len() == 0
     }
 
-    /// `"SMP1" | u64 packets seen | u64 n | n × (u64 identity, u64 timestamp)`, by hash.
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        let mut w = WireWriter::new(out);
-        w.reserve(self.encoded_len());
-        w.bytes(TAG);
-        w.u64(self.seen);
-        w.u64(self.kept.len() as u64);
-        for (&(_, id), &ts) in &self.kept {
-            w.u64(id);
-            w.u64(ts);
+    /// What this point ships: its samples as cells and timestamps (the payload module).
+    pub fn shipped(&self) -> Cow<'_, Shipped> {
+        match &self.decoded {
+            Some(d) => Cow::Borrowed(d),
+            None => Cow::Owned(Shipped::of(
+                self.kept.iter().map(|(&(h, _), &ts)| (h, ts)),
+                self.seen,
+                self.full(),
+                self.cfg.cell_bits,
+                self.cfg.resolution_ns,
+            )),
         }
+    }
+
+    /// The payload (layout in the payload module's doc).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        self.shipped().encode(out)
     }
     pub fn encoded_len(&self) -> usize {
-        4 + 8 + 8 + BYTES_PER_SAMPLE as usize * self.kept.len()
+        self.shipped().encoded_len()
     }
-    /// Decode a payload of this configuration: the count must fit the capacity and the bytes,
-    /// identities must be distinct.
+    /// Decode a payload of this configuration: the count must fit the capacity and the bytes.
     pub fn decode(cfg: Config, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
-        let mut r = WireReader::new(bytes);
-        if r.take(4, "tag")? != TAG {
-            return Err(r.invalid("not a sample payload (tag)"));
-        }
-        let seen = r.u64("packets seen")?;
-        let n = r.u64("sample count")?;
-        if n > cfg.capacity as u64 || n > seen {
-            return Err(r.invalid(format!(
-                "{n} samples of {seen} packets with a capacity of {}",
-                cfg.capacity
-            )));
-        }
-        if n.checked_mul(BYTES_PER_SAMPLE) != Some(r.remaining() as u64) {
-            return Err(r.invalid(format!(
-                "{n} samples announced, {} bytes follow",
-                r.remaining()
-            )));
-        }
-        let mut s = Synopsis::new(cfg);
-        s.seen = seen;
-        for _ in 0..n {
-            let id = r.u64("identity")?;
-            let ts = r.u64("timestamp")?;
-            if s.kept.insert((s.hash.hash(id), id), ts).is_some() {
-                return Err(r.invalid(format!("identity {id:#x} sampled twice")));
-            }
-        }
-        Ok(s)
+        let d = Shipped::decode(bytes, cfg.capacity)?;
+        Ok(Synopsis {
+            seen: d.seen,
+            decoded: Some(d),
+            ..Synopsis::new(cfg)
+        })
     }
 }
 
@@ -217,9 +293,9 @@ impl PointSynopsis for Synopsis {
     fn encode(&self, out: &mut Vec<u8>) {
         Synopsis::encode(self, out)
     }
-    /// The samples (the header's two counts are file bookkeeping).
+    /// The whole payload crosses (its header is 35 bytes).
     fn shipped_len(&self) -> Option<u64> {
-        Some(BYTES_PER_SAMPLE * self.kept.len() as u64)
+        Some(self.encoded_len() as u64)
     }
 }
 
@@ -232,8 +308,16 @@ pub struct SampleEstimate {
     pub lost_sampled: u64,
     /// Receiver samples below the threshold that the sender did not see.
     pub unexpected_sampled: u64,
-    /// The sampled fraction of the hash range, `τ / 2⁶⁴` (1 when both points kept everything).
+    /// Samples seen at both points but left out: their cell holds a different number of
+    /// samples at the two points, so which pairs with which is not known.
+    pub ambiguous_sampled: u64,
+    /// The sampled fraction of the hash range (1 when both points kept everything).
     pub fraction: f64,
+    /// Cells below the common threshold.
+    pub cells: f64,
+    /// Expected false matches, `n_S·n_R/U·(1 + n/U)` at the samples found at one point only
+    /// (module doc).
+    pub false_matches: f64,
     pub quantiles: Option<Quantiles>,
 }
 
@@ -251,55 +335,86 @@ pub fn check_pair(sender: &Config, receiver: &Config) -> Result<(), MethodError>
     Ok(())
 }
 
-/// Match the two samples below their common threshold (module doc).
+/// Match the two samples below their common threshold, cell by cell (module doc).
 pub fn estimate(sender: &Synopsis, receiver: &Synopsis) -> Result<SampleEstimate, MethodError> {
     check_pair(&sender.cfg, &receiver.cfg)?;
-    let tau = sender.threshold().min(receiver.threshold());
-    let below = |s: &Synopsis| -> Vec<(u64, u64)> {
-        s.kept
-            .range(..=(tau, u64::MAX))
-            .map(|(&(_, id), &ts)| (id, ts))
-            .collect()
+    let (s, r) = (sender.shipped(), receiver.shipped());
+    // the common grid: the coarser point's cells
+    let shift = s.shift.max(r.shift);
+    let cell = |x: &Shipped, i: usize| x.cells[i] >> (shift - x.shift);
+    // each point is complete below its last cell when full, everywhere otherwise
+    let all = 1u128 << (64 - shift as u32);
+    let bound = |x: &Shipped, full: bool| match x.cells.len() {
+        n if full && n > 0 => cell(x, n - 1) as u128,
+        _ => all,
     };
-    let (mut s, mut r) = (below(sender), below(receiver));
-    s.sort_unstable();
-    r.sort_unstable();
+    let b = bound(&s, sender.full()).min(bound(&r, receiver.full()));
+    let below = |x: &Shipped| {
+        (0..x.len())
+            .take_while(|&i| (cell(x, i) as u128) < b)
+            .count()
+    };
+    let (ns, nr) = (below(&s), below(&r));
+    let mut delays = Vec::with_capacity(ns.min(nr));
+    let (mut lost, mut unexpected, mut ambiguous) = (0u64, 0u64, 0u64);
     let (mut i, mut j) = (0, 0);
-    let mut delays = Vec::with_capacity(s.len().min(r.len()));
-    let (mut lost, mut unexpected) = (0u64, 0u64);
-    while i < s.len() || j < r.len() {
-        match (s.get(i), r.get(j)) {
-            (Some(a), Some(b)) if a.0 == b.0 => {
-                delays.push(b.1.wrapping_sub(a.1) as i64);
-                i += 1;
-                j += 1;
+    while i < ns || j < nr {
+        let c = match (i < ns, j < nr) {
+            (true, true) => cell(&s, i).min(cell(&r, j)),
+            (true, false) => cell(&s, i),
+            _ => cell(&r, j),
+        };
+        let run = |x: &Shipped, from: usize, to: usize| {
+            (from..to).take_while(|&k| cell(x, k) == c).count()
+        };
+        let (a, bn) = (run(&s, i, ns), run(&r, j, nr));
+        if a == bn {
+            // the same packets at both points, in the order of their full hashes
+            for k in 0..a {
+                delays.push(r.times[j + k].wrapping_sub(s.times[i + k]) as i64);
             }
-            (Some(a), Some(b)) if a.0 < b.0 => {
-                lost += 1;
-                i += 1;
-            }
-            (Some(_), None) => {
-                lost += 1;
-                i += 1;
-            }
-            _ => {
-                unexpected += 1;
-                j += 1;
-            }
+        } else {
+            let m = a.min(bn);
+            ambiguous += m as u64;
+            lost += (a - m) as u64;
+            unexpected += (bn - m) as u64;
         }
+        i += a;
+        j += bn;
     }
     delays.sort_unstable();
-    let fraction = if tau == u64::MAX {
-        1.0
+    let cells = b as f64;
+    let fraction = cells / all as f64;
+    let false_matches = if cells > 0.0 {
+        lost as f64 * unexpected as f64 / cells * (1.0 + ns.max(nr) as f64 / cells)
     } else {
-        (tau as f64 + 1.0) / 2f64.powi(64)
+        0.0
     };
-    let quantiles = Quantiles::of_sample(&delays);
+    let mut quantiles = Quantiles::of_sample(&delays);
+    // rounded timestamps: each delay within resolution − 1 ns of its own, and so each order
+    // statistic of its true one
+    let slack = (sender.cfg.resolution_ns - 1) as f64;
+    if let Some(q) = quantiles.as_mut().filter(|_| slack > 0.0) {
+        for ci in [
+            &mut q.p50_ci95_ns,
+            &mut q.p90_ci95_ns,
+            &mut q.p99_ci95_ns,
+            &mut q.p999_ci95_ns,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            *ci = [ci[0] - slack, ci[1] + slack];
+        }
+    }
     Ok(SampleEstimate {
         delays,
         lost_sampled: lost,
         unexpected_sampled: unexpected,
+        ambiguous_sampled: ambiguous,
         fraction,
+        cells,
+        false_matches,
         quantiles,
     })
 }
@@ -383,15 +498,18 @@ impl SampleMethod {
     pub fn new(cfg: Config) -> SampleMethod {
         SampleMethod { cfg }
     }
+    pub fn config_ref(&self) -> &Config {
+        &self.cfg
+    }
 }
 
 /// `sample`: coordinated bottom-k sampling for quantiles.
 pub const INFO: MethodInfo = MethodInfo {
     name: "sample",
-    summary: "coordinated packet sampling (trajectory sampling): the 4096 packets of smallest identity hash a point and interval (64 KiB; --memory / 16 B), exact delays of a uniform sample; mean, std, loss, p50/p90/p99/p99.9 with distribution-free 95 % intervals",
+    summary: "coordinated packet sampling (trajectory sampling): the 4096 packets of smallest identity hash a point and interval (about 20 KiB shipped for a 1 s interval; --memory / ~5 B), exact delays of a uniform sample; mean, std, loss, p50/p90/p99/p99.9 with distribution-free 95 % intervals",
     per_flow: false,
     per_packet: false,
-    crosses: "each point's sampled (identity, timestamp) pairs, 16 B a sample, one way; no round trip",
+    crosses: "each point's samples compressed: hash cells (Elias-Fano, cell_bits + 2-3 bits) and timestamps (the bits of the sampled span), about 40 bits a sample at 1 s and ns, one way; no round trip",
     build: |o: &BuildOptions| {
         let cfg = match o.memory {
             Some(m) => Config::for_memory(m, o.seed)?,
@@ -401,14 +519,26 @@ pub const INFO: MethodInfo = MethodInfo {
     },
     from_config: |pairs| {
         let (mut capacity, mut seed) = (DEFAULT_CAPACITY, 0u64);
+        let (mut cell_bits, mut resolution_ns) = (DEFAULT_CELL_BITS, 1u64);
         for (k, v) in pairs {
             match k.as_str() {
                 "capacity" => capacity = config_value("sample", k, v)?,
                 "seed" => seed = config_value("sample", k, v)?,
-                _ => return Err(unknown_field("sample", k, &["capacity", "seed"])),
+                "cell_bits" => cell_bits = config_value("sample", k, v)?,
+                "resolution_ns" => resolution_ns = config_value("sample", k, v)?,
+                _ => {
+                    return Err(unknown_field(
+                        "sample",
+                        k,
+                        &["capacity", "seed", "cell_bits", "resolution_ns"],
+                    ));
+                }
             }
         }
-        Ok(Box::new(SampleMethod::new(Config::new(capacity, seed)?)))
+        let cfg = Config::new(capacity, seed)?
+            .with_cell_bits(cell_bits)?
+            .with_resolution_ns(resolution_ns)?;
+        Ok(Box::new(SampleMethod::new(cfg)))
     },
 };
 
@@ -439,15 +569,28 @@ impl Method for SampleMethod {
         let e = estimate(&s, &r)?;
         let summary =
             (!e.delays.is_empty()).then(|| crate::stats::DelaySummary::from_sorted(&e.delays));
-        let mut notes = vec![format!(
-            "{} matched samples below the common threshold ({:.3e} of the hash range)",
-            e.delays.len(),
-            e.fraction
-        )];
-        if e.unexpected_sampled > 0 {
+        let mut notes = vec![
+            format!(
+                "{} matched samples below the common threshold ({:.3e} of the hash range)",
+                e.delays.len(),
+                e.fraction
+            ),
+            format!(
+                "hashes shipped as {:.3e} cells: expected false matches {:.1e} ({} samples only at the sender × {} only at the receiver / cells)",
+                e.cells, e.false_matches, e.lost_sampled, e.unexpected_sampled
+            ),
+        ];
+        if e.ambiguous_sampled > 0 {
             notes.push(format!(
-                "{} sampled packets only at the receiver",
-                e.unexpected_sampled
+                "samples left out, their cells holding a packet seen at one point only: {}",
+                e.ambiguous_sampled
+            ));
+        }
+        let q = self.cfg.resolution_ns;
+        if q > 1 {
+            notes.push(format!(
+                "timestamps shipped at {q} ns: each delay within {} ns, the intervals widened by as much",
+                q - 1
             ));
         }
         if let Some(q) = &e.quantiles
