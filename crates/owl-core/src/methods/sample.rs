@@ -467,6 +467,9 @@ impl Method for SampleMethod {
                 .unwrap_or(0)
                 .max(r.shipped_len().unwrap_or(0)),
             lost: scaled_count(e.lost_sampled, e.fraction),
+            recovered: Some(crate::method::RecoveredDelays::sampled(
+                &e.delays, e.fraction,
+            )),
             quantiles: e.quantiles,
             notes,
             ..Default::default()
