@@ -30,6 +30,11 @@
 //! distribution-free interval for a quantile from order statistics (e.g. H. A. David,
 //! H. N. Nagaraja, *Order Statistics*, §7.1). It holds for any delay distribution; where `n`
 //! is too small for a two-sided interval (p99.9 on a few hundred samples), none is given.
+//!
+//! Over many intervals the estimate carries the matched delays, each weighted `1/fraction`
+//! ([`crate::method::RecoveredDelays::sampled`]), and [`crate::method::Combiner`] merges them:
+//! quantiles of the weighted merge, with Woodruff's interval at the sparsest interval's
+//! fraction ([`crate::method::RecoveredDelays::interval`]).
 
 use std::collections::BTreeMap;
 
