@@ -39,8 +39,9 @@
 //! # The cap
 //!
 //! A histogram keeps at most [`DelayHistogram::max_buckets`] non-empty buckets
-//! ([`DEFAULT_MAX_BUCKETS`] = 2 048, about 40 KiB at most). Integer nanoseconds of one sign at
-//! α = 1 % need at most 2 185 buckets between 1 ns and 2⁶³ ns, and 2 048 buckets of one sign span
+//! ([`DEFAULT_MAX_BUCKETS`] = 2 048: 12 B of key and weight each in a `BTreeMap`, a few tens of
+//! KiB at most). Integer nanoseconds of one sign at α = 1 % need at most 2 185 buckets between
+//! 1 ns and 2⁶³ ns, and 2 048 buckets of one sign span
 //! a ratio of `γ^2048 ≈ 6·10¹⁷` (1 ns to 19 years), so the cap binds only for delays of both
 //! signs, each spread over many decades. When an insertion or a merge would exceed it, the
 //! lowest buckets (in value order) are collapsed, as DDSketch's collapsing store does (§2):
