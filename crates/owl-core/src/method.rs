@@ -105,8 +105,9 @@ pub enum DelayBasis {
     /// timestamp codec's; 0 when lossless).
     Placed { unplaced: u64, max_error_ns: u64 },
     /// A uniform random sample of the delivered packets, each included with probability
-    /// `fraction`, weight `1/fraction` each (`sample`'s coordinated sampling).
-    Sampled { fraction: f64 },
+    /// `fraction`, weight `1/fraction` each (`sample`'s coordinated sampling); each delay off by
+    /// at most `max_error_ns` (timestamps shipped at a coarser resolution; 0 at 1 ns).
+    Sampled { fraction: f64, max_error_ns: u64 },
 }
 
 impl RecoveredDelays {
@@ -124,15 +125,19 @@ impl RecoveredDelays {
             },
         }
     }
-    /// Sampled delays, each standing for `1/fraction` packets (`0 < fraction ≤ 1`).
-    pub fn sampled(delays: &[i64], fraction: f64) -> RecoveredDelays {
+    /// Sampled delays, each standing for `1/fraction` packets (`0 < fraction ≤ 1`), each off by
+    /// at most `max_error_ns`.
+    pub fn sampled(delays: &[i64], fraction: f64, max_error_ns: u64) -> RecoveredDelays {
         let mut histogram = DelayHistogram::default();
         for &d in delays {
             histogram.insert_weighted(d, 1.0 / fraction);
         }
         RecoveredDelays {
             histogram,
-            basis: DelayBasis::Sampled { fraction },
+            basis: DelayBasis::Sampled {
+                fraction,
+                max_error_ns,
+            },
         }
     }
 
@@ -166,7 +171,7 @@ impl RecoveredDelays {
     ///   below, added above). It holds with certainty; none where a rank falls outside the
     ///   placed delays.
     /// - [`DelayBasis::Sampled`] with fraction 1 (every packet kept): the quantile widened by
-    ///   `α`, with certainty.
+    ///   `α` and by the timestamps' largest error `E`, with certainty.
     /// - [`DelayBasis::Sampled`] with fraction `f < 1`, the smallest of the intervals merged
     ///   (intervals sampled at different fractions: a stratified sample): Woodruff's interval
     ///   (R. S. Woodruff, *Confidence Intervals for Medians and Other Position Measures*, JASA
@@ -177,7 +182,7 @@ impl RecoveredDelays {
     ///   of `n_eff = N̂·f_min` packets (`N̂`: the total weight), as if every interval were
     ///   sampled at the sparsest fraction. So the ranks are those of the distribution-free
     ///   interval of an `n_eff` sample ([`crate::sample::order_statistic_ranks`]), read off the
-    ///   weighted histogram as fractions of its weight, and widened by `α`. It is exact
+    ///   weighted histogram as fractions of its weight, and widened by `α` and `E`. It is exact
     ///   (distribution-free) when every interval has the same fraction, conservative otherwise,
     ///   but approximate in that the stratified estimate's distribution is taken to be the
     ///   binomial of that sample; none when `n_eff` is too small for a two-sided interval.
@@ -203,8 +208,18 @@ impl RecoveredDelays {
                     h.widen(h.at_weight(hi as f64)?)[1] + e,
                 ])
             }
-            DelayBasis::Sampled { fraction } if fraction >= 1.0 => Some(h.widen(h.quantile(p)?)),
-            DelayBasis::Sampled { fraction } => {
+            DelayBasis::Sampled {
+                fraction,
+                max_error_ns,
+            } if fraction >= 1.0 => {
+                let [lo, hi] = h.widen(h.quantile(p)?);
+                let e = max_error_ns as f64;
+                Some([lo - e, hi + e])
+            }
+            DelayBasis::Sampled {
+                fraction,
+                max_error_ns,
+            } => {
                 let w = h.total_weight();
                 // (a hair above, so that N̂·f = n for one fraction is not rounded to n − 1)
                 let n_eff = (w * fraction * (1.0 + 1e-12)).floor();
@@ -215,9 +230,10 @@ impl RecoveredDelays {
                 // rank r of n_eff is the fraction r / n_eff of the weight; a hair outwards on
                 // each side, so that summation order cannot pick the next bucket inwards
                 let t = |r: usize| r as f64 / n_eff * w;
+                let e = max_error_ns as f64;
                 Some([
-                    h.widen(h.at_weight(t(l) * (1.0 - 1e-12))?)[0],
-                    h.widen(h.at_weight(t(u) * (1.0 + 1e-12))?)[1],
+                    h.widen(h.at_weight(t(l) * (1.0 - 1e-12))?)[0] - e,
+                    h.widen(h.at_weight(t(u) * (1.0 + 1e-12))?)[1] + e,
                 ])
             }
         }
@@ -226,7 +242,7 @@ impl RecoveredDelays {
     /// The sample size the 95 % intervals of [`DelayBasis::Sampled`] rest on (`n_eff`).
     fn effective_sample(&self) -> Option<f64> {
         match self.basis {
-            DelayBasis::Sampled { fraction } if fraction < 1.0 => {
+            DelayBasis::Sampled { fraction, .. } if fraction < 1.0 => {
                 Some((self.histogram.total_weight() * fraction * (1.0 + 1e-12)).floor())
             }
             _ => None,
@@ -234,7 +250,7 @@ impl RecoveredDelays {
     }
 
     /// Merge `other` into these delays: histograms added, unplaced packets summed, the largest
-    /// codec error kept, the smallest sampling fraction of the intervals with samples kept.
+    /// timestamp error kept, the smallest sampling fraction of the intervals with samples kept.
     pub fn merge(&mut self, other: &RecoveredDelays) -> Result<(), String> {
         self.basis = match (self.basis, other.basis) {
             (
@@ -250,15 +266,23 @@ impl RecoveredDelays {
                 unplaced: a + b,
                 max_error_ns: e.max(f),
             },
-            (DelayBasis::Sampled { fraction: a }, DelayBasis::Sampled { fraction: b }) => {
+            (
                 DelayBasis::Sampled {
-                    fraction: match (self.histogram.is_empty(), other.histogram.is_empty()) {
-                        (true, _) => b,
-                        (false, true) => a,
-                        (false, false) => a.min(b),
-                    },
-                }
-            }
+                    fraction: a,
+                    max_error_ns: e,
+                },
+                DelayBasis::Sampled {
+                    fraction: b,
+                    max_error_ns: f,
+                },
+            ) => DelayBasis::Sampled {
+                fraction: match (self.histogram.is_empty(), other.histogram.is_empty()) {
+                    (true, _) => b,
+                    (false, true) => a,
+                    (false, false) => a.min(b),
+                },
+                max_error_ns: e.max(f),
+            },
             (a, b) => return Err(format!("intervals of different kinds ({a:?}, {b:?})")),
         };
         self.histogram
@@ -367,7 +391,7 @@ impl Combiner {
         if let Some(m) = p.mean_ns {
             // the packets the part's mean stands for
             let w = match p.recovered.as_ref().map(|r| r.basis) {
-                Some(DelayBasis::Sampled { fraction }) => p.samples as f64 / fraction,
+                Some(DelayBasis::Sampled { fraction, .. }) => p.samples as f64 / fraction,
                 _ => p.samples as f64,
             };
             self.n += w;
@@ -455,14 +479,22 @@ impl Combiner {
                     String::new()
                 }
             ),
-            DelayBasis::Sampled { fraction } if fraction >= 1.0 => format!(
-                "{head} nearest-rank quantile of the {} delays (every packet sampled); 95 % intervals widened by it",
-                h.count()
-            ),
-            DelayBasis::Sampled { fraction } => format!(
-                "{head} quantile of the {} samples weighted by 1/(their interval's sampling fraction); 95 % intervals approximate (Woodruff): the order-statistic interval of {} samples, as if every interval were sampled at the sparsest fraction ({fraction:.3e}), read off the weighted histogram and widened by α",
+            DelayBasis::Sampled {
+                fraction,
+                max_error_ns,
+            } if fraction >= 1.0 => format!(
+                "{head} nearest-rank quantile of the {} delays (every packet sampled); 95 % intervals widened by it{}",
                 h.count(),
-                r.effective_sample().unwrap_or(0.0)
+                timestamp_error(max_error_ns)
+            ),
+            DelayBasis::Sampled {
+                fraction,
+                max_error_ns,
+            } => format!(
+                "{head} quantile of the {} samples weighted by 1/(their interval's sampling fraction); 95 % intervals approximate (Woodruff): the order-statistic interval of {} samples, as if every interval were sampled at the sparsest fraction ({fraction:.3e}), read off the weighted histogram and widened by α{}",
+                h.count(),
+                r.effective_sample().unwrap_or(0.0),
+                timestamp_error(max_error_ns)
             ),
         });
         Some(q)
@@ -474,6 +506,15 @@ impl Combiner {
             Some(e) if self.parts == 1 => e.clone(),
             _ => self.combined(),
         }
+    }
+}
+
+/// `, and by the timestamps' largest error (E ns)` where there is one.
+fn timestamp_error(max_error_ns: u64) -> String {
+    if max_error_ns > 0 {
+        format!(" and by the timestamps' largest error ({max_error_ns} ns)")
+    } else {
+        String::new()
     }
 }
 
@@ -849,7 +890,7 @@ mod tests {
                 std_ns: Some(0.0),
                 samples: n as u64,
                 quantiles: Quantiles::of_sample(&delays),
-                recovered: Some(RecoveredDelays::sampled(&delays, fraction)),
+                recovered: Some(RecoveredDelays::sampled(&delays, fraction, 0)),
                 ..Default::default()
             }
         };
@@ -883,7 +924,7 @@ mod tests {
             Estimate {
                 samples: d.len() as u64,
                 quantiles: Quantiles::of_sample(&s),
-                recovered: Some(RecoveredDelays::sampled(d, 0.125)),
+                recovered: Some(RecoveredDelays::sampled(d, 0.125, 0)),
                 ..Default::default()
             }
         };
@@ -900,12 +941,22 @@ mod tests {
             assert!(lo <= wlo && whi <= hi, "{lo}..{hi} holds {wlo}..{whi}");
             assert!(wlo - lo <= 0.011 * wlo.abs() && hi - whi <= 0.011 * whi.abs());
         }
+        // timestamps off by up to 5 ns widen every interval by 5 ns on each side
+        let r = RecoveredDelays {
+            basis: DelayBasis::Sampled {
+                fraction: 0.125,
+                max_error_ns: 5,
+            },
+            ..part(&pooled).recovered.unwrap()
+        };
+        let (a, b) = (q.p99_ci95_ns.unwrap(), r.quantiles().unwrap().p99_ci95_ns);
+        assert_eq!(b, Some([a[0] - 5.0, a[1] + 5.0]));
     }
 
     #[test]
     fn unmergeable_parts_give_no_quantiles_and_say_why() {
         let mut s = placed(&[1, 2, 3], 0, 0);
-        s.recovered = Some(RecoveredDelays::sampled(&[1, 2, 3], 0.5));
+        s.recovered = Some(RecoveredDelays::sampled(&[1, 2, 3], 0.5, 0));
         let c = Estimate::combine(&[placed(&[1, 2, 3], 0, 0), s]);
         assert_eq!(c.quantiles, None);
         assert!(

@@ -30,11 +30,6 @@
 //! distribution-free interval for a quantile from order statistics (e.g. H. A. David,
 //! H. N. Nagaraja, *Order Statistics*, §7.1). It holds for any delay distribution; where `n`
 //! is too small for a two-sided interval (p99.9 on a few hundred samples), none is given.
-//!
-//! Over many intervals the estimate carries the matched delays, each weighted `1/fraction`
-//! ([`crate::method::RecoveredDelays::sampled`]), and [`crate::method::Combiner`] merges them:
-//! quantiles of the weighted merge, with Woodruff's interval at the sparsest interval's
-//! fraction ([`crate::method::RecoveredDelays::interval`]).
 
 use std::collections::BTreeMap;
 
@@ -473,7 +468,7 @@ impl Method for SampleMethod {
                 .max(r.shipped_len().unwrap_or(0)),
             lost: scaled_count(e.lost_sampled, e.fraction),
             recovered: Some(crate::method::RecoveredDelays::sampled(
-                &e.delays, e.fraction,
+                &e.delays, e.fraction, 0,
             )),
             quantiles: e.quantiles,
             notes,
