@@ -6,7 +6,8 @@
 //! This crate holds everything that is a function of packet records and nothing else: the
 //! [`PacketRecord`] every capture is reduced to, the seeded
 //! [`HashFamily`](hash::HashFamily) every synopsis derives its hashes from, clock-delimited
-//! [`Intervals`](interval::Intervals), exact statistics, the exact per-packet matcher that is
+//! [`Intervals`](interval::Intervals), exact statistics, a mergeable relative-error histogram of
+//! delays ([`delay_histogram`]), the exact per-packet matcher that is
 //! every method's ground truth ([`exact`]), and the method interface of [`method`].
 //!
 //! # The papers
@@ -34,6 +35,7 @@
 //! It never reads a clock, a file or a socket: every time is a capture timestamp carried by a
 //! record, so every result is a pure, reproducible function of its inputs and its seeds.
 
+pub mod delay_histogram;
 pub mod hash;
 pub mod interval;
 pub mod method;

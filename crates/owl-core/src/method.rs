@@ -30,6 +30,13 @@
 //! - **The adapter** — a `NameMethod` implementing [`Method`], and a [`MethodInfo`] descriptor
 //!   (`pub const INFO`, or one constant per variant) listed once in
 //!   [`crate::registry::METHODS`]. Adding a method is its module and that one line.
+//! - **Quantiles** — a method that recovers individual delays fills [`Estimate::quantiles`]
+//!   (nearest rank over the interval's delays, each with its 95 % interval where sound) and
+//!   [`Estimate::recovered`]: the same delays in a [`DelayHistogram`], each weighted by the
+//!   packets it stands for, and how they were obtained ([`DelayBasis`]). [`Combiner`] merges
+//!   the histograms of the intervals (it never averages quantiles), so the quantiles over many
+//!   intervals are those of every interval's delays together, within the histogram's relative
+//!   accuracy, in memory bounded by its cap whatever the number of intervals.
 //! - **Citations** — the module doc cites the paper's section and equation for each step (the
 //!   papers' titles are in the crate doc).
 use std::any::Any;
@@ -37,6 +44,7 @@ use std::any::Any;
 use serde::Serialize;
 use thiserror::Error;
 
+use crate::delay_histogram::DelayHistogram;
 use crate::record::{FlowKey, PacketRecord};
 
 /// Which observation point a synopsis belongs to.
@@ -73,6 +81,214 @@ pub struct Estimate {
     /// [`Quantiles`] sit beside `mean_ns`, and are absent for methods without them).
     #[serde(flatten)]
     pub quantiles: Option<Quantiles>,
+    /// The interval's recovered delays, for [`Combiner`] to merge with other intervals' (not
+    /// in the JSON; `None` for methods that recover no individual delay). A consumer that keeps
+    /// many estimates drops it once it has added them to its combiner.
+    #[serde(skip)]
+    pub recovered: Option<RecoveredDelays>,
+}
+
+/// The delays a method recovered over an interval, as a mergeable histogram, and what they
+/// rest on: what [`Combiner`] needs for quantiles over many intervals.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecoveredDelays {
+    /// Each recovered delay, weighted by the delivered packets it stands for.
+    pub histogram: DelayHistogram,
+    pub basis: DelayBasis,
+}
+
+/// How a method's recovered delays relate to the delivered packets.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum DelayBasis {
+    /// Every delivered packet the method placed, weight 1 each (OPA): `unplaced` received
+    /// packets got no delay, and each placed delay is off by at most `max_error_ns` (the
+    /// timestamp codec's; 0 when lossless).
+    Placed { unplaced: u64, max_error_ns: u64 },
+    /// A uniform random sample of the delivered packets, each included with probability
+    /// `fraction`, weight `1/fraction` each (`sample`'s coordinated sampling); each delay off by
+    /// at most `max_error_ns` (timestamps shipped at a coarser resolution; 0 at 1 ns).
+    Sampled { fraction: f64, max_error_ns: u64 },
+}
+
+impl RecoveredDelays {
+    /// Placed delays (see [`DelayBasis::Placed`]).
+    pub fn placed(delays: &[i64], unplaced: u64, max_error_ns: u64) -> RecoveredDelays {
+        let mut histogram = DelayHistogram::default();
+        for &d in delays {
+            histogram.insert(d);
+        }
+        RecoveredDelays {
+            histogram,
+            basis: DelayBasis::Placed {
+                unplaced,
+                max_error_ns,
+            },
+        }
+    }
+    /// Sampled delays, each standing for `1/fraction` packets (`0 < fraction ≤ 1`), each off by
+    /// at most `max_error_ns`.
+    pub fn sampled(delays: &[i64], fraction: f64, max_error_ns: u64) -> RecoveredDelays {
+        let mut histogram = DelayHistogram::default();
+        for &d in delays {
+            histogram.insert_weighted(d, 1.0 / fraction);
+        }
+        RecoveredDelays {
+            histogram,
+            basis: DelayBasis::Sampled {
+                fraction,
+                max_error_ns,
+            },
+        }
+    }
+
+    /// The quantiles of the histogram, each within its relative accuracy `α` of the
+    /// (weighted) nearest-rank quantile of the delays in it, with 95 % intervals
+    /// ([`RecoveredDelays::interval`]); `None` when it is empty or its cap collapsed a
+    /// quantile's rank.
+    pub fn quantiles(&self) -> Option<Quantiles> {
+        let h = &self.histogram;
+        Some(Quantiles {
+            p50_ns: h.quantile(0.50)?,
+            p90_ns: h.quantile(0.90)?,
+            p99_ns: h.quantile(0.99)?,
+            p999_ns: h.quantile(0.999)?,
+            p50_ci95_ns: self.interval(0.50),
+            p90_ci95_ns: self.interval(0.90),
+            p99_ci95_ns: self.interval(0.99),
+            p999_ci95_ns: self.interval(0.999),
+            quantiles_relative_error: Some(h.alpha()),
+        })
+    }
+
+    /// A 95 % interval of the true `p`-quantile of the delivered packets' delays.
+    ///
+    /// - [`DelayBasis::Placed`]: the argument of OPA's per-interval interval over the merged
+    ///   delays. Of `n` placed delays and `u` received packets left unplaced, the true quantile,
+    ///   rank `k = ⌈p(n + u′)⌉` among the `n + u′ ≤ n + u` delivered, lies between the placed
+    ///   order statistics of ranks `⌈p(n + u)⌉ − u` and `⌈p(n + u)⌉`, each read off the
+    ///   histogram within `α` ([`DelayHistogram::widen`] turns an answer into the values it can
+    ///   stand for), each placed delay off by at most the codec's largest error `E` (subtracted
+    ///   below, added above). It holds with certainty; none where a rank falls outside the
+    ///   placed delays.
+    /// - [`DelayBasis::Sampled`] with fraction 1 (every packet kept): the quantile widened by
+    ///   `α` and by the timestamps' largest error `E`, with certainty.
+    /// - [`DelayBasis::Sampled`] with fraction `f < 1`, the smallest of the intervals merged
+    ///   (intervals sampled at different fractions: a stratified sample): Woodruff's interval
+    ///   (R. S. Woodruff, *Confidence Intervals for Medians and Other Position Measures*, JASA
+    ///   47, 1952), the interval of the distribution function at the quantile inverted through
+    ///   the weighted histogram. The weighted estimate of `F(x)` over intervals `i` of `Nᵢ`
+    ///   delivered packets, `Nᵢfᵢ` sampled, has variance `Σ Nᵢ² Fᵢ(1 − Fᵢ) / (Nᵢfᵢ) / N² ≤
+    ///   F(1 − F) / (N f_min)` (concavity of `F(1 − F)`): no more than that of a uniform sample
+    ///   of `n_eff = N̂·f_min` packets (`N̂`: the total weight), as if every interval were
+    ///   sampled at the sparsest fraction. So the ranks are those of the distribution-free
+    ///   interval of an `n_eff` sample ([`crate::sample::order_statistic_ranks`]), read off the
+    ///   weighted histogram as fractions of its weight, and widened by `α` and `E`. It is exact
+    ///   (distribution-free) when every interval has the same fraction, conservative otherwise,
+    ///   but approximate in that the stratified estimate's distribution is taken to be the
+    ///   binomial of that sample; none when `n_eff` is too small for a two-sided interval.
+    pub fn interval(&self, p: f64) -> Option<[f64; 2]> {
+        let h = &self.histogram;
+        if h.is_empty() {
+            return None;
+        }
+        match self.basis {
+            DelayBasis::Placed {
+                unplaced,
+                max_error_ns,
+            } => {
+                let n = h.count();
+                let k = (p * (n + unplaced) as f64).ceil() as u64;
+                let (lo, hi) = (k.checked_sub(unplaced)?, k);
+                if lo < 1 || hi > n {
+                    return None;
+                }
+                let e = max_error_ns as f64;
+                Some([
+                    h.widen(h.at_weight(lo as f64)?)[0] - e,
+                    h.widen(h.at_weight(hi as f64)?)[1] + e,
+                ])
+            }
+            DelayBasis::Sampled {
+                fraction,
+                max_error_ns,
+            } if fraction >= 1.0 => {
+                let [lo, hi] = h.widen(h.quantile(p)?);
+                let e = max_error_ns as f64;
+                Some([lo - e, hi + e])
+            }
+            DelayBasis::Sampled {
+                fraction,
+                max_error_ns,
+            } => {
+                let w = h.total_weight();
+                // (a hair above, so that N̂·f = n for one fraction is not rounded to n − 1)
+                let n_eff = (w * fraction * (1.0 + 1e-12)).floor();
+                if !(1.0..=usize::MAX as f64).contains(&n_eff) {
+                    return None;
+                }
+                let (l, u) = crate::sample::order_statistic_ranks(n_eff as usize, p)?;
+                // rank r of n_eff is the fraction r / n_eff of the weight; a hair outwards on
+                // each side, so that summation order cannot pick the next bucket inwards
+                let t = |r: usize| r as f64 / n_eff * w;
+                let e = max_error_ns as f64;
+                Some([
+                    h.widen(h.at_weight(t(l) * (1.0 - 1e-12))?)[0] - e,
+                    h.widen(h.at_weight(t(u) * (1.0 + 1e-12))?)[1] + e,
+                ])
+            }
+        }
+    }
+
+    /// The sample size the 95 % intervals of [`DelayBasis::Sampled`] rest on (`n_eff`).
+    fn effective_sample(&self) -> Option<f64> {
+        match self.basis {
+            DelayBasis::Sampled { fraction, .. } if fraction < 1.0 => {
+                Some((self.histogram.total_weight() * fraction * (1.0 + 1e-12)).floor())
+            }
+            _ => None,
+        }
+    }
+
+    /// Merge `other` into these delays: histograms added, unplaced packets summed, the largest
+    /// timestamp error kept, the smallest sampling fraction of the intervals with samples kept.
+    pub fn merge(&mut self, other: &RecoveredDelays) -> Result<(), String> {
+        self.basis = match (self.basis, other.basis) {
+            (
+                DelayBasis::Placed {
+                    unplaced: a,
+                    max_error_ns: e,
+                },
+                DelayBasis::Placed {
+                    unplaced: b,
+                    max_error_ns: f,
+                },
+            ) => DelayBasis::Placed {
+                unplaced: a + b,
+                max_error_ns: e.max(f),
+            },
+            (
+                DelayBasis::Sampled {
+                    fraction: a,
+                    max_error_ns: e,
+                },
+                DelayBasis::Sampled {
+                    fraction: b,
+                    max_error_ns: f,
+                },
+            ) => DelayBasis::Sampled {
+                fraction: match (self.histogram.is_empty(), other.histogram.is_empty()) {
+                    (true, _) => b,
+                    (false, true) => a,
+                    (false, false) => a.min(b),
+                },
+                max_error_ns: e.max(f),
+            },
+            (a, b) => return Err(format!("intervals of different kinds ({a:?}, {b:?})")),
+        };
+        self.histogram
+            .merge(&other.histogram)
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// Delay quantiles (nearest rank), each with a 95 % confidence interval where the method's
@@ -87,6 +303,11 @@ pub struct Quantiles {
     pub p90_ci95_ns: Option<[f64; 2]>,
     pub p99_ci95_ns: Option<[f64; 2]>,
     pub p999_ci95_ns: Option<[f64; 2]>,
+    /// Where the quantiles come from a relative-error histogram (over many intervals), its
+    /// relative accuracy: each quantile within this fraction of the nearest-rank quantile of
+    /// the delays merged. Absent where they are nearest-rank over the delays themselves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quantiles_relative_error: Option<f64>,
 }
 
 impl Quantiles {
@@ -106,9 +327,12 @@ impl Quantiles {
 
 impl Estimate {
     /// Combine per-interval estimates into one over all intervals: the mean is weighted by
-    /// samples, the variance pooled as `E[w²] − μ²` over the parts that have one, bytes and
-    /// samples summed. Confidence intervals (of the mean and of the std) are not combined: the
-    /// result has none.
+    /// samples (by the packets they stand for, `samples / fraction`, for sampled delays), the
+    /// variance pooled as `E[w²] − μ²` over the parts that have one, bytes and samples summed.
+    /// Confidence intervals of the mean and of the std are not combined: the result has none.
+    /// Quantiles come from the merged histograms of the recovered delays
+    /// ([`RecoveredDelays::quantiles`], with their 95 % intervals), never from averaging the
+    /// parts' quantiles, with a note stating the histogram's relative accuracy.
     pub fn combine(parts: &[Estimate]) -> Estimate {
         let mut c = Combiner::default();
         for p in parts {
@@ -133,6 +357,12 @@ pub struct Combiner {
     parts: u64,
     /// The only part, while there is one.
     first: Option<Estimate>,
+    /// The recovered delays of every part merged (bounded by the histogram's cap).
+    recovered: Option<RecoveredDelays>,
+    /// Parts that carried recovered delays.
+    recovered_parts: u64,
+    /// Why the parts' recovered delays could not be merged.
+    unmergeable: Option<String>,
 }
 
 impl Combiner {
@@ -145,8 +375,25 @@ impl Combiner {
         self.parts += 1;
         self.samples += p.samples;
         self.bytes += p.bytes;
+        if let Some(r) = &p.recovered {
+            self.recovered_parts += 1;
+            match self.recovered.as_mut() {
+                _ if self.unmergeable.is_some() => {}
+                None => self.recovered = Some(r.clone()),
+                Some(acc) => {
+                    if let Err(e) = acc.merge(r) {
+                        self.unmergeable = Some(e);
+                        self.recovered = None;
+                    }
+                }
+            }
+        }
         if let Some(m) = p.mean_ns {
-            let w = p.samples as f64;
+            // the packets the part's mean stands for
+            let w = match p.recovered.as_ref().map(|r| r.basis) {
+                Some(DelayBasis::Sampled { fraction, .. }) => p.samples as f64 / fraction,
+                _ => p.samples as f64,
+            };
             self.n += w;
             self.s1 += w * m;
             if let Some(sd) = p.std_ns {
@@ -177,7 +424,80 @@ impl Combiner {
             let mu = self.s2m / self.n2;
             out.std_ns = Some((self.s2 / self.n2 - mu * mu).max(0.0).sqrt());
         }
+        out.quantiles = self.merged_quantiles(&mut out.notes);
         out
+    }
+
+    /// The quantiles of every part's recovered delays merged, and a note saying how they were
+    /// obtained (or why there are none).
+    fn merged_quantiles(&self, notes: &mut Vec<String>) -> Option<Quantiles> {
+        if self.recovered_parts == 0 {
+            return None;
+        }
+        if let Some(why) = &self.unmergeable {
+            notes.push(format!("no quantiles over the intervals: {why}"));
+            return None;
+        }
+        if self.recovered_parts < self.parts {
+            notes.push(format!(
+                "no quantiles over the intervals: {} of {} intervals recovered no delays to merge",
+                self.parts - self.recovered_parts,
+                self.parts
+            ));
+            return None;
+        }
+        let r = self.recovered.as_ref()?;
+        let h = &r.histogram;
+        if h.is_empty() {
+            return None;
+        }
+        let alpha = 100.0 * h.alpha();
+        let Some(q) = r.quantiles() else {
+            notes.push(format!(
+                "no quantiles over the intervals: the histogram's cap of {} buckets collapsed the lowest delays, {:.4} % of the weight, and a quantile falls among them",
+                h.max_buckets(),
+                100.0 * h.collapsed_weight() / h.total_weight()
+            ));
+            return None;
+        };
+        let head = format!(
+            "quantiles over {} intervals from their merged delays in a relative-error histogram (DDSketch, α = {alpha} %): each within {alpha} % of the",
+            self.parts
+        );
+        notes.push(match r.basis {
+            DelayBasis::Placed {
+                unplaced,
+                max_error_ns,
+            } => format!(
+                "{head} nearest-rank quantile of the {} placed delays; 95 % intervals widened by it{}",
+                h.count(),
+                if unplaced > 0 || max_error_ns > 0 {
+                    format!(
+                        ", by the {unplaced} received packets left unplaced and by the timestamp codec's largest error ({max_error_ns} ns)"
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+            DelayBasis::Sampled {
+                fraction,
+                max_error_ns,
+            } if fraction >= 1.0 => format!(
+                "{head} nearest-rank quantile of the {} delays (every packet sampled); 95 % intervals widened by it{}",
+                h.count(),
+                timestamp_error(max_error_ns)
+            ),
+            DelayBasis::Sampled {
+                fraction,
+                max_error_ns,
+            } => format!(
+                "{head} quantile of the {} samples weighted by 1/(their interval's sampling fraction); 95 % intervals approximate (Woodruff): the order-statistic interval of {} samples, as if every interval were sampled at the sparsest fraction ({fraction:.3e}), read off the weighted histogram and widened by α{}",
+                h.count(),
+                r.effective_sample().unwrap_or(0.0),
+                timestamp_error(max_error_ns)
+            ),
+        });
+        Some(q)
     }
 
     /// The one part itself when there is one (its notes and bounds kept), else the combination.
@@ -186,6 +506,15 @@ impl Combiner {
             Some(e) if self.parts == 1 => e.clone(),
             _ => self.combined(),
         }
+    }
+}
+
+/// `, and by the timestamps' largest error (E ns)` where there is one.
+fn timestamp_error(max_error_ns: u64) -> String {
+    if max_error_ns > 0 {
+        format!(" and by the timestamps' largest error ({max_error_ns} ns)")
+    } else {
+        String::new()
     }
 }
 
@@ -451,6 +780,193 @@ mod tests {
         assert_eq!((c.samples, c.bytes, c.lost), (6, 12, Some(3)));
         // intervals are per interval: not combined
         assert_eq!((c.mean_ci98_ns, c.std_ci95_ns), (None, None));
+    }
+
+    /// An estimate of placed delays, as OPA gives one.
+    fn placed(delays: &[i64], unplaced: u64, max_error_ns: u64) -> Estimate {
+        let mut sorted = delays.to_vec();
+        sorted.sort_unstable();
+        let summary = crate::stats::DelaySummary::from_sorted(&sorted);
+        Estimate {
+            mean_ns: Some(summary.mean_ns),
+            std_ns: Some(summary.std_ns),
+            samples: delays.len() as u64,
+            quantiles: Some(Quantiles::of_sorted(&sorted)),
+            recovered: Some(RecoveredDelays::placed(delays, unplaced, max_error_ns)),
+            ..Default::default()
+        }
+    }
+
+    /// Quantiles over intervals are those of the merged delays (within the histogram's α, the
+    /// exact ones inside their intervals), not averages of the intervals' quantiles.
+    #[test]
+    fn combine_merges_quantiles() {
+        let a: Vec<i64> = (1..=900).map(|i| 1_000 + i).collect();
+        let b: Vec<i64> = (1..=100).map(|i| 1_000_000 + 37 * i).collect();
+        let c = Estimate::combine(&[placed(&a, 0, 0), placed(&b, 0, 0)]);
+        let mut all = [a.clone(), b.clone()].concat();
+        all.sort_unstable();
+        let q = c.quantiles.expect("merged quantiles");
+        let alpha = crate::delay_histogram::DEFAULT_RELATIVE_ACCURACY;
+        assert_eq!(q.quantiles_relative_error, Some(alpha));
+        for (p, est, ci) in [
+            (0.50, q.p50_ns, q.p50_ci95_ns),
+            (0.90, q.p90_ns, q.p90_ci95_ns),
+            (0.99, q.p99_ns, q.p99_ci95_ns),
+            (0.999, q.p999_ns, q.p999_ci95_ns),
+        ] {
+            let exact = crate::stats::nearest_rank(&all, p) as f64;
+            assert!(
+                (est - exact).abs() <= alpha * exact,
+                "p{p}: {est} vs {exact}"
+            );
+            let [lo, hi] = ci.expect("an interval");
+            assert!(
+                lo <= exact && exact <= hi,
+                "p{p}: {exact} outside {lo}..{hi}"
+            );
+            assert!(hi - lo <= 2.1 * alpha * exact, "p{p}: only the α band");
+        }
+        // averaging the two p99s would say about 500 µs; the merged p99 is in b
+        assert!(q.p99_ns > 0.99 * 1_000_000.0);
+        assert!(
+            c.notes.iter().any(|n| n.contains("α = 1 %")),
+            "{:?}",
+            c.notes
+        );
+        // one part: its own exact figures, untouched
+        let mut k = Combiner::default();
+        k.add(&placed(&a, 0, 0));
+        assert_eq!(k.overall(), placed(&a, 0, 0));
+    }
+
+    /// Unplaced packets and a codec error widen the merged intervals as OPA's per-interval
+    /// ones; they still hold the true quantile of every delivered packet.
+    #[test]
+    fn placed_intervals_allow_for_unplaced_packets_and_codec_error() {
+        let all: Vec<i64> = (0..3000).map(|i| 5_000 + (i * 7919) % 4001).collect();
+        // the packets at every 200th position were not placed; placed delays off by up to 3 ns
+        let mut parts = Vec::new();
+        for chunk in all.chunks(1000) {
+            let placed_delays: Vec<i64> = chunk
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| i % 200 != 0)
+                .map(|(i, &d)| d + (i as i64 % 7) - 3)
+                .collect();
+            parts.push(placed(&placed_delays, 5, 3));
+        }
+        let c = Estimate::combine(&parts);
+        let mut sorted = all.clone();
+        sorted.sort_unstable();
+        let q = c.quantiles.unwrap();
+        for (p, ci) in [
+            (0.5, q.p50_ci95_ns),
+            (0.9, q.p90_ci95_ns),
+            (0.99, q.p99_ci95_ns),
+        ] {
+            let exact = crate::stats::nearest_rank(&sorted, p) as f64;
+            let [lo, hi] = ci.unwrap();
+            assert!(
+                lo <= exact && exact <= hi,
+                "p{p}: {exact} outside {lo}..{hi}"
+            );
+        }
+        assert!(
+            c.notes
+                .iter()
+                .any(|n| n.contains("15 received packets left unplaced"))
+        );
+    }
+
+    /// Samples of intervals sampled at different fractions count 1/fraction each, in the
+    /// quantiles and in the mean.
+    #[test]
+    fn sampled_parts_are_weighted_by_their_fraction() {
+        let sampled = |d: i64, n: usize, fraction: f64| {
+            let delays = vec![d; n];
+            Estimate {
+                mean_ns: Some(d as f64),
+                std_ns: Some(0.0),
+                samples: n as u64,
+                quantiles: Quantiles::of_sample(&delays),
+                recovered: Some(RecoveredDelays::sampled(&delays, fraction, 0)),
+                ..Default::default()
+            }
+        };
+        // 100 samples of all of 100 packets at 10 ns, 100 of 1/4 of 400 packets at 1 000 ns:
+        // 4 packets in 5 at 1 000 ns (unweighted, the samples would put p50 at 10 ns)
+        let c = Estimate::combine(&[sampled(10, 100, 1.0), sampled(1_000, 100, 0.25)]);
+        let q = c.quantiles.unwrap();
+        assert!((q.p50_ns - 1_000.0).abs() <= 10.0, "{q:?}");
+        assert!((c.mean_ns.unwrap() - (100.0 * 10.0 + 400.0 * 1_000.0) / 500.0).abs() < 1e-9);
+        // the effective sample: 500 packets at the sparsest fraction 1/4
+        assert!(
+            c.notes
+                .iter()
+                .any(|n| n.contains("interval of 125 samples")),
+            "{:?}",
+            c.notes
+        );
+        // one fraction everywhere: the pooled sample's own order-statistic interval
+        let mut rng = 0x1234_5678u64;
+        let mut next = || {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (rng >> 40) as i64
+        };
+        let a: Vec<i64> = (0..700).map(|_| next()).collect();
+        let b: Vec<i64> = (0..500).map(|_| next()).collect();
+        let part = |d: &[i64]| {
+            let mut s = d.to_vec();
+            s.sort_unstable();
+            Estimate {
+                samples: d.len() as u64,
+                quantiles: Quantiles::of_sample(&s),
+                recovered: Some(RecoveredDelays::sampled(d, 0.125, 0)),
+                ..Default::default()
+            }
+        };
+        let c = Estimate::combine(&[part(&a), part(&b)]);
+        let mut pooled = [a, b].concat();
+        pooled.sort_unstable();
+        let want = Quantiles::of_sample(&pooled).unwrap();
+        let q = c.quantiles.unwrap();
+        for (got, want) in [
+            (q.p50_ci95_ns, want.p50_ci95_ns),
+            (q.p99_ci95_ns, want.p99_ci95_ns),
+        ] {
+            let ([lo, hi], [wlo, whi]) = (got.unwrap(), want.unwrap());
+            assert!(lo <= wlo && whi <= hi, "{lo}..{hi} holds {wlo}..{whi}");
+            assert!(wlo - lo <= 0.011 * wlo.abs() && hi - whi <= 0.011 * whi.abs());
+        }
+        // timestamps off by up to 5 ns widen every interval by 5 ns on each side
+        let r = RecoveredDelays {
+            basis: DelayBasis::Sampled {
+                fraction: 0.125,
+                max_error_ns: 5,
+            },
+            ..part(&pooled).recovered.unwrap()
+        };
+        let (a, b) = (q.p99_ci95_ns.unwrap(), r.quantiles().unwrap().p99_ci95_ns);
+        assert_eq!(b, Some([a[0] - 5.0, a[1] + 5.0]));
+    }
+
+    #[test]
+    fn unmergeable_parts_give_no_quantiles_and_say_why() {
+        let mut s = placed(&[1, 2, 3], 0, 0);
+        s.recovered = Some(RecoveredDelays::sampled(&[1, 2, 3], 0.5, 0));
+        let c = Estimate::combine(&[placed(&[1, 2, 3], 0, 0), s]);
+        assert_eq!(c.quantiles, None);
+        assert!(
+            c.notes[0].starts_with("no quantiles over the intervals: intervals of different kinds")
+        );
+        let mut none = placed(&[1, 2, 3], 0, 0);
+        none.recovered = None;
+        let c = Estimate::combine(&[placed(&[1, 2, 3], 0, 0), none]);
+        assert_eq!(c.quantiles, None);
+        assert!(c.notes[0].contains("1 of 2 intervals recovered no delays"));
     }
 
     #[test]

@@ -379,6 +379,8 @@ pub fn decode_estimate(r: &mut WireReader) -> Result<Estimate, DecodeError> {
             p90_ci95_ns: read_opt_pair(r, "p90 interval")?,
             p99_ci95_ns: read_opt_pair(r, "p99 interval")?,
             p999_ci95_ns: read_opt_pair(r, "p99.9 interval")?,
+            // an interval's quantiles are nearest-rank over its own delays, never a histogram's
+            quantiles_relative_error: None,
         })
     } else {
         None
@@ -393,6 +395,8 @@ pub fn decode_estimate(r: &mut WireReader) -> Result<Estimate, DecodeError> {
         std_ci95_ns,
         notes,
         quantiles,
+        // the recovered delays stay where the pair was estimated
+        recovered: None,
     })
 }
 
@@ -418,6 +422,7 @@ mod tests {
                 p50_ci95_ns: Some([0.5, 1.5]),
                 ..Default::default()
             }),
+            recovered: None,
         }
     }
 

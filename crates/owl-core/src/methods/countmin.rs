@@ -261,6 +261,7 @@ impl Method for CountMinMethod {
         }
         Ok(Estimate {
             quantiles: None,
+            recovered: None,
             mean_ns: (ns > 0 && ns == nr).then(|| tr.wrapping_sub(ts) as i128 as f64 / ns as f64),
             std_ns: None,
             samples: if ns == nr { ns } else { 0 },

@@ -736,6 +736,7 @@ pub mod method {
             }
             Ok(Estimate {
                 quantiles: None,
+                recovered: None,
                 mean_ns: t.delay.map(|d| d.mean_ns),
                 std_ns: t.delay.map(|d| d.std_ns),
                 samples: t.received,

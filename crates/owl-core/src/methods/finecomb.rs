@@ -447,6 +447,7 @@ impl Outcome {
         }
         Estimate {
             quantiles: None,
+            recovered: None,
             mean_ns: self.mean_ns,
             std_ns: self.variance.map(|v| v.max(0.0).sqrt()),
             samples: self.packets,

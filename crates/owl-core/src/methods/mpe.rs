@@ -354,6 +354,7 @@ impl Method for MpeMethod {
             .map(|m| (sm.delays.iter().map(|d| (d - m) * (d - m)).sum::<f64>() / n as f64).sqrt());
         Ok(Estimate {
             quantiles: None,
+            recovered: None,
             mean_ns: sm.mean(),
             std_ns: std,
             samples: n as u64,

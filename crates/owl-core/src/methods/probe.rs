@@ -476,6 +476,7 @@ impl Method for ProbeMethod {
         }
         Ok(Estimate {
             quantiles: None,
+            recovered: None,
             mean_ns: e.mean_ns,
             std_ns: e.std_ns,
             samples: e.received,

@@ -464,6 +464,7 @@ impl Method for RliMethod {
         }
         Ok(Estimate {
             quantiles: None,
+            recovered: None,
             mean_ns: it.all.mean(),
             std_ns: it.all.std(),
             samples: it.references,

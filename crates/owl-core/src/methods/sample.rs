@@ -610,6 +610,13 @@ impl Method for SampleMethod {
                 .unwrap_or(0)
                 .max(r.shipped_len().unwrap_or(0)),
             lost: scaled_count(e.lost_sampled, e.fraction),
+            // rounded timestamps: each delay within resolution − 1 ns, which the merged
+            // intervals widen by too
+            recovered: Some(crate::method::RecoveredDelays::sampled(
+                &e.delays,
+                e.fraction,
+                q - 1,
+            )),
             quantiles: e.quantiles,
             notes,
             ..Default::default()

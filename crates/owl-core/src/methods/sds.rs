@@ -352,6 +352,7 @@ impl Method for SdsMethod {
         });
         Ok(Estimate {
             quantiles: None,
+            recovered: None,
             mean_ns: (n > 0).then(|| sum as f64 / n as f64),
             std_ns: None,
             samples: used,

@@ -262,6 +262,11 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             None => {}
         }
         combiner.add(&e);
+        // merged: an interval's report need not hold its histogram
+        let e = Estimate {
+            recovered: None,
+            ..e
+        };
         for (t, n) in totals.iter_mut().zip([sent, received]) {
             *t = t.zip(n).map(|(a, b)| a + b);
         }
@@ -286,7 +291,9 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             report::text::estimate_interval(&mut out, &it)?;
         }
     }
-    let overall = combiner.combined();
+    // one interval's own figures as they are (exact quantiles, intervals, notes); several
+    // combined (quantiles from their merged delays)
+    let overall = combiner.overall();
     if tally.negative * 2 > tally.negative + tally.positive && !a.allow_negative_delay {
         // two points that cut long packets at different bytes give them different identities,
         // which can look like anything; the files cannot tell (their snaplens are not stored)

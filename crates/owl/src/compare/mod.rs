@@ -616,7 +616,10 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
             let m = results.next().expect("one result per built method");
             let mut e = m.combiner.overall();
             if m.combiner.parts() > 1 {
-                e.notes = m.notes.summary(m.combiner.parts());
+                // the intervals' notes summarised, then the combination's own
+                let mut notes = m.notes.summary(m.combiner.parts());
+                notes.append(&mut e.notes);
+                e.notes = notes;
             }
             (m, e)
         };
@@ -628,6 +631,7 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
             // the quantiles of the delays it gave, when its estimate has none of its own
             if r.estimate.quantiles.is_none() {
                 r.estimate.quantiles = pp.quantiles();
+                r.p99_rel_err = report::p99_rel_err(&r.estimate, truth.in_interval);
             }
             r.per_packet = Some(pp);
         }
@@ -756,9 +760,11 @@ fn take_outcome(
     let mut ests: Vec<Option<Estimate>> = Vec::new();
     for (m, e) in filed.results.iter_mut().zip(o.estimates) {
         match e {
-            Some(Ok(e)) => {
+            Some(Ok(mut e)) => {
                 m.combiner.add(&e);
                 m.notes.add(o.index, &e.notes);
+                // merged: an interval's report need not hold its histogram
+                e.recovered = None;
                 ests.push(Some(e));
             }
             Some(Err(err)) => {

@@ -174,6 +174,8 @@ pub struct MethodReport {
     pub mean_rel_err: Option<f64>,
     /// `|estimate − truth| / truth` of the standard deviation (relative).
     pub std_rel_err: Option<f64>,
+    /// `|estimate − truth| / truth` of the 99th percentile, for methods with quantiles.
+    pub p99_rel_err: Option<f64>,
     #[serde(flatten)]
     pub run: Option<MethodRun>,
     /// A per-packet method's packets (`owl compare`, whole run).
@@ -235,11 +237,20 @@ impl MethodReport {
             name: name.to_string(),
             mean_rel_err: relative_error(e.mean_ns, truth.map(|t| t.mean_ns)),
             std_rel_err: relative_error(e.std_ns, truth.map(|t| t.std_ns)),
+            p99_rel_err: p99_rel_err(&e, truth),
             estimate: e,
             run: None,
             per_packet: None,
         }
     }
+}
+
+/// `|p99 − truth's p99| / truth's p99`, where the estimate has quantiles.
+pub fn p99_rel_err(e: &Estimate, truth: Option<DelaySummary>) -> Option<f64> {
+    relative_error(
+        e.quantiles.as_ref().map(|q| q.p99_ns),
+        truth.map(|t| t.p99_ns as f64),
+    )
 }
 
 /// The truth of one interval.

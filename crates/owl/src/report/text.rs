@@ -235,6 +235,7 @@ pub fn compare(out: &mut impl Write, c: &CompareReport, top: usize) -> Result<()
     }
     writeln!(out)?;
     methods(out, &c.methods)?;
+    quantiles(out, c)?;
     if c.methods.iter().any(|m| m.per_packet.is_some()) {
         per_packet(out, c)?;
     }
@@ -302,6 +303,117 @@ fn methods(out: &mut impl Write, ms: &[MethodReport]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `lo to hi`, or `-`.
+fn fmt_interval(ci: Option<[f64; 2]>) -> String {
+    ci.map_or_else(
+        || "-".into(),
+        |[lo, hi]| format!("{} to {}", format_ns(lo), format_ns(hi)),
+    )
+}
+
+/// The quantiles table: the truth's p50, p99 and p99.9 (of the packets matched within their
+/// interval, which the methods are judged against), then each method's that gives quantiles,
+/// with its p99's 95 % interval and its p99's relative error.
+fn quantiles(out: &mut impl Write, c: &CompareReport) -> Result<()> {
+    let with: Vec<&MethodReport> = c
+        .methods
+        .iter()
+        .filter(|m| m.estimate.quantiles.is_some())
+        .collect();
+    if with.is_empty() {
+        return Ok(());
+    }
+    let w = with.iter().map(|m| m.name.len()).max().unwrap_or(0).max(9);
+    let row = |out: &mut dyn Write, c: [&str; 6]| {
+        let line = format!(
+            "{:<w$} {:>10} {:>10} {:>23} {:>10} {:>12}",
+            c[0], c[1], c[2], c[3], c[4], c[5]
+        );
+        writeln!(out, "{}", line.trim_end())
+    };
+    writeln!(out)?;
+    row(
+        out,
+        [
+            "quantiles",
+            "p50",
+            "p99",
+            "p99 95 % interval",
+            "p99.9",
+            "p99 rel.err",
+        ],
+    )?;
+    if let Some(d) = c.truth.in_interval {
+        row(
+            out,
+            [
+                "truth",
+                &format_ns(d.p50_ns as f64),
+                &format_ns(d.p99_ns as f64),
+                "",
+                &format_ns(d.p999_ns as f64),
+                "",
+            ],
+        )?;
+    }
+    for m in with {
+        let Some(q) = &m.estimate.quantiles else {
+            continue;
+        };
+        row(
+            out,
+            [
+                &m.name,
+                &format_ns(q.p50_ns),
+                &format_ns(q.p99_ns),
+                &fmt_interval(q.p99_ci95_ns),
+                &format_ns(q.p999_ns),
+                &fmt_err(m.p99_rel_err),
+            ],
+        )?;
+    }
+    // quantiles merged over intervals: say how close to the merged delays' own they are
+    let mut merged: Vec<(f64, Vec<&str>)> = Vec::new();
+    for m in &c.methods {
+        let Some(a) = m
+            .estimate
+            .quantiles
+            .as_ref()
+            .and_then(|q| q.quantiles_relative_error)
+        else {
+            continue;
+        };
+        match merged.iter_mut().find(|x| x.0 == a) {
+            Some(x) => x.1.push(&m.name),
+            None => merged.push((a, vec![&m.name])),
+        }
+    }
+    for (a, names) in merged {
+        writeln!(
+            out,
+            "({}: quantiles of every interval's delays merged in a relative-error histogram,\n within {} % of theirs; each method's notes say how its 95 % intervals were made)",
+            names.join(", "),
+            100.0 * a
+        )?;
+    }
+    Ok(())
+}
+
+/// `p50 …  p90 …  p99 … (95 % … to …)  p99.9 …`
+fn quantile_line(q: &owl_core::method::Quantiles) -> String {
+    format!(
+        "p50 {}  p90 {}  p99 {}{}  p99.9 {}",
+        format_ns(q.p50_ns),
+        format_ns(q.p90_ns),
+        format_ns(q.p99_ns),
+        q.p99_ci95_ns.map_or_else(String::new, |ci| format!(
+            " (95 % {})",
+            fmt_interval(Some(ci))
+        )),
+        format_ns(q.p999_ns)
+    )
 }
 
 /// The per-packet block: each per-packet method's quantiles beside the truth's, the packets it
@@ -566,16 +678,26 @@ pub fn estimate_interval(out: &mut impl Write, it: &EstimateInterval) -> Result<
             format_ns(hi)
         )?;
     }
+    if let Some(q) = &e.quantiles {
+        writeln!(out, "             {}", quantile_line(q))?;
+    }
     for n in &e.notes {
         writeln!(out, "             {n}")?;
     }
     Ok(())
 }
 
-/// The overall row of `owl estimate`, when there are several intervals.
+/// The overall row of `owl estimate`, when there are several intervals, with the quantiles
+/// of their merged delays and how they were merged.
 pub fn estimate_overall(out: &mut impl Write, parts: u64, o: &EstimateOverall) -> Result<()> {
     if parts > 1 {
         estimate_row(out, &format!("all {parts}"), "", &o.packets, &o.estimate)?;
+        if let Some(q) = &o.estimate.quantiles {
+            writeln!(out, "             {}", quantile_line(q))?;
+        }
+        for n in &o.estimate.notes {
+            writeln!(out, "             {n}")?;
+        }
     }
     Ok(())
 }

@@ -147,6 +147,7 @@ pub fn to_estimate(e: &super::LdaEstimate, bytes: u64) -> Estimate {
     }
     Estimate {
         quantiles: None,
+        recovered: None,
         mean_ns: e.mean_ns,
         std_ns: e.std_ns,
         samples: e.effective_samples,

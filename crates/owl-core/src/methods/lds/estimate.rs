@@ -225,6 +225,7 @@ pub fn aggregate(s: &Synopsis, r: &Synopsis) -> Result<Estimate, MethodError> {
     }
     Ok(Estimate {
         quantiles: None,
+        recovered: None,
         mean_ns: (n_sum > 0).then(|| s_sum as f64 / n_sum as f64),
         std_ns: None,
         samples: best_row,

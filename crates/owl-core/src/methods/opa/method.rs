@@ -746,6 +746,16 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
         st.foreign_segments
     ));
     let (h_group, h_all) = (st.gap_entropy_group, st.gap_entropy_all);
+    // received packets given no delay, and the timestamp codec's largest error: what the
+    // quantiles' intervals allow for
+    let unplaced = st
+        .receiver_packets
+        .saturating_sub(st.duplicates)
+        .saturating_sub(n as u64);
+    let max_error_ns = match cfg.codec {
+        Codec::Lossless => 0,
+        Codec::Wavelet { .. } => st.codec_error.max_abs_ns,
+    };
     let codec = match cfg.codec {
         Codec::Lossless => "lossless".to_string(),
         Codec::Wavelet { ratio } => format!("wavelet θ = {ratio}"),
@@ -780,16 +790,12 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
         mean_ci98_ns: None,
         std_ci95_ns: None,
         notes,
-        quantiles: bounded_quantiles(
-            delays,
-            st.receiver_packets
-                .saturating_sub(st.duplicates)
-                .saturating_sub(n as u64),
-            match cfg.codec {
-                Codec::Lossless => 0,
-                Codec::Wavelet { .. } => st.codec_error.max_abs_ns,
-            },
-        ),
+        recovered: Some(crate::method::RecoveredDelays::placed(
+            &delays,
+            unplaced,
+            max_error_ns,
+        )),
+        quantiles: bounded_quantiles(delays, unplaced, max_error_ns),
     }
 }
 

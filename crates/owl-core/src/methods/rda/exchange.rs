@@ -160,6 +160,7 @@ impl Reconciled {
         }
         Estimate {
             quantiles: None,
+            recovered: None,
             mean_ns: mean.map(|m| m.mean_ns),
             std_ns: var.map(estimate::std_from_variance),
             samples: self.packets,
