@@ -73,15 +73,23 @@ pub struct AgentOptions {
 }
 
 impl AgentOptions {
-    /// The kernel pre-filter of a libpcap capture, if any.
-    fn bpf(&self) -> Option<&str> {
-        match &self.input {
+    /// What this agent offers the other in the handshake.
+    fn config(&self) -> AgentConfig {
+        // the kernel pre-filter of a libpcap capture
+        let bpf = match &self.input {
             Input::Live {
                 backend: Backend::Pcap(p),
                 ..
             } => p.bpf.as_deref(),
             _ => None,
-        }
+        };
+        AgentConfig::of(
+            &self.methods,
+            self.intervals,
+            self.identity_seed,
+            self.filter.as_ref(),
+            bpf,
+        )
     }
 }
 
@@ -188,13 +196,7 @@ pub fn run_sender(o: AgentOptions, stream: TcpStream) -> Result<SenderSummary, A
     let Link {
         reader, mut writer, ..
     } = link::connect(stream, &o.key, PeerRole::Sender, &o.name)?;
-    let cfg = AgentConfig::of(
-        &o.methods,
-        o.intervals,
-        o.identity_seed,
-        o.filter.as_ref(),
-        o.bpf(),
-    );
+    let cfg = o.config();
     send(&mut writer, &Msg::Config(cfg))?;
     let read = Arc::new(AtomicU64::new(0));
     let rx = spawn_reader(reader, read.clone());
@@ -596,13 +598,7 @@ pub fn run_receiver(
     out: &mut dyn Write,
     sink: Option<LineSink>,
 ) -> Result<ReceiverSummary, AgentError> {
-    let cfg = AgentConfig::of(
-        &o.methods,
-        o.intervals,
-        o.identity_seed,
-        o.filter.as_ref(),
-        o.bpf(),
-    );
+    let cfg = o.config();
     let links = spawn_acceptor(
         listener,
         o.key.clone(),

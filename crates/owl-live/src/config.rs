@@ -149,33 +149,25 @@ impl AgentConfig {
         };
         SynopsisFile::check_pair(&grid(sender, Role::Sender), &grid(receiver, Role::Receiver))
             .map_err(|e| e.to_string())?;
-        if sender.filter != receiver.filter {
-            let show = |f: &str| {
-                if f.is_empty() {
-                    "none".to_string()
-                } else {
-                    format!("'{f}'")
-                }
-            };
-            return Err(format!(
-                "configuration mismatch between sender and receiver: --filter is {} at the sender but {} at the receiver (both points must measure the same packets)",
-                show(&sender.filter),
-                show(&receiver.filter)
-            ));
-        }
-        if sender.bpf != receiver.bpf {
-            let show = |f: &str| {
-                if f.is_empty() {
-                    "none".to_string()
-                } else {
-                    format!("'{f}'")
-                }
-            };
-            return Err(format!(
-                "configuration mismatch between sender and receiver: --bpf is {} at the sender but {} at the receiver (both points must measure the same packets)",
-                show(&sender.bpf),
-                show(&receiver.bpf)
-            ));
+        // the packets measured: both selections must be the same
+        for (option, a, b) in [
+            ("--filter", &sender.filter, &receiver.filter),
+            ("--bpf", &sender.bpf, &receiver.bpf),
+        ] {
+            if a != b {
+                let show = |f: &str| {
+                    if f.is_empty() {
+                        "none".to_string()
+                    } else {
+                        format!("'{f}'")
+                    }
+                };
+                return Err(format!(
+                    "configuration mismatch between sender and receiver: {option} is {} at the sender but {} at the receiver (both points must measure the same packets)",
+                    show(a),
+                    show(b)
+                ));
+            }
         }
         if names(sender) != names(receiver) {
             return Err(format!(
