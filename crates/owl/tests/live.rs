@@ -469,6 +469,33 @@ fn first_line(mut c: std::process::Child, prefix: &str) -> (std::process::Child,
     (c, rest)
 }
 
+/// `owl collector` on `listen` storing into `db`, with `extra` arguments, once it has said where
+/// it listens: the child and the rest of that line.
+fn collector(listen: &str, db: &Path, key: &Path, extra: &[&str]) -> (std::process::Child, String) {
+    let c = std::process::Command::new(env!("CARGO_BIN_EXE_owl"))
+        .args(["collector", "--listen", listen, "--db"])
+        .arg(db)
+        .args(["--key-file", key.to_str().unwrap()])
+        .args(extra)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    first_line(c, "owl: collector: listening on ")
+}
+
+/// `owl report --json` of one pair.
+fn report_json(db: &Path, pair: &str) -> serde_json::Value {
+    serde_json::from_str(&ok(&[
+        "report",
+        "--db",
+        db.to_str().unwrap(),
+        "--pair",
+        pair,
+        "--json",
+    ]))
+    .unwrap()
+}
+
 /// What an HTTP GET of `path` at `addr` answers (status line, headers and body).
 fn http_get(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
@@ -483,27 +510,12 @@ fn http_get(addr: &str, path: &str) -> String {
 /// receiver wrote, with each point's packet counts.
 #[test]
 fn the_collector_stores_what_the_receiver_reports() {
-    use std::process::{Command, Stdio};
     let dir = tempfile::tempdir().unwrap();
     let (s, r, books) = common::simulate(&dir.path().join("p"), &["--loss", "uniform:0.02"]);
     let key = dir.path().join("k");
     ok(&["keygen", "-o", key.to_str().unwrap()]);
     let db = dir.path().join("owl.db");
-    let c = Command::new(env!("CARGO_BIN_EXE_owl"))
-        .args([
-            "collector",
-            "--listen",
-            "127.0.0.1:0",
-            "--db",
-            db.to_str().unwrap(),
-            "--metrics",
-            "127.0.0.1:0",
-        ])
-        .args(["--key-file", key.to_str().unwrap()])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (c, said) = first_line(c, "owl: collector: listening on ");
+    let (c, said) = collector("127.0.0.1:0", &db, &key, &["--metrics", "127.0.0.1:0"]);
     let caddr = said.split(',').next().unwrap().to_string();
     let maddr = said
         .split("metrics on http://")
@@ -595,15 +607,7 @@ fn the_collector_stores_what_the_receiver_reports() {
     );
     let log = stop(c.0.take().unwrap());
     assert!(log.contains("s→r"), "{log}");
-    let rep: serde_json::Value = serde_json::from_str(&ok(&[
-        "report",
-        "--db",
-        db.to_str().unwrap(),
-        "--pair",
-        "s→r",
-        "--json",
-    ]))
-    .unwrap();
+    let rep = report_json(&db, "s→r");
     let rows = rep["intervals"].as_array().unwrap();
     // the clock offset is stored with its interval
     assert!(
@@ -811,7 +815,7 @@ fn capture_backend_arguments_are_checked_first() {
 /// the receiver wrote, none twice.
 #[test]
 fn a_collector_killed_mid_run_loses_nothing() {
-    use std::process::{Child, Command, Stdio};
+    use std::process::Child;
     use std::sync::{Arc, Mutex};
     let dir = tempfile::tempdir().unwrap();
     let (s, r, _) = common::simulate(&dir.path().join("p"), &["--loss", "uniform:0.01"]);
@@ -826,17 +830,7 @@ fn a_collector_killed_mid_run_loses_nothing() {
     let addr = format!("127.0.0.1:{port}");
     let start = {
         let (addr, db, key) = (addr.clone(), db.clone(), key.clone());
-        move || -> Child {
-            let c = Command::new(env!("CARGO_BIN_EXE_owl"))
-                .args(["collector", "--listen", &addr, "--db"])
-                .arg(&db)
-                .args(["--key-file", key.to_str().unwrap()])
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
-            let (c, _) = first_line(c, "owl: collector: listening on ");
-            c
-        }
+        move || -> Child { collector(&addr, &db, &key, &[]).0 }
     };
     let collector = Arc::new(Mutex::new(Some(start())));
     // kill it 0.5 s into the run (of about 2 s: 0.2 s of traffic at a tenth of its pace),
@@ -860,23 +854,15 @@ fn a_collector_killed_mid_run_loses_nothing() {
         &["--collector", &addr, "--pair", "s→r"],
     );
     killer.join().unwrap();
-    let mut c = Guard(collector.lock().unwrap().take());
+    // killed when the test ends
+    let _collector = Guard(collector.lock().unwrap().take());
     assert!(
         run.receiver_err.contains(&format!("collector {addr}")),
         "the receiver never noticed the collector go: {}",
         run.receiver_err
     );
-    let _ = c.0.as_mut().map(Child::kill);
     let written = run.lines.iter().filter(|l| l["type"] == "interval").count();
-    let rep: serde_json::Value = serde_json::from_str(&ok(&[
-        "report",
-        "--db",
-        db.to_str().unwrap(),
-        "--pair",
-        "s→r",
-        "--json",
-    ]))
-    .unwrap();
+    let rep = report_json(&db, "s→r");
     let rows = rep["intervals"].as_array().unwrap();
     let mut starts: Vec<u64> = rows
         .iter()
