@@ -81,6 +81,87 @@ fn wait_for(log: &Arc<Mutex<String>>, what: &str, other: &Arc<Mutex<String>>) {
     }
 }
 
+/// A key for the agents (and collector) of a test, in `dir`.
+fn keygen(dir: &std::path::Path) -> std::path::PathBuf {
+    let key = dir.join("owl.key");
+    let st = Command::new(env!("CARGO_BIN_EXE_owl"))
+        .args(["keygen", "-o", key.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    key
+}
+
+/// `owl agent` arguments of a live capture of `ifc`, measuring `filter`, then `extra`.
+fn live_agent(
+    role: &str,
+    ifc: &str,
+    filter: &str,
+    interval: &str,
+    key: &std::path::Path,
+    extra: &[&str],
+) -> Vec<String> {
+    [
+        "agent",
+        "--role",
+        role,
+        "--iface",
+        ifc,
+        "--filter",
+        filter,
+        "--interval",
+        interval,
+        "--key-file",
+        key.to_str().unwrap(),
+    ]
+    .iter()
+    .chain(extra)
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// Send the helper's `PACKETS` datagrams to `to` from inside namespace `ns`.
+fn send_udp_from(ns: &str, to: &str) {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "udp_sender_helper", "--ignored", "--quiet"])
+        .env("OWL_TEST_UDP_TO", to)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// Wait for every child of `agents` to exit, at most `limit`; the logs go in the failure.
+fn wait_exits(
+    agents: &mut [Child],
+    limit: Duration,
+    r_log: &Arc<Mutex<String>>,
+    s_log: &Arc<Mutex<String>>,
+) -> Vec<std::process::ExitStatus> {
+    let t0 = Instant::now();
+    let mut status = vec![None; agents.len()];
+    while status.iter().any(Option::is_none) {
+        for (c, st) in agents.iter_mut().zip(&mut status) {
+            if st.is_none() {
+                *st = c.try_wait().unwrap();
+            }
+        }
+        assert!(
+            t0.elapsed() < limit,
+            "the agents did not stop\nreceiver: {}\nsender: {}",
+            r_log.lock().unwrap(),
+            s_log.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    status.into_iter().flatten().collect()
+}
+
 /// Run by the test below inside the sender's namespace: `PACKETS` UDP datagrams to R, paced
 /// (bursts of 10 every 2 ms), each with a distinct payload so every identity differs.
 #[test]
@@ -171,33 +252,10 @@ fn on_a_veth_pair(variant: &str, extra: &[&str]) {
         ip(&["-n", ns, "link", "set", "lo", "up"]);
     }
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("owl.key");
+    let key = keygen(dir.path());
     let bin = env!("CARGO_BIN_EXE_owl");
-    let st = Command::new(bin)
-        .args(["keygen", "-o", key.to_str().unwrap()])
-        .status()
-        .unwrap();
-    assert!(st.success());
     let filter = format!("udp and dst port {PORT}");
-    let common = |role: &str, ifc: &str| -> Vec<String> {
-        [
-            "agent",
-            "--role",
-            role,
-            "--iface",
-            ifc,
-            "--filter",
-            &filter,
-            "--interval",
-            "1s",
-            "--key-file",
-            key.to_str().unwrap(),
-        ]
-        .iter()
-        .chain(extra)
-        .map(|s| s.to_string())
-        .collect()
-    };
+    let common = |role: &str, ifc: &str| live_agent(role, ifc, &filter, "1s", &key, extra);
     let listen = format!("{R_ADDR}:7707");
     let mut rx = Command::new("ip")
         .args(["netns", "exec", &ns_r, bin])
@@ -223,19 +281,7 @@ fn on_a_veth_pair(variant: &str, extra: &[&str]) {
     lab.children.push(tx);
     wait_for(&s_log, "capturing on", &r_log);
     // the sender's ring is bound: send across
-    let helper = std::env::current_exe().unwrap();
-    let out = Command::new("ip")
-        .args(["netns", "exec", &ns_s])
-        .arg(&helper)
-        .args(["--exact", "udp_sender_helper", "--ignored", "--quiet"])
-        .env("OWL_TEST_UDP_TO", format!("{R_ADDR}:{PORT}"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    send_udp_from(&ns_s, &format!("{R_ADDR}:{PORT}"));
     // the sender stops by itself (--duration), the receiver on SIGTERM (`ip netns exec`
     // execs owl: the child is the agent), each at the end of its current interval
     let rx_pid = lab.children[0].id().to_string();
@@ -244,29 +290,11 @@ fn on_a_veth_pair(variant: &str, extra: &[&str]) {
         .status()
         .unwrap();
     assert!(st.success());
-    let t0 = Instant::now();
-    let mut status = [None, None];
-    while status.iter().any(Option::is_none) {
-        for (i, c) in lab.children.iter_mut().enumerate() {
-            if status[i].is_none() {
-                status[i] = c.try_wait().unwrap();
-            }
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "the agents did not stop\nreceiver: {}\nsender: {}",
-            r_log.lock().unwrap(),
-            s_log.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let status = wait_exits(&mut lab.children, Duration::from_secs(30), &r_log, &s_log);
     std::thread::sleep(Duration::from_millis(100)); // the last lines of the pipes
     let (r_log, s_log) = (r_log.lock().unwrap().clone(), s_log.lock().unwrap().clone());
     let all = format!("receiver:\n{r_log}\nsender:\n{s_log}");
-    assert!(
-        status.iter().all(|s| s.is_some_and(|s| s.success())),
-        "{status:?}\n{all}"
-    );
+    assert!(status.iter().all(|s| s.success()), "{status:?}\n{all}");
     let out = r_out.lock().unwrap().clone();
     let lines: Vec<serde_json::Value> = out
         .lines()
@@ -439,15 +467,8 @@ fn a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth() {
         ],
     );
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("owl.key");
+    let key = keygen(dir.path());
     let bin = env!("CARGO_BIN_EXE_owl");
-    assert!(
-        Command::new(bin)
-            .args(["keygen", "-o", key.to_str().unwrap()])
-            .status()
-            .unwrap()
-            .success()
-    );
     let filter = format!("udp and dst port {PORT}");
     // tcpdump at both ends: the ground truth
     let pcap = |n: &str| dir.path().join(format!("{n}.pcap"));
@@ -486,25 +507,8 @@ fn a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth() {
     let c_log = collect(col.stderr.take().unwrap());
     lab.children.push(col);
     wait_for(&c_log, "listening on", &c_log);
-    let common = |role: &str, ifc: &str| -> Vec<String> {
-        [
-            "agent",
-            "--role",
-            role,
-            "--iface",
-            ifc,
-            "--filter",
-            &filter,
-            "--interval",
-            "250ms",
-            "--methods",
-            "rda",
-            "--key-file",
-            key.to_str().unwrap(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+    let common = |role: &str, ifc: &str| {
+        live_agent(role, ifc, &filter, "250ms", &key, &["--methods", "rda"])
     };
     let mut rx = Command::new("ip")
         .args(["netns", "exec", nb, bin])
@@ -536,19 +540,7 @@ fn a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth() {
     lab.children.push(tx);
     wait_for(&s_log, "capturing on", &r_log);
     wait_for(&r_log, "connected", &s_log);
-    let helper = std::env::current_exe().unwrap();
-    let out = Command::new("ip")
-        .args(["netns", "exec", na])
-        .arg(&helper)
-        .args(["--exact", "udp_sender_helper", "--ignored", "--quiet"])
-        .env("OWL_TEST_UDP_TO", format!("10.78.2.2:{PORT}"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    send_udp_from(na, &format!("10.78.2.2:{PORT}"));
     // tcpdump keeps its last block ~2 s; the sender stops by --duration, then the receiver
     std::thread::sleep(Duration::from_millis(2500));
     let agents = lab.children.len() - 2..lab.children.len();
@@ -562,23 +554,12 @@ fn a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth() {
     let _ = Command::new("kill")
         .args(["-TERM", &pid(&lab.children[agents.start])])
         .status();
-    let t0 = Instant::now();
-    let mut status = [None, None];
-    while status.iter().any(Option::is_none) {
-        for (k, i) in agents.clone().enumerate() {
-            if status[k].is_none() {
-                status[k] = lab.children[i].try_wait().unwrap();
-            }
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(40),
-            "the agents did not stop\nreceiver: {}\nsender: {}",
-            r_log.lock().unwrap(),
-            s_log.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let st = status[0].expect("checked");
+    let status = wait_exits(
+        &mut lab.children[agents],
+        Duration::from_secs(40),
+        &r_log,
+        &s_log,
+    );
     for c in &mut lab.children[..2] {
         let _ = c.wait();
     }
@@ -588,10 +569,7 @@ fn a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth() {
         s_log.lock().unwrap(),
         c_log.lock().unwrap()
     );
-    assert!(
-        status.iter().all(|s| s.is_some_and(|s| s.success())),
-        "{status:?} {st:?}\n{logs}"
-    );
+    assert!(status.iter().all(|s| s.success()), "{status:?}\n{logs}");
     // the truth from tcpdump's captures, interval by interval
     let truth = Command::new(bin)
         .args(["compare"])
