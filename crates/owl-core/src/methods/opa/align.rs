@@ -44,7 +44,7 @@ use std::collections::BinaryHeap;
 use hashbrown::HashMap;
 
 use super::cah::{self, Cah, MAX_ROWS};
-use super::recovery::{Errors, GroupRecovery, Limits, Mapping, Unrecovered};
+use super::recovery::{Errors, GroupRecovery, Limits, Mapping, Unrecovered, arrived_whole};
 
 /// Largest group aligned (the lattice holds `(w + 1)·(bandwidth)` nodes).
 pub const MAX_ALIGNED: usize = 1 << 15;
@@ -727,25 +727,13 @@ pub fn recover_aligned(
     let n = xs.len();
     debug_assert_eq!(pts.arrived.len(), n);
     debug_assert_eq!(pts.sent.len(), w);
-    let mut tested = 0u64;
-    // Level 0: w′ = w and B′ = B (§IV-C)
-    if n == w {
-        tested += 1;
-        let mut bb = [0u64; MAX_ROWS];
-        for (i, &x) in xs.iter().enumerate() {
-            let j = i as u64 + 1;
-            cah::accumulate(&mut bb, k, j, aug(x, j));
-        }
-        if bb[..k] == b[..k] {
-            return GroupRecovery {
-                result: Ok(Mapping {
-                    sigma: (1..=n as u32).collect(),
-                    lost: Vec::new(),
-                    errors: Errors::default(),
-                }),
-                tested,
-            };
-        }
+    // Level 0: w′ = w and B′ = B (§IV-C), one mapping tested when the counts agree
+    let mut tested = u64::from(n == w);
+    if let Some(m) = arrived_whole(b, k, w, xs, aug) {
+        return GroupRecovery {
+            result: Ok(m),
+            tested,
+        };
     }
     // unknowns are the losses left once moves are paired: fewer than k
     if w > n + (k - 1) || n > w + MAX_INSERTIONS {

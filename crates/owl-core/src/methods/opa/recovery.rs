@@ -88,6 +88,30 @@ pub struct GroupRecovery {
     pub tested: u64,
 }
 
+/// Level 0 (§IV-C): `w′ = w` and `B′ = B`, every packet arrived and in order — the identity
+/// mapping, or `None` (one mapping tested when `w′ = w`).
+pub fn arrived_whole(
+    b: &Cah,
+    k: usize,
+    w: usize,
+    xs: &[u64],
+    aug: &dyn Fn(u64, u64) -> u64,
+) -> Option<Mapping> {
+    if xs.len() != w {
+        return None;
+    }
+    let mut bb = [0u64; MAX_ROWS];
+    for (i, &x) in xs.iter().enumerate() {
+        let j = i as u64 + 1;
+        cah::accumulate(&mut bb, k, j, aug(x, j));
+    }
+    (bb[..k] == b[..k]).then(|| Mapping {
+        sigma: (1..=w as u32).collect(),
+        lost: Vec::new(),
+        errors: Errors::default(),
+    })
+}
+
 /// Recover one group: the sender's CAH `b` (rows `0..k`) over `w` packets, the received
 /// packets' hashes `xs` in received order, and the augmented hash `aug(x, j)` both points use.
 pub fn recover(
@@ -104,23 +128,11 @@ pub fn recover(
         ..*limits
     };
     let n = xs.len();
-    // Level 0: w′ = w and B′ = B (§IV-C)
-    if n == w {
-        let mut bb = [0u64; MAX_ROWS];
-        for (i, &x) in xs.iter().enumerate() {
-            let j = i as u64 + 1;
-            cah::accumulate(&mut bb, k, j, aug(x, j));
-        }
-        if bb[..k] == b[..k] {
-            return GroupRecovery {
-                result: Ok(Mapping {
-                    sigma: (1..=n as u32).collect(),
-                    lost: Vec::new(),
-                    errors: Errors::default(),
-                }),
-                tested: 1,
-            };
-        }
+    if let Some(m) = arrived_whole(b, k, w, xs, aug) {
+        return GroupRecovery {
+            result: Ok(m),
+            tested: 1,
+        };
     }
     let delta = w as i64 - n as i64;
     let e_max = limits.max_errors;
