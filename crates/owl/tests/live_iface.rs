@@ -162,6 +162,13 @@ fn wait_exits(
     status.into_iter().flatten().collect()
 }
 
+/// What an owl command that succeeds prints, as JSON.
+fn json_of(c: &mut Command) -> serde_json::Value {
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 /// Run by the test below inside the sender's namespace: `PACKETS` UDP datagrams to R, paced
 /// (bursts of 10 every 2 ms), each with a distinct payload so every identity differs.
 #[test]
@@ -571,31 +578,19 @@ fn a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth() {
     );
     assert!(status.iter().all(|s| s.success()), "{status:?}\n{logs}");
     // the truth from tcpdump's captures, interval by interval
-    let truth = Command::new(bin)
-        .args(["compare"])
-        .arg(pcap("a"))
-        .arg(pcap("b"))
-        .args(["--methods", "exact", "--interval", "250ms", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        truth.status.success(),
-        "{}",
-        String::from_utf8_lossy(&truth.stderr)
+    let truth = json_of(
+        Command::new(bin)
+            .args(["compare"])
+            .arg(pcap("a"))
+            .arg(pcap("b"))
+            .args(["--methods", "exact", "--interval", "250ms", "--json"]),
     );
-    let truth: serde_json::Value = serde_json::from_slice(&truth.stdout).unwrap();
-    let report = Command::new(bin)
-        .args(["report", "--db"])
-        .arg(&db)
-        .args(["--json"])
-        .output()
-        .unwrap();
-    assert!(
-        report.status.success(),
-        "{}",
-        String::from_utf8_lossy(&report.stderr)
+    let report = json_of(
+        Command::new(bin)
+            .args(["report", "--db"])
+            .arg(&db)
+            .arg("--json"),
     );
-    let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
     let mut exact = std::collections::BTreeMap::new();
     for i in truth["intervals"].as_array().unwrap() {
         if let Some(m) = i["truth"]["mean_ns"].as_f64() {
