@@ -44,7 +44,7 @@ use crate::frame::{HEADER_BYTES, MAX_FRAME, TAG_BYTES};
 use crate::join::{Held, Join, RECEIVER, SENDER, Verdict};
 use crate::key::Key;
 use crate::link::{self, Link, LinkError, LinkReader, LinkWriter, PeerRole};
-use crate::protocol::Msg;
+use crate::protocol::{Msg, kind};
 
 /// Largest payload a frame carries (what a synopsis may be).
 pub const MAX_PAYLOAD: usize = MAX_FRAME - HEADER_BYTES - TAG_BYTES - 16;
@@ -129,12 +129,14 @@ fn spawn_reader(mut r: LinkReader, read: Arc<AtomicU64>) -> Receiver<Incoming> {
         loop {
             read.store(r.bytes, Ordering::Relaxed);
             let m = r.recv().map_err(AgentError::from).and_then(|f| {
-                let at = clock::now_ns();
+                let at = matches!(f.kind, kind::PING | kind::PONG).then(clock::now_ns);
                 let mut m = Msg::decode(f.kind, &f.payload)
                     .map_err(|e| AgentError::Protocol(e.to_string()))?;
                 // the clock exchange's arrival times are taken here, not when the agent's
                 // loop gets to the message
-                if let Msg::Ping { received_ns, .. } | Msg::Pong { received_ns, .. } = &mut m {
+                if let (Msg::Ping { received_ns, .. } | Msg::Pong { received_ns, .. }, Some(at)) =
+                    (&mut m, at)
+                {
                     *received_ns = at;
                 }
                 Ok(m)

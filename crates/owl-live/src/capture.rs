@@ -196,14 +196,13 @@ pub enum Backend {
     Pcap(PcapOptions),
 }
 
-/// What `--capture pcap` is given (defined here too when the feature is off, so that the
-/// command line can say what is missing).
-#[cfg(feature = "pcap")]
-pub use crate::pcap::PcapOptions;
-#[cfg(not(feature = "pcap"))]
+/// What `--capture pcap` is given (the options exist without the feature, so that the command
+/// line can say what is missing).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PcapOptions {
+    /// A BPF expression libpcap compiles and the kernel applies before owl sees the frames.
     pub bpf: Option<String>,
+    /// Bytes of libpcap's capture buffer.
     pub buffer_bytes: usize,
 }
 

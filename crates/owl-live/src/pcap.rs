@@ -14,15 +14,7 @@
 use pcap::{Active, Capture, Error, Precision, Stat};
 
 use crate::afpacket::KernelStats;
-
-/// What `--capture pcap` is given.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PcapOptions {
-    /// A BPF expression libpcap compiles and the kernel applies before owl sees the frames.
-    pub bpf: Option<String>,
-    /// Bytes of libpcap's capture buffer.
-    pub buffer_bytes: usize,
-}
+use crate::capture::PcapOptions;
 
 /// Longest frame asked for: whole frames (jumbo and loopback's 64 KiB included).
 const SNAPLEN: i32 = 262_144;
