@@ -44,7 +44,7 @@ use crate::frame::{HEADER_BYTES, MAX_FRAME, TAG_BYTES};
 use crate::join::{Held, Join, RECEIVER, SENDER, Verdict};
 use crate::key::Key;
 use crate::link::{self, Link, LinkError, LinkReader, LinkWriter, PeerRole};
-use crate::protocol::{Msg, kind};
+use crate::protocol::{Lost, Msg, kind};
 
 /// Largest payload a frame carries (what a synopsis may be).
 pub const MAX_PAYLOAD: usize = MAX_FRAME - HEADER_BYTES - TAG_BYTES - 16;
@@ -66,6 +66,9 @@ pub struct AgentOptions {
     /// Intervals of synopses the capture may hand over before it waits or drops (and, at R,
     /// the window S may have outstanding).
     pub queue: usize,
+    /// How long S keeps trying to reach R after their connection broke, and how long R, once
+    /// its capture is done, waits for a sender whose connection broke.
+    pub patience: Duration,
     pub key: Key,
     /// This agent's name in the handshake and logs (the pair label).
     pub name: String,
@@ -73,6 +76,15 @@ pub struct AgentOptions {
 }
 
 impl AgentOptions {
+    /// The interval a live capture starts in (the first it records only part of); `None` for
+    /// a replay, whose first interval is the file's.
+    fn started(&self) -> Option<u64> {
+        match self.input {
+            Input::Live { .. } => self.intervals.index(capture::wall_ns()),
+            Input::Replay { .. } => None,
+        }
+    }
+
     /// What this agent offers the other in the handshake.
     fn config(&self) -> AgentConfig {
         // the kernel pre-filter of a libpcap capture
@@ -104,6 +116,21 @@ pub enum AgentError {
     Protocol(String),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+}
+
+impl AgentError {
+    /// The connection broke (the peer went away, or the network): worth connecting again.
+    /// A refusal, a failed authentication or a protocol error is not.
+    pub fn is_break(&self) -> bool {
+        use crate::frame::FrameError;
+        matches!(
+            self,
+            AgentError::Io(_)
+                | AgentError::Link(LinkError::Frame(
+                    FrameError::Io(_) | FrameError::Closed | FrameError::Truncated { .. }
+                ))
+        )
+    }
 }
 
 /// RDA's configuration if `m` is one of the RDA methods (the only ones with a round trip).
@@ -161,6 +188,10 @@ fn send(w: &mut LinkWriter, m: &Msg) -> Result<(), AgentError> {
 pub struct SenderSummary {
     pub intervals: u64,
     pub dropped: u64,
+    /// Connections to the receiver that broke (and were made again).
+    pub reconnects: u64,
+    /// Intervals announced on a connection that broke before R finished them.
+    pub lost_in_exchange: u64,
     pub bytes_sent: u64,
     pub bytes_received: u64,
 }
@@ -193,13 +224,91 @@ pub fn connect_with_patience(peer: &str, patience: Duration) -> Result<TcpStream
     }
 }
 
-/// The sender point: connect, agree, then exchange every interval until R says goodbye.
-pub fn run_sender(o: AgentOptions, stream: TcpStream) -> Result<SenderSummary, AgentError> {
+/// The sender point: connect, agree, then exchange every interval until R says goodbye. When
+/// the connection breaks, S keeps capturing (into its bounded hand-off), connects again with
+/// `connect`, says where it resumes, and announces again, as lost, what it had announced and R
+/// had not released: R reports those missing ([`crate::join`]).
+pub fn run_sender(
+    o: AgentOptions,
+    connect: &mut dyn FnMut() -> Result<TcpStream, AgentError>,
+) -> Result<SenderSummary, AgentError> {
+    let (handoff, wake) = Handoff::new(o.queue);
+    let started = o.started();
+    let mut s = SenderState {
+        rda: o.methods.iter().map(|m| rda_config(&**m)).collect(),
+        methods: o.methods.clone(),
+        window: 1,
+        backlog: VecDeque::new(),
+        relost: VecDeque::new(),
+        announced: VecDeque::new(),
+        held: BTreeMap::new(),
+        decoders: HashMap::new(),
+        capture_below: 0,
+        capture_done: None,
+        sent_below: 0,
+        done_sent: false,
+        released: None,
+        summary: SenderSummary::default(),
+        handoff: handoff.clone(),
+    };
+    let mut capturing = false;
+    loop {
+        let stream = connect()?;
+        let (mut writer, window, rx, read) = match sender_handshake(&o, stream) {
+            Ok(x) => x,
+            // the receiver went away again mid-handshake: try again
+            Err(e) if capturing && e.is_break() => {
+                (o.log)(&format!(
+                    "the receiver's connection broke in the handshake: {e}"
+                ));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        s.window = window;
+        send(
+            &mut writer,
+            &Msg::Resume {
+                released: s.released,
+                started,
+            },
+        )?;
+        if !capturing {
+            capture::start(capture_options(&o, Role::Sender), handoff.clone());
+            capturing = true;
+        }
+        match s.exchange(&mut writer, &rx, &wake) {
+            Ok(()) => {
+                s.summary.dropped = handoff.dropped();
+                s.summary.bytes_received += read.load(Ordering::Relaxed);
+                s.summary.bytes_sent += writer.bytes;
+                return Ok(s.summary);
+            }
+            Err(e) if e.is_break() => {
+                writer.shutdown();
+                s.summary.bytes_received += read.load(Ordering::Relaxed);
+                s.summary.bytes_sent += writer.bytes;
+                let n = s.disconnected();
+                s.summary.reconnects += 1;
+                (o.log)(&format!(
+                    "the connection to the receiver broke ({e}); connecting again ({n} intervals in exchange will be reported missing)"
+                ));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// S's side of the handshake: the link, R's window, and the reader of R's messages.
+#[allow(clippy::type_complexity)]
+fn sender_handshake(
+    o: &AgentOptions,
+    stream: TcpStream,
+) -> Result<(LinkWriter, usize, Receiver<Incoming>, Arc<AtomicU64>), AgentError> {
     let Link {
         reader, mut writer, ..
     } = link::connect(stream, &o.key, PeerRole::Sender, &o.name)?;
-    let cfg = o.config();
-    send(&mut writer, &Msg::Config(cfg))?;
+    send(&mut writer, &Msg::Config(o.config()))?;
     let read = Arc::new(AtomicU64::new(0));
     let rx = spawn_reader(reader, read.clone());
     let window = match rx.recv() {
@@ -213,46 +322,7 @@ pub fn run_sender(o: AgentOptions, stream: TcpStream) -> Result<SenderSummary, A
         Ok(Err(e)) => return Err(e),
         Err(_) => return Err(AgentError::Protocol("the connection ended".into())),
     };
-    let (handoff, wake) = Handoff::new(o.queue);
-    capture::start(capture_options(&o, Role::Sender), handoff.clone());
-    let mut s = SenderState {
-        rda: o.methods.iter().map(|m| rda_config(&**m)).collect(),
-        methods: o.methods.clone(),
-        window,
-        backlog: VecDeque::new(),
-        announced: VecDeque::new(),
-        held: BTreeMap::new(),
-        decoders: HashMap::new(),
-        capture_below: 0,
-        capture_done: None,
-        sent_below: 0,
-        done_sent: false,
-        summary: SenderSummary::default(),
-        handoff: handoff.clone(),
-    };
-    loop {
-        select! {
-            recv(wake) -> _ => {
-                let t = handoff.take();
-                s.summary.intervals += t.closed.len() as u64;
-                s.backlog.extend(t.closed);
-                s.capture_below = s.capture_below.max(t.below);
-                if let Some(d) = t.done {
-                    s.capture_done = Some(d.map_err(AgentError::Capture)?);
-                }
-            }
-            recv(rx) -> m => {
-                let m = m.map_err(|_| AgentError::Protocol("the connection ended".into()))??;
-                if s.on_peer(&mut writer, m)? {
-                    s.summary.dropped = handoff.dropped();
-                    s.summary.bytes_sent = writer.bytes;
-                    s.summary.bytes_received = read.load(Ordering::Relaxed);
-                    return Ok(s.summary);
-                }
-            }
-        }
-        s.pump(&mut writer)?;
-    }
+    Ok((writer, window, rx, read))
 }
 
 fn capture_options(o: &AgentOptions, role: Role) -> CaptureOptions {
@@ -276,8 +346,10 @@ struct SenderState {
     window: usize,
     /// Closed intervals not yet announced (`None`: dropped).
     backlog: VecDeque<Closed>,
-    /// Announced and not released: (interval, whether it holds a hand-off slot).
-    announced: VecDeque<(u64, bool)>,
+    /// Announced on a connection that broke, not released: announced again, as lost.
+    relost: VecDeque<Announced>,
+    /// Announced and not released.
+    announced: VecDeque<Announced>,
     /// RDA synopses of announced intervals, by method, until R starts their exchange.
     held: BTreeMap<u64, Vec<Option<Box<dyn PointSynopsis>>>>,
     decoders: HashMap<(u64, u16), Decoder<Box<RdaSynopsis>>>,
@@ -285,14 +357,93 @@ struct SenderState {
     capture_done: Option<CaptureSummary>,
     sent_below: u64,
     done_sent: bool,
+    /// R released every interval below this (on this connection or an earlier one).
+    released: Option<u64>,
     summary: SenderSummary,
     handoff: Arc<Handoff>,
 }
 
+/// An interval S announced.
+#[derive(Clone, Copy)]
+struct Announced {
+    index: u64,
+    /// Whether it holds a hand-off slot (its synopses were kept).
+    slot: bool,
+    lost: Option<Lost>,
+    packets: u64,
+    kernel_drops: Option<u64>,
+}
+
 impl SenderState {
+    /// Exchange on one connection until R says goodbye (`Ok`) or the connection ends.
+    fn exchange(
+        &mut self,
+        w: &mut LinkWriter,
+        rx: &Receiver<Incoming>,
+        wake: &Receiver<()>,
+    ) -> Result<(), AgentError> {
+        self.pump(w)?;
+        loop {
+            select! {
+                recv(wake) -> _ => {
+                    let t = self.handoff.take();
+                    self.summary.intervals += t.closed.len() as u64;
+                    self.backlog.extend(t.closed);
+                    self.capture_below = self.capture_below.max(t.below);
+                    if let Some(d) = t.done {
+                        self.capture_done = Some(d.map_err(AgentError::Capture)?);
+                    }
+                }
+                recv(rx) -> m => {
+                    let m = m.map_err(|_| AgentError::Protocol("the connection ended".into()))??;
+                    if self.on_peer(w, m)? {
+                        return Ok(());
+                    }
+                }
+            }
+            self.pump(w)?;
+        }
+    }
+
+    /// The connection broke: what R had not released is lost with it (its synopses were sent
+    /// or are held for RDA exchanges that died); it is announced again, as lost, on the next
+    /// connection. Returns how many intervals that is.
+    fn disconnected(&mut self) -> usize {
+        let n = self.announced.len();
+        for mut a in self.announced.drain(..) {
+            if a.slot {
+                self.handoff.release(1);
+                a.slot = false;
+            }
+            a.lost.get_or_insert(Lost::Connection);
+            self.relost.push_back(a);
+        }
+        self.summary.lost_in_exchange += n as u64;
+        self.held.clear();
+        self.decoders.clear();
+        self.sent_below = 0;
+        self.done_sent = false;
+        n
+    }
+
     /// Announce what the window allows, then where S's stream is.
     fn pump(&mut self, w: &mut LinkWriter) -> Result<(), AgentError> {
         while self.announced.len() < self.window {
+            let Some(a) = self.relost.pop_front() else {
+                break;
+            };
+            send(
+                w,
+                &Msg::Have {
+                    interval: a.index,
+                    lost: a.lost,
+                    packets: a.packets,
+                    kernel_drops: a.kernel_drops,
+                },
+            )?;
+            self.announced.push_back(a);
+        }
+        while self.announced.len() < self.window && self.relost.is_empty() {
             let Some(c) = self.backlog.pop_front() else {
                 break;
             };
@@ -304,7 +455,7 @@ impl SenderState {
                     w,
                     &Msg::Have {
                         interval: k,
-                        dropped: true,
+                        lost: Some(Lost::Overload),
                         packets,
                         kernel_drops,
                     },
@@ -344,20 +495,29 @@ impl SenderState {
                         w,
                         &Msg::Have {
                             interval: k,
-                            dropped: false,
+                            lost: None,
                             packets,
                             kernel_drops,
                         },
                     )?;
                 }
             }
-            self.announced.push_back((k, slot));
+            self.announced.push_back(Announced {
+                index: k,
+                slot,
+                lost: (!slot).then_some(Lost::Overload),
+                packets,
+                kernel_drops,
+            });
         }
-        let below = match self.backlog.front() {
+        let mut below = match self.backlog.front() {
             Some(c) => self.capture_below.min(c.index),
             None => self.capture_below,
         };
-        if self.capture_done.is_some() && self.backlog.is_empty() {
+        if let Some(a) = self.relost.front() {
+            below = below.min(a.index);
+        }
+        if self.capture_done.is_some() && self.backlog.is_empty() && self.relost.is_empty() {
             if !self.done_sent {
                 send(w, &Msg::Done)?;
                 self.done_sent = true;
@@ -379,11 +539,12 @@ impl SenderState {
             } => self.on_rda(w, interval, method, &message)?,
             Msg::Release(n) => {
                 let mut slots = 0;
-                while self.announced.front().is_some_and(|a| a.0 < n) {
-                    let (_, slot) = self.announced.pop_front().expect("checked");
-                    slots += usize::from(slot);
+                while self.announced.front().is_some_and(|a| a.index < n) {
+                    let a = self.announced.pop_front().expect("checked");
+                    slots += usize::from(a.slot);
                 }
                 self.handoff.release(slots);
+                self.released = Some(self.released.map_or(n, |r| r.max(n)));
                 while self.held.first_key_value().is_some_and(|(k, _)| *k < n) {
                     self.held.pop_first();
                 }
@@ -579,6 +740,8 @@ pub struct ReceiverSummary {
     pub missing: u64,
     /// Intervals dropped at S and at R.
     pub dropped: [u64; 2],
+    /// Connections from the sender that broke, and senders that connected after one did.
+    pub reconnects: u64,
     pub bytes_sent: u64,
     pub bytes_received: u64,
 }
@@ -610,6 +773,7 @@ pub fn run_receiver(
         o.log.clone(),
     );
     let (handoff, wake) = Handoff::new(o.queue);
+    let started = o.started();
     capture::start(capture_options(&o, Role::Receiver), handoff.clone());
     let mut r = ReceiverState {
         rda: o.methods.iter().map(|m| rda_config(&**m)).collect(),
@@ -630,6 +794,11 @@ pub fn run_receiver(
         released: 0,
         clock: ClockFilter::default(),
         pinging: false,
+        started,
+        had_sender: false,
+        resume: None,
+        stale_below: 0,
+        log: o.log.clone(),
         summary: ReceiverSummary {
             kind: "summary",
             ..Default::default()
@@ -639,7 +808,14 @@ pub fn run_receiver(
     let mut writer: Option<LinkWriter> = None;
     let mut peer: Receiver<Incoming> = crossbeam_channel::never();
     let read = Arc::new(AtomicU64::new(0));
+    let mut bytes = [0u64; 2];
+    // once the capture is done and no sender is connected: when to stop waiting for one
+    let mut give_up: Option<Instant> = None;
     loop {
+        let patience = match give_up {
+            Some(t) => crossbeam_channel::at(t),
+            None => crossbeam_channel::never(),
+        };
         select! {
             recv(wake) -> _ => {
                 let t = handoff.take();
@@ -666,9 +842,12 @@ pub fn run_receiver(
                     r.join.done(RECEIVER);
                     // a live capture stopped (signal, --duration) before any sender came:
                     // nothing can be measured any more (a replay waits for its sender)
-                    if writer.is_none() && matches!(o.input, Input::Live { .. }) {
+                    if !r.had_sender && matches!(o.input, Input::Live { .. }) {
                         (o.log)("stopped before a sender connected: nothing was measured");
                         return Ok(r.summary);
+                    }
+                    if r.had_sender && writer.is_none() {
+                        give_up = Some(Instant::now() + o.patience);
                     }
                 }
             }
@@ -680,28 +859,62 @@ pub fn run_receiver(
                     continue;
                 }
                 (o.log)(&format!("sender {} ({}) connected", l.hello.name, l.peer));
+                read.store(0, Ordering::Relaxed);
                 peer = spawn_reader(l.reader, read.clone());
-                let mut w = l.writer;
-                r.ping(&mut w)?;
-                writer = Some(w);
+                r.resume = None;
+                give_up = None;
+                writer = Some(l.writer);
             }
             recv(peer) -> m => {
                 let w = writer.as_mut().expect("a peer has a writer");
+                let m = match m {
+                    Ok(m) => m,
+                    Err(_) => Err(AgentError::Protocol("the connection ended".into())),
+                };
                 match m {
-                    Ok(Ok(m)) => r.on_peer(w, m)?,
-                    Ok(Err(e)) => return Err(e),
-                    Err(_) => return Err(AgentError::Protocol("the connection ended".into())),
+                    Ok(m) => r.on_peer(w, m)?,
+                    Err(e) if e.is_break() => {
+                        w.shutdown();
+                        bytes[0] += w.bytes;
+                        bytes[1] += read.load(Ordering::Relaxed);
+                        writer = None;
+                        peer = crossbeam_channel::never();
+                        let n = r.disconnected();
+                        (o.log)(&format!(
+                            "the sender's connection broke ({e}); waiting for it to connect again ({n} intervals in exchange will be reported missing)"
+                        ));
+                        if r.join.is_done(RECEIVER) {
+                            give_up = Some(Instant::now() + o.patience);
+                        }
+                    }
+                    Err(e) => return Err(e),
                 }
             }
-        }
-        if let Some(w) = writer.as_mut() {
-            r.advance(w, out)?;
-            if r.join.finished() && r.work.is_empty() {
-                send(w, &Msg::Bye)?;
-                r.summary.bytes_sent = w.bytes;
-                r.summary.bytes_received = read.load(Ordering::Relaxed);
-                return Ok(r.summary);
+            recv(patience) -> _ => {
+                // the sender is gone for good: what only R holds from here on is missing
+                (o.log)(&format!(
+                    "no sender connected again within {} s: the intervals left are reported missing",
+                    o.patience.as_secs()
+                ));
+                r.join.restart(SENDER, r.join.decided_below(), None);
+                r.join.done(SENDER);
+                give_up = None;
             }
+        }
+        if writer.is_some() && r.resume.is_none() {
+            // the connection's first message, Resume, has not come yet
+            continue;
+        }
+        r.advance(writer.as_mut(), out)?;
+        if r.join.finished() && r.work.is_empty() {
+            r.summary.bytes_sent = bytes[0];
+            r.summary.bytes_received = bytes[1];
+            if let Some(w) = writer.as_mut() {
+                send(w, &Msg::Bye)?;
+                r.summary.bytes_sent += w.bytes;
+                r.summary.bytes_received += read.load(Ordering::Relaxed);
+            }
+            return Ok(r.summary);
         }
     }
 }
@@ -810,13 +1023,102 @@ struct ReceiverState {
     /// The clock-offset exchanges with S, and whether a ping is unanswered.
     clock: ClockFilter,
     pinging: bool,
+    /// The interval R's live capture started in.
+    started: Option<u64>,
+    /// Whether a sender has connected to this receiver process.
+    had_sender: bool,
+    /// The connection's `Resume`, once it came (the first message of every connection).
+    resume: Option<(Option<u64>, Option<u64>)>,
+    /// S announces again what it announced before its connection broke: below this, R has
+    /// decided it already.
+    stale_below: u64,
+    log: Arc<dyn Fn(&str) + Send + Sync>,
     summary: ReceiverSummary,
     handoff: Arc<Handoff>,
 }
 
 impl ReceiverState {
+    /// The connection to S broke: what S announced and R has not decided is forgotten (S
+    /// announces it again, as lost), and the RDA exchanges in flight fail. Returns how many
+    /// intervals were in exchange.
+    fn disconnected(&mut self) -> usize {
+        self.summary.reconnects += 1;
+        self.join.forget(SENDER);
+        self.stale_below = self.join.decided_below();
+        self.remote.clear();
+        self.remote_results.clear();
+        for (&k, p) in self.packets.iter_mut() {
+            if k >= self.stale_below {
+                p[SENDER] = 0;
+            }
+        }
+        for (&k, d) in self.kernel_drops.iter_mut() {
+            if k >= self.stale_below {
+                d[SENDER] = None;
+            }
+        }
+        let n = self.outstanding.len();
+        self.outstanding.clear();
+        for work in self.work.values_mut() {
+            for (i, r) in work.results.iter_mut().enumerate() {
+                if r.is_none() {
+                    work.responders[i] = None;
+                    *r = Some(Err(
+                        "the connection to the sender broke during this exchange".into(),
+                    ));
+                }
+            }
+        }
+        self.pinging = false;
+        self.resume = None;
+        n
+    }
+
+    /// The first message of a connection: where S resumes.
+    fn on_resume(&mut self, released: Option<u64>, started: Option<u64>) {
+        match (self.had_sender, released) {
+            // a fresh pair
+            (false, None) => {}
+            // this receiver was restarted: a previous one released S below `n`
+            (false, Some(n)) => {
+                self.join.reported_below(n);
+                self.join.restart(RECEIVER, n, self.started);
+                self.written = n.checked_sub(1);
+                (self.log)(&format!(
+                    "the sender resumes at interval {n}: a previous receiver reported what lies below; from there until this receiver started, intervals are reported missing"
+                ));
+            }
+            // the same sender, connected again
+            (true, Some(_)) => {}
+            // a new sender process after one whose connection broke
+            (true, None) => {
+                self.join
+                    .restart(SENDER, self.join.decided_below(), started);
+                (self.log)(
+                    "a new sender process connected: intervals from where the last one stopped until it started are reported missing",
+                );
+            }
+        }
+        self.had_sender = true;
+        self.resume = Some((released, started));
+    }
+
     fn on_peer(&mut self, w: &mut LinkWriter, m: Msg) -> Result<(), AgentError> {
         let proto = |s: String| AgentError::Protocol(s);
+        match (&m, self.resume.is_some()) {
+            (Msg::Resume { .. }, true) => return Err(proto("a second resume".into())),
+            (Msg::Resume { released, started }, false) => {
+                self.on_resume(*released, *started);
+                return self.ping(w);
+            }
+            (m, false) => {
+                return Err(proto(format!(
+                    "{} before the sender said where it resumes",
+                    m.name()
+                )));
+            }
+            _ => {}
+        }
         match m {
             Msg::Synopsis {
                 interval,
@@ -842,7 +1144,7 @@ impl ReceiverState {
             }
             Msg::Have {
                 interval,
-                dropped,
+                lost,
                 packets,
                 kernel_drops,
             } => {
@@ -852,13 +1154,23 @@ impl ReceiverState {
                         self.window
                     )));
                 }
-                let h = if dropped { Held::Dropped } else { Held::Data };
+                if interval < self.stale_below {
+                    // announced again after a reconnect, and decided here already: S frees
+                    // it on the next release
+                    self.outstanding.push_back(interval);
+                    return Ok(());
+                }
+                let h = match lost {
+                    None => Held::Data,
+                    Some(Lost::Overload) => Held::Dropped,
+                    Some(Lost::Connection) => Held::Lost,
+                };
                 self.join.have(SENDER, interval, h).map_err(proto)?;
                 self.packets.entry(interval).or_default()[SENDER] = packets;
                 if let Some(d) = kernel_drops {
                     self.kernel_drops.entry(interval).or_default()[SENDER] = Some(d);
                 }
-                if dropped {
+                if lost == Some(Lost::Overload) {
                     self.summary.dropped[0] += 1;
                 }
                 self.outstanding.push_back(interval);
@@ -967,7 +1279,11 @@ impl ReceiverState {
     }
 
     /// Decide what can be decided, start its estimation, write what is complete, release.
-    fn advance(&mut self, w: &mut LinkWriter, out: &mut dyn Write) -> Result<(), AgentError> {
+    fn advance(
+        &mut self,
+        mut w: Option<&mut LinkWriter>,
+        out: &mut dyn Write,
+    ) -> Result<(), AgentError> {
         while let Some((k, v)) = self.join.decide() {
             let local = self.local.remove(&k);
             let remote = self.remote.remove(&k);
@@ -1002,21 +1318,15 @@ impl ReceiverState {
                     );
                     self.finish(k, l);
                 }
-                Verdict::Missing {
-                    sender_dropped,
-                    receiver_dropped,
-                } => {
+                Verdict::Missing(why) => {
                     self.summary.missing += 1;
-                    let why = match (sender_dropped, receiver_dropped) {
-                        (true, true) => "dropped at both points (overload)",
-                        (true, false) => "dropped at the sender (overload)",
-                        _ => "dropped at the receiver (overload)",
-                    };
-                    let l = line(Status::Missing, why);
+                    let l = line(Status::Missing, why.reason());
                     self.finish(k, l);
                 }
+                // a previous receiver wrote it
+                Verdict::Reported => {}
                 Verdict::Estimate { .. } => {
-                    self.start(w, k, local, remote, errors, [sent, received])?;
+                    self.start(w.as_deref_mut(), k, local, remote, errors, [sent, received])?;
                     if let Some(work) = self.work.get_mut(&k) {
                         work.kernel_drops = kernel_drops;
                     }
@@ -1072,7 +1382,7 @@ impl ReceiverState {
 
     /// Write every decided interval below the oldest one still in exchange (with the quiet
     /// stretch before it, if any), hand it to the sink, and release it.
-    fn flush(&mut self, w: &mut LinkWriter, out: &mut dyn Write) -> Result<(), AgentError> {
+    fn flush(&mut self, w: Option<&mut LinkWriter>, out: &mut dyn Write) -> Result<(), AgentError> {
         let limit = self.work.keys().next().copied().unwrap_or(u64::MAX);
         let mut release = None;
         while let Some((&k, _)) = self.lines.first_key_value() {
@@ -1110,9 +1420,11 @@ impl ReceiverState {
             while self.outstanding.front().is_some_and(|&k| k < n) {
                 self.outstanding.pop_front();
             }
-            send(w, &Msg::Release(n))?;
-            // one clock exchange at a time, another after each batch of lines
-            self.ping(w)?;
+            if let Some(w) = w {
+                send(w, &Msg::Release(n))?;
+                // one clock exchange at a time, another after each batch of lines
+                self.ping(w)?;
+            }
         }
         Ok(())
     }
@@ -1143,7 +1455,7 @@ impl ReceiverState {
     /// Estimate interval `k`: one-way methods at once, RDA by starting its exchange.
     fn start(
         &mut self,
-        w: &mut LinkWriter,
+        mut w: Option<&mut LinkWriter>,
         k: u64,
         local: Option<Synopses>,
         remote: Option<Vec<Option<Vec<u8>>>>,
@@ -1180,6 +1492,10 @@ impl ReceiverState {
                 let started = downcast::<RdaSynopsis>(r, "rda")
                     .map_err(|e| e.to_string())
                     .and_then(|r| Responder::new(r).map_err(|e| e.to_string()));
+                let Some(w) = w.as_deref_mut() else {
+                    work.results[i] = Some(Err("no sender is connected".into()));
+                    continue;
+                };
                 match started {
                     Ok((resp, first)) => {
                         let mut b = Vec::new();

@@ -382,7 +382,7 @@ fn run_replay(
 }
 
 /// The wall clock, ns since the Unix epoch (the clock the kernel stamps packets with).
-fn wall_ns() -> u64 {
+pub(crate) fn wall_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))

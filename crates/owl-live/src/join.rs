@@ -12,6 +12,20 @@
 //! one it announces is its first), `below` — it will announce nothing under this index — and
 //! when its capture is done. A point whose stream has passed index `n` has a packet at or
 //! after `n` (its newest), so while it is not done it is still recording at any `k < below`.
+//!
+//! **Restarts and broken connections.** The join of a run that lost its connection, or one
+//! of whose agents was restarted, keeps the same rule and says what it could not estimate:
+//!
+//! - [`forget`](Join::forget): the connection to S broke; what S announced and R has not
+//!   decided is forgotten, since S announces it again (as [`Held::Lost`] if its synopses
+//!   went down with the connection).
+//! - [`restart`](Join::restart): a point's agent was not running from interval `from` on,
+//!   until it started again during interval `started` (a live capture; it recorded only part
+//!   of that one) or, replaying a file, until the first interval it announces again. An
+//!   interval in that stretch is **missing** ("not running"), whichever point holds it; it is
+//!   never estimated against an empty synopsis, which would call every packet lost.
+//! - [`reported_below`](Join::reported_below): a restarted receiver resumes where the previous
+//!   one released S: intervals below are [`Verdict::Reported`] already and written no more.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +36,44 @@ pub enum Held {
     Data,
     /// Closed with packets, then dropped (queue full): its synopsis is lost.
     Dropped,
+    /// Sent on a connection that broke before the interval was estimated.
+    Lost,
+}
+
+/// Why an interval is missing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Why {
+    /// A point dropped its synopsis (overload).
+    Dropped { sender: bool, receiver: bool },
+    /// S's synopsis went down with a broken connection.
+    Connection,
+    /// A point's agent was not running.
+    NotRunning { sender: bool },
+    /// A point's agent started again during it and recorded only part of it.
+    Restarted { sender: bool },
+}
+
+impl Why {
+    /// The reason a missing line gives.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Why::Dropped {
+                sender: true,
+                receiver: true,
+            } => "dropped at both points (overload)",
+            Why::Dropped { sender: true, .. } => "dropped at the sender (overload)",
+            Why::Dropped { .. } => "dropped at the receiver (overload)",
+            Why::Connection => "the connection between the agents broke before it was estimated",
+            Why::NotRunning { sender: true } => "the sender agent was not running",
+            Why::NotRunning { sender: false } => "the receiver agent was not running",
+            Why::Restarted { sender: true } => {
+                "the sender agent started again during it (recorded only part of it)"
+            }
+            Why::Restarted { sender: false } => {
+                "the receiver agent started again during it (recorded only part of it)"
+            }
+        }
+    }
 }
 
 /// The decision for one interval.
@@ -31,11 +83,10 @@ pub enum Verdict {
     Estimate { sender: bool, receiver: bool },
     /// Only one point recorded it, before the other started or after it stopped.
     Trimmed { sender: bool },
-    /// A point recorded it but dropped it: say so.
-    Missing {
-        sender_dropped: bool,
-        receiver_dropped: bool,
-    },
+    /// No estimate, and why: say so.
+    Missing(Why),
+    /// A previous receiver decided it before it was restarted: nothing more to say.
+    Reported,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -44,6 +95,17 @@ struct Side {
     last: Option<u64>,
     below: u64,
     done: bool,
+    restart: Option<Restart>,
+}
+
+/// A point's agent was not running from `from` on, until it started again.
+#[derive(Clone, Copy, Debug)]
+struct Restart {
+    from: u64,
+    /// The interval its live capture started in, if known.
+    started: Option<u64>,
+    /// The first interval it announced since (a replay has no start time).
+    back: Option<u64>,
 }
 
 impl Side {
@@ -58,6 +120,8 @@ impl Side {
 pub struct Join {
     sides: [Side; 2],
     held: BTreeMap<u64, [Option<Held>; 2]>,
+    /// Every interval below this is decided (or was, by a previous receiver).
+    decided: u64,
 }
 
 /// Index of a side: 0 the sender, 1 the receiver.
@@ -80,6 +144,9 @@ impl Join {
         }
         s.first.get_or_insert(k);
         s.last = Some(k);
+        if let Some(r) = s.restart.as_mut() {
+            r.back.get_or_insert(k);
+        }
         self.held.entry(k).or_insert([None, None])[p] = Some(h);
         Ok(())
     }
@@ -99,6 +166,55 @@ impl Join {
         self.sides[p].done
     }
 
+    /// Every interval below this is decided.
+    pub fn decided_below(&self) -> u64 {
+        self.decided
+    }
+
+    /// The connection to side `p` broke: forget what it announced and was not decided (it
+    /// announces that again), and expect its announcements from the first undecided interval.
+    pub fn forget(&mut self, p: usize) {
+        for h in self.held.values_mut() {
+            h[p] = None;
+        }
+        self.held.retain(|_, h| h.iter().any(Option::is_some));
+        let s = &mut self.sides[p];
+        s.last = None;
+        s.below = self.decided;
+        s.done = false;
+    }
+
+    /// Side `p`'s agent was not running from interval `from` on; it started again during
+    /// `started` (a live capture), or, if that is unknown, at the next interval it announces.
+    pub fn restart(&mut self, p: usize, from: u64, started: Option<u64>) {
+        self.sides[p].restart = Some(Restart {
+            from,
+            started,
+            back: None,
+        });
+    }
+
+    /// A previous receiver decided every interval below `n`.
+    pub fn reported_below(&mut self, n: u64) {
+        self.decided = self.decided.max(n);
+    }
+
+    /// Was side `p` not running (or running for part of the interval only) at `k`?
+    fn down(&self, p: usize, k: u64) -> Option<Why> {
+        let r = self.sides[p].restart?;
+        let sender = p == SENDER;
+        if k < r.from {
+            return None;
+        }
+        match (r.started, r.back) {
+            (Some(st), _) if k < st => Some(Why::NotRunning { sender }),
+            (Some(st), _) if k == st => Some(Why::Restarted { sender }),
+            (Some(_), _) => None,
+            (None, Some(b)) if k >= b => None,
+            (None, _) => Some(Why::NotRunning { sender }),
+        }
+    }
+
     /// Intervals announced and not yet decided.
     pub fn pending(&self) -> usize {
         self.held.len()
@@ -112,22 +228,34 @@ impl Join {
     /// The oldest interval not yet decided, with its decision, if it can be decided now.
     pub fn decide(&mut self) -> Option<(u64, Verdict)> {
         let (&k, &h) = self.held.first_key_value()?;
+        if k < self.decided {
+            self.held.pop_first();
+            return Some((k, Verdict::Reported));
+        }
         if k >= self.sides[0].bound() || k >= self.sides[1].bound() {
             return None;
         }
-        let v = match h {
-            [Some(a), Some(b)] if a == Held::Dropped || b == Held::Dropped => Verdict::Missing {
-                sender_dropped: a == Held::Dropped,
-                receiver_dropped: b == Held::Dropped,
-            },
-            [Some(Held::Dropped), None] => Verdict::Missing {
-                sender_dropped: true,
-                receiver_dropped: false,
-            },
-            [None, Some(Held::Dropped)] => Verdict::Missing {
-                sender_dropped: false,
-                receiver_dropped: true,
-            },
+        let dropped = |x: Option<Held>| x == Some(Held::Dropped);
+        let v = if let Some(w) = self.down(SENDER, k).or_else(|| self.down(RECEIVER, k)) {
+            Verdict::Missing(w)
+        } else if h[0] == Some(Held::Lost) {
+            Verdict::Missing(Why::Connection)
+        } else if dropped(h[0]) || dropped(h[1]) {
+            Verdict::Missing(Why::Dropped {
+                sender: dropped(h[0]),
+                receiver: dropped(h[1]),
+            })
+        } else {
+            self.rule(k, h)?
+        };
+        self.held.pop_first();
+        self.decided = k + 1;
+        Some((k, v))
+    }
+
+    /// `owl estimate`'s rule for an interval with no synopsis lost.
+    fn rule(&self, k: u64, h: [Option<Held>; 2]) -> Option<Verdict> {
+        Some(match h {
             [Some(_), Some(_)] => Verdict::Estimate {
                 sender: true,
                 receiver: true,
@@ -147,9 +275,7 @@ impl Join {
                 },
             },
             [None, None] => unreachable!("an interval is held because a side announced it"),
-        };
-        self.held.pop_first();
-        Some((k, v))
+        })
     }
 
     /// Was point `p` not recording at `k` (which only the other point holds)? `None`: not
@@ -289,22 +415,147 @@ mod tests {
             j.decide(),
             Some((
                 5,
-                Verdict::Missing {
-                    sender_dropped: true,
-                    receiver_dropped: false
-                }
+                Verdict::Missing(Why::Dropped {
+                    sender: true,
+                    receiver: false
+                })
             ))
         );
         assert_eq!(
             j.decide(),
             Some((
                 6,
-                Verdict::Missing {
-                    sender_dropped: false,
-                    receiver_dropped: true
-                }
+                Verdict::Missing(Why::Dropped {
+                    sender: false,
+                    receiver: true
+                })
             ))
         );
         assert!(j.finished());
+    }
+
+    fn drain(j: &mut Join) -> Vec<(u64, Verdict)> {
+        std::iter::from_fn(|| j.decide()).collect()
+    }
+
+    const BOTH: Verdict = Verdict::Estimate {
+        sender: true,
+        receiver: true,
+    };
+
+    /// The connection breaks with S's intervals 3 and 4 announced and undecided; S announces
+    /// them again as lost, then 5 as usual: 3 and 4 are missing, nothing else changes.
+    #[test]
+    fn a_broken_connection_loses_only_what_was_in_exchange() {
+        let mut j = Join::new();
+        for k in 1..=5 {
+            j.have(RECEIVER, k, Held::Data).unwrap();
+        }
+        j.below(RECEIVER, 6);
+        for k in 1..=4 {
+            j.have(SENDER, k, Held::Data).unwrap();
+        }
+        j.below(SENDER, 3);
+        assert_eq!(drain(&mut j), vec![(1, BOTH), (2, BOTH)]);
+        j.forget(SENDER);
+        assert_eq!(j.decided_below(), 3);
+        // S, resuming from its last release (2), announces 2 again: R ignores what it decided
+        // (the agent does), and the join refuses it
+        assert!(j.have(SENDER, 2, Held::Lost).is_err());
+        j.have(SENDER, 3, Held::Lost).unwrap();
+        j.have(SENDER, 4, Held::Lost).unwrap();
+        j.have(SENDER, 5, Held::Data).unwrap();
+        j.done(SENDER);
+        j.done(RECEIVER);
+        assert_eq!(
+            drain(&mut j),
+            vec![
+                (3, Verdict::Missing(Why::Connection)),
+                (4, Verdict::Missing(Why::Connection)),
+                (5, BOTH)
+            ]
+        );
+        assert!(j.finished());
+    }
+
+    /// A restarted receiver (a new process) resumes at S's last release, 10: S's 10–11 (lost
+    /// in exchange) and 12 are missing as the receiver was not running, 13 (R's capture
+    /// started during it) is missing, 14 on is estimated; 9, which the previous receiver
+    /// reported, is not written again.
+    #[test]
+    fn a_restarted_receiver_reports_only_its_down_time_missing() {
+        let mut j = Join::new();
+        j.reported_below(10);
+        j.restart(RECEIVER, 10, Some(13));
+        for k in 13..=15 {
+            j.have(RECEIVER, k, Held::Data).unwrap();
+        }
+        j.have(SENDER, 10, Held::Lost).unwrap();
+        j.have(SENDER, 11, Held::Lost).unwrap();
+        for k in 12..=15 {
+            j.have(SENDER, k, Held::Data).unwrap();
+        }
+        j.done(SENDER);
+        j.done(RECEIVER);
+        let not_running = Verdict::Missing(Why::NotRunning { sender: false });
+        assert_eq!(
+            drain(&mut j),
+            vec![
+                (10, not_running),
+                (11, not_running),
+                (12, not_running),
+                (13, Verdict::Missing(Why::Restarted { sender: false })),
+                (14, BOTH),
+                (15, BOTH)
+            ]
+        );
+        // an interval only R holds, below the resume point (R captured before S connected)
+        let mut j = Join::new();
+        j.reported_below(10);
+        j.have(RECEIVER, 9, Held::Data).unwrap();
+        j.have(RECEIVER, 10, Held::Data).unwrap();
+        j.have(SENDER, 10, Held::Data).unwrap();
+        j.done(SENDER);
+        j.done(RECEIVER);
+        assert_eq!(drain(&mut j), vec![(9, Verdict::Reported), (10, BOTH)]);
+    }
+
+    /// A restarted sender replaying a file (no start time): R's intervals from where the
+    /// connection broke until S's first new one are missing, not estimated as all unexpected.
+    #[test]
+    fn a_restarted_sender_without_a_start_time_is_down_until_it_announces() {
+        let mut j = Join::new();
+        for k in 0..=6 {
+            j.have(RECEIVER, k, Held::Data).unwrap();
+        }
+        j.below(RECEIVER, 7);
+        j.have(SENDER, 0, Held::Data).unwrap();
+        j.have(SENDER, 1, Held::Data).unwrap();
+        j.below(SENDER, 1);
+        assert_eq!(drain(&mut j), vec![(0, BOTH)]);
+        j.forget(SENDER);
+        j.restart(SENDER, j.decided_below(), None);
+        j.have(SENDER, 4, Held::Data).unwrap();
+        j.have(SENDER, 5, Held::Data).unwrap();
+        j.done(SENDER);
+        j.done(RECEIVER);
+        let down = Verdict::Missing(Why::NotRunning { sender: true });
+        assert_eq!(
+            drain(&mut j),
+            vec![
+                (1, down),
+                (2, down),
+                (3, down),
+                (4, BOTH),
+                (5, BOTH),
+                (
+                    6,
+                    Verdict::Estimate {
+                        sender: false,
+                        receiver: true
+                    }
+                )
+            ]
+        );
     }
 }

@@ -7,10 +7,17 @@
 //! S → R  Config   the measurement configuration (crate::config); R answers Accept or a refusal
 //! R → S  Accept   u32 window: most intervals S may announce that R has not released
 //! S → R  Synopsis u64 interval | u16 method | the method's payload (what `owl record` writes)
-//! S → R  Have     u64 interval | u8 dropped | u64 packets | u8 live | u64 kernel_drops: S
-//!                 closed this interval with packets in it (after its Synopsis frames); dropped
-//!                 = S lost it to overload; live = 1: S captures an interface, and its kernel
-//!                 dropped kernel_drops packets since its previous interval closed
+//! S → R  Resume   u8 has | u64 released | u8 live | u64 started: sent once after Accept on
+//!                 every connection. released (has = 1): a receiver released S's intervals
+//!                 below it on an earlier connection of this sender process, so S resumes there
+//!                 (has = 0: this sender never had a receiver). started (live = 1): the interval
+//!                 S's live capture began in, the first S recorded only part of
+//! S → R  Have     u64 interval | u8 lost | u64 packets | u8 live | u64 kernel_drops: S
+//!                 closed this interval with packets in it (after its Synopsis frames); lost =
+//!                 0: S sent its synopses, 1: S dropped them (overload), 2: they were sent on a
+//!                 connection that broke before the interval was estimated; live = 1: S
+//!                 captures an interface, and its kernel dropped kernel_drops packets since its
+//!                 previous interval closed
 //! S → R  Below    u64 n: S will announce no interval below n
 //! S → R  Done     S's capture ended; every interval is announced
 //! both   Rda      u64 interval | u16 method | one message of RDA's exchange (owl_core rda::session)
@@ -41,6 +48,16 @@ pub mod kind {
     pub const BYE: u8 = 25;
     pub const PING: u8 = 26;
     pub const PONG: u8 = 27;
+    pub const RESUME: u8 = 28;
+}
+
+/// Why S has no synopsis for an interval it closed with packets in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lost {
+    /// The capture hand-off was full: S dropped the interval whole.
+    Overload,
+    /// S sent it on a connection that broke before R estimated it.
+    Connection,
 }
 
 /// One message between the agents.
@@ -55,9 +72,14 @@ pub enum Msg {
         method: u16,
         payload: Vec<u8>,
     },
+    /// S resumes: see the table above.
+    Resume {
+        released: Option<u64>,
+        started: Option<u64>,
+    },
     Have {
         interval: u64,
-        dropped: bool,
+        lost: Option<Lost>,
         packets: u64,
         /// Live capture: packets S's kernel dropped since S's previous interval closed.
         kernel_drops: Option<u64>,
@@ -113,14 +135,25 @@ impl Msg {
                 w.bytes(payload);
                 kind::SYNOPSIS
             }
+            Msg::Resume { released, started } => {
+                for v in [released, started] {
+                    w.u8(u8::from(v.is_some()));
+                    w.u64(v.unwrap_or(0));
+                }
+                kind::RESUME
+            }
             Msg::Have {
                 interval,
-                dropped,
+                lost,
                 packets,
                 kernel_drops,
             } => {
                 w.u64(*interval);
-                w.u8(u8::from(*dropped));
+                w.u8(match lost {
+                    None => 0,
+                    Some(Lost::Overload) => 1,
+                    Some(Lost::Connection) => 2,
+                });
                 w.u64(*packets);
                 w.u8(u8::from(kernel_drops.is_some()));
                 w.u64(kernel_drops.unwrap_or(0));
@@ -193,10 +226,11 @@ impl Msg {
             },
             kind::HAVE => Msg::Have {
                 interval: r.u64("interval")?,
-                dropped: match r.u8("dropped")? {
-                    0 => false,
-                    1 => true,
-                    x => return Err(r.invalid(format!("dropped flag {x}"))),
+                lost: match r.u8("lost")? {
+                    0 => None,
+                    1 => Some(Lost::Overload),
+                    2 => Some(Lost::Connection),
+                    x => return Err(r.invalid(format!("lost code {x}"))),
                 },
                 packets: r.u64("packets")?,
                 kernel_drops: match (r.u8("live")?, r.u64("kernel drops")?) {
@@ -205,6 +239,16 @@ impl Msg {
                     (x, _) => return Err(r.invalid(format!("live flag {x}"))),
                 },
             },
+            kind::RESUME => {
+                let mut opt = |what: &'static str| -> Result<Option<u64>, DecodeError> {
+                    let has = flag(&mut r, what)?;
+                    let v = r.u64(what)?;
+                    Ok(has.then_some(v))
+                };
+                let released = opt("released")?;
+                let started = opt("started")?;
+                Msg::Resume { released, started }
+            }
             kind::BELOW => Msg::Below(r.u64("interval")?),
             kind::DONE => Msg::Done,
             kind::RDA => Msg::Rda {
@@ -250,6 +294,7 @@ impl Msg {
             Msg::Config(_) => "config",
             Msg::Accept { .. } => "accept",
             Msg::Synopsis { .. } => "synopsis",
+            Msg::Resume { .. } => "resume",
             Msg::Have { .. } => "have",
             Msg::Below(_) => "below",
             Msg::Done => "done",
@@ -437,9 +482,29 @@ mod tests {
             },
             Msg::Have {
                 interval: 9,
-                dropped: true,
+                lost: Some(Lost::Overload),
                 packets: 77,
                 kernel_drops: Some(3),
+            },
+            Msg::Have {
+                interval: 10,
+                lost: Some(Lost::Connection),
+                packets: 0,
+                kernel_drops: None,
+            },
+            Msg::Have {
+                interval: 11,
+                lost: None,
+                packets: 1,
+                kernel_drops: None,
+            },
+            Msg::Resume {
+                released: Some(0),
+                started: None,
+            },
+            Msg::Resume {
+                released: None,
+                started: Some(u64::MAX),
             },
             Msg::Below(10),
             Msg::Done,

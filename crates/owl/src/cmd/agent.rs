@@ -55,6 +55,16 @@ minus R's from the exchange of least round trip among the last 8, true within ±
 (half that round trip) whatever the path: a true delay is the measured one plus offset_ns.
 With --replay it describes the hosts' clocks, not those that stamped the files.
 
+Broken connections and restarts: when the connection between the agents breaks, S keeps
+capturing (into its --queue), connects again for up to --connect-timeout, and resumes where R
+last released it; a restarted R (a new process on the same --listen) takes the pair up there
+too. Nothing is estimated from one side: the intervals in exchange when the connection broke
+are \"missing\" (\"the connection between the agents broke …\"), and so is every interval a
+restarted agent was not running for, and the one it started again in (\"the receiver agent was
+not running\", \"… started again during it\"); the rest are estimated as usual. A receiver whose
+capture is done waits --connect-timeout for a sender whose connection broke, then reports what
+is left missing and exits.
+
 With --collector, R also delivers every line to `owl collector` (queued while the collector
 is unreachable, at most --collector-queue lines, and resent until acknowledged).
 
@@ -193,7 +203,9 @@ pub struct AgentArgs {
     /// Receiver: at the end, how long to wait for the collector to take the last lines.
     #[arg(long, default_value = "30s", value_parser = parse_duration_u64, value_name = "T")]
     pub collector_patience: u64,
-    /// Sender: how long to keep trying to reach the receiver.
+    /// Sender: how long to keep trying to reach the receiver, at the start and after the
+    /// connection broke. Receiver: once its capture is done, how long to wait for a sender
+    /// whose connection broke.
     #[arg(long, default_value = "30s", value_parser = parse_duration_u64, value_name = "T")]
     pub connect_timeout: u64,
     #[command(flatten)]
@@ -305,6 +317,7 @@ pub fn run(a: AgentArgs) -> Result<()> {
         stop,
         duration: a.duration.map(Duration::from_nanos),
         queue: a.queue,
+        patience: Duration::from_nanos(a.connect_timeout),
         key,
         name: a.name.clone().unwrap_or_else(|| role.to_string()),
         log: Arc::new(log),
@@ -322,13 +335,14 @@ pub fn run(a: AgentArgs) -> Result<()> {
             let peer = a
                 .peer
                 .ok_or_else(|| anyhow!("the sender needs --peer HOST:PORT (the receiver agent)"))?;
-            let stream =
-                agent::connect_with_patience(&peer, Duration::from_nanos(a.connect_timeout))?;
-            let s = agent::run_sender(o, stream)?;
+            let patience = Duration::from_nanos(a.connect_timeout);
+            let s = agent::run_sender(o, &mut || agent::connect_with_patience(&peer, patience))?;
             log(&format!(
-                "done: {} intervals exchanged with {peer} ({} dropped), {} sent, {} received",
+                "done: {} intervals exchanged with {peer} ({} dropped, {} lost with {} broken connections), {} sent, {} received",
                 s.intervals,
                 s.dropped,
+                s.lost_in_exchange,
+                s.reconnects,
                 format_bytes(s.bytes_sent),
                 format_bytes(s.bytes_received)
             ));
