@@ -76,15 +76,6 @@ pub struct AgentOptions {
 }
 
 impl AgentOptions {
-    /// The interval a live capture starts in (the first it records only part of); `None` for
-    /// a replay, whose first interval is the file's.
-    fn started(&self) -> Option<u64> {
-        match self.input {
-            Input::Live { .. } => self.intervals.index(capture::wall_ns()),
-            Input::Replay { .. } => None,
-        }
-    }
-
     /// What this agent offers the other in the handshake.
     fn config(&self) -> AgentConfig {
         // the kernel pre-filter of a libpcap capture
@@ -233,7 +224,6 @@ pub fn run_sender(
     connect: &mut dyn FnMut() -> Result<TcpStream, AgentError>,
 ) -> Result<SenderSummary, AgentError> {
     let (handoff, wake) = Handoff::new(o.queue);
-    let started = o.started();
     let mut s = SenderState {
         rda: o.methods.iter().map(|m| rda_config(&**m)).collect(),
         methods: o.methods.clone(),
@@ -266,6 +256,16 @@ pub fn run_sender(
             Err(e) => return Err(e),
         };
         s.window = window;
+        if !capturing {
+            capture::start(capture_options(&o, Role::Sender), handoff.clone());
+            capturing = true;
+        }
+        // where a live capture started: a receiver that measured with an earlier sender
+        // process reports what lies before it missing
+        let started = match o.input {
+            Input::Live { .. } => handoff.wait_started(link::HANDSHAKE_TIMEOUT),
+            Input::Replay { .. } => None,
+        };
         send(
             &mut writer,
             &Msg::Resume {
@@ -273,10 +273,6 @@ pub fn run_sender(
                 started,
             },
         )?;
-        if !capturing {
-            capture::start(capture_options(&o, Role::Sender), handoff.clone());
-            capturing = true;
-        }
         match s.exchange(&mut writer, &rx, &wake) {
             Ok(()) => {
                 s.summary.dropped = handoff.dropped();
@@ -773,7 +769,6 @@ pub fn run_receiver(
         o.log.clone(),
     );
     let (handoff, wake) = Handoff::new(o.queue);
-    let started = o.started();
     capture::start(capture_options(&o, Role::Receiver), handoff.clone());
     let mut r = ReceiverState {
         rda: o.methods.iter().map(|m| rda_config(&**m)).collect(),
@@ -794,8 +789,9 @@ pub fn run_receiver(
         released: 0,
         clock: ClockFilter::default(),
         pinging: false,
-        started,
+        started: None,
         had_sender: false,
+        live: matches!(o.input, Input::Live { .. }),
         resume: None,
         stale_below: 0,
         log: o.log.clone(),
@@ -819,6 +815,10 @@ pub fn run_receiver(
         select! {
             recv(wake) -> _ => {
                 let t = handoff.take();
+                if let (Some(k), None) = (t.started, r.started) {
+                    r.started = Some(k);
+                    r.join.started(RECEIVER, k);
+                }
                 for c in t.closed {
                     let k = c.index;
                     r.packets.entry(k).or_default()[RECEIVER] = c.packets;
@@ -879,9 +879,9 @@ pub fn run_receiver(
                         bytes[1] += read.load(Ordering::Relaxed);
                         writer = None;
                         peer = crossbeam_channel::never();
-                        let n = r.disconnected();
+                        r.disconnected();
                         (o.log)(&format!(
-                            "the sender's connection broke ({e}); waiting for it to connect again ({n} intervals in exchange will be reported missing)"
+                            "the sender's connection broke ({e}); waiting for it to connect again (the intervals it had announced and this receiver had not finished will be reported missing)"
                         ));
                         if r.join.is_done(RECEIVER) {
                             give_up = Some(Instant::now() + o.patience);
@@ -1023,10 +1023,12 @@ struct ReceiverState {
     /// The clock-offset exchanges with S, and whether a ping is unanswered.
     clock: ClockFilter,
     pinging: bool,
-    /// The interval R's live capture started in.
+    /// The interval R's live capture was open in first, once it is open.
     started: Option<u64>,
     /// Whether a sender has connected to this receiver process.
     had_sender: bool,
+    /// R captures an interface (not a replay).
+    live: bool,
     /// The connection's `Resume`, once it came (the first message of every connection).
     resume: Option<(Option<u64>, Option<u64>)>,
     /// S announces again what it announced before its connection broke: below this, R has
@@ -1039,9 +1041,8 @@ struct ReceiverState {
 
 impl ReceiverState {
     /// The connection to S broke: what S announced and R has not decided is forgotten (S
-    /// announces it again, as lost), and the RDA exchanges in flight fail. Returns how many
-    /// intervals were in exchange.
-    fn disconnected(&mut self) -> usize {
+    /// announces it again, as lost), and the RDA exchanges in flight fail.
+    fn disconnected(&mut self) {
         self.summary.reconnects += 1;
         self.join.forget(SENDER);
         self.stale_below = self.join.decided_below();
@@ -1057,7 +1058,6 @@ impl ReceiverState {
                 d[SENDER] = None;
             }
         }
-        let n = self.outstanding.len();
         self.outstanding.clear();
         for work in self.work.values_mut() {
             for (i, r) in work.results.iter_mut().enumerate() {
@@ -1071,7 +1071,6 @@ impl ReceiverState {
         }
         self.pinging = false;
         self.resume = None;
-        n
     }
 
     /// The first message of a connection: where S resumes.
@@ -1085,7 +1084,12 @@ impl ReceiverState {
                 self.join.restart(RECEIVER, n, self.started);
                 self.written = n.checked_sub(1);
                 (self.log)(&format!(
-                    "the sender resumes at interval {n}: a previous receiver reported what lies below; from there until this receiver started, intervals are reported missing"
+                    "the sender resumes at interval {n}, where a previous receiver left it{}",
+                    if self.live {
+                        "; until this receiver started, intervals are reported missing"
+                    } else {
+                        ""
+                    }
                 ));
             }
             // the same sender, connected again

@@ -92,6 +92,8 @@ struct State {
     /// The capture ended (with its summary, or an error).
     done: Option<Result<CaptureSummary, String>>,
     dropped: u64,
+    /// Live capture: the interval the capture was open in first.
+    started: Option<u64>,
 }
 
 /// The bounded hand-off between the capture thread and the exchange.
@@ -108,6 +110,9 @@ pub struct Taken {
     pub closed: Vec<Closed>,
     pub below: u64,
     pub done: Option<Result<CaptureSummary, String>>,
+    /// Live capture: the interval the capture was open in first (the first it may have
+    /// recorded only part of), once it is open.
+    pub started: Option<u64>,
 }
 
 impl Handoff {
@@ -142,7 +147,35 @@ impl Handoff {
             closed: s.closed.drain(..).collect(),
             below: s.below,
             done: s.done.take(),
+            started: s.started,
         }
+    }
+
+    /// Live capture: the interval the capture was open in first; `None` before it is open (and
+    /// for a replay).
+    pub fn started(&self) -> Option<u64> {
+        self.lock().started
+    }
+
+    /// Wait (at most `patience`) until a live capture is open or has ended: the interval it
+    /// was open in first, if it opened.
+    pub fn wait_started(&self, patience: Duration) -> Option<u64> {
+        let t0 = Instant::now();
+        loop {
+            {
+                let s = self.lock();
+                if s.started.is_some() || s.done.is_some() || t0.elapsed() >= patience {
+                    return s.started;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// The capture is open, as of wall-clock time `now_ns` on `intervals`' grid.
+    fn opened(&self, intervals: &Intervals, now_ns: u64) {
+        self.lock().started = intervals.index(now_ns);
+        self.notify();
     }
 
     /// The exchange is finished with `n` intervals' synopses.
@@ -450,6 +483,10 @@ fn run_source(
     use owl_trace::records::{FrameRecords, ReadOptions};
     let linktype = r.linktype();
     let lag = r.delivery_lag_ns();
+    // the source is open: every packet from now on is captured. The interval open now is the
+    // first that may be recorded only in part (if the opening straddled a boundary, the one
+    // before it was too: a restarted agent reports both missing)
+    h.opened(&o.intervals, wall_ns());
     let mut frames = FrameRecords::new(&ReadOptions::with_seed(o.identity_seed));
     let mut point = PointStream::new(o.role, o.intervals, o.disorder_ns, o.methods.clone());
     let mut batch = Vec::with_capacity(BATCH);

@@ -156,8 +156,18 @@ fn session(
             l.writer.refuse(&e);
             return Err(e);
         }
-        if let Some(m) = metrics {
-            m.observe(&p, &line);
+        match stored {
+            Ok(true) => {
+                if let Some(m) = metrics {
+                    m.observe(&p, &line);
+                }
+            }
+            _ => log(&format!(
+                "{p}: interval {} is stored as estimated; a later line saying it is missing is not stored",
+                line.get("index")
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or_default()
+            )),
         }
         pair = p;
         n += 1;

@@ -185,13 +185,25 @@ impl Join {
     }
 
     /// Side `p`'s agent was not running from interval `from` on; it started again during
-    /// `started` (a live capture), or, if that is unknown, at the next interval it announces.
+    /// `started` (a live capture), or, if that is unknown, at the first interval it announced
+    /// since it last connected (a receiver's own first, for its own restart; a sender's next,
+    /// after [`forget`](Join::forget)).
     pub fn restart(&mut self, p: usize, from: u64, started: Option<u64>) {
+        let s = &self.sides[p];
+        let back = if s.last.is_some() { s.first } else { None };
         self.sides[p].restart = Some(Restart {
             from,
             started,
-            back: None,
+            back,
         });
+    }
+
+    /// Side `p`'s live capture opened during interval `k`: if it restarted and that was not
+    /// known yet, this is where it started again.
+    pub fn started(&mut self, p: usize, k: u64) {
+        if let Some(r) = self.sides[p].restart.as_mut() {
+            r.started.get_or_insert(k);
+        }
     }
 
     /// A previous receiver decided every interval below `n`.

@@ -30,7 +30,9 @@
 //! **Crash-safe**: write-ahead log, `synchronous = FULL`, and one transaction per interval
 //! (its row and its methods' rows together), committed before the agent is acknowledged — an
 //! interval is either wholly stored or not at all, and one not acknowledged is sent again (a
-//! resent interval replaces itself: the primary keys make storing idempotent).
+//! resent interval replaces itself: the primary keys make storing idempotent). A `missing` line
+//! never replaces an `estimated` row: a receiver restarted between writing an interval and the
+//! sender hearing of it reports that interval again, as missing.
 //!
 //! A version-1 database (before the clock columns) is upgraded in place when the collector
 //! opens it, and read as it is by `owl report` (no offsets).
@@ -149,8 +151,15 @@ impl Store {
     }
 
     /// Store one line of a receiver agent (an interval or a quiet range) for `pair`, in one
-    /// transaction. `now_ns` is the collector's clock.
-    pub fn store_line(&mut self, pair: &str, line: &Value, now_ns: i64) -> Result<(), StoreError> {
+    /// transaction. `now_ns` is the collector's clock. Returns `false` for a `missing` line of
+    /// an interval already stored as estimated, which keeps its estimate: a receiver restarted
+    /// after it wrote the interval, before the sender learnt so, reports it again as missing.
+    pub fn store_line(
+        &mut self,
+        pair: &str,
+        line: &Value,
+        now_ns: i64,
+    ) -> Result<bool, StoreError> {
         let kind = line.get("type").and_then(Value::as_str).unwrap_or("");
         let tx = self.db.transaction()?;
         match kind {
@@ -159,6 +168,18 @@ impl Store {
                 let status = line.get("status").and_then(Value::as_str).unwrap_or("");
                 if !["estimated", "missing", "left_out"].contains(&status) {
                     return Err(StoreError::Invalid(format!("unknown status '{status}'")));
+                }
+                if status == "missing" {
+                    let stored: Option<String> = tx
+                        .query_row(
+                            "SELECT status FROM intervals WHERE pair = ?1 AND idx = ?2",
+                            params![pair, idx],
+                            |r| r.get(0),
+                        )
+                        .optional()?;
+                    if stored.as_deref() == Some("estimated") {
+                        return Ok(false);
+                    }
                 }
                 let clock = |k: &str| {
                     line.get("clock")
@@ -238,7 +259,7 @@ impl Store {
             k => return Err(StoreError::Invalid(format!("unknown line type '{k}'"))),
         }
         tx.commit()?;
-        Ok(())
+        Ok(true)
     }
 
     /// The pairs in the database.
@@ -497,7 +518,10 @@ mod tests {
         s.store_line("a", &line(14, "estimated"), 1).unwrap();
         // 15 never arrives (agent down)
         s.store_line("a", &line(16, "estimated"), 1).unwrap();
-        s.store_line("a", &line(16, "estimated"), 2).unwrap(); // resent: replaces
+        assert!(s.store_line("a", &line(16, "estimated"), 2).unwrap()); // resent: replaces
+        // a restarted receiver says 16 is missing: the estimate stays; 11 may become estimated
+        assert!(!s.store_line("a", &line(16, "missing"), 3).unwrap());
+        assert!(s.store_line("a", &line(11, "missing"), 3).unwrap());
         s.store_line("b", &line(1, "estimated"), 1).unwrap();
         assert!(s.store_line("a", &json!({"type": "nonsense"}), 1).is_err());
         assert!(

@@ -83,6 +83,18 @@ fn replay_agent(
 
 /// [`agents`], with flags for the receiver only.
 fn agents_with(s: &Path, r: &Path, key: &Path, common: &[&str], receiver_only: &[&str]) -> Run {
+    agents_via(s, r, key, common, receiver_only, &|a| a.to_string())
+}
+
+/// [`agents_with`], the sender connecting to `via(receiver's address)`.
+fn agents_via(
+    s: &Path,
+    r: &Path,
+    key: &Path,
+    common: &[&str],
+    receiver_only: &[&str],
+    via: &dyn Fn(&str) -> String,
+) -> Run {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
     let rx = replay_agent(RECEIVER, r, key, common)
@@ -103,7 +115,8 @@ fn agents_with(s: &Path, r: &Path, key: &Path, common: &[&str], receiver_only: &
         .unwrap_or_else(|| panic!("receiver said: {first}"))
         .to_string();
     let receiver_rest = drain(err);
-    let mut tx = replay_agent(&["--role", "sender", "--peer", &addr], s, key, common)
+    let peer = via(&addr);
+    let mut tx = replay_agent(&["--role", "sender", "--peer", &peer], s, key, common)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -883,4 +896,300 @@ fn a_collector_killed_mid_run_loses_nothing() {
         written
     );
     assert!(rows.iter().all(|r| r["status"] != "missing"), "{rep}");
+}
+
+/// A TCP relay on a free loopback port to `to`. On its first connection it reads the sender's
+/// frames (`u32 length | version | kind | …`) and, at the `cut_at`-th `Have` (kind 19), cuts
+/// the connection both ways instead of passing that frame on: the receiver never hears of that
+/// interval, nor of anything the sender sent after it. Later connections are relayed whole.
+/// Its address.
+fn cutting_relay(to: String, cut_at: usize) -> String {
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for (n, c) in l.incoming().enumerate() {
+            let Ok(a) = c else { continue };
+            let Ok(b) = TcpStream::connect(&to) else {
+                continue;
+            };
+            let (mut bx, mut by) = (b.try_clone().unwrap(), a.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut bx, &mut by);
+                let _ = by.shutdown(Shutdown::Write);
+            });
+            let (mut x, mut y) = (a, b);
+            std::thread::spawn(move || {
+                if n > 0 {
+                    let _ = std::io::copy(&mut x, &mut y);
+                    let _ = y.shutdown(Shutdown::Write);
+                    return;
+                }
+                let mut haves = 0;
+                loop {
+                    let mut len = [0u8; 4];
+                    if x.read_exact(&mut len).is_err() {
+                        break;
+                    }
+                    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+                    if x.read_exact(&mut body).is_err() {
+                        break;
+                    }
+                    if body.get(1) == Some(&19) {
+                        haves += 1;
+                        if haves == cut_at {
+                            break;
+                        }
+                    }
+                    if y.write_all(&len).and_then(|_| y.write_all(&body)).is_err() {
+                        break;
+                    }
+                }
+                let _ = x.shutdown(Shutdown::Both);
+                let _ = y.shutdown(Shutdown::Both);
+            });
+        }
+    });
+    addr
+}
+
+/// Each interval line of a run with `methods` against `owl estimate`'s on the same captures:
+/// an estimated line equals the files' estimate for every method (one whose exchange broke
+/// says so instead); a missing one says why. Every interval the files estimate is one of
+/// the two. Returns (estimated, missing, methods whose exchange broke).
+fn assert_estimated_as_files(
+    dir: &Path,
+    s: &Path,
+    r: &Path,
+    lines: &[serde_json::Value],
+    methods: &[&str],
+    agreed: &[&str],
+) -> (usize, usize, usize) {
+    use std::collections::BTreeMap;
+    let by_index = |ls: &[serde_json::Value], status: &str| -> BTreeMap<u64, serde_json::Value> {
+        ls.iter()
+            .filter(|l| l["type"] == "interval" && l["status"] == status)
+            .map(|l| (l["index"].as_u64().unwrap(), l.clone()))
+            .collect()
+    };
+    let estimated = by_index(lines, "estimated");
+    let missing = by_index(lines, "missing");
+    let mut broke = 0;
+    for (i, m) in methods.iter().enumerate() {
+        let want = estimate(dir, s, r, m, agreed);
+        for w in &want {
+            let k = w["index"].as_u64().unwrap();
+            let Some(g) = estimated.get(&k) else {
+                assert!(
+                    missing.contains_key(&k),
+                    "{m}: interval {k} neither estimated nor missing"
+                );
+                continue;
+            };
+            let mut g = g["methods"][i].clone();
+            assert_eq!(g["method"], *m);
+            if let Some(e) = g["error"].as_str() {
+                assert!(
+                    e.contains("connection to the sender broke"),
+                    "{m}: interval {k}: {e}"
+                );
+                broke += 1;
+                continue;
+            }
+            let mut w = w.clone();
+            for f in ["type", "index", "start_ns", "sent", "received", "loss_rate"] {
+                w.as_object_mut().unwrap().remove(f);
+            }
+            g.as_object_mut().unwrap().remove("method");
+            assert_eq!(g, w, "{m}: interval {k}");
+        }
+        assert_eq!(
+            want.len(),
+            estimated.len() + missing.len(),
+            "{m}: the run has intervals the files do not"
+        );
+    }
+    (estimated.len(), missing.len(), broke)
+}
+
+/// Fault: the connection between the agents breaks mid-run (a relay cuts it as the sender
+/// announces its fourth interval, which the receiver never hears of). Both agents
+/// keep going: S connects again and resumes; the intervals in exchange at the break are
+/// missing with the reason, every other one is what `owl estimate` gives on the same
+/// captures, and both exit 0.
+#[test]
+fn a_broken_connection_is_resumed_and_only_the_intervals_in_exchange_are_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = common::simulate(&dir.path().join("p"), &["--loss", "uniform:0.01"]);
+    let key = dir.path().join("k");
+    ok(&["keygen", "-o", key.to_str().unwrap()]);
+    let agreed = ["--interval", "20ms"];
+    let mut common = vec!["--methods", "lda,rda", "--speed", "0.1", "--queue", "4"];
+    common.extend(agreed);
+    let run = agents_via(&s, &r, &key, &common, &[], &|a| {
+        cutting_relay(a.to_string(), 4)
+    });
+    assert!(
+        run.sender_err
+            .contains("the connection to the receiver broke"),
+        "{}",
+        run.sender_err
+    );
+    assert!(
+        run.receiver_err.contains("the sender's connection broke")
+            && run.receiver_err.matches("connected").count() >= 2,
+        "{}",
+        run.receiver_err
+    );
+    assert_eq!(run.summary["reconnects"], 1, "{}", run.summary);
+    let (estimated, missing, broke) =
+        assert_estimated_as_files(dir.path(), &s, &r, &run.lines, &["lda", "rda"], &agreed);
+    // what S had announced and R not released: at most S's window (--queue 4), plus the
+    // intervals whose RDA exchange broke
+    assert!(
+        (1..=4).contains(&missing) && broke <= 4,
+        "{missing} missing, {broke} broken exchanges of {estimated}"
+    );
+    assert!(estimated >= 5, "{estimated} estimated");
+    for l in run.lines.iter().filter(|l| l["status"] == "missing") {
+        assert!(
+            l["reason"]
+                .as_str()
+                .unwrap()
+                .contains("the connection between the agents broke"),
+            "{l}"
+        );
+    }
+}
+
+/// Fault: the receiver agent is killed mid-run (SIGKILL) and a new one started on the same
+/// address. The sender connects to it and resumes where the killed one released it: the
+/// collector ends up with every interval once — estimated as `owl estimate` gives it on the
+/// same captures, or missing with the reason (in exchange when the receiver died, or written by
+/// the killed receiver and never delivered); the sender and the new receiver exit 0.
+#[test]
+fn a_restarted_receiver_resumes_where_the_killed_one_stopped() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = common::simulate(&dir.path().join("p"), &["--loss", "uniform:0.01"]);
+    let key = dir.path().join("k");
+    ok(&["keygen", "-o", key.to_str().unwrap()]);
+    let db = dir.path().join("owl.db");
+    let (c, said) = collector("127.0.0.1:0", &db, &key, &[]);
+    let _collector = Guard(Some(c));
+    let caddr = said.split(',').next().unwrap().to_string();
+    let agreed = ["--interval", "20ms"];
+    let mut common = vec!["--methods", "lda,rda"];
+    common.extend(agreed);
+    let to_collector = ["--collector", caddr.as_str(), "--pair", "s→r"];
+    let start_receiver = |listen: &str| {
+        let c = replay_agent(
+            &["--role", "receiver", "--listen", listen],
+            &r,
+            &key,
+            &common,
+        )
+        .args(to_collector)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        let (mut c, addr) = first_line(c, "owl: agent: listening on ");
+        let out = drain(c.stdout.take().unwrap());
+        let err = drain(c.stderr.take().unwrap());
+        (Guard(Some(c)), addr, out, err)
+    };
+    let (mut r1, addr, out1, err1) = start_receiver("127.0.0.1:0");
+    let mut tx = replay_agent(&["--role", "sender", "--peer", &addr], &s, &key, &common)
+        .args(["--speed", "0.1"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sender_log = drain(tx.stderr.take().unwrap());
+    let mut tx = Guard(Some(tx));
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    r1.0.as_mut().unwrap().kill().unwrap();
+    r1.0.as_mut().unwrap().wait().unwrap();
+    let (out1, err1) = (out1.join().unwrap(), err1.join().unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (mut r2, addr2, out2, err2) = start_receiver(&addr);
+    assert_eq!(addr2, addr);
+    let t0 = std::time::Instant::now();
+    let (tx_status, rx_status) = loop {
+        let a = tx.0.as_mut().unwrap().try_wait().unwrap();
+        let b = r2.0.as_mut().unwrap().try_wait().unwrap();
+        if let (Some(a), Some(b)) = (a, b) {
+            break (a, b);
+        }
+        assert!(t0.elapsed() < PAIR_DEADLINE, "the agents ran too long");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let (sender_err, out2, err2) = (
+        sender_log.join().unwrap(),
+        out2.join().unwrap(),
+        err2.join().unwrap(),
+    );
+    let logs = format!("sender: {sender_err}\nkilled receiver: {err1}\nnew receiver: {err2}");
+    assert!(tx_status.success() && rx_status.success(), "{logs}");
+    assert!(
+        sender_err.contains("the connection to the receiver broke"),
+        "{logs}"
+    );
+    assert!(err2.contains("the sender resumes at interval"), "{logs}");
+    // what each receiver wrote: the killed one up to its death, the new one from the resume
+    let parse = |o: &str| -> Vec<serde_json::Value> {
+        o.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|l| l["type"] == "interval")
+            .collect()
+    };
+    let (l1, l2) = (parse(&out1), parse(&out2));
+    assert!(!l1.is_empty() && !l2.is_empty(), "{logs}");
+    let first2 = l2[0]["index"].as_u64().unwrap();
+    assert!(
+        l1.iter().all(|l| l["index"].as_u64().unwrap() < first2 + 8),
+        "the new receiver wrote intervals the killed one had finished: {logs}"
+    );
+    // the collector has every interval once; the estimated ones are the files' estimates
+    let _ = Guard(Some(r2.0.take().unwrap()));
+    let rep = report_json(&db, "s→r");
+    let rows: Vec<serde_json::Value> = rep["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["method"] == "lda")
+        .cloned()
+        .collect();
+    let as_lines: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            let start = r["start_ns"].as_u64().unwrap();
+            let line = l1
+                .iter()
+                .chain(&l2)
+                .rfind(|l| l["start_ns"].as_u64() == Some(start))
+                .cloned();
+            match (r["status"].as_str().unwrap(), line) {
+                ("estimated", Some(l)) => l,
+                ("missing", l) => {
+                    let why = r["reason"].as_str().unwrap_or("");
+                    assert!(
+                        why.contains("the connection between the agents broke")
+                            || why.contains("not reported"),
+                        "{r} ({l:?})"
+                    );
+                    serde_json::json!({"type": "interval", "status": "missing",
+                        "index": l.map(|l| l["index"].clone()).unwrap_or_default()})
+                }
+                (s, l) => panic!("interval at {start}: {s}, written as {l:?}"),
+            }
+        })
+        .collect();
+    let (estimated, missing, broke) =
+        assert_estimated_as_files(dir.path(), &s, &r, &as_lines, &["lda", "rda"], &agreed);
+    assert!(
+        estimated >= 5 && missing <= 9,
+        "{estimated} estimated, {missing} missing, {broke} broken: {rep}"
+    );
 }

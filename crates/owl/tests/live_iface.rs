@@ -169,16 +169,21 @@ fn json_of(c: &mut Command) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
-/// Run by the test below inside the sender's namespace: `PACKETS` UDP datagrams to R, paced
-/// (bursts of 10 every 2 ms), each with a distinct payload so every identity differs.
+/// Run by the test below inside the sender's namespace: `PACKETS` UDP datagrams to R (or
+/// `OWL_TEST_UDP_PACKETS`), paced (bursts of 10 every 2 ms, about 5 000 a second), each with a
+/// distinct payload so every identity differs.
 #[test]
 #[ignore = "a helper the namespace test runs in the sender's namespace"]
 fn udp_sender_helper() {
     let Ok(to) = std::env::var("OWL_TEST_UDP_TO") else {
         return;
     };
+    let packets = std::env::var("OWL_TEST_UDP_PACKETS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(PACKETS);
     let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
-    for i in 0..PACKETS {
+    for i in 0..packets {
         let mut payload = [0u8; 64];
         payload[..8].copy_from_slice(&i.to_be_bytes());
         s.send_to(&payload, &to).unwrap();
@@ -628,4 +633,217 @@ fn a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth() {
     // the router dropped some, and queued (delays far above a veth's microseconds)
     assert!(lost > 0, "{report}");
     eprintln!("{compared} intervals equal to the truth, {lost} packets lost\n{report}");
+}
+
+/// Fault: the receiver agent is killed (SIGKILL) mid-run and started again a second later, UDP
+/// flowing all along. The sender connects to the new receiver and resumes; the collector's
+/// series has every interval once: those the receiver was not running for, the one it started
+/// again in and those in exchange when it died are missing with their reason, and only those;
+/// every other one is estimated, equal counts at both points, nothing lost on the veth.
+#[test]
+fn a_receiver_killed_and_restarted_misses_only_its_down_time() {
+    let required = std::env::var("OWL_REQUIRE_NETNS").is_ok_and(|v| v == "1");
+    if let Some(why) = skip_reason() {
+        assert!(!required, "OWL_REQUIRE_NETNS=1 but: {why}");
+        eprintln!("SKIPPED: a_receiver_killed_and_restarted_misses_only_its_down_time: {why}");
+        return;
+    }
+    let id = std::process::id();
+    let (ns_s, ns_r) = (format!("owl-s-{id}k"), format!("owl-r-{id}k"));
+    let (if_s, if_r) = (format!("osk{id}"), format!("ork{id}"));
+    let (if_s, if_r) = (&if_s[..if_s.len().min(15)], &if_r[..if_r.len().min(15)]);
+    let mut lab = Lab {
+        ns: Vec::new(),
+        children: Vec::new(),
+    };
+    for n in [&ns_s, &ns_r] {
+        ip(&["netns", "add", n]);
+        lab.ns.push(n.clone());
+    }
+    ip(&["link", "add", if_s, "type", "veth", "peer", "name", if_r]);
+    ip(&["link", "set", if_s, "netns", &ns_s]);
+    ip(&["link", "set", if_r, "netns", &ns_r]);
+    for (ns, ifc, addr) in [(&ns_s, if_s, "10.79.0.1/24"), (&ns_r, if_r, "10.79.0.2/24")] {
+        ip(&["-n", ns, "addr", "add", addr, "dev", ifc]);
+        ip(&["-n", ns, "link", "set", ifc, "up"]);
+        ip(&["-n", ns, "link", "set", "lo", "up"]);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let key = keygen(dir.path());
+    let bin = env!("CARGO_BIN_EXE_owl");
+    let filter = format!("udp and dst port {PORT}");
+    let db = dir.path().join("owl.db");
+    let mut col = Command::new("ip")
+        .args(["netns", "exec", &ns_r, bin, "collector"])
+        .args(["--listen", "127.0.0.1:7708", "--db"])
+        .arg(&db)
+        .args(["--key-file", key.to_str().unwrap()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let c_log = collect(col.stderr.take().unwrap());
+    lab.children.push(col);
+    wait_for(&c_log, "listening on", &c_log);
+    let interval_ns = 250_000_000u64;
+    let common = |role: &str, ifc: &str| {
+        live_agent(role, ifc, &filter, "250ms", &key, &["--methods", "rda,lda"])
+    };
+    let receiver = |lab: &mut Lab| {
+        let mut rx = Command::new("ip")
+            .args(["netns", "exec", &ns_r, bin])
+            .args(common("receiver", if_r))
+            .args([
+                "--listen",
+                "10.79.0.2:7707",
+                "--collector",
+                "127.0.0.1:7708",
+            ])
+            .args(["--pair", "s→r"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = collect(rx.stderr.take().unwrap());
+        lab.children.push(rx);
+        wait_for(&log, "capturing on", &log);
+        log
+    };
+    let r1_log = receiver(&mut lab);
+    let mut tx = Command::new("ip")
+        .args(["netns", "exec", &ns_s, bin])
+        .args(common("sender", if_s))
+        .args(["--peer", "10.79.0.2:7707", "--duration", "5s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let s_log = collect(tx.stderr.take().unwrap());
+    lab.children.push(tx);
+    wait_for(&s_log, "capturing on", &r1_log);
+    wait_for(&r1_log, "connected", &s_log);
+    // about 4.4 s of UDP
+    let mut udp = Command::new("ip")
+        .args(["netns", "exec", &ns_s])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "udp_sender_helper", "--ignored", "--quiet"])
+        .env("OWL_TEST_UDP_TO", format!("10.79.0.2:{PORT}"))
+        .env("OWL_TEST_UDP_PACKETS", "22000")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let now_ns = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed_ns = now_ns();
+    let r1 = &mut lab.children[1];
+    let _ = Command::new("kill")
+        .args(["-KILL", &r1.id().to_string()])
+        .status();
+    let _ = r1.wait();
+    std::thread::sleep(Duration::from_millis(1000));
+    let restarted_ns = now_ns();
+    let r2_log = receiver(&mut lab);
+    wait_for(&r2_log, "resumes", &s_log);
+    assert!(udp.wait().unwrap().success());
+    wait_for(&s_log, "ended:", &r2_log);
+    let r2 = lab.children.len() - 1;
+    let _ = Command::new("kill")
+        .args(["-TERM", &lab.children[r2].id().to_string()])
+        .status();
+    let (sender, r2) = lab.children.split_at_mut(r2);
+    let mut agents = [sender.last_mut().unwrap(), &mut r2[0]];
+    let t0 = Instant::now();
+    for c in agents.iter_mut() {
+        while c.try_wait().unwrap().is_none() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(40),
+                "the agents did not stop\nreceiver: {}\nsender: {}",
+                r2_log.lock().unwrap(),
+                s_log.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let logs = format!(
+        "killed receiver:\n{}\nnew receiver:\n{}\nsender:\n{}\ncollector:\n{}",
+        r1_log.lock().unwrap(),
+        r2_log.lock().unwrap(),
+        s_log.lock().unwrap(),
+        c_log.lock().unwrap()
+    );
+    for c in agents {
+        assert!(c.wait().unwrap().success(), "{logs}");
+    }
+    let report = json_of(
+        Command::new(bin)
+            .args(["report", "--db"])
+            .arg(&db)
+            .args(["--pair", "s→r", "--json"]),
+    );
+    let rows: Vec<&serde_json::Value> = report["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["method"] == "rda")
+        .collect();
+    let starts: Vec<u64> = rows
+        .iter()
+        .map(|r| r["start_ns"].as_u64().unwrap())
+        .collect();
+    assert!(
+        starts.windows(2).all(|w| w[1] > w[0]),
+        "an interval twice or out of order\n{report}\n{logs}"
+    );
+    let (mut estimated, mut missing) = (0, 0);
+    let restarted_in = restarted_ns / interval_ns * interval_ns;
+    for r in &rows {
+        let start = r["start_ns"].as_u64().unwrap();
+        match r["status"].as_str().unwrap() {
+            "estimated" => {
+                // before the kill, or after the restart's interval
+                assert!(
+                    start + interval_ns <= killed_ns || start > restarted_in,
+                    "estimated while the receiver was down: {r}\n{logs}"
+                );
+                assert_eq!(r["sent"], r["received"], "{r}\n{logs}");
+                assert_eq!(r["lost"], 0, "{r}\n{logs}");
+                estimated += 1;
+            }
+            "missing" => {
+                let why = r["reason"].as_str().unwrap();
+                // in exchange when it died (at most the window of 8 before the kill), down,
+                // started again, or written and not delivered as it died
+                assert!(
+                    start + 9 * interval_ns > killed_ns && start <= restarted_in,
+                    "missing outside the down time: {r}\n{logs}"
+                );
+                assert!(
+                    [
+                        "the receiver agent was not running",
+                        "the receiver agent started again during it",
+                        "the connection between the agents broke",
+                        "not reported",
+                    ]
+                    .iter()
+                    .any(|w| why.contains(w)),
+                    "{r}"
+                );
+                missing += 1;
+            }
+            s => panic!("{s}: {r}\n{logs}"),
+        }
+    }
+    // down about 1 s = 4 intervals, plus the one it started in
+    assert!(missing >= 4, "{missing} missing\n{report}\n{logs}");
+    assert!(estimated >= 8, "{estimated} estimated\n{report}\n{logs}");
+    assert!(
+        rows.iter().any(|r| r["reason"]
+            .as_str()
+            .is_some_and(|w| w.contains("started again"))),
+        "{report}"
+    );
 }
