@@ -17,6 +17,12 @@
 //!   at most its own `--queue` intervals plus S's window. A peer that sends beyond the window is
 //!   refused.
 //!
+//! - **Resumable**: a broken connection does not end the run. S keeps capturing, connects again
+//!   and sends `Resume` (where R released it, where its live capture opened); what was in
+//!   exchange is announced again as lost. R, the same process or a restarted one, goes on from
+//!   there and reports missing what could not be exchanged and what a restarted agent was not
+//!   running for ([`crate::join`]: `forget`, `restart`, `reported_below`).
+//!
 //! R writes one JSON line per interval as it is decided (in interval order) and a summary line.
 
 use std::collections::{BTreeMap, VecDeque};
