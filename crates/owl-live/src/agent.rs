@@ -61,6 +61,8 @@ pub struct AgentOptions {
     pub methods: Vec<Arc<dyn Method>>,
     pub intervals: Intervals,
     pub identity_seed: u64,
+    /// `--identity-bytes`: identify packets on their first this many IP bytes.
+    pub identity_bytes: Option<u32>,
     pub disorder_ns: u64,
     pub input: Input,
     /// Only the packets this selects are measured.
@@ -96,6 +98,7 @@ impl AgentOptions {
             &self.methods,
             self.intervals,
             self.identity_seed,
+            self.identity_bytes,
             self.filter.as_ref(),
             bpf,
         )
@@ -337,6 +340,7 @@ fn capture_options(o: &AgentOptions, role: Role) -> CaptureOptions {
         intervals: o.intervals,
         disorder_ns: o.disorder_ns,
         identity_seed: o.identity_seed,
+        identity_bytes: o.identity_bytes,
         methods: o.methods.clone(),
         log: o.log.clone(),
     }

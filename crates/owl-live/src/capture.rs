@@ -317,6 +317,8 @@ pub struct CaptureOptions {
     pub intervals: Intervals,
     pub disorder_ns: u64,
     pub identity_seed: u64,
+    /// Identify packets on their first this many IP bytes (`--identity-bytes`).
+    pub identity_bytes: Option<u32>,
     pub methods: Vec<Arc<dyn Method>>,
     /// Called with a line to log (drops).
     pub log: Arc<dyn Fn(&str) + Send + Sync>,
@@ -377,6 +379,7 @@ fn run_replay(
         .and_then(CaptureReader::new)
         .map_err(|e| format!("{path}: {e}"))?;
     let mut rr = RecordReader::new(reader, o.identity_seed);
+    rr.set_identity_bytes(o.identity_bytes);
     let mut point = PointStream::new(o.role, o.intervals, o.disorder_ns, o.methods.clone());
     let mut batch = Vec::with_capacity(BATCH);
     let mut closed = Vec::new();
@@ -487,7 +490,10 @@ fn run_source(
     // first that may be recorded only in part (if the opening straddled a boundary, the one
     // before it was too: a restarted agent reports both missing)
     h.opened(&o.intervals, wall_ns());
-    let mut frames = FrameRecords::new(&ReadOptions::with_seed(o.identity_seed));
+    let mut frames = FrameRecords::new(&ReadOptions {
+        identity_bytes: o.identity_bytes,
+        ..ReadOptions::with_seed(o.identity_seed)
+    });
     let mut point = PointStream::new(o.role, o.intervals, o.disorder_ns, o.methods.clone());
     let mut batch = Vec::with_capacity(BATCH);
     let mut closed = Vec::new();
@@ -689,6 +695,7 @@ mod tests {
             intervals: Intervals::aligned(1_000_000),
             disorder_ns: 0,
             identity_seed: 0,
+            identity_bytes: None,
             methods: Vec::new(),
             log: Arc::new(move |_| {
                 logged.fetch_add(1, Ordering::Relaxed);

@@ -19,6 +19,9 @@ pub const MAX_FIELDS: usize = 4096;
 pub struct AgentConfig {
     pub intervals: Intervals,
     pub identity_seed: u64,
+    /// `--identity-bytes`: packets are identified on their first this many IP bytes; `None`:
+    /// on every captured byte.
+    pub identity_bytes: Option<u32>,
     /// Each method's name and configuration fields, in the agent's order.
     pub methods: Vec<(String, Vec<(String, String)>)>,
     /// The `--filter` in canonical text ([`crate::filter::Filter`]'s `Display`); empty: every
@@ -34,12 +37,14 @@ impl AgentConfig {
         methods: &[Arc<dyn Method>],
         intervals: Intervals,
         identity_seed: u64,
+        identity_bytes: Option<u32>,
         filter: Option<&crate::filter::Filter>,
         bpf: Option<&str>,
     ) -> AgentConfig {
         AgentConfig {
             intervals,
             identity_seed,
+            identity_bytes,
             filter: filter.map(ToString::to_string).unwrap_or_default(),
             bpf: bpf.unwrap_or_default().to_string(),
             methods: methods
@@ -62,6 +67,7 @@ impl AgentConfig {
         w.u64(self.intervals.length_ns);
         w.u64(self.intervals.origin_ns);
         w.u64(self.identity_seed);
+        w.u32(self.identity_bytes.unwrap_or(0));
         w.u16(self.methods.len() as u16);
         for (name, fields) in &self.methods {
             w.str(name);
@@ -81,6 +87,7 @@ impl AgentConfig {
         let length_ns = r.u64("interval length")?;
         let origin_ns = r.u64("interval origin")?;
         let identity_seed = r.u64("identity seed")?;
+        let identity_bytes = Some(r.u32("identity bytes")?).filter(|&n| n != 0);
         let n = r.u16("method count")? as usize;
         if n > MAX_METHODS {
             return Err(r.invalid(format!("{n} methods (at most {MAX_METHODS})")));
@@ -107,6 +114,7 @@ impl AgentConfig {
                 origin_ns,
             },
             identity_seed,
+            identity_bytes,
             methods,
             filter,
             bpf,
@@ -124,8 +132,7 @@ impl AgentConfig {
             role,
             intervals: self.intervals,
             identity_seed: self.identity_seed,
-            // agents identify on every captured byte (no --identity-bytes yet: issue 14)
-            identity_bytes: None,
+            identity_bytes: self.identity_bytes,
             config,
             points: Vec::new(),
         }
@@ -195,6 +202,7 @@ mod tests {
         AgentConfig {
             intervals: Intervals::aligned(1_000_000_000),
             identity_seed: 3,
+            identity_bytes: Some(80),
             methods: vec![
                 (
                     "lda".into(),
@@ -245,6 +253,15 @@ mod tests {
         r.identity_seed = 9;
         let e = AgentConfig::check_pair(&s, &r).unwrap_err();
         assert!(e.contains("identity seed is 3 at the sender but 9"), "{e}");
+        let mut r = cfg();
+        r.identity_bytes = None;
+        let e = AgentConfig::check_pair(&s, &r).unwrap_err();
+        assert!(
+            e.contains(
+                "identity bytes is 80 (--identity-bytes) at the sender but every captured byte"
+            ),
+            "{e}"
+        );
         let mut r = cfg();
         r.bpf = "tcp".into();
         let e = AgentConfig::check_pair(&s, &r).unwrap_err();

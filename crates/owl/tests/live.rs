@@ -378,9 +378,13 @@ fn a_wrong_key_or_configuration_is_refused_on_both_sides() {
         sender(&k1, &["--origin-ns", "5000000"]),
         "interval origin is 5000000 at the sender but 0 at the receiver",
     );
+    run(
+        sender(&k1, &["--identity-bytes", "80"]),
+        "identity bytes is 80 (--identity-bytes) at the sender but every captured byte (no --identity-bytes) at the receiver",
+    );
     let log = stop(rx.0.take().unwrap());
     let refused: Vec<&str> = log.lines().filter(|l| l.contains("refused")).collect();
-    assert_eq!(refused.len(), 3, "{log}");
+    assert_eq!(refused.len(), 4, "{log}");
     assert!(refused[0].contains("do not hold the same key"), "{log}");
     assert!(
         refused[1].contains("rows is 256 at the sender but 512 at the receiver"),
@@ -1192,4 +1196,21 @@ fn a_restarted_receiver_resumes_where_the_killed_one_stopped() {
         estimated >= 5 && missing <= 9,
         "{estimated} estimated, {missing} missing, {broke} broken: {rep}"
     );
+}
+
+/// `--identity-bytes` reaches the agents' captures: with it, each interval is what `owl record
+/// --identity-bytes` and `owl estimate` give on the same captures (40 bytes, an IPv4 and a UDP
+/// header and 12 payload bytes: identities collide, and RDA's results differ from those on
+/// every byte, so an agent that ignored the flag would fail this).
+#[test]
+fn identity_bytes_apply_to_the_agents_as_to_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = common::simulate(&dir.path().join("p"), &["--loss", "uniform:0.01"]);
+    let key = dir.path().join("k");
+    ok(&["keygen", "-o", key.to_str().unwrap()]);
+    let agreed = ["--interval", "20ms", "--identity-bytes", "40"];
+    let mut common = vec!["--methods", "lda,rda"];
+    common.extend(agreed);
+    let run = agents(&s, &r, &key, &common);
+    assert_same_as_files(dir.path(), &s, &r, &run, &["lda", "rda"], &agreed);
 }

@@ -40,8 +40,8 @@ a packet at either point, so every index is accounted for. A {\"type\":\"summary
 Security: every frame is authenticated with HMAC-SHA256 under a key derived from --key-file
 (`owl keygen`) and fresh nonces of both sides, numbered against replay; a peer with another key,
 or with another configuration (methods, --method-config, --memory, --seed, --interval,
---origin-ns, --identity-seed, --filter), is refused with a one-line reason on both sides naming what
-differs. The frames are not encrypted.
+--origin-ns, --identity-seed, --identity-bytes, --filter), is refused with a one-line reason on
+both sides naming what differs. The frames are not encrypted.
 
 Bounded: at most --queue intervals of synopses wait at each point. A replay at full speed
 (--speed max) waits for the exchange; a paced replay (--speed X, as a live capture) drops a
@@ -311,6 +311,7 @@ pub fn run(a: AgentArgs) -> Result<()> {
         methods: built,
         intervals: a.agreed.intervals()?,
         identity_seed: a.agreed.identity_seed,
+        identity_bytes: a.agreed.identity_bytes,
         disorder_ns: a.disorder,
         input,
         filter: a.filter.clone(),
