@@ -863,10 +863,17 @@ pub fn run_receiver(
             }
             recv(links) -> l => {
                 let Ok(l) = l else { continue };
-                if writer.is_some() {
-                    let mut w = l.writer;
-                    w.refuse("a sender is already connected to this receiver");
-                    continue;
+                if let Some(old) = writer.take() {
+                    // an authenticated sender of the same configuration connects while the
+                    // old connection looks open here (its end went without a word, as after a
+                    // network partition): the old one is closed, the new one resumes
+                    old.shutdown();
+                    bytes[0] += old.bytes;
+                    bytes[1] += read.load(Ordering::Relaxed);
+                    r.disconnected();
+                    (o.log)(
+                        "a sender connected while the previous connection was still open here: that one is closed, and what it had in exchange is reported missing",
+                    );
                 }
                 (o.log)(&format!("sender {} ({}) connected", l.hello.name, l.peer));
                 read.store(0, Ordering::Relaxed);

@@ -906,8 +906,9 @@ fn a_collector_killed_mid_run_loses_nothing() {
 /// frames (`u32 length | version | kind | …`) and, at the `cut_at`-th `Have` (kind 19), cuts
 /// the connection both ways instead of passing that frame on: the receiver never hears of that
 /// interval, nor of anything the sender sent after it. Later connections are relayed whole.
-/// Its address.
-fn cutting_relay(to: String, cut_at: usize) -> String {
+/// With `silent`, the receiver's end of the cut connection is left open (held, never closed):
+/// as after a network partition, the receiver hears nothing of the cut. Its address.
+fn cutting_relay(to: String, cut_at: usize, silent: bool) -> String {
     use std::io::{Read, Write};
     use std::net::{Shutdown, TcpListener, TcpStream};
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -951,7 +952,11 @@ fn cutting_relay(to: String, cut_at: usize) -> String {
                     }
                 }
                 let _ = x.shutdown(Shutdown::Both);
-                let _ = y.shutdown(Shutdown::Both);
+                if silent {
+                    std::mem::forget(y);
+                } else {
+                    let _ = y.shutdown(Shutdown::Both);
+                }
             });
         }
     });
@@ -1031,8 +1036,24 @@ fn a_broken_connection_is_resumed_and_only_the_intervals_in_exchange_are_missing
     let agreed = ["--interval", "20ms"];
     let mut common = vec!["--methods", "lda,rda", "--speed", "0.1", "--queue", "4"];
     common.extend(agreed);
-    let run = agents_via(&s, &r, &key, &common, &[], &|a| {
-        cutting_relay(a.to_string(), 4)
+    for silent in [false, true] {
+        broken_connection_run(dir.path(), &s, &r, &key, &common, &agreed, silent);
+    }
+}
+
+/// One run of the test above; `silent`: the receiver does not hear of the cut, and takes the
+/// sender's new connection in place of the old one.
+fn broken_connection_run(
+    dir: &Path,
+    s: &Path,
+    r: &Path,
+    key: &Path,
+    common: &[&str],
+    agreed: &[&str],
+    silent: bool,
+) {
+    let run = agents_via(s, r, key, common, &[], &|a| {
+        cutting_relay(a.to_string(), 4, silent)
     });
     assert!(
         run.sender_err
@@ -1040,15 +1061,19 @@ fn a_broken_connection_is_resumed_and_only_the_intervals_in_exchange_are_missing
         "{}",
         run.sender_err
     );
+    let heard = if silent {
+        "a sender connected while the previous connection was still open"
+    } else {
+        "the sender's connection broke"
+    };
     assert!(
-        run.receiver_err.contains("the sender's connection broke")
-            && run.receiver_err.matches("connected").count() >= 2,
+        run.receiver_err.contains(heard) && run.receiver_err.matches("connected").count() >= 2,
         "{}",
         run.receiver_err
     );
     assert_eq!(run.summary["reconnects"], 1, "{}", run.summary);
     let (estimated, missing, broke) =
-        assert_estimated_as_files(dir.path(), &s, &r, &run.lines, &["lda", "rda"], &agreed);
+        assert_estimated_as_files(dir, s, r, &run.lines, &["lda", "rda"], agreed);
     // what S had announced and R not released: at most S's window (--queue 4), plus the
     // intervals whose RDA exchange broke
     assert!(
