@@ -639,7 +639,7 @@ fn a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth() {
 /// flowing all along. The sender connects to the new receiver and resumes; the collector's
 /// series has every interval once: those the receiver was not running for, the one it started
 /// again in and those in exchange when it died are missing with their reason, and only those;
-/// every other one is estimated, equal counts at both points, nothing lost on the veth.
+/// every other one is estimated, with no loss but the packets in flight across its end.
 #[test]
 fn a_receiver_killed_and_restarted_misses_only_its_down_time() {
     let required = std::env::var("OWL_REQUIRE_NETNS").is_ok_and(|v| v == "1");
@@ -814,8 +814,12 @@ fn a_receiver_killed_and_restarted_misses_only_its_down_time() {
                     start + interval_ns <= killed_ns || start > spawned_in,
                     "estimated while the receiver was down: {r}\n{logs}"
                 );
-                assert_eq!(r["sent"], r["received"], "{r}\n{logs}");
-                assert_eq!(r["lost"], 0, "{r}\n{logs}");
+                // nothing is lost on the veth, but a packet stamped at S just before an interval
+                // ends reaches R in the next one: at most one burst of 10 crosses a boundary
+                let (sent, received) =
+                    (r["sent"].as_u64().unwrap(), r["received"].as_u64().unwrap());
+                assert!(sent.abs_diff(received) <= 10, "{r}\n{logs}");
+                assert!(r["lost"].as_u64().unwrap() <= 10, "{r}\n{logs}");
                 estimated += 1;
             }
             "missing" => {
