@@ -48,8 +48,14 @@
 //! `p`-quantile is `[x₍ₗ₎, x₍ᵤ₎]` with ranks from the binomial distribution of the number of
 //! samples below the true quantile, `K ~ Bin(n, p)`: `P(l ≤ K < u) ≥ 0.95`, the classical
 //! distribution-free interval for a quantile from order statistics (e.g. H. A. David,
-//! H. N. Nagaraja, *Order Statistics*, §7.1). It holds for any delay distribution; where `n`
-//! is too small for a two-sided interval (p99.9 on a few hundred samples), none is given.
+//! H. N. Nagaraja, *Order Statistics*, §7.1). It holds for any delay distribution, and is
+//! conservative: its tails are at most 2.5 %, less by up to one rank's probability, so it
+//! covers 95.4 % for the median and 96.8 % for p99 on 2 460 samples (`ci=order`). By default
+//! (`ci=interpolated`) each end is interpolated between two neighbouring order statistics so
+//! that its tail is 2.5 % ([`interpolated_interval`]): coverage about 95 % for continuous
+//! delays (measured by `owl experiment tails`, file `tails-coverage.csv`), no longer a
+//! guarantee for every distribution. Where `n` is too small for a two-sided interval (p99.9 on
+//! a few hundred samples), none is given.
 //! Timestamps shipped at a resolution `q` coarser than 1 ns (`resolution_ns`, rounded down)
 //! put each delay within `q − 1` ns of its own, hence each order statistic within `q − 1` of
 //! the true one's: the intervals are widened by as much on both sides, and cover as before.
@@ -87,6 +93,28 @@ pub struct Config {
     seed: u64,
     cell_bits: u8,
     resolution_ns: u64,
+    ci: Interval,
+}
+
+/// How the 95 % interval of a quantile is read off the order statistics (module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Interval {
+    /// Between the order statistics of the binomial ranks, interpolated so each tail is 2.5 %
+    /// (coverage about 95 %, not guaranteed).
+    #[default]
+    Interpolated,
+    /// The order statistics of the binomial ranks: at least 95 % for any distribution, more by
+    /// the discreteness of the ranks (up to 97 % for p99 on 2 500 samples).
+    Order,
+}
+
+impl Interval {
+    fn name(self) -> &'static str {
+        match self {
+            Interval::Interpolated => "interpolated",
+            Interval::Order => "order",
+        }
+    }
 }
 
 impl Config {
@@ -103,7 +131,16 @@ impl Config {
             seed,
             cell_bits: DEFAULT_CELL_BITS,
             resolution_ns: 1,
+            ci: Interval::default(),
         })
+    }
+    /// How the quantiles' 95 % intervals are made (the estimate's choice: the points need not
+    /// agree on it).
+    pub fn with_interval(self, ci: Interval) -> Config {
+        Config { ci, ..self }
+    }
+    pub fn interval(&self) -> Interval {
+        self.ci
     }
     /// Cells `2^bits` times finer than the samples' spacing (payload module doc): each bit
     /// costs one bit a sample and halves the expected false matches.
@@ -174,6 +211,7 @@ impl Config {
             ("seed", self.seed.to_string()),
             ("cell_bits", self.cell_bits.to_string()),
             ("resolution_ns", self.resolution_ns.to_string()),
+            ("ci", self.ci.name().to_string()),
         ]
     }
 }
@@ -390,7 +428,11 @@ pub fn estimate(sender: &Synopsis, receiver: &Synopsis) -> Result<SampleEstimate
     } else {
         0.0
     };
-    let mut quantiles = Quantiles::of_sample(&delays);
+    // the delivered packets the sample is drawn from: its size over the sampled fraction (all
+    // of them when both points kept everything)
+    let population = (fraction > 0.0)
+        .then(|| ((delays.len() as f64 / fraction).round() as u64).max(delays.len() as u64));
+    let mut quantiles = Quantiles::of_sample_from(&delays, population, sender.cfg.ci);
     // rounded timestamps: each delay within resolution − 1 ns of its own, and so each order
     // statistic of its true one
     let slack = (sender.cfg.resolution_ns - 1) as f64;
@@ -419,14 +461,9 @@ pub fn estimate(sender: &Synopsis, receiver: &Synopsis) -> Result<SampleEstimate
     })
 }
 
-/// The distribution-free 95 % interval of the `p`-quantile from `n` sorted samples: 1-based
-/// ranks `(l, u)` with `P(l ≤ K < u) ≥ 0.95` for `K ~ Bin(n, p)`, split evenly between the
-/// tails (each at most 2.5 %); `None` when either tail needs a rank outside `1..=n`.
-pub fn order_statistic_ranks(n: usize, p: f64) -> Option<(usize, usize)> {
-    if n == 0 || !(0.0..1.0).contains(&p) || p == 0.0 {
-        return None;
-    }
-    // Bin(n, p) pmf from its mode outwards by the ratio recurrence, in logs at the mode.
+/// `P(K ≤ k)` for `K ~ Bin(n, p)`, `k = 0..=n` (the pmf from its mode outwards by the ratio
+/// recurrence, in logs at the mode).
+fn binomial_cdf(n: usize, p: f64) -> Vec<f64> {
     let nf = n as f64;
     let mode = (((nf + 1.0) * p).floor() as usize).min(n);
     let ln_pmf_mode =
@@ -448,16 +485,105 @@ pub fn order_statistic_ranks(n: usize, p: f64) -> Option<(usize, usize)> {
             break;
         }
     }
-    // cdf[k] = P(K ≤ k)
     let mut cdf = pmf;
     for k in 1..=n {
         cdf[k] += cdf[k - 1];
     }
+    cdf
+}
+
+/// `P(K ≤ k)`, `k = 0..=n`, for `K ~ Hypergeometric(N, M, n)`: the number of a uniform sample
+/// of `n` out of `N` drawn from the `M` marked ones (the pmf from its mode outwards by the ratio
+/// recurrence `P(k+1)/P(k) = (M−k)(n−k) / ((k+1)(N−M−n+k+1))`).
+fn hypergeometric_cdf(population: u64, marked: u64, n: usize) -> Vec<f64> {
+    let (big_n, m, nf) = (population as f64, marked as f64, n as f64);
+    let ln_choose = |a: f64, b: f64| ln_gamma(a + 1.0) - ln_gamma(b + 1.0) - ln_gamma(a - b + 1.0);
+    let lo = n.saturating_sub((population - marked).min(n as u64) as usize);
+    let hi = (marked.min(n as u64)) as usize;
+    let mode = ((((nf + 1.0) * (m + 1.0)) / (big_n + 2.0)).floor() as usize).clamp(lo, hi);
+    let k = mode as f64;
+    let ln_mode = ln_choose(m, k) + ln_choose(big_n - m, nf - k) - ln_choose(big_n, nf);
+    let mut pmf = vec![0.0f64; n + 1];
+    pmf[mode] = ln_mode.exp();
+    for k in mode..hi {
+        let kf = k as f64;
+        pmf[k + 1] = pmf[k] * (m - kf) * (nf - kf) / ((kf + 1.0) * (big_n - m - nf + kf + 1.0));
+        if pmf[k + 1] < 1e-300 {
+            break;
+        }
+    }
+    for k in (lo + 1..=mode).rev() {
+        let kf = k as f64 - 1.0;
+        pmf[k - 1] = pmf[k] * ((kf + 1.0) * (big_n - m - nf + kf + 1.0)) / ((m - kf) * (nf - kf));
+        if pmf[k - 1] < 1e-300 {
+            break;
+        }
+    }
+    let mut cdf = pmf;
+    for k in 1..=n {
+        cdf[k] += cdf[k - 1];
+    }
+    cdf
+}
+
+/// The ranks of the `p`-quantile's 95 % interval, and `P(K ≤ k)` they come from: `K` the
+/// number of samples below the true quantile, binomial for a sample of an unbounded population,
+/// hypergeometric for `n` drawn from a `population` of `N > n` (the nearest-rank quantile has
+/// `⌈pN⌉ − 1` delays below it), which is narrower by the finite-population factor
+/// `√((N − n)/(N − 1))` — that matters once the sample is more than a few % of the packets.
+fn ranks_and_cdf(n: usize, p: f64, population: Option<u64>) -> Option<(usize, usize, Vec<f64>)> {
+    if n == 0 || !(0.0..1.0).contains(&p) || p == 0.0 {
+        return None;
+    }
+    let cdf = match population {
+        Some(big_n) if big_n > n as u64 => {
+            let below = ((p * big_n as f64).ceil() as u64).saturating_sub(1);
+            hypergeometric_cdf(big_n, below, n)
+        }
+        _ => binomial_cdf(n, p),
+    };
     // l: the largest rank with P(K < l) = P(K ≤ l − 1) ≤ 2.5 %; u: the smallest with
     // P(K ≥ u) = 1 − P(K ≤ u − 1) ≤ 2.5 %.
     let l = (1..=n).rev().find(|&l| cdf[l - 1] <= 0.025)?;
     let u = (1..=n).find(|&u| 1.0 - cdf[u - 1] <= 0.025)?;
-    Some((l, u))
+    Some((l, u, cdf))
+}
+
+/// The distribution-free 95 % interval of the `p`-quantile from `n` sorted samples: 1-based
+/// ranks `(l, u)` with `P(l ≤ K < u) ≥ 0.95` for `K ~ Bin(n, p)`, split evenly between the
+/// tails (each at most 2.5 %); `None` when either tail needs a rank outside `1..=n`.
+pub fn order_statistic_ranks(n: usize, p: f64) -> Option<(usize, usize)> {
+    ranks_and_cdf(n, p, None).map(|(l, u, _)| (l, u))
+}
+
+/// The 95 % interval of the `p`-quantile from `sorted` samples, each end interpolated between
+/// two neighbouring order statistics so that its tail is 2.5 % (the order-statistic interval's
+/// tails are at most 2.5 %, short by up to one rank's probability). Linear interpolation
+/// between order statistics, as for fractional order statistics in A. D. Hutson, *Calculating
+/// nonparametric confidence intervals for quantiles using fractional order statistics*,
+/// Journal of Applied Statistics 26(3), 1999 (T. P. Hettmansperger and S. J. Sheather did the
+/// median, Statistics & Probability Letters 4, 1986): the lower end is
+/// `x₍ₗ₎ + λ (x₍ₗ₊₁₎ − x₍ₗ₎)` with `λ = (0.025 − P(K < l)) / P(K = l)`, the upper end alike
+/// from `x₍ᵤ₎` towards `x₍ᵤ₋₁₎`. Coverage about 95 % for a continuous distribution, not
+/// guaranteed; `None` where the order-statistic interval is `None`. With a `population` of
+/// `N > n`, the ranks are the hypergeometric ones ([`ranks_and_cdf`]).
+pub fn interpolated_interval(sorted: &[i64], p: f64, population: Option<u64>) -> Option<[f64; 2]> {
+    let n = sorted.len();
+    let (l, u, cdf) = ranks_and_cdf(n, p, population)?;
+    let x = |rank: usize| sorted[rank - 1] as f64;
+    let lo = if l < n {
+        let lambda = ((0.025 - cdf[l - 1]) / (cdf[l] - cdf[l - 1])).clamp(0.0, 1.0);
+        x(l) + lambda * (x(l + 1) - x(l))
+    } else {
+        x(l)
+    };
+    let hi = if u >= 2 {
+        let lambda = ((0.025 - (1.0 - cdf[u - 1])) / (cdf[u - 1] - cdf[u - 2])).clamp(0.0, 1.0);
+        x(u) - lambda * (x(u) - x(u - 1))
+    } else {
+        x(u)
+    };
+    Some([lo, hi])
 }
 
 impl Quantiles {
@@ -470,6 +596,41 @@ impl Quantiles {
         let ci = |p: f64| {
             order_statistic_ranks(sorted.len(), p)
                 .map(|(l, u)| [sorted[l - 1] as f64, sorted[u - 1] as f64])
+        };
+        Some(Quantiles {
+            p50_ci95_ns: ci(0.50),
+            p90_ci95_ns: ci(0.90),
+            p99_ci95_ns: ci(0.99),
+            p999_ci95_ns: ci(0.999),
+            ..Quantiles::of_sorted(sorted)
+        })
+    }
+
+    /// Quantiles of a uniform sample of `population` delays (`None`: of an unbounded one),
+    /// their intervals interpolated ([`interpolated_interval`]) or the order statistics'. A
+    /// sample of the whole population gives its quantiles exactly, each interval its point.
+    pub fn of_sample_from(
+        sorted: &[i64],
+        population: Option<u64>,
+        ci: Interval,
+    ) -> Option<Quantiles> {
+        if sorted.is_empty() {
+            return None;
+        }
+        if population == Some(sorted.len() as u64) {
+            let q = Quantiles::of_sorted(sorted);
+            return Some(Quantiles {
+                p50_ci95_ns: Some([q.p50_ns; 2]),
+                p90_ci95_ns: Some([q.p90_ns; 2]),
+                p99_ci95_ns: Some([q.p99_ns; 2]),
+                p999_ci95_ns: Some([q.p999_ns; 2]),
+                ..q
+            });
+        }
+        let ci = |p: f64| match ci {
+            Interval::Interpolated => interpolated_interval(sorted, p, population),
+            Interval::Order => ranks_and_cdf(sorted.len(), p, population)
+                .map(|(l, u, _)| [sorted[l - 1] as f64, sorted[u - 1] as f64]),
         };
         Some(Quantiles {
             p50_ci95_ns: ci(0.50),
@@ -520,8 +681,20 @@ pub const INFO: MethodInfo = MethodInfo {
     from_config: |pairs| {
         let (mut capacity, mut seed) = (DEFAULT_CAPACITY, 0u64);
         let (mut cell_bits, mut resolution_ns) = (DEFAULT_CELL_BITS, 1u64);
+        let mut ci = Interval::default();
         for (k, v) in pairs {
             match k.as_str() {
+                "ci" => {
+                    ci = match v.as_str() {
+                        "interpolated" => Interval::Interpolated,
+                        "order" => Interval::Order,
+                        _ => {
+                            return Err(MethodError::Invalid(format!(
+                                "sample ci '{v}' is neither interpolated nor order"
+                            )));
+                        }
+                    }
+                }
                 "capacity" => capacity = config_value("sample", k, v)?,
                 "seed" => seed = config_value("sample", k, v)?,
                 "cell_bits" => cell_bits = config_value("sample", k, v)?,
@@ -530,14 +703,15 @@ pub const INFO: MethodInfo = MethodInfo {
                     return Err(unknown_field(
                         "sample",
                         k,
-                        &["capacity", "seed", "cell_bits", "resolution_ns"],
+                        &["capacity", "seed", "cell_bits", "resolution_ns", "ci"],
                     ));
                 }
             }
         }
         let cfg = Config::new(capacity, seed)?
             .with_cell_bits(cell_bits)?
-            .with_resolution_ns(resolution_ns)?;
+            .with_resolution_ns(resolution_ns)?
+            .with_interval(ci);
         Ok(Box::new(SampleMethod::new(cfg)))
     },
 };

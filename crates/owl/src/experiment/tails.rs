@@ -37,7 +37,7 @@ use super::{Ctx, Experiment, Panel, Series, overtake, plot_png, write_csv};
 pub const TAILS: Experiment = Experiment {
     name: "tails",
     summary: "Tails (issue 15): p99/p99.9 error and 95 % interval coverage vs bits per packet (0.1-16) of sample, opa-wavelet and opa on Weibull 0.6, Pareto, bimodal and FIFO-queue delays with loss and reordering",
-    files: "tails.csv, tails-summary.csv, tails.png",
+    files: "tails.csv, tails-summary.csv, tails.png, tails-coverage.csv",
     run: tails,
 };
 
@@ -151,6 +151,11 @@ fn estimate(m: &dyn Method, t: &Trace) -> Result<Estimate> {
     m.estimate(s, r).map_err(|e| anyhow!("{}: {e}", m.name()))
 }
 
+/// The hash seed of arm `i` in the run of trace seed `seed`: distinct for every (run, arm).
+fn arm_seed(seed: u64, i: usize) -> u64 {
+    seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i as u64 + 1).wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
+}
+
 /// One method at one budget: its label and how it is built for a trace of `packets`.
 struct Arm {
     method: &'static str,
@@ -162,6 +167,9 @@ struct Arm {
 /// resolution ships anyway), its intervals widened by 999 ns.
 const SAMPLE_US: &str = "sample-us";
 
+/// `arm` built for a trace of `packets`; `seed` seeds its hash, and each arm of a run is given
+/// its own ([`arm_seed`]): arms sharing a hash would sample nested subsets of one trace, and
+/// their interval coverages would not be independent trials.
 fn build(arm: &Arm, packets: usize, seed: u64) -> Result<Box<dyn Method>> {
     Ok(match arm.method {
         "sample" | SAMPLE_US => {
@@ -210,8 +218,8 @@ fn tails(ctx: &Ctx) -> Result<Vec<PathBuf>> {
         for run in 0..runs {
             let seed = ctx.seed + run as u64;
             let t = trace(model, packets, seed)?;
-            for arm in &arms {
-                let m = build(arm, packets, seed)?;
+            for (i, arm) in arms.iter().enumerate() {
+                let m = build(arm, packets, arm_seed(seed, i))?;
                 let e = estimate(&*m, &t)?;
                 let bits = 8.0 * e.bytes as f64 / t.sender.len() as f64;
                 let q = e.quantiles.as_ref();
@@ -312,7 +320,102 @@ fn tails(ctx: &Ctx) -> Result<Vec<PathBuf>> {
         })
         .collect();
     plot_png(&png, &panels)?;
-    Ok(vec![csv, sum_csv, png])
+    let cov = coverage(ctx)?;
+    Ok(vec![csv, sum_csv, png, cov])
+}
+
+/// `sample`'s budgets in the coverage study, bits a packet.
+const COVERAGE_BITS: &[f64] = &[1.0, 4.0];
+
+/// The coverage of `sample`'s stated 95 % intervals over many independent seeds (a new trace
+/// and a new hash each), where the frontier's 20 runs can only say "about 95 %": for each
+/// model, budget and quantile, the share of seeds whose interval holds the true quantile, with
+/// the Wilson 95 % interval of that share. Intervals of 100 000 packets (1 bit a packet: about
+/// 2 500 samples, too few for a p99.9 interval; 4 bits: about 10 000).
+fn coverage(ctx: &Ctx) -> Result<PathBuf> {
+    let packets = if ctx.quick { 20_000 } else { 100_000 };
+    let seeds = if ctx.quick { 8 } else { 400 };
+    let quantiles = [(0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p99.9")];
+    // (model, budget, quantile) → (intervals given, covered)
+    let mut tally = vec![[0usize; 2]; Model::ALL.len() * COVERAGE_BITS.len() * quantiles.len()];
+    for (mi, model) in Model::ALL.into_iter().enumerate() {
+        for i in 0..seeds {
+            let seed = ctx.seed.wrapping_add(1_000_000 + i as u64);
+            let t = trace(model, packets, seed)?;
+            for (bi, &bits) in COVERAGE_BITS.iter().enumerate() {
+                let arm = Arm {
+                    method: "sample",
+                    budget_bits: Some(bits),
+                };
+                let m = build(&arm, packets, arm_seed(seed, bi))?;
+                let Some(q) = estimate(&*m, &t)?.quantiles else {
+                    continue;
+                };
+                let cis = [q.p50_ci95_ns, q.p90_ci95_ns, q.p99_ci95_ns, q.p999_ci95_ns];
+                for (qi, ((p, _), ci)) in quantiles.iter().zip(cis).enumerate() {
+                    let Some([lo, hi]) = ci else { continue };
+                    let truth = nearest_rank(&t.delays, *p) as f64;
+                    let cell = &mut tally[(mi * COVERAGE_BITS.len() + bi) * quantiles.len() + qi];
+                    cell[0] += 1;
+                    cell[1] += usize::from(lo <= truth && truth <= hi);
+                }
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for (mi, model) in Model::ALL.into_iter().enumerate() {
+        for (bi, bits) in COVERAGE_BITS.iter().enumerate() {
+            for (qi, (_, label)) in quantiles.iter().enumerate() {
+                let [given, covered] =
+                    tally[(mi * COVERAGE_BITS.len() + bi) * quantiles.len() + qi];
+                let (rate, lo, hi) = wilson(covered, given);
+                rows.push(vec![
+                    model.name().to_string(),
+                    "sample".to_string(),
+                    bits.to_string(),
+                    label.to_string(),
+                    packets.to_string(),
+                    seeds.to_string(),
+                    given.to_string(),
+                    covered.to_string(),
+                    rate.map(|r| r.to_string()).unwrap_or_default(),
+                    lo.map(|r| r.to_string()).unwrap_or_default(),
+                    hi.map(|r| r.to_string()).unwrap_or_default(),
+                ]);
+            }
+        }
+    }
+    let path = ctx.path("tails-coverage.csv");
+    write_csv(
+        &path,
+        &[
+            "model",
+            "method",
+            "budget_bits",
+            "quantile",
+            "packets",
+            "seeds",
+            "intervals_given",
+            "covered",
+            "coverage",
+            "coverage_wilson95_lo",
+            "coverage_wilson95_hi",
+        ],
+        &rows,
+    )?;
+    Ok(path)
+}
+
+/// `k` of `n` and the Wilson score 95 % interval of the proportion (`None` when `n` = 0).
+fn wilson(k: usize, n: usize) -> (Option<f64>, Option<f64>, Option<f64>) {
+    if n == 0 {
+        return (None, None, None);
+    }
+    let (k, n, z) = (k as f64, n as f64, 1.959_963_984_540_054);
+    let p = k / n;
+    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
+    let half = z / (1.0 + z * z / n) * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt();
+    (Some(p), Some(centre - half), Some(centre + half))
 }
 
 /// One (model, method, budget, quantile) over its runs.
@@ -401,6 +504,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn wilson_interval_matches_the_textbook() {
+        // 95 of 100: 0.8883 to 0.9785 (Wilson 1927, as tabulated by Newcombe 1998)
+        let (p, lo, hi) = wilson(95, 100);
+        assert_eq!(p, Some(0.95));
+        assert!((lo.unwrap() - 0.8883).abs() < 1e-4, "{lo:?}");
+        assert!((hi.unwrap() - 0.9785).abs() < 1e-4, "{hi:?}");
+        assert_eq!(wilson(0, 0), (None, None, None));
+    }
+
+    #[test]
     fn traces_have_their_loss_and_the_fifo_keeps_order() {
         for model in Model::ALL {
             let t = trace(model, 50_000, 3).unwrap();
@@ -425,7 +538,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ctx = super::super::testing::quick_ctx(dir.path());
         let files = tails(&ctx).unwrap();
-        assert_eq!(files.len(), 3);
+        assert_eq!(files.len(), 4);
+        // the coverage study: every model, budget and quantile, a share of 8 quick seeds
+        let cov = super::super::testing::csv_rows(&files[3]);
+        assert_eq!(cov.len(), 4 * 2 * 4);
+        for r in cov.iter().filter(|r| &r[3] == "p50") {
+            assert_eq!(&r[6], "8", "{r:?}");
+            let c: f64 = r[8].parse().unwrap();
+            assert!(c >= 0.5, "{r:?}");
+        }
         let rows = super::super::testing::csv_rows(&files[1]);
         // opa places every packet of these paths: p99 and p99.9 exact, intervals the point
         let opa: Vec<_> = rows.iter().filter(|r| &r[1] == "opa").collect();

@@ -444,3 +444,97 @@ fn sample_fuzz_seeds() {
         std::fs::write(dir.join(format!("seed-{which}")), b).unwrap();
     }
 }
+
+/// Each end of the interpolated interval puts exactly 2.5 % in its tail, by the binomial
+/// probabilities of the two order statistics it lies between, and lies within the
+/// order-statistic interval; `ci=order` gives the order statistics themselves.
+#[test]
+fn interpolated_interval_puts_2_5_percent_in_each_tail() {
+    for (n, p) in [
+        (100, 0.5),
+        (2460, 0.99),
+        (9800, 0.999),
+        (500, 0.9),
+        (37, 0.5),
+    ] {
+        // x(i) = 10·i: an end's position between ranks reads off directly
+        let sorted: Vec<i64> = (1..=n as i64).map(|i| 10 * i).collect();
+        let (l, u) = order_statistic_ranks(n, p).unwrap();
+        let [lo, hi] = interpolated_interval(&sorted, p, None).unwrap();
+        assert!(
+            lo >= sorted[l - 1] as f64 && hi <= sorted[u - 1] as f64 && lo < hi,
+            "n {n} p {p}"
+        );
+        let pmf = |k: usize| binom_cdf(n, p, k) - if k == 0 { 0.0 } else { binom_cdf(n, p, k - 1) };
+        // lower tail: P(K < l) + λ P(K = l), λ the fraction of the way to the next rank
+        let lam = (lo - sorted[l - 1] as f64) / 10.0;
+        let below = binom_cdf(n, p, l - 1) + lam * pmf(l);
+        assert!(
+            (below - 0.025).abs() < 1e-6,
+            "n {n} p {p}: lower tail {below}"
+        );
+        let lam = (sorted[u - 1] as f64 - hi) / 10.0;
+        let above = 1.0 - binom_cdf(n, p, u - 1) + lam * pmf(u - 1);
+        assert!(
+            (above - 0.025).abs() < 1e-6,
+            "n {n} p {p}: upper tail {above}"
+        );
+    }
+    // ci=order: the order statistics
+    let (s, r) = pair(20_000, 0.005, 4);
+    let cfg = Config::new(2000, 4).unwrap().with_interval(Interval::Order);
+    let (mut a, mut b) = (Synopsis::new(cfg), Synopsis::new(cfg));
+    a.record_batch(&s);
+    b.record_batch(&r);
+    let e = estimate(&a, &b).unwrap();
+    // about 2 000 of 20 000 packets: hypergeometric ranks of the estimated population
+    let n = e.delays.len();
+    let population = (n as f64 / e.fraction).round() as u64;
+    assert!((19_000..=21_000).contains(&population), "{population}");
+    let (l, u, _) = ranks_and_cdf(n, 0.99, Some(population)).unwrap();
+    assert_eq!(
+        e.quantiles.unwrap().p99_ci95_ns,
+        Some([e.delays[l - 1] as f64, e.delays[u - 1] as f64])
+    );
+}
+
+/// The hypergeometric cdf equals the sum of `C(M,k) C(N−M,n−k) / C(N,n)` computed directly;
+/// it approaches the binomial as the population grows; its ranks are tighter than the
+/// binomial's for a sample of a tenth of the population; and a sample of the whole population
+/// states its quantiles exactly.
+#[test]
+fn finite_population_ranks_are_hypergeometric() {
+    let ln_choose = |a: f64, b: f64| ln_gamma(a + 1.0) - ln_gamma(b + 1.0) - ln_gamma(a - b + 1.0);
+    for (big_n, m, n) in [
+        (50u64, 20u64, 10usize),
+        (1000, 990, 300),
+        (200, 3, 150),
+        (30, 30, 5),
+    ] {
+        let cdf = hypergeometric_cdf(big_n, m, n);
+        let mut want = 0.0;
+        for k in 0..=n {
+            let (kf, nf, mf, bn) = (k as f64, n as f64, m as f64, big_n as f64);
+            if k as u64 <= m && (n - k) as u64 <= big_n - m {
+                want += (ln_choose(mf, kf) + ln_choose(bn - mf, nf - kf) - ln_choose(bn, nf)).exp();
+            }
+            assert!(
+                (cdf[k] - want).abs() < 1e-9,
+                "N {big_n} M {m} n {n} k {k}: {} vs {want}",
+                cdf[k]
+            );
+        }
+    }
+    let bin = binomial_cdf(500, 0.9);
+    let hyp = hypergeometric_cdf(50_000_000, 45_000_000 - 1, 500);
+    assert!(bin.iter().zip(&hyp).all(|(a, b)| (a - b).abs() < 1e-4));
+    let (lb, ub, _) = ranks_and_cdf(2000, 0.5, None).unwrap();
+    let (lh, uh, _) = ranks_and_cdf(2000, 0.5, Some(20_000)).unwrap();
+    assert!(
+        lh >= lb && uh <= ub && (lh, uh) != (lb, ub),
+        "{lb}..{ub} vs {lh}..{uh}"
+    );
+    let sorted: Vec<i64> = (1..=1000).collect();
+    let q = Quantiles::of_sample_from(&sorted, Some(1000), Interval::Interpolated).unwrap();
+    assert_eq!(q.p99_ci95_ns, Some([990.0, 990.0]));
+}
