@@ -433,11 +433,15 @@ impl SenderState {
     }
 
     /// Announce what the window allows, then where S's stream is.
+    ///
+    /// Each interval is counted as announced before its first frame is sent: when a send fails
+    /// part of the way, it is announced again, as lost, on the next connection (never skipped).
     fn pump(&mut self, w: &mut LinkWriter) -> Result<(), AgentError> {
         while self.announced.len() < self.window {
             let Some(a) = self.relost.pop_front() else {
                 break;
             };
+            self.announced.push_back(a);
             send(
                 w,
                 &Msg::Have {
@@ -447,7 +451,6 @@ impl SenderState {
                     kernel_drops: a.kernel_drops,
                 },
             )?;
-            self.announced.push_back(a);
         }
         while self.announced.len() < self.window && self.relost.is_empty() {
             let Some(c) = self.backlog.pop_front() else {
@@ -456,6 +459,13 @@ impl SenderState {
             let (k, packets) = (c.index, c.packets);
             let kernel_drops = c.kernel.map(|ks| ks.drops);
             let slot = c.synopses.is_some();
+            self.announced.push_back(Announced {
+                index: k,
+                slot,
+                lost: (!slot).then_some(Lost::Overload),
+                packets,
+                kernel_drops,
+            });
             match c.synopses {
                 None => send(
                     w,
@@ -508,13 +518,6 @@ impl SenderState {
                     )?;
                 }
             }
-            self.announced.push_back(Announced {
-                index: k,
-                slot,
-                lost: (!slot).then_some(Lost::Overload),
-                packets,
-                kernel_drops,
-            });
         }
         let mut below = match self.backlog.front() {
             Some(c) => self.capture_below.min(c.index),
