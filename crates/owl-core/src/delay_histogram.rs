@@ -270,6 +270,38 @@ impl DelayHistogram {
         let d = self.alpha * x.abs() / (1.0 - self.alpha);
         [x - d, x + d]
     }
+
+    /// The weight of the delays in each bucket of a fixed, Prometheus-style histogram:
+    /// `bounds` ascending, bucket `j` holding the delays in `(bounds[j−1], bounds[j]]`, and a
+    /// last one above every bound (`bounds.len() + 1` weights). Each of this histogram's buckets
+    /// goes by the delay it answers with, within α of its delays: a delay within a relative α
+    /// of a bound may land on its other side. Collapsed weight (below the lowest kept bucket)
+    /// goes to the first bucket.
+    pub fn weights_in(&self, bounds: &[f64]) -> Vec<f64> {
+        let mut w = vec![0.0; bounds.len() + 1];
+        w[0] += self.collapsed;
+        for (&k, &x) in &self.buckets {
+            let v = self.value(k);
+            let j = bounds.partition_point(|&b| b < v);
+            w[j] += x;
+        }
+        w
+    }
+
+    /// The weighted sum of the delays, each taken as the value its bucket answers with (within
+    /// a relative α of its own); collapsed delays as the lowest kept bucket's.
+    pub fn weighted_sum(&self) -> f64 {
+        let low = self
+            .buckets
+            .first_key_value()
+            .map_or(0.0, |(&k, _)| self.value(k));
+        self.collapsed * low
+            + self
+                .buckets
+                .iter()
+                .map(|(&k, &x)| self.value(k) * x)
+                .sum::<f64>()
+    }
 }
 
 #[cfg(test)]

@@ -731,6 +731,37 @@ pub struct MethodResult {
     pub estimate: Option<Estimate>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The delays the method recovered (`sample`, `opa`, `opa-wavelet`), in the collector's
+    /// fixed buckets: what `owl_one_way_delay_seconds` adds up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay_histogram: Option<DelayBuckets>,
+}
+
+/// Recovered delays in fixed buckets ([`crate::metrics::DELAY_BOUNDS_NS`]): `weights[j]` the
+/// delivered packets (each recovered delay weighted by the packets it stands for: 1 placed by
+/// OPA, 1/f sampled at fraction f) with a delay in `(le_ns[j−1], le_ns[j]]`, and one more
+/// weight above the last bound; `sum_ns` their delays' weighted sum. Each delay placed within
+/// α = 1 % ([`owl_core::delay_histogram`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct DelayBuckets {
+    pub le_ns: Vec<f64>,
+    pub weights: Vec<f64>,
+    pub sum_ns: f64,
+}
+
+impl DelayBuckets {
+    fn of(e: &Estimate) -> Option<DelayBuckets> {
+        let h = &e.recovered.as_ref()?.histogram;
+        if h.is_empty() {
+            return None;
+        }
+        let le_ns = crate::metrics::DELAY_BOUNDS_NS.to_vec();
+        Some(DelayBuckets {
+            weights: h.weights_in(&le_ns),
+            sum_ns: h.weighted_sum(),
+            le_ns,
+        })
+    }
 }
 
 /// Where the receiver's lines also go (the collector's queue).
@@ -1375,6 +1406,7 @@ impl ReceiverState {
                     };
                     MethodResult {
                         method: m.name().to_string(),
+                        delay_histogram: estimate.as_ref().and_then(DelayBuckets::of),
                         estimate,
                         error,
                     }

@@ -13,12 +13,21 @@
 //! owl_interval_start_seconds{pair}                  gauge    start of the interval the gauges describe
 //! owl_clock_offset_seconds{pair}                    gauge    the sender's clock minus the receiver's (crate::clock)
 //! owl_clock_offset_uncertainty_seconds{pair}        gauge    its bound: half the exchange's round trip
+//! owl_one_way_delay_seconds{pair,method}           histogram  every recovered delay so far (sample, opa,
+//!                                                            opa-wavelet), weighted by the packets it stands for
 //! owl_intervals_total{pair,status}                  counter  intervals stored: estimated, missing, left_out
 //! owl_decode_failures_total{pair,method}            counter  intervals the method could not estimate
 //! owl_kernel_drops_total{pair,point}                counter  packets the capture ring dropped at S, R
 //! owl_reports_refused_total                         counter  reports the collector could not store
 //! owl_metric_pairs_dropped_total                    counter  reports of pairs beyond the cap, left out of the metrics
 //! ```
+//!
+//! The histogram adds up the delays each interval's line carries in fixed buckets
+//! ([`DELAY_BOUNDS_NS`], 1 µs to 10 s in 1-2-5 steps; a delay within α = 1 % of a bound may be
+//! counted on its other side): its counts are delivered packets (a `sample` delay stands for
+//! 1/f of them, so they are estimates, rounded), for `histogram_quantile()` over any time range
+//! and any set of pairs — the merge of quantiles across intervals, pairs and collectors that
+//! averaging the quantile gauges cannot give.
 //!
 //! A gauge shows the pair's latest interval by index: an interval an agent resends after a
 //! reconnect, or delivers late, is stored (the database keeps everything) but moves no gauge
@@ -51,6 +60,85 @@ pub const MAX_REQUEST: usize = 8192;
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 type FGauge = Gauge<f64, AtomicU64>;
+
+/// The bounds of `owl_one_way_delay_seconds`, ns: 1 µs to 10 s in 1-2-5 steps.
+pub const DELAY_BOUNDS_NS: [f64; 22] = [
+    1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6, 2e6, 5e6, 1e7, 2e7, 5e7, 1e8, 2e8, 5e8, 1e9,
+    2e9, 5e9, 1e10,
+];
+
+/// A histogram whose observations carry weights (the packets a recovered delay stands for),
+/// exposed with its counts rounded.
+#[derive(Clone, Debug, Default)]
+struct WeightedHistogram {
+    inner: std::sync::Arc<Mutex<Weighted>>,
+}
+
+#[derive(Debug, Default)]
+struct Weighted {
+    /// Upper bounds, seconds (the +Inf bucket is implicit).
+    bounds: Vec<f64>,
+    /// Weight in each bucket, the last above every bound.
+    weights: Vec<f64>,
+    sum: f64,
+}
+
+impl WeightedHistogram {
+    /// Add an interval's bucket weights; `false` (nothing added) when its bounds are not the
+    /// ones this histogram has.
+    fn add(&self, le_ns: &[f64], weights: &[f64], sum_ns: f64) -> bool {
+        let mut h = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let bounds: Vec<f64> = le_ns.iter().map(|b| b / 1e9).collect();
+        let weight_ok = |w: &f64| w.is_finite() && *w >= 0.0;
+        if weights.len() != bounds.len() + 1
+            || !weights.iter().all(weight_ok)
+            || !sum_ns.is_finite()
+            || !bounds.windows(2).all(|b| b[0] < b[1])
+        {
+            return false;
+        }
+        if h.weights.is_empty() {
+            h.bounds = bounds;
+            h.weights = vec![0.0; weights.len()];
+        } else if h.bounds != bounds {
+            return false;
+        }
+        for (a, b) in h.weights.iter_mut().zip(weights) {
+            *a += b;
+        }
+        h.sum += sum_ns / 1e9;
+        true
+    }
+}
+
+impl prometheus_client::metrics::TypedMetric for WeightedHistogram {
+    const TYPE: prometheus_client::metrics::MetricType =
+        prometheus_client::metrics::MetricType::Histogram;
+}
+
+impl prometheus_client::encoding::EncodeMetric for WeightedHistogram {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::MetricEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        let h = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let buckets: Vec<(f64, u64)> = h
+            .bounds
+            .iter()
+            .copied()
+            .chain([f64::INFINITY])
+            .zip(h.weights.iter().map(|w| w.round() as u64))
+            .collect();
+        let count = buckets.iter().map(|b| b.1).sum();
+        encoder.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+            h.sum, count, &buckets, None,
+        )
+    }
+
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Histogram
+    }
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PairLabel {
@@ -96,6 +184,7 @@ pub struct Metrics {
     mean: Family<MethodLabels, FGauge>,
     std: Family<MethodLabels, FGauge>,
     quantile: Family<QuantileLabels, FGauge>,
+    delay: Family<MethodLabels, WeightedHistogram>,
     samples: Family<MethodLabels, FGauge>,
     lost: Family<MethodLabels, FGauge>,
     loss_ratio: Family<PairLabel, FGauge>,
@@ -126,6 +215,7 @@ impl Metrics {
             mean: Family::default(),
             std: Family::default(),
             quantile: Family::default(),
+            delay: Family::default(),
             samples: Family::default(),
             lost: Family::default(),
             loss_ratio: Family::default(),
@@ -156,6 +246,11 @@ impl Metrics {
             "owl_one_way_delay_quantile_seconds",
             "One-way delay quantiles of the latest interval, from the methods that give them",
             m.quantile.clone(),
+        );
+        registry.register(
+            "owl_one_way_delay_seconds",
+            "One-way delays recovered so far (sample, opa, opa-wavelet), each weighted by the delivered packets it stands for, counts rounded",
+            m.delay.clone(),
         );
         registry.register(
             "owl_samples",
@@ -320,6 +415,18 @@ impl Metrics {
                     family.get_or_create(&l).set(v);
                 }
             };
+            if let Some(h) = m.get("delay_histogram") {
+                let nums = |k: &str| -> Option<Vec<f64>> {
+                    h.get(k)?.as_array()?.iter().map(Value::as_f64).collect()
+                };
+                if let (Some(le), Some(w), Some(sum)) = (
+                    nums("le_ns"),
+                    nums("weights"),
+                    h.get("sum_ns").and_then(Value::as_f64),
+                ) {
+                    self.delay.get_or_create(&l).add(&le, &w, sum);
+                }
+            }
             set(&self.mean, f("mean_ns").map(|x| x / 1e9));
             set(&self.std, f("std_ns").map(|x| x / 1e9));
             set(&self.samples, f("samples"));
@@ -515,6 +622,46 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("status=\"estimated\"} 2"), "{t}");
+    }
+
+    /// Two intervals' recovered delays add up into one cumulative histogram, counts rounded;
+    /// a resend adds nothing; a line with other bounds or a bad weight is left out.
+    #[test]
+    fn recovered_delays_add_up_in_a_histogram() {
+        let line = |index: u64, weights: Vec<f64>, sum_ns: f64| {
+            let mut w = vec![0.0; DELAY_BOUNDS_NS.len() + 1];
+            w[..weights.len()].copy_from_slice(&weights);
+            json!({"type": "interval", "index": index, "status": "estimated",
+                   "methods": [{"method": "sample", "mean_ns": 1500.0,
+                       "delay_histogram": {"le_ns": DELAY_BOUNDS_NS, "weights": w,
+                                           "sum_ns": sum_ns}}]})
+        };
+        let m = Metrics::new();
+        // 10.4 packets at ≤ 1 µs, 20 in (1, 2] µs
+        m.observe("a→b", &line(1, vec![10.4, 20.0], 45_000.0));
+        m.observe("a→b", &line(2, vec![0.0, 0.0, 5.0], 20_000.0));
+        m.observe("a→b", &line(2, vec![1e6], 1.0)); // a resend
+        let mut bad = line(3, vec![1.0], 1.0);
+        bad["methods"][0]["delay_histogram"]["weights"][0] = json!(-1.0);
+        m.observe("a→b", &bad);
+        let t = m.encode();
+        let l = "pair=\"a→b\",method=\"sample\"";
+        for want in [
+            format!("owl_one_way_delay_seconds_bucket{{le=\"0.000001\",{l}}} 10\n"),
+            format!("owl_one_way_delay_seconds_bucket{{le=\"0.000002\",{l}}} 30\n"),
+            format!("owl_one_way_delay_seconds_bucket{{le=\"0.000005\",{l}}} 35\n"),
+            format!("owl_one_way_delay_seconds_bucket{{le=\"+Inf\",{l}}} 35\n"),
+            format!("owl_one_way_delay_seconds_count{{{l}}} 35\n"),
+        ] {
+            assert!(t.contains(&want), "{want} in {t}");
+        }
+        let sum: f64 = t
+            .lines()
+            .find_map(|x| x.strip_prefix(&format!("owl_one_way_delay_seconds_sum{{{l}}} ")))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((sum - 65e-6).abs() < 1e-15, "{sum}");
     }
 
     #[test]

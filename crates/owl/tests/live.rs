@@ -248,6 +248,29 @@ fn assert_same_as_files(
                 w.as_object_mut().unwrap().remove(k);
             }
             g.as_object_mut().unwrap().remove("method");
+            // the recovered delays in the collector's buckets: only the agents ship those
+            let h = g.as_object_mut().unwrap().remove("delay_histogram");
+            let recovers = ["sample", "opa", "opa-wavelet"].contains(m);
+            assert_eq!(
+                h.is_some(),
+                recovers && g["samples"].as_u64() > Some(0),
+                "{m}: {h:?}"
+            );
+            if let Some(h) = h {
+                let total: f64 = h["weights"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_f64().unwrap())
+                    .sum();
+                let n = g["samples"].as_f64().unwrap();
+                // opa: one packet a placed delay; sample: 1/f packets a sampled one
+                if m.starts_with("opa") {
+                    assert!((total - n).abs() < 1e-6, "{m}: {total} vs {n}");
+                } else {
+                    assert!(total >= n, "{m}: {total} vs {n}");
+                }
+            }
             assert_eq!(g, w, "{m}: interval {}", w["index"]);
         }
     }
@@ -545,7 +568,7 @@ fn the_collector_stores_what_the_receiver_reports() {
     let empty = http_get(&maddr, "/metrics");
     assert!(empty.starts_with("HTTP/1.1 200 OK"), "{empty}");
     assert!(empty.ends_with("# EOF\n"), "{empty}");
-    let common = ["--methods", "lda,rda", "--interval", "20ms"];
+    let common = ["--methods", "lda,rda,sample", "--interval", "20ms"];
     let run = agents_with(
         &s,
         &r,
@@ -587,6 +610,30 @@ fn the_collector_stores_what_the_receiver_reports() {
             None => assert!(value.is_none(), "{series} for {last} in {scraped}"),
         }
     }
+    // sample's recovered delays, every interval's, in one histogram (counts rounded): its
+    // count is the packets they stand for, over all intervals
+    let weights: f64 = run
+        .lines
+        .iter()
+        .filter_map(|l| l["methods"].as_array())
+        .flatten()
+        .filter(|m| m["method"] == "sample")
+        .filter_map(|m| m["delay_histogram"]["weights"].as_array())
+        .flatten()
+        .map(|w| w.as_f64().unwrap())
+        .sum();
+    assert!(weights > 1000.0, "{weights}");
+    let count: f64 = scraped
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("owl_one_way_delay_seconds_count{pair=\"s→r\",method=\"sample\"} ")
+        })
+        .unwrap_or_else(|| panic!("no histogram in {scraped}"))
+        .parse()
+        .unwrap();
+    // each bucket rounded once: at most half a packet off per bucket
+    assert!((count - weights).abs() <= 12.0, "{count} vs {weights}");
+    assert!(!scraped.contains("owl_one_way_delay_seconds_count{pair=\"s→r\",method=\"lda\"}"));
     // the agents' clock offset, measured over their connection: one host, one clock, so the
     // true offset 0 lies within each line's stated bound
     let clocks: Vec<&serde_json::Value> = run.lines.iter().filter_map(|l| l.get("clock")).collect();
@@ -1011,6 +1058,7 @@ fn assert_estimated_as_files(
                 w.as_object_mut().unwrap().remove(f);
             }
             g.as_object_mut().unwrap().remove("method");
+            g.as_object_mut().unwrap().remove("delay_histogram");
             assert_eq!(g, w, "{m}: interval {k}");
         }
         assert_eq!(

@@ -213,3 +213,41 @@ fn empty_zero_and_refused() {
         assert!(lo <= x as f64 && x as f64 <= hi, "{x}: {lo} {hi}");
     }
 }
+
+/// Fixed buckets: every delay lands in the bucket of its bound unless it is within α of one;
+/// the weights sum to the total; the weighted sum is within α of the exact one.
+#[test]
+fn fixed_buckets_hold_their_delays_within_alpha() {
+    let bounds = [1_000.0, 10_000.0, 100_000.0];
+    let mut h = DelayHistogram::default();
+    let ds: [i64; 8] = [-5, 0, 500, 999, 5_000, 50_000, 99_500, 2_000_000];
+    for d in ds {
+        h.insert_weighted(d, 2.0);
+    }
+    let w = h.weights_in(&bounds);
+    assert_eq!(w.len(), 4);
+    assert!((w.iter().sum::<f64>() - h.total_weight()).abs() < 1e-9);
+    // ≤ 1 µs: −5, 0, 500, 999 (999 within α of the bound may go either way); 5 µs; 50 µs and
+    // 99.5 µs (within α of 100 µs: either side); 2 ms
+    let exact = [8.0, 2.0, 4.0, 2.0];
+    for j in 0..4 {
+        assert!((w[j] - exact[j]).abs() <= 2.0, "bucket {j}: {w:?}");
+    }
+    assert_eq!(w[3], 2.0, "{w:?}");
+    let sum: f64 = ds.iter().map(|&d| 2.0 * d as f64).sum();
+    let tol: f64 = ds
+        .iter()
+        .map(|&d| 2.0 * 0.01 * d.unsigned_abs() as f64)
+        .sum();
+    assert!(
+        (h.weighted_sum() - sum).abs() <= tol,
+        "{} vs {sum}",
+        h.weighted_sum()
+    );
+    // delays far from every bound land exactly
+    let mut h = DelayHistogram::default();
+    for d in [10, 20_000, 20_001, 300_000] {
+        h.insert(d);
+    }
+    assert_eq!(h.weights_in(&bounds), vec![1.0, 0.0, 2.0, 1.0]);
+}
