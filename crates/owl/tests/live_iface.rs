@@ -43,6 +43,20 @@ fn ip(args: &[&str]) {
     );
 }
 
+/// Join namespaces `ns[0]` and `ns[1]` by a veth pair (`ifs[0]` in the first, `ifs[1]` in the
+/// second) with `addrs` on its ends, every link up.
+fn join_by_veth(ns: [&str; 2], ifs: [&str; 2], addrs: [&str; 2]) {
+    ip(&[
+        "link", "add", ifs[0], "type", "veth", "peer", "name", ifs[1],
+    ]);
+    for i in 0..2 {
+        ip(&["link", "set", ifs[i], "netns", ns[i]]);
+        ip(&["-n", ns[i], "addr", "add", addrs[i], "dev", ifs[i]]);
+        ip(&["-n", ns[i], "link", "set", ifs[i], "up"]);
+        ip(&["-n", ns[i], "link", "set", "lo", "up"]);
+    }
+}
+
 fn skip_reason() -> Option<String> {
     let uid = Command::new("id").arg("-u").output().ok()?;
     if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
@@ -255,14 +269,11 @@ fn on_a_veth_pair(variant: &str, extra: &[&str]) {
         return;
     }
     ip(&["netns", "add", &ns_r]);
-    ip(&["link", "add", if_s, "type", "veth", "peer", "name", if_r]);
-    ip(&["link", "set", if_s, "netns", &ns_s]);
-    ip(&["link", "set", if_r, "netns", &ns_r]);
-    for (ns, ifc, addr) in [(&ns_s, if_s, "10.77.0.1/24"), (&ns_r, if_r, "10.77.0.2/24")] {
-        ip(&["-n", ns, "addr", "add", addr, "dev", ifc]);
-        ip(&["-n", ns, "link", "set", ifc, "up"]);
-        ip(&["-n", ns, "link", "set", "lo", "up"]);
-    }
+    join_by_veth(
+        [&ns_s, &ns_r],
+        [if_s, if_r],
+        ["10.77.0.1/24", "10.77.0.2/24"],
+    );
     let dir = tempfile::tempdir().unwrap();
     let key = keygen(dir.path());
     let bin = env!("CARGO_BIN_EXE_owl");
@@ -660,14 +671,11 @@ fn a_receiver_killed_and_restarted_misses_only_its_down_time() {
         ip(&["netns", "add", n]);
         lab.ns.push(n.clone());
     }
-    ip(&["link", "add", if_s, "type", "veth", "peer", "name", if_r]);
-    ip(&["link", "set", if_s, "netns", &ns_s]);
-    ip(&["link", "set", if_r, "netns", &ns_r]);
-    for (ns, ifc, addr) in [(&ns_s, if_s, "10.79.0.1/24"), (&ns_r, if_r, "10.79.0.2/24")] {
-        ip(&["-n", ns, "addr", "add", addr, "dev", ifc]);
-        ip(&["-n", ns, "link", "set", ifc, "up"]);
-        ip(&["-n", ns, "link", "set", "lo", "up"]);
-    }
+    join_by_veth(
+        [&ns_s, &ns_r],
+        [if_s, if_r],
+        ["10.79.0.1/24", "10.79.0.2/24"],
+    );
     let dir = tempfile::tempdir().unwrap();
     let key = keygen(dir.path());
     let bin = env!("CARGO_BIN_EXE_owl");
