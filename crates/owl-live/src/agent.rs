@@ -18,9 +18,11 @@
 //!   refused.
 //!
 //! - **Resumable**: a broken connection does not end the run. S keeps capturing, connects again
-//!   and sends `Resume` (where R released it, where its live capture opened); what was in
-//!   exchange is announced again as lost. R, the same process or a restarted one, goes on from
-//!   there and reports missing what could not be exchanged and what a restarted agent was not
+//!   and sends `Resume` (where R released it, where its live capture opened), then announces
+//!   again, synopses and all, what R had not finished: S keeps an interval's one-way payloads
+//!   and RDA synopses until R releases it (at most the window). Only the RDA exchanges under way
+//!   are lost (R reports them failed; S will not start them again). R, the same process or a
+//!   restarted one, goes on from there and reports missing what a restarted agent was not
 //!   running for ([`crate::join`]: `forget`, `restart`, `reported_below`).
 //!
 //! R writes one JSON line per interval as it is decided (in interval order) and a summary line.
@@ -190,7 +192,7 @@ pub struct SenderSummary {
     pub dropped: u64,
     /// Connections to the receiver that broke (and were made again).
     pub reconnects: u64,
-    /// Intervals announced on a connection that broke before R finished them.
+    /// RDA exchanges under way when a connection broke (R reports them failed).
     pub lost_in_exchange: u64,
     pub bytes_sent: u64,
     pub bytes_received: u64,
@@ -242,6 +244,7 @@ pub fn run_sender(
         announced: VecDeque::new(),
         held: BTreeMap::new(),
         decoders: HashMap::new(),
+        broken: hashbrown::HashSet::new(),
         capture_below: 0,
         capture_done: None,
         sent_below: 0,
@@ -296,7 +299,7 @@ pub fn run_sender(
                 let n = s.disconnected();
                 s.summary.reconnects += 1;
                 (o.log)(&format!(
-                    "the connection to the receiver broke ({e}); connecting again ({n} intervals in exchange will be reported missing)"
+                    "the connection to the receiver broke ({e}); connecting again ({n} intervals not yet finished are sent again)"
                 ));
             }
             Err(e) => return Err(e),
@@ -359,6 +362,8 @@ struct SenderState {
     /// RDA synopses of announced intervals, by method, until R starts their exchange.
     held: BTreeMap<u64, Vec<Option<Box<dyn PointSynopsis>>>>,
     decoders: HashMap<(u64, u16), Decoder<Box<RdaSynopsis>>>,
+    /// RDA exchanges that broke with a connection (their synopsis is gone), until released.
+    broken: hashbrown::HashSet<(u64, u16)>,
     capture_below: u64,
     capture_done: Option<CaptureSummary>,
     sent_below: u64,
@@ -370,7 +375,6 @@ struct SenderState {
 }
 
 /// An interval S announced.
-#[derive(Clone, Copy)]
 struct Announced {
     index: u64,
     /// Whether it holds a hand-off slot (its synopses were kept).
@@ -378,6 +382,9 @@ struct Announced {
     lost: Option<Lost>,
     packets: u64,
     kernel_drops: Option<u64>,
+    /// Its one-way methods' frames (synopses, or why one could not be sent), kept until R
+    /// releases the interval, to send again after a broken connection.
+    frames: Vec<Msg>,
 }
 
 impl SenderState {
@@ -411,22 +418,17 @@ impl SenderState {
         }
     }
 
-    /// The connection broke: what R had not released is lost with it (its synopses were sent
-    /// or are held for RDA exchanges that died); it is announced again, as lost, on the next
-    /// connection. Returns how many intervals that is.
+    /// The connection broke: what R had not released is announced again on the next
+    /// connection, whole — its one-way synopses sent again, its RDA synopses still held for an
+    /// exchange R has not started — except the RDA exchanges under way, which went with the
+    /// connection: R reports those failed, and S refuses to start them again. Returns how many
+    /// intervals are announced again.
     fn disconnected(&mut self) -> usize {
         let n = self.announced.len();
-        for mut a in self.announced.drain(..) {
-            if a.slot {
-                self.handoff.release(1);
-                a.slot = false;
-            }
-            a.lost.get_or_insert(Lost::Connection);
-            self.relost.push_back(a);
-        }
-        self.summary.lost_in_exchange += n as u64;
-        self.held.clear();
-        self.decoders.clear();
+        self.relost.extend(self.announced.drain(..));
+        self.summary.lost_in_exchange += self.decoders.len() as u64;
+        self.broken
+            .extend(self.decoders.drain().map(|(key, _)| key));
         self.sent_below = 0;
         self.done_sent = false;
         n
@@ -435,13 +437,17 @@ impl SenderState {
     /// Announce what the window allows, then where S's stream is.
     ///
     /// Each interval is counted as announced before its first frame is sent: when a send fails
-    /// part of the way, it is announced again, as lost, on the next connection (never skipped).
+    /// part of the way, it is announced again, whole, on the next connection (never skipped).
     fn pump(&mut self, w: &mut LinkWriter) -> Result<(), AgentError> {
         while self.announced.len() < self.window {
             let Some(a) = self.relost.pop_front() else {
                 break;
             };
             self.announced.push_back(a);
+            let a = self.announced.back().expect("pushed");
+            for m in &a.frames {
+                send(w, m)?;
+            }
             send(
                 w,
                 &Msg::Have {
@@ -465,6 +471,7 @@ impl SenderState {
                 lost: (!slot).then_some(Lost::Overload),
                 packets,
                 kernel_drops,
+                frames: Vec::new(),
             });
             match c.synopses {
                 None => send(
@@ -478,6 +485,7 @@ impl SenderState {
                 )?,
                 Some(syn) => {
                     let mut rda_held = Vec::with_capacity(syn.len());
+                    let mut frames = Vec::new();
                     for (i, p) in syn.into_iter().enumerate() {
                         if self.rda[i].is_some() {
                             rda_held.push(Some(p));
@@ -502,10 +510,15 @@ impl SenderState {
                                 payload,
                             }
                         };
-                        send(w, &m)?;
+                        frames.push(m);
                     }
                     if rda_held.iter().any(Option::is_some) {
                         self.held.insert(k, rda_held);
+                    }
+                    let a = self.announced.back_mut().expect("pushed");
+                    a.frames = frames;
+                    for m in &a.frames {
+                        send(w, m)?;
                     }
                     send(
                         w,
@@ -558,6 +571,7 @@ impl SenderState {
                     self.held.pop_first();
                 }
                 self.decoders.retain(|(k, _), _| *k >= n);
+                self.broken.retain(|(k, _)| *k >= n);
             }
             Msg::Bye if self.done_sent => return Ok(true),
             Msg::Ping { t1, received_ns } => {
@@ -595,6 +609,11 @@ impl SenderState {
         })?;
         let result = (|| -> Result<Option<Result<Message, Estimate>>, String> {
             let msg = Message::decode(&cfg, message).map_err(|e| e.to_string())?;
+            if self.broken.contains(&(k, i)) {
+                return Err(format!(
+                    "rda: the exchange of interval {k} broke with the connection, and the sender's synopsis went with it"
+                ));
+            }
             if !self.decoders.contains_key(&(k, i)) {
                 // R starts the exchange of k: S's synopsis, or an empty one if S had no
                 // packet in k
@@ -932,7 +951,7 @@ pub fn run_receiver(
                         peer = crossbeam_channel::never();
                         r.disconnected();
                         (o.log)(&format!(
-                            "the sender's connection broke ({e}); waiting for it to connect again (the intervals it had announced and this receiver had not finished will be reported missing)"
+                            "the sender's connection broke ({e}); waiting for it to connect again (it sends again what this receiver has not finished; RDA exchanges under way are reported failed)"
                         ));
                         if r.join.is_done(RECEIVER) {
                             give_up = Some(Instant::now() + o.patience);
@@ -1183,6 +1202,10 @@ impl ReceiverState {
                 if method as usize >= self.methods.len() || self.rda[method as usize].is_some() {
                     return Err(proto(format!("a synopsis for method {method}")));
                 }
+                if interval < self.stale_below {
+                    // sent again after a reconnect, for an interval decided here already
+                    return Ok(());
+                }
                 if self.outstanding.len() >= self.window
                     && self.outstanding.back() != Some(&interval)
                 {
@@ -1218,7 +1241,6 @@ impl ReceiverState {
                 let h = match lost {
                     None => Held::Data,
                     Some(Lost::Overload) => Held::Dropped,
-                    Some(Lost::Connection) => Held::Lost,
                 };
                 self.join.have(SENDER, interval, h).map_err(proto)?;
                 self.packets.entry(interval).or_default()[SENDER] = packets;
@@ -1300,6 +1322,8 @@ impl ReceiverState {
                             work.results[i] = Some(result.map(|e| *e));
                         }
                     }
+                    // sent again after a reconnect, for an interval finished here already
+                    None if interval < self.stale_below => {}
                     None => {
                         // a one-way synopsis S could not send, before the interval is decided
                         let e = result.err().ok_or_else(|| {

@@ -17,8 +17,7 @@
 //! of whose agents was restarted, keeps the same rule and says what it could not estimate:
 //!
 //! - [`forget`](Join::forget): the connection to S broke; what S announced and R has not
-//!   decided is forgotten, since S announces it again (as [`Held::Lost`] if its synopses
-//!   went down with the connection).
+//!   decided is forgotten, since S announces it again, synopses and all.
 //! - [`restart`](Join::restart): a point's agent was not running from interval `from` on,
 //!   until it started again during interval `started` (a live capture; it recorded only part
 //!   of that one) or, replaying a file, until the first interval it announces again. An
@@ -36,8 +35,6 @@ pub enum Held {
     Data,
     /// Closed with packets, then dropped (queue full): its synopsis is lost.
     Dropped,
-    /// Sent on a connection that broke before the interval was estimated.
-    Lost,
 }
 
 /// Why an interval is missing.
@@ -45,8 +42,6 @@ pub enum Held {
 pub enum Why {
     /// A point dropped its synopsis (overload).
     Dropped { sender: bool, receiver: bool },
-    /// S's synopsis went down with a broken connection.
-    Connection,
     /// A point's agent was not running.
     NotRunning { sender: bool },
     /// A point's agent started again during it and recorded only part of it.
@@ -63,7 +58,6 @@ impl Why {
             } => "dropped at both points (overload)",
             Why::Dropped { sender: true, .. } => "dropped at the sender (overload)",
             Why::Dropped { .. } => "dropped at the receiver (overload)",
-            Why::Connection => "the connection between the agents broke before it was estimated",
             Why::NotRunning { sender: true } => "the sender agent was not running",
             Why::NotRunning { sender: false } => "the receiver agent was not running",
             Why::Restarted { sender: true } => {
@@ -250,8 +244,6 @@ impl Join {
         let dropped = |x: Option<Held>| x == Some(Held::Dropped);
         let v = if let Some(w) = self.down(SENDER, k).or_else(|| self.down(RECEIVER, k)) {
             Verdict::Missing(w)
-        } else if h[0] == Some(Held::Lost) {
-            Verdict::Missing(Why::Connection)
         } else if dropped(h[0]) || dropped(h[1]) {
             Verdict::Missing(Why::Dropped {
                 sender: dropped(h[0]),
@@ -456,9 +448,9 @@ mod tests {
     };
 
     /// The connection breaks with S's intervals 3 and 4 announced and undecided; S announces
-    /// them again as lost, then 5 as usual: 3 and 4 are missing, nothing else changes.
+    /// them again, then 5: all are estimated as if nothing had happened.
     #[test]
-    fn a_broken_connection_loses_only_what_was_in_exchange() {
+    fn a_broken_connection_is_decided_as_if_nothing_happened() {
         let mut j = Join::new();
         for k in 1..=5 {
             j.have(RECEIVER, k, Held::Data).unwrap();
@@ -473,27 +465,20 @@ mod tests {
         assert_eq!(j.decided_below(), 3);
         // S, resuming from its last release (2), announces 2 again: R ignores what it decided
         // (the agent does), and the join refuses it
-        assert!(j.have(SENDER, 2, Held::Lost).is_err());
-        j.have(SENDER, 3, Held::Lost).unwrap();
-        j.have(SENDER, 4, Held::Lost).unwrap();
+        assert!(j.have(SENDER, 2, Held::Data).is_err());
+        j.have(SENDER, 3, Held::Data).unwrap();
+        j.have(SENDER, 4, Held::Data).unwrap();
         j.have(SENDER, 5, Held::Data).unwrap();
         j.done(SENDER);
         j.done(RECEIVER);
-        assert_eq!(
-            drain(&mut j),
-            vec![
-                (3, Verdict::Missing(Why::Connection)),
-                (4, Verdict::Missing(Why::Connection)),
-                (5, BOTH)
-            ]
-        );
+        assert_eq!(drain(&mut j), vec![(3, BOTH), (4, BOTH), (5, BOTH)]);
         assert!(j.finished());
     }
 
-    /// A restarted receiver (a new process) resumes at S's last release, 10: S's 10–11 (lost
-    /// in exchange) and 12 are missing as the receiver was not running, 13 (R's capture
-    /// started during it) is missing, 14 on is estimated; 9, which the previous receiver
-    /// reported, is not written again.
+    /// A restarted receiver (a new process) resumes at S's last release, 10: S's 10, 11
+    /// (dropped at S: the down time says why first) and 12 are missing as the receiver was not
+    /// running, 13 (R's capture started during it) is missing, 14 on is estimated; 9, which
+    /// the previous receiver reported, is not written again.
     #[test]
     fn a_restarted_receiver_reports_only_its_down_time_missing() {
         let mut j = Join::new();
@@ -502,8 +487,8 @@ mod tests {
         for k in 13..=15 {
             j.have(RECEIVER, k, Held::Data).unwrap();
         }
-        j.have(SENDER, 10, Held::Lost).unwrap();
-        j.have(SENDER, 11, Held::Lost).unwrap();
+        j.have(SENDER, 10, Held::Data).unwrap();
+        j.have(SENDER, 11, Held::Dropped).unwrap();
         for k in 12..=15 {
             j.have(SENDER, k, Held::Data).unwrap();
         }

@@ -14,8 +14,7 @@
 //!                 S's live capture began in, the first S recorded only part of
 //! S → R  Have     u64 interval | u8 lost | u64 packets | u8 live | u64 kernel_drops: S
 //!                 closed this interval with packets in it (after its Synopsis frames); lost =
-//!                 0: S sent its synopses, 1: S dropped them (overload), 2: they were sent on a
-//!                 connection that broke before the interval was estimated; live = 1: S
+//!                 0: S sent its synopses, 1: S dropped them (overload); live = 1: S
 //!                 captures an interface, and its kernel dropped kernel_drops packets since its
 //!                 previous interval closed
 //! S → R  Below    u64 n: S will announce no interval below n
@@ -56,8 +55,6 @@ pub mod kind {
 pub enum Lost {
     /// The capture hand-off was full: S dropped the interval whole.
     Overload,
-    /// S sent it on a connection that broke before R estimated it.
-    Connection,
 }
 
 /// One message between the agents.
@@ -152,7 +149,6 @@ impl Msg {
                 w.u8(match lost {
                     None => 0,
                     Some(Lost::Overload) => 1,
-                    Some(Lost::Connection) => 2,
                 });
                 w.u64(*packets);
                 w.u8(u8::from(kernel_drops.is_some()));
@@ -229,7 +225,6 @@ impl Msg {
                 lost: match r.u8("lost")? {
                     0 => None,
                     1 => Some(Lost::Overload),
-                    2 => Some(Lost::Connection),
                     x => return Err(r.invalid(format!("lost code {x}"))),
                 },
                 packets: r.u64("packets")?,
@@ -485,12 +480,6 @@ mod tests {
                 lost: Some(Lost::Overload),
                 packets: 77,
                 kernel_drops: Some(3),
-            },
-            Msg::Have {
-                interval: 10,
-                lost: Some(Lost::Connection),
-                packets: 0,
-                kernel_drops: None,
             },
             Msg::Have {
                 interval: 11,

@@ -58,10 +58,11 @@ With --replay it describes the hosts' clocks, not those that stamped the files.
 Broken connections and restarts: when the connection between the agents breaks, S keeps
 capturing (into its --queue), connects again for up to --connect-timeout, and resumes where R
 last released it; a restarted R (a new process on the same --listen) takes the pair up there
-too. Nothing is estimated from one side: the intervals in exchange when the connection broke
-are \"missing\" (\"the connection between the agents broke …\"), and so is every interval a
-restarted agent was not running for, and the one it started again in (\"the receiver agent was
-not running\", \"… started again during it\"); the rest are estimated as usual. A receiver whose
+too. S keeps what R has not finished (at most R's --queue intervals) and sends it again, so a
+broken connection loses only the RDA exchanges under way (that method's error says so).
+Nothing is estimated from one side: every interval a restarted agent was not running for, and
+the one it started again in, is \"missing\" (\"the receiver agent was not running\", \"…
+started again during it\"); the rest are estimated as usual. A receiver whose
 capture is done waits --connect-timeout for a sender whose connection broke, then reports what
 is left missing and exits.
 
@@ -339,7 +340,7 @@ pub fn run(a: AgentArgs) -> Result<()> {
             let patience = Duration::from_nanos(a.connect_timeout);
             let s = agent::run_sender(o, &mut || agent::connect_with_patience(&peer, patience))?;
             log(&format!(
-                "done: {} intervals exchanged with {peer} ({} dropped, {} lost with {} broken connections), {} sent, {} received",
+                "done: {} intervals exchanged with {peer} ({} dropped; {} RDA exchanges lost with {} broken connections), {} sent, {} received",
                 s.intervals,
                 s.dropped,
                 s.lost_in_exchange,
