@@ -228,8 +228,8 @@ pub fn connect_with_patience(peer: &str, patience: Duration) -> Result<TcpStream
 
 /// The sender point: connect, agree, then exchange every interval until R says goodbye. When
 /// the connection breaks, S keeps capturing (into its bounded hand-off), connects again with
-/// `connect`, says where it resumes, and announces again, as lost, what it had announced and R
-/// had not released: R reports those missing ([`crate::join`]).
+/// `connect`, says where it resumes, and announces again, whole, what R had not released
+/// ([`SenderState::disconnected`]; R's side: [`crate::join`]).
 pub fn run_sender(
     o: AgentOptions,
     connect: &mut dyn FnMut() -> Result<TcpStream, AgentError>,
@@ -355,7 +355,7 @@ struct SenderState {
     window: usize,
     /// Closed intervals not yet announced (`None`: dropped).
     backlog: VecDeque<Closed>,
-    /// Announced on a connection that broke, not released: announced again, as lost.
+    /// Announced on a connection that broke and not released: announced again, whole.
     relost: VecDeque<Announced>,
     /// Announced and not released.
     announced: VecDeque<Announced>,
