@@ -229,7 +229,7 @@ pub fn connect_with_patience(peer: &str, patience: Duration) -> Result<TcpStream
 /// The sender point: connect, agree, then exchange every interval until R says goodbye. When
 /// the connection breaks, S keeps capturing (into its bounded hand-off), connects again with
 /// `connect`, says where it resumes, and announces again, whole, what R had not released
-/// ([`SenderState::disconnected`]; R's side: [`crate::join`]).
+/// (R's side of it: [`crate::join`]).
 pub fn run_sender(
     o: AgentOptions,
     connect: &mut dyn FnMut() -> Result<TcpStream, AgentError>,
