@@ -235,6 +235,56 @@ impl Link {
 }
 
 /// The connecting side's handshake.
+/// How long a connection may go silent, or leave data unacknowledged, before the kernel
+/// declares it dead: keepalive probes after [`KEEPALIVE_IDLE_S`] of silence, every
+/// [`KEEPALIVE_INTERVAL_S`], [`KEEPALIVE_PROBES`] of them; and at most [`USER_TIMEOUT_MS`] for
+/// sent data to be acknowledged (Linux). A peer that vanished without a word (power cut,
+/// partition) then ends the connection in about half a minute, as a broken one — not after
+/// TCP's default of two hours idle or fifteen minutes of retransmissions.
+pub const KEEPALIVE_IDLE_S: i32 = 10;
+pub const KEEPALIVE_INTERVAL_S: i32 = 5;
+pub const KEEPALIVE_PROBES: i32 = 4;
+pub const USER_TIMEOUT_MS: u32 = 30_000;
+
+/// Set the liveness options above on `stream` (on Linux; elsewhere TCP's defaults hold).
+pub fn watch_liveness(stream: &TcpStream) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let fd = stream.as_raw_fd();
+        let set = |level: libc::c_int, name: libc::c_int, v: libc::c_int| -> std::io::Result<()> {
+            // SAFETY: fd is an open socket for the lifetime of `stream`; the option value is a
+            // c_int on the stack, its size given.
+            let r = unsafe {
+                libc::setsockopt(
+                    fd,
+                    level,
+                    name,
+                    (&v as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if r == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        };
+        set(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1)?;
+        set(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, KEEPALIVE_IDLE_S)?;
+        set(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, KEEPALIVE_INTERVAL_S)?;
+        set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, KEEPALIVE_PROBES)?;
+        set(
+            libc::IPPROTO_TCP,
+            libc::TCP_USER_TIMEOUT,
+            USER_TIMEOUT_MS as libc::c_int,
+        )?;
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = stream;
+    Ok(())
+}
+
 pub fn connect(
     stream: TcpStream,
     psk: &Key,
@@ -246,6 +296,7 @@ pub fn connect(
         .map(|a| a.to_string())
         .unwrap_or_default();
     stream.set_nodelay(true)?;
+    watch_liveness(&stream)?;
     stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
     let hello = Hello {
         role,
@@ -316,6 +367,7 @@ pub fn accept(stream: TcpStream, psk: &Key, name: &str) -> Result<Link, LinkErro
         .map(|a| a.to_string())
         .unwrap_or_default();
     stream.set_nodelay(true)?;
+    watch_liveness(&stream)?;
     stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
     let mut w = stream.try_clone()?;
     let mut r = FrameReader::new(stream.try_clone()?);
@@ -378,6 +430,43 @@ pub fn accept(stream: TcpStream, psk: &Key, name: &str) -> Result<Link, LinkErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The liveness options are on the socket as stated.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn links_watch_for_a_silent_peer() {
+        use std::os::fd::AsRawFd;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        watch_liveness(&s).unwrap();
+        let get = |level: libc::c_int, name: libc::c_int| -> libc::c_int {
+            let mut v: libc::c_int = -1;
+            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: an open socket, and a c_int buffer of the length given.
+            let r = unsafe {
+                libc::getsockopt(
+                    s.as_raw_fd(),
+                    level,
+                    name,
+                    (&mut v as *mut libc::c_int).cast(),
+                    &mut len,
+                )
+            };
+            assert_eq!(r, 0);
+            v
+        };
+        assert_eq!(get(libc::SOL_SOCKET, libc::SO_KEEPALIVE), 1);
+        assert_eq!(get(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE), KEEPALIVE_IDLE_S);
+        assert_eq!(
+            get(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL),
+            KEEPALIVE_INTERVAL_S
+        );
+        assert_eq!(get(libc::IPPROTO_TCP, libc::TCP_KEEPCNT), KEEPALIVE_PROBES);
+        assert_eq!(
+            get(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT),
+            USER_TIMEOUT_MS as libc::c_int
+        );
+    }
     use std::net::TcpListener;
 
     fn pair(
