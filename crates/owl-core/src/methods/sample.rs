@@ -587,20 +587,7 @@ impl Quantiles {
     /// Nearest-rank quantiles of a uniform sample of delays (sorted ascending), each with its
     /// distribution-free 95 % interval where the sample allows one; `None` when empty.
     pub fn of_sample(sorted: &[i64]) -> Option<Quantiles> {
-        if sorted.is_empty() {
-            return None;
-        }
-        let ci = |p: f64| {
-            order_statistic_ranks(sorted.len(), p)
-                .map(|(l, u)| [sorted[l - 1] as f64, sorted[u - 1] as f64])
-        };
-        Some(Quantiles {
-            p50_ci95_ns: ci(0.50),
-            p90_ci95_ns: ci(0.90),
-            p99_ci95_ns: ci(0.99),
-            p999_ci95_ns: ci(0.999),
-            ..Quantiles::of_sorted(sorted)
-        })
+        Quantiles::of_sample_from(sorted, None, Interval::Order)
     }
 
     /// Quantiles of a uniform sample of `population` delays (`None`: of an unbounded one),
