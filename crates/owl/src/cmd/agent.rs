@@ -61,10 +61,11 @@ last released it; a restarted R (a new process on the same --listen) takes the p
 too. S keeps what R has not finished (at most R's --queue intervals) and sends it again, so a
 broken connection loses only the RDA exchanges under way (that method's error says so).
 Nothing is estimated from one side: every interval a restarted agent was not running for, and
-the one it started again in, is \"missing\" (\"the receiver agent was not running\", \"…
-started again during it\"); the rest are estimated as usual. A receiver whose
+the one it started again in, is \"missing\" (\"the receiver agent was not running\", \"the
+receiver agent started again during it\"); the rest are estimated as usual. A receiver whose
 capture is done waits --connect-timeout for a sender whose connection broke, then reports what
-is left missing and exits.
+is left missing and exits. Every connection watches for a silent peer (TCP keepalive, and a
+30 s limit on unacknowledged data), so a vanished peer counts as a broken connection.
 
 With --collector, R also delivers every line to `owl collector` (queued while the collector
 is unreachable, at most --collector-queue lines, and resent until acknowledged).
