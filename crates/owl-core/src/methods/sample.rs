@@ -651,7 +651,7 @@ impl SampleMethod {
 /// `sample`: coordinated bottom-k sampling for quantiles.
 pub const INFO: MethodInfo = MethodInfo {
     name: "sample",
-    summary: "coordinated packet sampling (trajectory sampling): the 4096 packets of smallest identity hash a point and interval (about 20 KiB shipped for a 1 s interval; --memory / ~5 B), exact delays of a uniform sample; mean, std, loss, p50/p90/p99/p99.9 with distribution-free 95 % intervals",
+    summary: "coordinated packet sampling (trajectory sampling): the 4096 packets of smallest identity hash a point and interval (about 20 KiB shipped for a 1 s interval; --memory / ~5 B), exact delays of a uniform sample; mean, std, loss, p50/p90/p99/p99.9 with 95 % intervals from order statistics (interpolated; ci=order: distribution-free)",
     per_flow: false,
     per_packet: false,
     crosses: "each point's samples compressed: hash cells (Elias-Fano, cell_bits + 2-3 bits) and timestamps (the bits of the sampled span), about 40 bits a sample at 1 s and ns, one way; no round trip",
@@ -743,6 +743,19 @@ impl Method for SampleMethod {
                 "samples left out, their cells holding a packet seen at one point only: {}",
                 e.ambiguous_sampled
             ));
+        }
+        if e.quantiles.is_some() {
+            notes.push(
+                match self.cfg.ci {
+                    Interval::Interpolated => {
+                        "95 % intervals: between the order statistics of the samples' hypergeometric ranks (a sample of the delivered packets), interpolated to 2.5 % a tail (about 95 %; ci=order keeps the distribution-free order statistics)"
+                    }
+                    Interval::Order => {
+                        "95 % intervals: the order statistics of the samples' hypergeometric ranks (a sample of the delivered packets): at least 95 % for any delay distribution"
+                    }
+                }
+                .to_string(),
+            );
         }
         let q = self.cfg.resolution_ns;
         if q > 1 {
