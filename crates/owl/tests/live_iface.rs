@@ -20,6 +20,23 @@ struct Lab {
     children: Vec<Child>,
 }
 
+impl Lab {
+    /// `owl args…` run in namespace `ns` (standard output discarded), stopped when the lab
+    /// ends: its standard error as it comes.
+    fn owl_in<S: AsRef<std::ffi::OsStr>>(&mut self, ns: &str, args: &[S]) -> Arc<Mutex<String>> {
+        let mut c = Command::new("ip")
+            .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_owl")])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = collect(c.stderr.take().unwrap());
+        self.children.push(c);
+        log
+    }
+}
+
 impl Drop for Lab {
     fn drop(&mut self) {
         for c in &mut self.children {
@@ -104,6 +121,23 @@ fn keygen(dir: &std::path::Path) -> std::path::PathBuf {
         .unwrap();
     assert!(st.success());
     key
+}
+
+/// `owl collector` arguments: on 127.0.0.1:7708, storing into `db`.
+fn collector_args(db: &std::path::Path, key: &std::path::Path) -> Vec<String> {
+    strings(&[
+        "collector",
+        "--listen",
+        "127.0.0.1:7708",
+        "--db",
+        db.to_str().unwrap(),
+        "--key-file",
+        key.to_str().unwrap(),
+    ])
+}
+
+fn strings(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
 }
 
 /// `owl agent` arguments of a live capture of `ifc`, measuring `filter`, then `extra`.
@@ -292,16 +326,14 @@ fn on_a_veth_pair(variant: &str, extra: &[&str]) {
     let r_out = collect(rx.stdout.take().unwrap());
     lab.children.push(rx);
     wait_for(&r_log, "capturing on", &r_log);
-    let mut tx = Command::new("ip")
-        .args(["netns", "exec", &ns_s, bin])
-        .args(common("sender", if_s))
-        .args(["--peer", &listen, "--duration", "3s"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let s_log = collect(tx.stderr.take().unwrap());
-    lab.children.push(tx);
+    let s_log = lab.owl_in(
+        &ns_s,
+        &[
+            common("sender", if_s),
+            strings(&["--peer", &listen, "--duration", "3s"]),
+        ]
+        .concat(),
+    );
     wait_for(&s_log, "capturing on", &r_log);
     // the sender's ring is bound: send across
     send_udp_from(&ns_s, &format!("{R_ADDR}:{PORT}"));
@@ -511,56 +543,42 @@ fn a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth() {
     }
     // the collector and the receiver in B, the sender in A
     let db = dir.path().join("owl.db");
-    let mut col = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            nb,
-            bin,
-            "collector",
-            "--listen",
-            "127.0.0.1:7708",
-            "--db",
-        ])
-        .arg(&db)
-        .args(["--key-file", key.to_str().unwrap()])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let c_log = collect(col.stderr.take().unwrap());
-    lab.children.push(col);
+    let c_log = lab.owl_in(nb, &collector_args(&db, &key));
     wait_for(&c_log, "listening on", &c_log);
-    let common = |role: &str, ifc: &str| {
-        live_agent(role, ifc, &filter, "250ms", &key, &["--methods", "rda"])
+    let agent = |role: &str, ifc: &str, extra: &[&str]| {
+        live_agent(
+            role,
+            ifc,
+            &filter,
+            "250ms",
+            &key,
+            &[&["--methods", "rda"], extra].concat(),
+        )
     };
-    let mut rx = Command::new("ip")
-        .args(["netns", "exec", nb, bin])
-        .args(common("receiver", ib))
-        .args([
-            "--listen",
-            "10.78.2.2:7707",
-            "--collector",
-            "127.0.0.1:7708",
-            "--pair",
-            "a→b",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let r_log = collect(rx.stderr.take().unwrap());
-    lab.children.push(rx);
+    let r_log = lab.owl_in(
+        nb,
+        &agent(
+            "receiver",
+            ib,
+            &[
+                "--listen",
+                "10.78.2.2:7707",
+                "--collector",
+                "127.0.0.1:7708",
+                "--pair",
+                "a→b",
+            ],
+        ),
+    );
     wait_for(&r_log, "capturing on", &r_log);
-    let mut tx = Command::new("ip")
-        .args(["netns", "exec", na, bin])
-        .args(common("sender", ia))
-        .args(["--peer", "10.78.2.2:7707", "--duration", "4s"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let s_log = collect(tx.stderr.take().unwrap());
-    lab.children.push(tx);
+    let s_log = lab.owl_in(
+        na,
+        &agent(
+            "sender",
+            ia,
+            &["--peer", "10.78.2.2:7707", "--duration", "4s"],
+        ),
+    );
     wait_for(&s_log, "capturing on", &r_log);
     wait_for(&r_log, "connected", &s_log);
     send_udp_from(na, &format!("10.78.2.2:{PORT}"));
@@ -681,52 +699,47 @@ fn a_receiver_killed_and_restarted_misses_only_its_down_time() {
     let bin = env!("CARGO_BIN_EXE_owl");
     let filter = format!("udp and dst port {PORT}");
     let db = dir.path().join("owl.db");
-    let mut col = Command::new("ip")
-        .args(["netns", "exec", &ns_r, bin, "collector"])
-        .args(["--listen", "127.0.0.1:7708", "--db"])
-        .arg(&db)
-        .args(["--key-file", key.to_str().unwrap()])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let c_log = collect(col.stderr.take().unwrap());
-    lab.children.push(col);
+    let c_log = lab.owl_in(&ns_r, &collector_args(&db, &key));
     wait_for(&c_log, "listening on", &c_log);
     let interval_ns = 250_000_000u64;
-    let common = |role: &str, ifc: &str| {
-        live_agent(role, ifc, &filter, "250ms", &key, &["--methods", "rda,lda"])
+    let agent = |role: &str, ifc: &str, extra: &[&str]| {
+        live_agent(
+            role,
+            ifc,
+            &filter,
+            "250ms",
+            &key,
+            &[&["--methods", "rda,lda"], extra].concat(),
+        )
     };
     let receiver = |lab: &mut Lab| {
-        let mut rx = Command::new("ip")
-            .args(["netns", "exec", &ns_r, bin])
-            .args(common("receiver", if_r))
-            .args([
-                "--listen",
-                "10.79.0.2:7707",
-                "--collector",
-                "127.0.0.1:7708",
-            ])
-            .args(["--pair", "s→r"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let log = collect(rx.stderr.take().unwrap());
-        lab.children.push(rx);
+        let log = lab.owl_in(
+            &ns_r,
+            &agent(
+                "receiver",
+                if_r,
+                &[
+                    "--listen",
+                    "10.79.0.2:7707",
+                    "--collector",
+                    "127.0.0.1:7708",
+                    "--pair",
+                    "s→r",
+                ],
+            ),
+        );
         wait_for(&log, "capturing on", &log);
         log
     };
     let r1_log = receiver(&mut lab);
-    let mut tx = Command::new("ip")
-        .args(["netns", "exec", &ns_s, bin])
-        .args(common("sender", if_s))
-        .args(["--peer", "10.79.0.2:7707", "--duration", "5s"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let s_log = collect(tx.stderr.take().unwrap());
-    lab.children.push(tx);
+    let s_log = lab.owl_in(
+        &ns_s,
+        &agent(
+            "sender",
+            if_s,
+            &["--peer", "10.79.0.2:7707", "--duration", "5s"],
+        ),
+    );
     wait_for(&s_log, "capturing on", &r1_log);
     wait_for(&r1_log, "connected", &s_log);
     // about 4.4 s of UDP
