@@ -601,17 +601,9 @@ impl Quantiles {
         if sorted.is_empty() {
             return None;
         }
-        if population == Some(sorted.len() as u64) {
-            let q = Quantiles::of_sorted(sorted);
-            return Some(Quantiles {
-                p50_ci95_ns: Some([q.p50_ns; 2]),
-                p90_ci95_ns: Some([q.p90_ns; 2]),
-                p99_ci95_ns: Some([q.p99_ns; 2]),
-                p999_ci95_ns: Some([q.p999_ns; 2]),
-                ..q
-            });
-        }
+        let whole = population == Some(sorted.len() as u64);
         let ci = |p: f64| match ci {
+            _ if whole => Some([crate::stats::nearest_rank(sorted, p) as f64; 2]),
             Interval::Interpolated => interpolated_interval(sorted, p, population),
             Interval::Order => ranks_and_cdf(sorted.len(), p, population)
                 .map(|(l, u, _)| [sorted[l - 1] as f64, sorted[u - 1] as f64]),
