@@ -285,17 +285,16 @@ pub fn run_sender(
                 started,
             },
         )?;
-        match s.exchange(&mut writer, &rx, &wake) {
+        let ended = s.exchange(&mut writer, &rx, &wake);
+        s.summary.bytes_received += read.load(Ordering::Relaxed);
+        s.summary.bytes_sent += writer.bytes;
+        match ended {
             Ok(()) => {
                 s.summary.dropped = handoff.dropped();
-                s.summary.bytes_received += read.load(Ordering::Relaxed);
-                s.summary.bytes_sent += writer.bytes;
                 return Ok(s.summary);
             }
             Err(e) if e.is_break() => {
                 writer.shutdown();
-                s.summary.bytes_received += read.load(Ordering::Relaxed);
-                s.summary.bytes_sent += writer.bytes;
                 let n = s.disconnected();
                 s.summary.reconnects += 1;
                 (o.log)(&format!(
@@ -867,7 +866,11 @@ pub fn run_receiver(
     let mut writer: Option<LinkWriter> = None;
     let mut peer: Receiver<Incoming> = crossbeam_channel::never();
     let read = Arc::new(AtomicU64::new(0));
-    let mut bytes = [0u64; 2];
+    // the bytes of a connection count into the summary when it ends
+    let count = |summary: &mut ReceiverSummary, w: &LinkWriter| {
+        summary.bytes_sent += w.bytes;
+        summary.bytes_received += read.load(Ordering::Relaxed);
+    };
     // once the capture is done and no sender is connected: when to stop waiting for one
     let mut give_up: Option<Instant> = None;
     loop {
@@ -921,11 +924,10 @@ pub fn run_receiver(
                     // old connection looks open here (its end went without a word, as after a
                     // network partition): the old one is closed, the new one resumes
                     old.shutdown();
-                    bytes[0] += old.bytes;
-                    bytes[1] += read.load(Ordering::Relaxed);
+                    count(&mut r.summary, &old);
                     r.disconnected();
                     (o.log)(
-                        "a sender connected while the previous connection was still open here: that one is closed, and what it had in exchange is reported missing",
+                        "a sender connected while the previous connection was still open here: that one is closed (the sender sends again what this receiver has not finished; RDA exchanges under way are reported failed)",
                     );
                 }
                 (o.log)(&format!("sender {} ({}) connected", l.hello.name, l.peer));
@@ -945,8 +947,7 @@ pub fn run_receiver(
                     Ok(m) => r.on_peer(w, m)?,
                     Err(e) if e.is_break() => {
                         w.shutdown();
-                        bytes[0] += w.bytes;
-                        bytes[1] += read.load(Ordering::Relaxed);
+                        count(&mut r.summary, w);
                         writer = None;
                         peer = crossbeam_channel::never();
                         r.disconnected();
@@ -977,12 +978,9 @@ pub fn run_receiver(
         }
         r.advance(writer.as_mut(), out)?;
         if r.join.finished() && r.work.is_empty() {
-            r.summary.bytes_sent = bytes[0];
-            r.summary.bytes_received = bytes[1];
             if let Some(w) = writer.as_mut() {
                 send(w, &Msg::Bye)?;
-                r.summary.bytes_sent += w.bytes;
-                r.summary.bytes_received += read.load(Ordering::Relaxed);
+                count(&mut r.summary, w);
             }
             return Ok(r.summary);
         }
