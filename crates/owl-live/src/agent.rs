@@ -854,7 +854,7 @@ pub fn run_receiver(
         started: None,
         had_sender: false,
         live: matches!(o.input, Input::Live { .. }),
-        resume: None,
+        resumed: false,
         stale_below: 0,
         log: o.log.clone(),
         summary: ReceiverSummary {
@@ -933,7 +933,7 @@ pub fn run_receiver(
                 (o.log)(&format!("sender {} ({}) connected", l.hello.name, l.peer));
                 read.store(0, Ordering::Relaxed);
                 peer = spawn_reader(l.reader, read.clone());
-                r.resume = None;
+                r.resumed = false;
                 give_up = None;
                 writer = Some(l.writer);
             }
@@ -972,7 +972,7 @@ pub fn run_receiver(
                 give_up = None;
             }
         }
-        if writer.is_some() && r.resume.is_none() {
+        if writer.is_some() && !r.resumed {
             // the connection's first message, Resume, has not come yet
             continue;
         }
@@ -1097,8 +1097,8 @@ struct ReceiverState {
     had_sender: bool,
     /// R captures an interface (not a replay).
     live: bool,
-    /// The connection's `Resume`, once it came (the first message of every connection).
-    resume: Option<(Option<u64>, Option<u64>)>,
+    /// Whether this connection's `Resume` came (the first message of every connection).
+    resumed: bool,
     /// S announces again what it announced before its connection broke: below this, R has
     /// decided it already.
     stale_below: u64,
@@ -1138,7 +1138,7 @@ impl ReceiverState {
             }
         }
         self.pinging = false;
-        self.resume = None;
+        self.resumed = false;
     }
 
     /// The first message of a connection: where S resumes.
@@ -1172,12 +1172,12 @@ impl ReceiverState {
             }
         }
         self.had_sender = true;
-        self.resume = Some((released, started));
+        self.resumed = true;
     }
 
     fn on_peer(&mut self, w: &mut LinkWriter, m: Msg) -> Result<(), AgentError> {
         let proto = |s: String| AgentError::Protocol(s);
-        match (&m, self.resume.is_some()) {
+        match (&m, self.resumed) {
             (Msg::Resume { .. }, true) => return Err(proto("a second resume".into())),
             (Msg::Resume { released, started }, false) => {
                 self.on_resume(*released, *started);
