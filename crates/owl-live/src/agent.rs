@@ -851,7 +851,6 @@ pub fn run_receiver(
         released: 0,
         clock: ClockFilter::default(),
         pinging: false,
-        started: None,
         had_sender: false,
         live: matches!(o.input, Input::Live { .. }),
         resumed: false,
@@ -881,8 +880,8 @@ pub fn run_receiver(
         select! {
             recv(wake) -> _ => {
                 let t = handoff.take();
-                if let (Some(k), None) = (t.started, r.started) {
-                    r.started = Some(k);
+                if let Some(k) = t.started {
+                    // where R's live capture opened: the join keeps the first it is told
                     r.join.started(RECEIVER, k);
                 }
                 for c in t.closed {
@@ -1091,8 +1090,6 @@ struct ReceiverState {
     /// The clock-offset exchanges with S, and whether a ping is unanswered.
     clock: ClockFilter,
     pinging: bool,
-    /// The interval R's live capture was open in first, once it is open.
-    started: Option<u64>,
     /// Whether a sender has connected to this receiver process.
     had_sender: bool,
     /// R captures an interface (not a replay).
@@ -1149,7 +1146,7 @@ impl ReceiverState {
             // this receiver was restarted: a previous one released S below `n`
             (false, Some(n)) => {
                 self.join.reported_below(n);
-                self.join.restart(RECEIVER, n, self.started);
+                self.join.restart(RECEIVER, n, self.handoff.started());
                 self.written = n.checked_sub(1);
                 (self.log)(&format!(
                     "the sender resumes at interval {n}, where a previous receiver left it{}",
