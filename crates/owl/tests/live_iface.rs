@@ -379,7 +379,16 @@ fn on_a_veth_pair(variant: &str, extra: &[&str]) {
         assert_eq!(l["kernel_drops"], serde_json::json!([0, 0]), "{l}");
         for m in l["methods"].as_array().unwrap() {
             assert!(m["error"].is_null(), "{m}");
-            let mean = m["mean_ns"].as_f64().unwrap();
+            // LDA samples about 1 % of the packets: an interval the traffic's first or last
+            // milliseconds fell into (70 packets, say) may hold no sampled one, and LDA says so
+            // instead of a mean; from 1 000 packets on (P(none) < 4e-5) it must give one
+            if m["method"] == "lda" && l["sent"].as_u64().unwrap() < 1000 && m["samples"] == 0 {
+                assert!(m["notes"].to_string().contains("no packet sampled"), "{m}");
+                continue;
+            }
+            let mean = m["mean_ns"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("no mean: {l}\n{all}"));
             // a veth between two namespaces: microseconds, at most a few ms on a loaded box
             assert!(mean > 0.0 && mean < 20e6, "{m}");
             if m["method"] == "rda" {
