@@ -36,6 +36,7 @@
 //! record, so every result is a pure, reproducible function of its inputs and its seeds.
 
 pub mod delay_histogram;
+pub mod flow_class;
 pub mod hash;
 pub mod interval;
 pub mod method;

@@ -36,7 +36,9 @@
 //!   packets it stands for, and how they were obtained ([`DelayBasis`]). [`Combiner`] merges
 //!   the histograms of the intervals (it never averages quantiles), so the quantiles over many
 //!   intervals are those of every interval's delays together, within the histogram's relative
-//!   accuracy, in memory bounded by its cap whatever the number of intervals.
+//!   accuracy, in memory bounded by its cap whatever the number of intervals. Such a method
+//!   also answers [`Method::recovered_packets`] (the same delays with their packets'
+//!   identities), which breaks them down by flow class ([`crate::flow_class`]).
 //! - **Citations** — the module doc cites the paper's section and equation for each step (the
 //!   papers' titles are in the crate doc).
 use std::any::Any;
@@ -110,7 +112,36 @@ pub enum DelayBasis {
     Sampled { fraction: f64, max_error_ns: u64 },
 }
 
+/// One delivered packet whose delay a method recovered, with its identity: what
+/// [`crate::flow_class`] needs to put the delay in its packet's class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecoveredPacket {
+    pub id: u64,
+    pub delay_ns: i64,
+}
+
+/// The packets behind one interval's [`RecoveredDelays`] ([`Method::recovered_packets`]): the
+/// same delays, each with its identity, and the same basis.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecoveredPackets {
+    pub basis: DelayBasis,
+    pub packets: Vec<RecoveredPacket>,
+}
+
 impl RecoveredDelays {
+    /// Delays on `basis`: each weighted 1 when placed, `1/fraction` when sampled.
+    pub fn of(delays: &[i64], basis: DelayBasis) -> RecoveredDelays {
+        match basis {
+            DelayBasis::Placed {
+                unplaced,
+                max_error_ns,
+            } => RecoveredDelays::placed(delays, unplaced, max_error_ns),
+            DelayBasis::Sampled {
+                fraction,
+                max_error_ns,
+            } => RecoveredDelays::sampled(delays, fraction, max_error_ns),
+        }
+    }
     /// Placed delays (see [`DelayBasis::Placed`]).
     pub fn placed(delays: &[i64], unplaced: u64, max_error_ns: u64) -> RecoveredDelays {
         let mut histogram = DelayHistogram::default();
@@ -637,6 +668,17 @@ pub trait Method: Send + Sync {
         _sender: &dyn PointSynopsis,
         _receiver: &dyn PointSynopsis,
     ) -> Option<Result<Vec<PacketEstimate>, MethodError>> {
+        None
+    }
+    /// The delivered packets behind [`Estimate::recovered`], each with its identity, for
+    /// methods that recover individual delays (per-class quantiles, [`crate::flow_class`]);
+    /// `None` for the others. It needs the synopses as recorded: where the receiver's came from
+    /// what it shipped, the identities stayed at the point and it answers an error.
+    fn recovered_packets(
+        &self,
+        _sender: &dyn PointSynopsis,
+        _receiver: &dyn PointSynopsis,
+    ) -> Option<Result<RecoveredPackets, MethodError>> {
         None
     }
 }

@@ -65,8 +65,9 @@ use std::collections::BTreeMap;
 
 use crate::hash::{HashFamily, HashFn};
 use crate::method::{
-    BuildOptions, Estimate, Method, MethodError, MethodInfo, PointSynopsis, Quantiles, Role,
-    config_value, downcast, unknown_field,
+    BuildOptions, DelayBasis, Estimate, Method, MethodError, MethodInfo, PointSynopsis,
+    Quantiles, RecoveredPacket, RecoveredPackets, Role, config_value, downcast, downcast_ref,
+    unknown_field,
 };
 use crate::methods::lda::ci::ln_gamma;
 use crate::record::PacketRecord;
@@ -373,10 +374,24 @@ pub fn check_pair(sender: &Config, receiver: &Config) -> Result<(), MethodError>
     Ok(())
 }
 
+/// The two samples matched below their common threshold (module doc).
+struct Matching {
+    /// Matched samples, `(sender index, receiver index)` in the shipped order, which is the
+    /// order of the recording samples' `(hash, identity)` keys.
+    pairs: Vec<(usize, usize)>,
+    lost: u64,
+    unexpected: u64,
+    ambiguous: u64,
+    /// Samples below the threshold at each point.
+    below: (usize, usize),
+    /// The common threshold, in cells.
+    cells: f64,
+    /// Cells in the hash range.
+    all: u128,
+}
+
 /// Match the two samples below their common threshold, cell by cell (module doc).
-pub fn estimate(sender: &Synopsis, receiver: &Synopsis) -> Result<SampleEstimate, MethodError> {
-    check_pair(&sender.cfg, &receiver.cfg)?;
-    let (s, r) = (sender.shipped(), receiver.shipped());
+fn matching(s: &Shipped, r: &Shipped, full: (bool, bool)) -> Matching {
     // the common grid: the coarser point's cells
     let shift = s.shift.max(r.shift);
     let cell = |x: &Shipped, i: usize| x.cells[i] >> (shift - x.shift);
@@ -386,31 +401,29 @@ pub fn estimate(sender: &Synopsis, receiver: &Synopsis) -> Result<SampleEstimate
         n if full && n > 0 => cell(x, n - 1) as u128,
         _ => all,
     };
-    let b = bound(&s, sender.full()).min(bound(&r, receiver.full()));
+    let b = bound(s, full.0).min(bound(r, full.1));
     let below = |x: &Shipped| {
         (0..x.len())
             .take_while(|&i| (cell(x, i) as u128) < b)
             .count()
     };
-    let (ns, nr) = (below(&s), below(&r));
-    let mut delays = Vec::with_capacity(ns.min(nr));
+    let (ns, nr) = (below(s), below(r));
+    let mut pairs = Vec::with_capacity(ns.min(nr));
     let (mut lost, mut unexpected, mut ambiguous) = (0u64, 0u64, 0u64);
     let (mut i, mut j) = (0, 0);
     while i < ns || j < nr {
         let c = match (i < ns, j < nr) {
-            (true, true) => cell(&s, i).min(cell(&r, j)),
-            (true, false) => cell(&s, i),
-            _ => cell(&r, j),
+            (true, true) => cell(s, i).min(cell(r, j)),
+            (true, false) => cell(s, i),
+            _ => cell(r, j),
         };
         let run = |x: &Shipped, from: usize, to: usize| {
             (from..to).take_while(|&k| cell(x, k) == c).count()
         };
-        let (a, bn) = (run(&s, i, ns), run(&r, j, nr));
+        let (a, bn) = (run(s, i, ns), run(r, j, nr));
         if a == bn {
             // the same packets at both points, in the order of their full hashes
-            for k in 0..a {
-                delays.push(r.times[j + k].wrapping_sub(s.times[i + k]) as i64);
-            }
+            pairs.extend((0..a).map(|k| (i + k, j + k)));
         } else {
             let m = a.min(bn);
             ambiguous += m as u64;
@@ -420,9 +433,32 @@ pub fn estimate(sender: &Synopsis, receiver: &Synopsis) -> Result<SampleEstimate
         i += a;
         j += bn;
     }
+    Matching {
+        pairs,
+        lost,
+        unexpected,
+        ambiguous,
+        below: (ns, nr),
+        cells: b as f64,
+        all,
+    }
+}
+
+/// Match the two samples below their common threshold, cell by cell (module doc).
+pub fn estimate(sender: &Synopsis, receiver: &Synopsis) -> Result<SampleEstimate, MethodError> {
+    check_pair(&sender.cfg, &receiver.cfg)?;
+    let (s, r) = (sender.shipped(), receiver.shipped());
+    let m = matching(&s, &r, (sender.full(), receiver.full()));
+    let (lost, unexpected, ambiguous) = (m.lost, m.unexpected, m.ambiguous);
+    let (ns, nr) = m.below;
+    let mut delays: Vec<i64> = m
+        .pairs
+        .iter()
+        .map(|&(i, j)| r.times[j].wrapping_sub(s.times[i]) as i64)
+        .collect();
     delays.sort_unstable();
-    let cells = b as f64;
-    let fraction = cells / all as f64;
+    let cells = m.cells;
+    let fraction = cells / m.all as f64;
     let false_matches = if cells > 0.0 {
         lost as f64 * unexpected as f64 / cells * (1.0 + ns.max(nr) as f64 / cells)
     } else {
@@ -784,6 +820,41 @@ impl Method for SampleMethod {
             notes,
             ..Default::default()
         })
+    }
+    /// The matched samples with the receiver's identities: its recording sample lists them in
+    /// the order it ships its cells (ascending `(hash, identity)`).
+    fn recovered_packets(
+        &self,
+        sender: &dyn PointSynopsis,
+        receiver: &dyn PointSynopsis,
+    ) -> Option<Result<RecoveredPackets, MethodError>> {
+        Some((|| {
+            let s = downcast_ref::<Synopsis>(sender, "sample")?;
+            let r = downcast_ref::<Synopsis>(receiver, "sample")?;
+            check_pair(&s.cfg, &r.cfg)?;
+            if r.decoded.is_some() {
+                return Err(MethodError::Invalid(
+                    "the receiver's sample was decoded from what it shipped: the identities of its packets stayed at the point".into(),
+                ));
+            }
+            let (ss, rs) = (s.shipped(), r.shipped());
+            let m = matching(&ss, &rs, (s.full(), r.full()));
+            let ids: Vec<u64> = r.kept.keys().map(|&(_, id)| id).collect();
+            Ok(RecoveredPackets {
+                basis: DelayBasis::Sampled {
+                    fraction: m.cells / m.all as f64,
+                    max_error_ns: self.cfg.resolution_ns - 1,
+                },
+                packets: m
+                    .pairs
+                    .iter()
+                    .map(|&(i, j)| RecoveredPacket {
+                        id: ids[j],
+                        delay_ns: rs.times[j].wrapping_sub(ss.times[i]) as i64,
+                    })
+                    .collect(),
+            })
+        })())
     }
 }
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use hashbrown::HashMap;
 
 use crate::method::{
-    Estimate, Method, MethodError, MethodInfo, PacketEstimate, PointSynopsis, Role, downcast,
-    downcast_ref,
+    DelayBasis, Estimate, Method, MethodError, MethodInfo, PacketEstimate, PointSynopsis,
+    RecoveredPacket, RecoveredPackets, Role, downcast, downcast_ref,
 };
 use crate::wire::DecodeError;
 
@@ -662,6 +662,22 @@ fn assign(
 
 /// An interval's estimate from its recovery: the exact mean and std of the recovered delays,
 /// and what they rest on.
+/// What a recovery's `placed` delays rest on: the received packets given no delay, and the
+/// timestamp codec's largest error (what the quantiles' intervals allow for).
+fn basis(cfg: &Config, rec: &PairRecovery, placed: u64) -> DelayBasis {
+    let st = &rec.stats;
+    DelayBasis::Placed {
+        unplaced: st
+            .receiver_packets
+            .saturating_sub(st.duplicates)
+            .saturating_sub(placed),
+        max_error_ns: match cfg.codec {
+            Codec::Lossless => 0,
+            Codec::Wavelet { .. } => st.codec_error.max_abs_ns,
+        },
+    }
+}
+
 pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
     let st = &rec.stats;
     let delays: Vec<i64> = rec.delays().collect();
@@ -746,15 +762,12 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
         st.foreign_segments
     ));
     let (h_group, h_all) = (st.gap_entropy_group, st.gap_entropy_all);
-    // received packets given no delay, and the timestamp codec's largest error: what the
-    // quantiles' intervals allow for
-    let unplaced = st
-        .receiver_packets
-        .saturating_sub(st.duplicates)
-        .saturating_sub(n as u64);
-    let max_error_ns = match cfg.codec {
-        Codec::Lossless => 0,
-        Codec::Wavelet { .. } => st.codec_error.max_abs_ns,
+    let DelayBasis::Placed {
+        unplaced,
+        max_error_ns,
+    } = basis(cfg, rec, n as u64)
+    else {
+        unreachable!("OPA places delays")
     };
     let codec = match cfg.codec {
         Codec::Lossless => "lossless".to_string(),
@@ -947,6 +960,32 @@ impl Method for OpaMethod {
                 .collect();
             out.sort_by_key(|p| p.sender_ns);
             Ok(out)
+        }))
+    }
+    /// Every packet placed with its delay (the recovery is the one [`Method::estimate`] makes:
+    /// the receiver keeps it).
+    fn recovered_packets(
+        &self,
+        sender: &dyn PointSynopsis,
+        receiver: &dyn PointSynopsis,
+    ) -> Option<Result<RecoveredPackets, MethodError>> {
+        Some(Self::points(sender, receiver).and_then(|(s, r)| {
+            let rec = recover_pair(s, r)?;
+            let packets: Vec<RecoveredPacket> = rec
+                .packets
+                .iter()
+                .filter_map(|p| match p.fate {
+                    Fate::Delivered { id, receiver_ns } => Some(RecoveredPacket {
+                        id,
+                        delay_ns: receiver_ns.wrapping_sub(p.sender_ns) as i64,
+                    }),
+                    _ => None,
+                })
+                .collect();
+            Ok(RecoveredPackets {
+                basis: basis(&s.cfg, &rec, packets.len() as u64),
+                packets,
+            })
         }))
     }
 }

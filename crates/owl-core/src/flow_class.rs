@@ -1,0 +1,302 @@
+//! Flow classes: the recovered delays of the quantile methods broken down by the kind of
+//! traffic they belong to.
+//!
+//! A **flow class** is a packet's IP protocol and its *service port*, the smaller of its two
+//! transport ports (for client–server traffic, the server's: `tcp/443` holds the requests to a
+//! web server and its replies alike, whichever way the measured path carries them). Protocols
+//! without ports (ICMP, ESP, …) are one class each. Operators page on "p99 of DNS" or "p99 of
+//! the video port", not on one 5-tuple, and classes stay few where flows do not.
+//!
+//! Both points see the same packets, so the class of a recovered delay is read where the
+//! packet's identity is known: R's records of the interval ([`crate::method::RecoveredPacket`]
+//! carries the identity). Nothing about classes crosses the network; the synopses are the same
+//! with or without them.
+//!
+//! [`ClassBook`] names the classes in the order they are first seen, up to a cap; the traffic of
+//! every class past it is folded into one `other` slot, and the classes and packets folded are
+//! counted. [`ClassDelays`] keeps one mergeable [`RecoveredDelays`] (a relative-error
+//! histogram, with what its intervals rest on) per slot, merged interval after interval, so a
+//! class's quantiles over the whole run are those of its delays together (never an average of
+//! per-interval quantiles), in memory bounded by the cap times the histogram's.
+//!
+//! The quantile intervals per class are those of [`RecoveredDelays::interval`] with the
+//! interval's basis: a class's samples are a uniform sample of the class's delivered packets
+//! (the sampling hash is independent of the class), so the sampled fraction is the interval's;
+//! for placed delays (OPA), every received packet left unplaced is allowed for in every class,
+//! since which class it belonged to is not known — sound, and wider than it need be.
+
+use std::fmt;
+
+use hashbrown::HashMap;
+use serde::Serialize;
+
+use crate::method::{DelayBasis, RecoveredDelays, RecoveredPacket};
+use crate::record::{FlowKey, ipproto};
+
+/// Classes named before the rest is folded into `other` ([`ClassBook::new`]'s default).
+pub const DEFAULT_MAX_CLASSES: usize = 32;
+
+/// A protocol and its service port (0 for protocols without ports).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct FlowClass {
+    pub proto: u8,
+    pub port: u16,
+}
+
+impl FlowClass {
+    /// The class of a flow: its protocol and the smaller of its ports where the protocol has
+    /// ports (TCP, UDP, UDP-Lite, SCTP, DCCP); a port of 0 on one side (a non-first fragment
+    /// has none) gives the other one.
+    pub fn of(flow: &FlowKey) -> FlowClass {
+        const DCCP: u8 = 33;
+        let port = match flow.proto {
+            ipproto::TCP | ipproto::UDP | ipproto::UDPLITE | ipproto::SCTP | DCCP => {
+                match (flow.sport, flow.dport) {
+                    (0, p) | (p, 0) => p,
+                    (a, b) => a.min(b),
+                }
+            }
+            _ => 0,
+        };
+        FlowClass {
+            proto: flow.proto,
+            port,
+        }
+    }
+}
+
+impl fmt::Display for FlowClass {
+    /// `udp/53`, `tcp/443`, `icmp`, `ip47`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = FlowKey {
+            proto: self.proto,
+            ..Default::default()
+        }
+        .proto_name();
+        match self.port {
+            0 => f.write_str(&name),
+            p => write!(f, "{name}/{p}"),
+        }
+    }
+}
+
+/// Where a class's delays go: a named class's slot, or the `other` slot past the cap.
+pub type Slot = usize;
+
+/// The classes seen so far, each given a slot in the order first seen; past `max_classes`
+/// every new class goes to the `other` slot (slot `max_classes`), counted.
+#[derive(Clone, Debug)]
+pub struct ClassBook {
+    max: usize,
+    slots: HashMap<FlowClass, Slot>,
+    names: Vec<FlowClass>,
+    /// Classes folded into `other` (distinct, up to a cap of their own) and their packets.
+    folded: hashbrown::HashSet<FlowClass>,
+    folded_packets: u64,
+}
+
+/// Distinct folded classes remembered for the count (beyond it, the count is a lower bound).
+const FOLDED_REMEMBERED: usize = 4096;
+
+impl ClassBook {
+    /// A book naming up to `max_classes` classes (at least 1).
+    pub fn new(max_classes: usize) -> ClassBook {
+        ClassBook {
+            max: max_classes.max(1),
+            slots: HashMap::new(),
+            names: Vec::new(),
+            folded: hashbrown::HashSet::new(),
+            folded_packets: 0,
+        }
+    }
+
+    /// The slot of one packet of `flow` (naming its class if there is room).
+    pub fn slot(&mut self, flow: &FlowKey) -> Slot {
+        let c = FlowClass::of(flow);
+        if let Some(&s) = self.slots.get(&c) {
+            return s;
+        }
+        if self.names.len() < self.max {
+            let s = self.names.len();
+            self.names.push(c);
+            self.slots.insert(c, s);
+            return s;
+        }
+        self.folded_packets += 1;
+        if self.folded.len() < FOLDED_REMEMBERED {
+            self.folded.insert(c);
+        }
+        self.max
+    }
+
+    /// The `other` slot.
+    pub fn other(&self) -> Slot {
+        self.max
+    }
+    /// Slots in use or possible: the named classes and `other`.
+    pub fn slots(&self) -> usize {
+        self.max + 1
+    }
+    /// The class of a named slot; `None` for `other`.
+    pub fn class(&self, slot: Slot) -> Option<FlowClass> {
+        self.names.get(slot).copied()
+    }
+    /// The slot's name: its class, or `other`.
+    pub fn label(&self, slot: Slot) -> String {
+        self.class(slot)
+            .map_or_else(|| "other".to_string(), |c| c.to_string())
+    }
+    /// Classes named.
+    pub fn named(&self) -> usize {
+        self.names.len()
+    }
+    /// Distinct classes folded into `other` (a lower bound past 4 096) and the packets seen of
+    /// them.
+    pub fn folded(&self) -> (usize, u64) {
+        (self.folded.len(), self.folded_packets)
+    }
+}
+
+/// One method's recovered delays per class, merged over intervals.
+#[derive(Clone, Debug, Default)]
+pub struct ClassDelays {
+    /// Indexed by slot.
+    slots: Vec<Option<RecoveredDelays>>,
+    /// Recovered packets whose class was not known (their identity not among R's records).
+    pub unclassified: u64,
+    /// Why the intervals' delays could not be merged, once they could not.
+    pub unmergeable: Option<String>,
+}
+
+impl ClassDelays {
+    /// Add one interval's recovered packets, `basis` saying what they rest on (as the
+    /// interval's [`RecoveredDelays::basis`]), each packet's slot from `slot_of` (`None`: its
+    /// class is not known).
+    pub fn add(
+        &mut self,
+        basis: DelayBasis,
+        packets: &[RecoveredPacket],
+        mut slot_of: impl FnMut(u64) -> Option<Slot>,
+    ) {
+        if self.unmergeable.is_some() {
+            return;
+        }
+        let mut by_slot: Vec<Vec<i64>> = Vec::new();
+        for p in packets {
+            match slot_of(p.id) {
+                Some(s) => {
+                    if by_slot.len() <= s {
+                        by_slot.resize_with(s + 1, Vec::new);
+                    }
+                    by_slot[s].push(p.delay_ns);
+                }
+                None => self.unclassified += 1,
+            }
+        }
+        if self.slots.len() < by_slot.len() {
+            self.slots.resize_with(by_slot.len(), || None);
+        }
+        for (s, delays) in by_slot.iter().enumerate() {
+            if delays.is_empty() {
+                continue;
+            }
+            let part = RecoveredDelays::of(delays, basis);
+            let merged = match self.slots[s].as_mut() {
+                None => {
+                    self.slots[s] = Some(part);
+                    Ok(())
+                }
+                Some(acc) => acc.merge(&part),
+            };
+            if let Err(e) = merged {
+                self.unmergeable = Some(e);
+                self.slots.clear();
+                return;
+            }
+        }
+    }
+
+    /// The delays of one slot, if it has any.
+    pub fn slot(&self, s: Slot) -> Option<&RecoveredDelays> {
+        self.slots.get(s).and_then(Option::as_ref)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flow(proto: u8, sport: u16, dport: u16) -> FlowKey {
+        FlowKey {
+            proto,
+            sport,
+            dport,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_class_is_the_protocol_and_the_smaller_port() {
+        assert_eq!(FlowClass::of(&flow(6, 51_000, 443)).to_string(), "tcp/443");
+        assert_eq!(FlowClass::of(&flow(6, 443, 51_000)).to_string(), "tcp/443");
+        assert_eq!(FlowClass::of(&flow(17, 0, 53)).to_string(), "udp/53");
+        // ICMP's "ports" are its identifier and type: one class
+        assert_eq!(FlowClass::of(&flow(1, 77, 0x0800)).to_string(), "icmp");
+        assert_eq!(FlowClass::of(&flow(47, 0, 0)).to_string(), "ip47");
+    }
+
+    #[test]
+    fn classes_past_the_cap_are_folded_into_other_and_counted() {
+        let mut b = ClassBook::new(2);
+        assert_eq!(b.slot(&flow(17, 40_000, 53)), 0);
+        assert_eq!(b.slot(&flow(6, 443, 40_001)), 1);
+        assert_eq!(b.slot(&flow(17, 53, 40_002)), 0);
+        assert_eq!(b.slot(&flow(6, 40_000, 22)), b.other());
+        assert_eq!(b.slot(&flow(6, 40_000, 22)), 2);
+        assert_eq!(b.slot(&flow(6, 40_000, 25)), 2);
+        assert_eq!(b.folded(), (2, 3));
+        assert_eq!(
+            (b.label(0), b.label(1), b.label(2)),
+            ("udp/53".into(), "tcp/443".into(), "other".into())
+        );
+    }
+
+    #[test]
+    fn class_delays_merge_each_class_over_intervals() {
+        let pk = |id, d| RecoveredPacket { id, delay_ns: d };
+        let placed = DelayBasis::Placed {
+            unplaced: 1,
+            max_error_ns: 0,
+        };
+        let mut c = ClassDelays::default();
+        // ids below 100 are class 0, the rest class 1; id 999 unknown
+        let slot = |id: u64| (id != 999).then_some(usize::from(id >= 100));
+        c.add(placed, &[pk(1, 10), pk(100, 1000), pk(2, 20), pk(999, 5)], slot);
+        c.add(placed, &[pk(3, 30), pk(101, 2000)], slot);
+        let a = c.slot(0).unwrap();
+        assert_eq!(a.histogram.count(), 3);
+        assert_eq!(
+            a.basis,
+            DelayBasis::Placed {
+                unplaced: 2,
+                max_error_ns: 0
+            }
+        );
+        assert_eq!(c.slot(1).unwrap().histogram.count(), 2);
+        assert_eq!(c.unclassified, 1);
+        // a quantile of class 1 comes from class 1's delays only
+        let q = c.slot(1).unwrap().histogram.quantile(0.99).unwrap();
+        assert!((q - 2000.0).abs() <= 2000.0 * 0.01, "{q}");
+        // intervals of another kind cannot be merged: said, and nothing half-merged is kept
+        c.add(
+            DelayBasis::Sampled {
+                fraction: 0.5,
+                max_error_ns: 0,
+            },
+            &[pk(4, 40)],
+            slot,
+        );
+        assert!(c.unmergeable.is_some());
+        assert!(c.slot(0).is_none());
+    }
+}
