@@ -703,6 +703,9 @@ pub struct MethodInfo {
     pub per_flow: bool,
     /// Answers [`Method::estimate_packets`].
     pub per_packet: bool,
+    /// Answers [`Method::recovered_packets`] (its estimates carry recovered delays, and their
+    /// quantiles).
+    pub recovers_delays: bool,
     /// What crosses the network between the points for each interval, whether it needs a round
     /// trip, and what a synopsis file holds beyond it (`owl record --help` lists these).
     pub crosses: &'static str,

@@ -92,6 +92,12 @@ mod tests {
                 "{}",
                 info.name
             );
+            assert_eq!(
+                m.recovered_packets(&*s, &*r).is_some(),
+                info.recovers_delays,
+                "{}",
+                info.name
+            );
         }
         assert!(find("lda").is_some() && find("nope").is_none());
     }
@@ -192,7 +198,12 @@ mod tests {
                 continue;
             };
             answered.push(info.name);
-            assert!(p.packets.len() > 1_000, "{}: {}", info.name, p.packets.len());
+            assert!(
+                p.packets.len() > 1_000,
+                "{}: {}",
+                info.name,
+                p.packets.len()
+            );
             let delays: Vec<i64> = p.packets.iter().map(|p| p.delay_ns).collect();
             assert_eq!(&RecoveredDelays::of(&delays, p.basis), rec, "{}", info.name);
             let exact = info.name != "opa-wavelet";

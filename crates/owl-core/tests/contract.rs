@@ -102,6 +102,7 @@ const INFO: MethodInfo = MethodInfo {
     summary: "one cell of timestamp sums (a one-bucket LDA), exact without loss",
     per_flow: false,
     per_packet: false,
+    recovers_delays: false,
     crosses: "each point's 24-byte cell, one way",
     build: |_o: &BuildOptions| Ok(Box::new(OneCell { scale: 1 })),
     from_config: |pairs| {

@@ -62,6 +62,15 @@ pub fn per_flow_names() -> String {
         .join(", ")
 }
 
+/// The methods that recover individual delays (quantiles, `--per-class`), for help texts.
+pub fn recovering_names() -> String {
+    ALL.iter()
+        .filter(|m| m.recovers_delays)
+        .map(|m| m.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// `--method-config METHOD:KEY=VALUE` settings, by method.
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {

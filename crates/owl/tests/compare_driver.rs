@@ -68,6 +68,7 @@ fn driver_reports_every_packet_of_a_simulated_pair() {
         disorder_ns: owl_core::pipeline::truth::DEFAULT_DISORDER_NS,
         exact_quantiles: owl_core::pipeline::truth::DEFAULT_EXACT_QUANTILES,
         per_flow: false,
+        per_class: false,
         flows_limit: None,
         trim: true,
         allow_truncated: false,

@@ -151,3 +151,136 @@ fn sample_whole_capture_p99_interval_covers_the_truth() {
     eprintln!("sample p99 interval covered the truth in {covered} of {seeds} seeds");
     assert!(covered >= 17, "covered in {covered} of {seeds} seeds");
 }
+
+/// `--per-class`: each flow class's delays in its own histogram, beside the truth of its
+/// packets. On a path without loss or reordering, over 20 ms intervals, OPA's intervals hold
+/// each class's true quantiles (the class's received packets it left unplaced, those of groups
+/// that straddle an interval boundary, allowed for); over the whole capture it places every
+/// packet, and each class's quantiles are within the histogram's α of the true ones.
+/// `sample`'s delays are all in some class; the classes add up to the whole truth.
+#[test]
+fn per_class_quantiles_stand_beside_each_class_truth() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = simulate(
+        dir.path(),
+        &[
+            "--delay",
+            "weibull-mean:5us:0.6",
+            "--flows",
+            "30",
+            "--seed",
+            "7",
+            "--reorder",
+            "none",
+        ],
+    );
+    let (s, r) = (s.to_str().unwrap(), r.to_str().unwrap());
+    let args = [
+        "compare",
+        s,
+        r,
+        "--methods",
+        "exact,opa,sample",
+        "--interval",
+        "20ms",
+        "--method-config",
+        "sample:capacity=500",
+        "--per-class",
+    ];
+    let j: Value = serde_json::from_str(&ok(&[&args[..], &["--json"]].concat())).unwrap();
+    let classes = j["classes"].as_array().unwrap();
+    assert!(classes.len() >= 2, "{}", j["classes"]);
+    assert!(j.get("class_notes").is_none(), "{}", j["class_notes"]);
+    let mut truth_total = 0;
+    let mut sample_total = 0;
+    for c in classes {
+        let name = c["class"].as_str().unwrap();
+        let proto = if c["proto"] == 6 { "tcp" } else { "udp" };
+        assert_eq!(name, format!("{proto}/{}", c["port"]), "{c}");
+        let t = &c["truth"];
+        let n = t["delays"].as_u64().unwrap();
+        truth_total += n;
+        let opa = &c["methods"]["opa"];
+        let placed = opa["delays"].as_u64().unwrap();
+        assert!(
+            placed <= n && placed * 100 >= n * 90,
+            "{name}: {placed} of {n}"
+        );
+        for k in ["p50", "p99", "p999"] {
+            let want = t[format!("{k}_ns")].as_f64().unwrap();
+            let ci = &opa[format!("{k}_ci95_ns")];
+            if let (Some(lo), Some(hi)) = (ci[0].as_f64(), ci[1].as_f64()) {
+                assert!(
+                    lo <= want && want <= hi,
+                    "{name} {k}: {want} outside {lo}..{hi}"
+                );
+            } else {
+                // none only where the unplaced packets could hold the quantile's rank
+                assert!(
+                    placed < n,
+                    "{name} {k}: no interval with every packet placed"
+                );
+            }
+        }
+        sample_total += c["methods"]["sample"]["delays"].as_u64().unwrap_or(0);
+    }
+    assert_eq!(
+        truth_total,
+        j["truth"]["in_interval"]["count"].as_u64().unwrap()
+    );
+    assert_eq!(
+        sample_total,
+        method(&j, "sample")["samples"].as_u64().unwrap()
+    );
+
+    // over the whole capture, every packet placed: within α
+    let j: Value = serde_json::from_str(&ok(&[
+        "compare",
+        s,
+        r,
+        "--methods",
+        "exact,opa",
+        "--per-class",
+        "--json",
+    ]))
+    .unwrap();
+    for c in j["classes"].as_array().unwrap() {
+        let (t, opa) = (&c["truth"], &c["methods"]["opa"]);
+        assert_eq!(opa["delays"], t["delays"], "{c}");
+        for k in ["p50_ns", "p99_ns", "p999_ns"] {
+            let (got, want) = (opa[k].as_f64().unwrap(), t[k].as_f64().unwrap());
+            assert!((got - want).abs() <= ALPHA * want, "{c}");
+        }
+    }
+
+    // the text: one truth row per class, then its methods
+    let text = ok(&args);
+    let table: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("per flow class"))
+        .collect();
+    assert!(table.len() >= 2 + 3 * classes.len(), "{text}");
+    assert!(table[2].contains(" truth "), "{table:?}");
+    assert!(table[3].trim_start().starts_with("opa "), "{table:?}");
+
+    // the truth alone where no method recovers delays, and a note saying so
+    let j: Value = serde_json::from_str(&ok(&[
+        "compare",
+        s,
+        r,
+        "--methods",
+        "exact,lda",
+        "--per-class",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(j["classes"].as_array().unwrap().len(), classes.len());
+    assert!(
+        j["class_notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("no method among --methods recovers"),
+        "{}",
+        j["class_notes"]
+    );
+}

@@ -291,6 +291,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     per_flow: true,
     crosses: "each point's two Count-Min sketches (timestamp sums and counts, 20 B a counter), one way; no round trip",
     per_packet: false,
+    recovers_delays: false,
     build: |o| {
         let width = crate::method::columns_for_memory(o.memory, 4, CELL_BYTES as u64, 17_500)?;
         Ok(Box::new(CountMinMethod::new(Config {

@@ -669,6 +669,7 @@ pub mod method {
         per_flow: false,
         crosses: "every (identity, timestamp) of both points, 16 B a packet each, to one place; no round trip",
         per_packet: false,
+        recovers_delays: false,
         build: |_| Ok(Box::new(ExactMethod)),
         from_config: |pairs| match pairs.first() {
             Some((k, _)) => Err(MethodError::Invalid(format!(

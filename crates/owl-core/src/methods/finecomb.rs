@@ -764,6 +764,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     per_flow: false,
     crosses: "each point's buckets (24 B each), one way; the receiver's stash of timestamps stays at the receiver and is in its file only so `owl estimate` can repair",
     per_packet: false,
+    recovers_delays: false,
     build: |o| {
         let mut cfg = Config {
             seed: o.seed,

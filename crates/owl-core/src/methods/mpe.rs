@@ -397,6 +397,7 @@ pub const TEN_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
     per_flow: true,
     crosses: "each point's sampled flow records (61 B a flow), one way; no round trip",
     per_packet: false,
+    recovers_delays: false,
     build: |o| Ok(Box::new(MpeMethod::new("mpe", mpe_default("mpe", o.seed))?)),
     from_config: |p| {
         Ok(Box::new(MpeMethod::new(
@@ -413,6 +414,7 @@ pub const ONE_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
     per_flow: true,
     crosses: "each point's sampled flow records (61 B a flow), one way; no round trip",
     per_packet: false,
+    recovers_delays: false,
     build: |o| {
         Ok(Box::new(MpeMethod::new(
             "mpe1",

@@ -499,6 +499,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     per_flow: false,
     crosses: "probe packets the sender injects (64 B each); the receiver's file logs every arrival (16 B a packet) only so owl can tell which packet emulated each probe: emulation data",
     per_packet: false,
+    recovers_delays: false,
     build: |o| {
         Ok(Box::new(ProbeMethod::new(Config::new(
             DEFAULT_RATE_HZ,

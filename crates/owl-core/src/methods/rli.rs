@@ -540,6 +540,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     per_flow: true,
     crosses: "reference packets the sender injects (64 B each); the receiver's file logs every arrival (24 B a packet) so owl can interpolate offline, where a deployed receiver interpolates as packets pass and keeps only per-flow sums",
     per_packet: true,
+    recovers_delays: false,
     build: |o| Ok(Box::new(RliMethod::new(Config::paper(o.seed))?)),
     from_config: |pairs| Ok(Box::new(RliMethod::new(Config::from_pairs(pairs)?)?)),
 };

@@ -65,9 +65,8 @@ use std::collections::BTreeMap;
 
 use crate::hash::{HashFamily, HashFn};
 use crate::method::{
-    BuildOptions, DelayBasis, Estimate, Method, MethodError, MethodInfo, PointSynopsis,
-    Quantiles, RecoveredPacket, RecoveredPackets, Role, config_value, downcast, downcast_ref,
-    unknown_field,
+    BuildOptions, DelayBasis, Estimate, Method, MethodError, MethodInfo, PointSynopsis, Quantiles,
+    RecoveredPacket, RecoveredPackets, Role, config_value, downcast, downcast_ref, unknown_field,
 };
 use crate::methods::lda::ci::ln_gamma;
 use crate::record::PacketRecord;
@@ -682,6 +681,7 @@ pub const INFO: MethodInfo = MethodInfo {
     summary: "coordinated packet sampling (trajectory sampling): the 4096 packets of smallest identity hash a point and interval (about 20 KiB shipped for a 1 s interval; --memory / ~5 B), exact delays of a uniform sample; mean, std, loss, p50/p90/p99/p99.9 with 95 % intervals from order statistics (interpolated; ci=order: distribution-free)",
     per_flow: false,
     per_packet: false,
+    recovers_delays: true,
     crosses: "each point's samples compressed: hash cells (Elias-Fano, cell_bits + 2-3 bits) and timestamps (the bits of the sampled span), about 40 bits a sample at 1 s and ns, one way; no round trip",
     build: |o: &BuildOptions| {
         let cfg = match o.memory {

@@ -394,6 +394,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     per_flow: true,
     crosses: "an 8 B sender timestamp inside every packet (the timestamp assumption); the files hold the sender's stamps and the receiver's arrival log (24 B a packet), emulation data a deployment would not keep",
     per_packet: false,
+    recovers_delays: false,
     build: |o| {
         let columns = crate::method::columns_for_memory(o.memory, 4, CELL_BYTES as u64, 17_500)?;
         Ok(Box::new(SdsMethod::new(Config {

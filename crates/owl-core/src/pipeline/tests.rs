@@ -252,6 +252,7 @@ mod contract {
         per_flow: false,
         crosses: "nothing (a test method)",
         per_packet: false,
+        recovers_delays: false,
         build: |_| Ok(Box::new(Count)),
         from_config: |_| Ok(Box::new(Count)),
     };

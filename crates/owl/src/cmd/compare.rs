@@ -64,6 +64,17 @@ Per flow (--per-flow):
   its interval means weighted by the method's own packet estimate. The summary gives median
   and 95th-percentile relative error by flow size (<100, 100-999, 1000-9999, >=10000 packets).
 
+Per class (--per-class):
+  A flow class is a protocol and its service port, the smaller of the two ports (tcp/443
+  holds a web server's requests and replies alike; icmp is one class): the first 32 classes
+  R's capture shows are named, any later one is reported as other. Every method that recovers
+  individual delays ({RECOVERING}) puts each delay in its packet's class (read from R's
+  records of the interval, nothing more crosses the network), in one relative-error histogram
+  per class merged over the intervals: p50/p90/p99/p99.9 per class with their 95 % intervals,
+  beside the truth of the class's packets (JSON classes[]{class, proto, port, truth{delays,
+  mean_ns, std_ns, p50_ns, p90_ns, p99_ns, p999_ns}, methods{NAME: {delays, packets, p50_ns,
+  ..., p99_ci95_ns, ..., p99_rel_err}}} and class_notes[]).
+
 Per packet (--per-packet FILE):
   Every per-packet method ({PER_PACKET}) gives, in each interval, its packets: FILE gets
   method,sender_ns,receiver_ns,delay_ns per packet (receiver_ns and delay_ns empty for a packet
@@ -89,12 +100,14 @@ Examples:
   owl compare S.pcap R.pcap --per-flow --top 20
   owl compare S.pcap R.pcap --unmatched debug/ --delays delays.csv
   owl compare S.pcap R.pcap --methods exact,opa --per-packet packets.csv
+  owl compare S.pcap R.pcap --methods exact,sample,opa --per-class
   owl compare both.pcapng R.pcap --sender-interface 1";
 
 #[derive(Args, Clone, Debug)]
 #[command(after_help = AFTER_HELP
     .replace("{PER_FLOW}", &methods::per_flow_names())
-    .replace("{PER_PACKET}", &perpacket::names()))]
+    .replace("{PER_PACKET}", &perpacket::names())
+    .replace("{RECOVERING}", &methods::recovering_names()))]
 pub struct CompareArgs {
     /// Capture taken at the sender point S (pcap or pcapng).
     pub sender: PathBuf,
@@ -111,6 +124,10 @@ pub struct CompareArgs {
     /// Report per-flow truth (and per-flow methods).
     #[arg(long)]
     pub per_flow: bool,
+    /// Quantiles per flow class (protocol and service port) for the methods that recover
+    /// delays, beside the truth's.
+    #[arg(long)]
+    pub per_class: bool,
     /// With --per-flow: only the N flows with the most packets (tables default to 10).
     #[arg(long, value_parser = crate::numbers::usize_arg, value_name = "N")]
     pub top: Option<usize>,
@@ -192,6 +209,7 @@ impl CompareArgs {
             disorder_ns: self.disorder,
             exact_quantiles: self.exact_quantiles,
             per_flow: self.per_flow,
+            per_class: self.per_class,
             flows_limit: match mode {
                 Mode::Text => Some(self.top.unwrap_or(TEXT_TOP)),
                 _ => self.top,

@@ -105,6 +105,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         agreed: super::agreed::Agreed::with_seed(a.seed),
         json: a.json,
         per_flow: false,
+        per_class: false,
         per_packet: None,
         top: None,
         unmatched: None,

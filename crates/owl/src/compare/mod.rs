@@ -10,6 +10,7 @@
 //! per-packet CSV, the packets only one point saw, notices) goes to the [`CompareSinks`] the
 //! caller passes. `owl compare` and `owl demo` are this call and a renderer.
 
+pub mod perclass;
 pub mod perflow;
 pub mod perpacket;
 
@@ -37,6 +38,7 @@ use crate::report::{
     self, CaptureReport, CompareReport, IntervalReport, MethodReport, MethodRun, NoteTally, Status,
     TruthReport,
 };
+use perclass::PerClass;
 use perflow::PerFlow;
 use perpacket::PerPacket;
 
@@ -66,6 +68,8 @@ pub struct CompareOptions {
     pub exact_quantiles: usize,
     /// Per-flow truth and per-flow methods (`--per-flow`).
     pub per_flow: bool,
+    /// Per-class quantiles (`--per-class`).
+    pub per_class: bool,
     /// Flows listed in the report, the largest first (`None`: every one).
     pub flows_limit: Option<usize>,
     /// Trim a lead-in or lead-out only one capture has (not `--no-trim`).
@@ -214,6 +218,7 @@ impl Timer for WallTimer {
 struct FlowHook<'h, 'w> {
     per_flow: Option<&'h mut PerFlow>,
     per_packet: Option<&'h mut PerPacket<'w>>,
+    per_class: Option<&'h mut PerClass>,
 }
 
 impl PairHook for FlowHook<'_, '_> {
@@ -232,6 +237,9 @@ impl PairHook for FlowHook<'_, '_> {
         }
         if let Some(pp) = self.per_packet.as_deref_mut() {
             pp.add_interval(index, methods, sender, receiver);
+        }
+        if let Some(pc) = self.per_class.as_deref_mut() {
+            pc.add_interval(index, methods, sender, receiver);
         }
     }
 }
@@ -332,7 +340,7 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
     let truth_cfg = TruthConfig {
         per_flow: opts.per_flow,
         keep_unmatched: sinks.unmatched.is_some(),
-        keep_matched: sinks.delays.is_some(),
+        keep_matched: sinks.delays.is_some() || opts.per_class,
         exact_quantiles: opts.exact_quantiles,
         disorder_ns: opts.disorder_ns,
         trim: opts.trim,
@@ -348,6 +356,9 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
     );
     let mut per_flow = opts.per_flow.then(|| PerFlow::new(iv, opts.horizon_ns));
     let mut per_packet = PerPacket::new(sinks.per_packet.take(), &built, opts.exact_quantiles)?;
+    let mut per_class = opts
+        .per_class
+        .then(|| PerClass::new(iv, &built, opts.exact_quantiles));
     let mut delays = match sinks.delays.take() {
         Some(out) => {
             let mut csv = out.open()?;
@@ -412,7 +423,10 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
         let before: Duration = timer.per_method.iter().sum();
         let per_packet_before = per_packet
             .as_ref()
-            .map_or(Duration::ZERO, |p| p.total_time());
+            .map_or(Duration::ZERO, |p| p.total_time())
+            + per_class
+                .as_ref()
+                .map_or(Duration::ZERO, |p| p.total_time());
         match ev {
             Event::Batch(k, batch, bytes) => {
                 bars[k].set_position(bytes);
@@ -423,10 +437,13 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
                     if let Some(pf) = per_flow.as_mut() {
                         pf.presence.observe(&batch);
                     }
+                } else if let Some(pc) = per_class.as_mut() {
+                    pc.observe_receiver(&batch);
                 }
                 let mut hook = FlowHook {
                     per_flow: per_flow.as_mut(),
                     per_packet: per_packet.as_mut(),
+                    per_class: per_class.as_mut(),
                 };
                 pipeline.push(roles[k], &batch, &mut timer, &mut hook);
             }
@@ -450,6 +467,7 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
                 let mut hook = FlowHook {
                     per_flow: per_flow.as_mut(),
                     per_packet: per_packet.as_mut(),
+                    per_class: per_class.as_mut(),
                 };
                 pipeline.finish_point(roles[k], &mut timer, &mut hook);
                 // The other point's lead-out: the lock-step hands out no record past this
@@ -466,14 +484,22 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
                 }
             }
         }
-        if let Some(d) = delays.as_mut()
-            && let Some(tr) = pipeline.truth_mut()
-        {
-            write_delays(d, tr.drain_matched())?;
+        if let Some(tr) = pipeline.truth_mut() {
+            match (delays.as_mut(), per_class.as_mut()) {
+                (Some(d), Some(pc)) => {
+                    write_delays(d, tr.drain_matched().inspect(|m| pc.add_matched(m)))?
+                }
+                (Some(d), None) => write_delays(d, tr.drain_matched())?,
+                (None, Some(pc)) => tr.drain_matched().for_each(|m| pc.add_matched(&m)),
+                (None, None) => {}
+            }
         }
         let per_packet_time = per_packet
             .as_ref()
-            .map_or(Duration::ZERO, |p| p.total_time());
+            .map_or(Duration::ZERO, |p| p.total_time())
+            + per_class
+                .as_ref()
+                .map_or(Duration::ZERO, |p| p.total_time());
         exact_time += t
             .elapsed()
             .saturating_sub(timer.per_method.iter().sum::<Duration>() - before)
@@ -605,6 +631,9 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
         m.time = *time
             + per_packet
                 .as_ref()
+                .map_or(Duration::ZERO, |p| p.time_of(&m.name))
+            + per_class
+                .as_ref()
                 .map_or(Duration::ZERO, |p| p.time_of(&m.name));
     }
     let mut reports = Vec::new();
@@ -642,6 +671,13 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
         });
         reports.push(r);
     }
+    let (classes, class_notes) = match per_class.as_mut() {
+        Some(pc) => {
+            let (c, n) = pc.report();
+            (Some(c), n)
+        }
+        None => (None, Vec::new()),
+    };
     if kept.len() > 10_000 {
         sinks.notice(Notice::Note(format!(
             "--json held all {} intervals in memory to print one document; --jsonl streams them as they close",
@@ -678,6 +714,8 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
         flow_error_bins: per_flow
             .as_ref()
             .map(|pf| perflow::bins_report(&truth, pf)),
+        classes,
+        class_notes,
         interval_count: reported,
         flows_total: truth.flows.len(),
         flow_errors: per_flow

@@ -12,7 +12,7 @@ pub mod text;
 use std::collections::BTreeMap;
 
 use owl_core::exact::{IntervalTruth, Truth};
-use owl_core::method::{Estimate, FlowEstimate};
+use owl_core::method::{Estimate, FlowEstimate, Quantiles};
 use owl_core::pipeline::truth::QUANTILE_RELATIVE_ERROR;
 use owl_core::pipeline::{PointCounters, StreamTruth};
 use owl_core::stats::{DelaySummary, relative_error};
@@ -358,6 +358,51 @@ pub struct BinReport {
     pub methods: Named<BinMethodReport>,
 }
 
+/// The truth of one flow class: the delays of its packets both points recorded in the same
+/// interval.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassTruthReport {
+    pub delays: u64,
+    pub mean_ns: Option<f64>,
+    pub std_ns: Option<f64>,
+    pub p50_ns: Option<i64>,
+    pub p90_ns: Option<i64>,
+    pub p99_ns: Option<i64>,
+    pub p999_ns: Option<i64>,
+    /// Where the quantiles come from a histogram (past `--exact-quantiles`), its relative error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quantiles_relative_error: Option<f64>,
+}
+
+/// One method's quantiles of one flow class, from the class's recovered delays merged over
+/// the intervals.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassMethodReport {
+    /// Delays recovered of the class's packets.
+    pub delays: u64,
+    /// Delivered packets they stand for (each sample for 1/its interval's sampling fraction).
+    pub packets: f64,
+    /// `p50_ns` … `p999_ns`, their `_ci95_ns` intervals and the histogram's relative accuracy.
+    #[serde(flatten)]
+    pub quantiles: Option<Quantiles>,
+    pub p50_rel_err: Option<f64>,
+    pub p99_rel_err: Option<f64>,
+    pub p999_rel_err: Option<f64>,
+}
+
+/// One flow class (protocol and service port, or `other`): its truth and each method's
+/// quantiles.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassReport {
+    /// `udp/53`, `tcp/443`, `icmp`, … or `other` (the classes past the cap).
+    pub class: String,
+    /// `null` for `other`.
+    pub proto: Option<u8>,
+    pub port: Option<u16>,
+    pub truth: ClassTruthReport,
+    pub methods: Named<ClassMethodReport>,
+}
+
 /// Everything `owl compare` found.
 #[derive(Clone, Debug, Serialize)]
 pub struct CompareReport {
@@ -383,6 +428,12 @@ pub struct CompareReport {
     pub flows: Option<Vec<FlowReport>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub flow_error_bins: Option<Vec<BinReport>>,
+    /// Per-class quantiles (with `--per-class`), the busiest classes first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub classes: Option<Vec<ClassReport>>,
+    /// What the per-class breakdown left out, and why (with `--per-class`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub class_notes: Vec<String>,
     /// Intervals reported.
     #[serde(skip)]
     pub interval_count: u64,

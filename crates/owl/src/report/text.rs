@@ -244,6 +244,82 @@ pub fn compare(out: &mut impl Write, c: &CompareReport, top: usize) -> Result<()
     } else if let Some(flows) = &c.flows {
         per_flow(out, c, flows, &[], top)?;
     }
+    if let Some(classes) = &c.classes {
+        per_class(out, classes, &c.class_notes)?;
+    }
+    Ok(())
+}
+
+/// The per-class table (`--per-class`): each class's truth, then each method's quantiles of
+/// the class's recovered delays.
+fn per_class(out: &mut impl Write, classes: &[super::ClassReport], notes: &[String]) -> Result<()> {
+    let w = classes
+        .iter()
+        .flat_map(|c| c.methods.0.iter().map(|m| m.0.len()))
+        .max()
+        .unwrap_or(0)
+        .max(6);
+    let row = |out: &mut dyn Write, c: [&str; 8]| {
+        let line = format!(
+            "{:<10} {:<w$} {:>9} {:>10} {:>10} {:>23} {:>10} {:>11}",
+            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+        );
+        writeln!(out, "{}", line.trim_end())
+    };
+    writeln!(out)?;
+    writeln!(
+        out,
+        "per flow class (protocol and service port): each method's delays of the class, merged over the intervals"
+    )?;
+    row(
+        out,
+        [
+            "class",
+            "",
+            "delays",
+            "p50",
+            "p99",
+            "p99 95 % interval",
+            "p99.9",
+            "p99 rel.err",
+        ],
+    )?;
+    let ns = |x: Option<i64>| fmt_opt_ns(x.map(|v| v as f64));
+    for c in classes {
+        let t = &c.truth;
+        row(
+            out,
+            [
+                &c.class,
+                "truth",
+                &t.delays.to_string(),
+                &ns(t.p50_ns),
+                &ns(t.p99_ns),
+                "",
+                &ns(t.p999_ns),
+                "",
+            ],
+        )?;
+        for (name, m) in &c.methods.0 {
+            let q = m.quantiles.as_ref();
+            row(
+                out,
+                [
+                    "",
+                    name,
+                    &m.delays.to_string(),
+                    &fmt_opt_ns(q.map(|q| q.p50_ns)),
+                    &fmt_opt_ns(q.map(|q| q.p99_ns)),
+                    &fmt_interval(q.and_then(|q| q.p99_ci95_ns)),
+                    &fmt_opt_ns(q.map(|q| q.p999_ns)),
+                    &fmt_pct(m.p99_rel_err),
+                ],
+            )?;
+        }
+    }
+    for n in notes {
+        writeln!(out, "{n}")?;
+    }
     Ok(())
 }
 

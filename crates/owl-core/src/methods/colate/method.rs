@@ -241,6 +241,7 @@ pub const INFO: MethodInfo = MethodInfo {
     per_flow: true,
     crosses: "nothing per interval: each point appends its counter epochs to its own epoch store; a query later reads the epochs of both points that overlap the flow's time range (counted here as the interval's epochs at S)",
     per_packet: false,
+    recovers_delays: false,
     build: |o| {
         let cfg = match o.memory {
             None => Config::paper_default(o.seed),

@@ -168,6 +168,7 @@ pub const INFO: MethodInfo = MethodInfo {
     per_flow: false,
     crosses: "each point's aggregator (12 B a row), one way; no round trip",
     per_packet: false,
+    recovers_delays: false,
     build: |o| {
         let cfg = match o.memory {
             None => Config::paper_default(o.seed),

@@ -172,6 +172,7 @@ pub const SINGLE_BANK: MethodInfo = MethodInfo {
     per_flow: true,
     crosses: "each point's sketch (16 B a cell), one way; no round trip",
     per_packet: false,
+    recovers_delays: false,
     build: |o| lds_build("lds", o),
     from_config: |p| lds_from_config("lds", p),
 };
@@ -183,6 +184,7 @@ pub const MULTI_BANK: MethodInfo = MethodInfo {
     per_flow: true,
     crosses: "each point's sketch (16 B a cell), one way; no round trip",
     per_packet: false,
+    recovers_delays: false,
     build: |o| lds_build("lds-mb", o),
     from_config: |p| lds_from_config("lds-mb", p),
 };
@@ -194,6 +196,7 @@ pub const MULTI_BANK_DENSE: MethodInfo = MethodInfo {
     per_flow: true,
     crosses: "each point's sketch (16 B a cell), one way; no round trip",
     per_packet: false,
+    recovers_delays: false,
     build: |o| lds_build("lds-mb-dense", o),
     from_config: |p| lds_from_config("lds-mb-dense", p),
 };

@@ -92,6 +92,7 @@ pub const LATE: MethodInfo = MethodInfo {
     per_flow: false,
     crosses: "a round trip: a strata sketch of the set difference, then RDA banks sized from it, then a request and a response for the timestamps of decoded packets (`bytes` counts all of it); the file holds the point's timestamp cache (16 B a packet), local state that a deployed point never sends",
     per_packet: false,
+    recovers_delays: false,
     build: |o| {
         let mut cfg = Config {
             seed: o.seed,
@@ -113,6 +114,7 @@ pub const FIXED: MethodInfo = MethodInfo {
     per_flow: false,
     crosses: "a round trip: the RDA banks, then a request and a response for the timestamps of decoded packets (`bytes` counts all of it); the file holds the point's timestamp cache (16 B a packet), local state that a deployed point never sends",
     per_packet: false,
+    recovers_delays: false,
     build: |o| {
         let mut cfg = Config {
             seed: o.seed,
