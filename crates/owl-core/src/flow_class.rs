@@ -12,8 +12,11 @@
 //!
 //! Both points see the same packets, so the class of a recovered delay is read where the
 //! packet's identity is known: R's records of the interval ([`crate::method::RecoveredPacket`]
-//! carries the identity). Nothing about classes crosses the network; the synopses are the same
-//! with or without them.
+//! carries the identity), which a [`ClassTap`] keeps, identity → class, for the interval while
+//! it is open (capped at [`DEFAULT_TAP_CAPACITY`] identities, the rest counted). Nothing about
+//! classes crosses the network; the synopses are the same with or without them. The tap is a
+//! point synopsis of its own ([`ClassTapMethod`]), so a point's pipeline cuts it into intervals
+//! exactly as it cuts the methods' synopses.
 //!
 //! [`ClassBook`] names the classes in the order they are first seen, up to a cap; the traffic of
 //! every class past it is folded into one `other` slot, and the classes and packets folded are
@@ -34,8 +37,15 @@ use std::fmt;
 use hashbrown::HashMap;
 use serde::Serialize;
 
-use crate::method::{DelayBasis, RecoveredDelays, RecoveredPacket};
-use crate::record::{FlowKey, ipproto};
+use crate::method::{
+    DelayBasis, Estimate, Method, MethodError, PointSynopsis, RecoveredDelays, RecoveredPacket,
+    RecoveredPackets, Role,
+};
+use crate::record::{FlowKey, PacketRecord, ipproto};
+use crate::wire::DecodeError;
+
+/// Identities a [`ClassTap`] keeps per interval (about 24 MiB of table at most).
+pub const DEFAULT_TAP_CAPACITY: usize = 1 << 20;
 
 /// Classes named before the rest is folded into `other` ([`ClassBook::new`]'s default).
 pub const DEFAULT_MAX_CLASSES: usize = 32;
@@ -116,7 +126,12 @@ impl ClassBook {
 
     /// The slot of one packet of `flow` (naming its class if there is room).
     pub fn slot(&mut self, flow: &FlowKey) -> Slot {
-        let c = FlowClass::of(flow);
+        self.slot_of(FlowClass::of(flow), 1)
+    }
+
+    /// The slot of class `c`, naming it if there is room; `packets` of it are counted as
+    /// folded into `other` when there is not.
+    pub fn slot_of(&mut self, c: FlowClass, packets: u64) -> Slot {
         if let Some(&s) = self.slots.get(&c) {
             return s;
         }
@@ -126,11 +141,19 @@ impl ClassBook {
             self.slots.insert(c, s);
             return s;
         }
-        self.folded_packets += 1;
+        self.folded_packets += packets;
         if self.folded.len() < FOLDED_REMEMBERED {
             self.folded.insert(c);
         }
         self.max
+    }
+
+    /// Name the classes of an interval's packets at R (the packets of classes folded into
+    /// `other` counted): once per interval, whatever the methods.
+    pub fn note(&mut self, tap: &ClassTap) {
+        for (c, n) in tap.counts() {
+            self.slot_of(c, n);
+        }
     }
 
     /// The `other` slot.
@@ -158,6 +181,111 @@ impl ClassBook {
     /// them.
     pub fn folded(&self) -> (usize, u64) {
         (self.folded.len(), self.folded_packets)
+    }
+}
+
+/// R's packets of one interval, identity → class: where a recovered delay's class is read.
+/// Holds at most `capacity` identities (the packets past it are counted, and their delays go
+/// in no class); an identity recorded twice with different classes (a hash collision, or a
+/// duplicate rewritten in between) is in no class either.
+#[derive(Clone, Debug)]
+pub struct ClassTap {
+    classes: HashMap<u64, Option<FlowClass>>,
+    capacity: usize,
+    /// Packets not kept, the tap being full.
+    pub overflow: u64,
+    /// Identities seen with two classes.
+    pub collisions: u64,
+}
+
+impl ClassTap {
+    pub fn new(capacity: usize) -> ClassTap {
+        ClassTap {
+            classes: HashMap::new(),
+            capacity,
+            overflow: 0,
+            collisions: 0,
+        }
+    }
+    pub fn record_packet(&mut self, rec: &PacketRecord) {
+        let c = FlowClass::of(&rec.flow);
+        let full = self.classes.len() >= self.capacity;
+        match self.classes.entry(rec.id) {
+            hashbrown::hash_map::Entry::Vacant(_) if full => self.overflow += 1,
+            hashbrown::hash_map::Entry::Vacant(v) => {
+                v.insert(Some(c));
+            }
+            hashbrown::hash_map::Entry::Occupied(mut o) => {
+                if o.get().is_some_and(|k| k != c) {
+                    self.collisions += 1;
+                    o.insert(None);
+                }
+            }
+        }
+    }
+    /// The class of the packet of identity `id`, where the tap knows it.
+    pub fn class_of(&self, id: u64) -> Option<FlowClass> {
+        self.classes.get(&id).copied().flatten()
+    }
+    /// Packets kept of each class.
+    pub fn counts(&self) -> HashMap<FlowClass, u64> {
+        let mut n = HashMap::new();
+        for c in self.classes.values().flatten() {
+            *n.entry(*c).or_insert(0) += 1;
+        }
+        n
+    }
+}
+
+impl PointSynopsis for ClassTap {
+    fn record(&mut self, rec: &PacketRecord) {
+        self.record_packet(rec);
+    }
+    /// Nothing: the tap is local state, and never leaves the point.
+    fn encoded_len(&self) -> usize {
+        0
+    }
+    fn encode(&self, _out: &mut Vec<u8>) {}
+    fn shipped_len(&self) -> Option<u64> {
+        Some(0)
+    }
+}
+
+/// The [`ClassTap`] as a point's pipeline takes it: a [`Method`] whose synopses are taps,
+/// beside the methods a point records (it is no latency method: it is in no registry, has no
+/// payload, and has no pair estimate).
+pub struct ClassTapMethod {
+    pub capacity: usize,
+}
+
+impl Method for ClassTapMethod {
+    fn name(&self) -> &str {
+        "class-tap"
+    }
+    fn config(&self) -> Vec<(&'static str, String)> {
+        vec![("capacity", self.capacity.to_string())]
+    }
+    fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
+        Box::new(ClassTap::new(self.capacity))
+    }
+    fn decode_point(
+        &self,
+        _role: Role,
+        _bytes: &[u8],
+    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
+        Err(DecodeError::Invalid {
+            offset: 0,
+            what: "a class tap is local state: it has no payload".into(),
+        })
+    }
+    fn estimate(
+        &self,
+        _sender: Box<dyn PointSynopsis>,
+        _receiver: Box<dyn PointSynopsis>,
+    ) -> Result<Estimate, MethodError> {
+        Err(MethodError::Invalid(
+            "a class tap gives classes, not delays".into(),
+        ))
     }
 }
 
@@ -236,6 +364,24 @@ impl ClassDelays {
                 return;
             }
         }
+    }
+
+    /// Add one interval's recovered packets, each in its class as `tap` (R's packets of the
+    /// interval) knows it, the slots from `book`; a placed class's unplaced packets are its
+    /// packets in the tap less those placed, where the tap holds every packet of the interval
+    /// in a class (else the interval's unplaced packets, in every class).
+    pub fn add_interval(&mut self, book: &mut ClassBook, tap: &ClassTap, rec: &RecoveredPackets) {
+        let mut received = vec![0u64; book.slots()];
+        for (c, n) in tap.counts() {
+            received[book.slot_of(c, 0)] += n;
+        }
+        let whole = tap.overflow == 0 && tap.collisions == 0;
+        self.add(
+            rec.basis,
+            &rec.packets,
+            |id| tap.class_of(id).map(|c| book.slot_of(c, 0)),
+            whole.then_some(&received[..]),
+        );
     }
 
     /// The delays of one slot, if it has any.

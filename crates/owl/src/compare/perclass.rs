@@ -25,7 +25,9 @@ use std::time::Duration;
 use hashbrown::HashMap;
 use owl_core::PacketRecord;
 use owl_core::exact::MatchedPacket;
-use owl_core::flow_class::{ClassBook, ClassDelays, DEFAULT_MAX_CLASSES, Slot};
+use owl_core::flow_class::{
+    ClassBook, ClassDelays, ClassTap, DEFAULT_MAX_CLASSES, DEFAULT_TAP_CAPACITY, FlowClass,
+};
 use owl_core::interval::Intervals;
 use owl_core::method::{Method, PointSynopsis, Quantiles};
 use owl_core::pipeline::truth::{DelayAcc, QUANTILE_RELATIVE_ERROR};
@@ -45,20 +47,18 @@ struct MethodAcc {
 pub struct PerClass {
     iv: Intervals,
     book: ClassBook,
-    /// R's records of each open interval: identity → slot.
-    ids: HashMap<u64, HashMap<u64, u16>>,
-    /// Identities R recorded twice in one interval with different classes (a hash collision):
-    /// their delays are left unclassified.
+    /// R's records of each open interval: identity → class.
+    taps: HashMap<u64, ClassTap>,
+    /// Identities R recorded twice in one interval with different classes (a hash collision),
+    /// and packets past a tap's capacity: their delays are in no class.
     collisions: u64,
+    overflow: u64,
     truth: Vec<DelayAcc>,
     truth_limit: usize,
     /// Indexed like the methods; `None` until a method's first answer, and for methods
     /// without recovered packets.
     methods: Vec<Option<MethodAcc>>,
 }
-
-/// A slot marking an identity seen with two classes.
-const COLLIDED: u16 = u16::MAX;
 
 impl PerClass {
     /// Books for `methods`' classes; the truth keeps up to `exact_quantiles` delays for exact
@@ -69,8 +69,9 @@ impl PerClass {
             iv,
             truth_limit: (exact_quantiles / book.slots()).max(1),
             book,
-            ids: HashMap::new(),
+            taps: HashMap::new(),
             collisions: 0,
+            overflow: 0,
             truth: Vec::new(),
             methods: methods.iter().map(|_| None).collect(),
         }
@@ -82,19 +83,10 @@ impl PerClass {
             let Some(i) = self.iv.index(r.ts_ns) else {
                 continue;
             };
-            let slot = self.book.slot(&r.flow) as u16;
-            let known = self.ids.entry(i).or_default();
-            match known.entry(r.id) {
-                hashbrown::hash_map::Entry::Vacant(v) => {
-                    v.insert(slot);
-                }
-                hashbrown::hash_map::Entry::Occupied(mut o) => {
-                    if *o.get() != slot && *o.get() != COLLIDED {
-                        self.collisions += 1;
-                        o.insert(COLLIDED);
-                    }
-                }
-            }
+            self.taps
+                .entry(i)
+                .or_insert_with(|| ClassTap::new(DEFAULT_TAP_CAPACITY))
+                .record_packet(r);
         }
     }
 
@@ -104,7 +96,7 @@ impl PerClass {
         if self.iv.index(m.sender_ns) != self.iv.index(m.receiver_ns) {
             return;
         }
-        let s = self.book.slot(&m.flow);
+        let s = self.book.slot_of(FlowClass::of(&m.flow), 0);
         if self.truth.len() <= s {
             let limit = self.truth_limit;
             self.truth.resize_with(s + 1, || DelayAcc::new(limit));
@@ -121,16 +113,11 @@ impl PerClass {
         sender: &[Box<dyn PointSynopsis>],
         receiver: &[Box<dyn PointSynopsis>],
     ) {
-        let known = self.ids.remove(&index).unwrap_or_default();
-        self.ids.retain(|&i, _| i > index);
-        // R's packets of the interval per class: what a placed class's unplaced are counted
-        // from
-        let mut received = vec![0u64; self.book.slots()];
-        for &s in known.values() {
-            if s != COLLIDED {
-                received[s as usize] += 1;
-            }
-        }
+        let tap = self.taps.remove(&index).unwrap_or_else(|| ClassTap::new(0));
+        self.taps.retain(|&i, _| i > index);
+        self.collisions += tap.collisions;
+        self.overflow += tap.overflow;
+        self.book.note(&tap);
         for (k, m) in methods.iter().enumerate() {
             let started = std::time::Instant::now();
             let Some(answer) = m.recovered_packets(&*sender[k], &*receiver[k]) else {
@@ -143,17 +130,7 @@ impl PerClass {
                 time: Duration::ZERO,
             });
             match answer {
-                Ok(p) => acc.delays.add(
-                    p.basis,
-                    &p.packets,
-                    |id| {
-                        known
-                            .get(&id)
-                            .filter(|&&s| s != COLLIDED)
-                            .map(|&s| s as Slot)
-                    },
-                    Some(&received),
-                ),
+                Ok(p) => acc.delays.add_interval(&mut self.book, &tap, &p),
                 Err(e) => {
                     acc.error
                         .get_or_insert_with(|| format!("interval {index}: {e}"));
@@ -244,6 +221,12 @@ impl PerClass {
             notes.push(format!(
                 "only the first {} classes are named: {classes} more classes ({packets} packets at R) are reported as other",
                 self.book.named()
+            ));
+        }
+        if self.overflow > 0 {
+            notes.push(format!(
+                "{} packets at R past the {DEFAULT_TAP_CAPACITY} identities kept per interval for their class: their delays are in no class",
+                self.overflow
             ));
         }
         if self.collisions > 0 {
