@@ -36,6 +36,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, bounded, select, unbounded};
 use hashbrown::HashMap;
+use owl_core::flow_class::{
+    ClassBook, ClassDelays, ClassTap, ClassTapMethod, DEFAULT_MAX_CLASSES, DEFAULT_TAP_CAPACITY,
+};
 use owl_core::interval::Intervals;
 use owl_core::method::{Estimate, Method, PointSynopsis, Role, downcast};
 use owl_core::pipeline::Synopses;
@@ -82,6 +85,9 @@ pub struct AgentOptions {
     pub key: Key,
     /// This agent's name in the handshake and logs (the pair label).
     pub name: String,
+    /// The receiver breaks the recovered delays down by flow class
+    /// ([`owl_core::flow_class`]): its capture keeps a class tap beside the synopses.
+    pub per_class: bool,
     pub log: Arc<dyn Fn(&str) + Send + Sync>,
 }
 
@@ -343,7 +349,16 @@ fn capture_options(o: &AgentOptions, role: Role) -> CaptureOptions {
         disorder_ns: o.disorder_ns,
         identity_seed: o.identity_seed,
         identity_bytes: o.identity_bytes,
-        methods: o.methods.clone(),
+        methods: {
+            let mut m = o.methods.clone();
+            if o.per_class && role == Role::Receiver {
+                // the last synopsis of each interval: ReceiverState::start takes it
+                m.push(Arc::new(ClassTapMethod {
+                    capacity: DEFAULT_TAP_CAPACITY,
+                }));
+            }
+            m
+        },
         log: o.log.clone(),
     }
 }
@@ -753,6 +768,23 @@ pub struct MethodResult {
     /// fixed buckets: what `owl_one_way_delay_seconds` adds up.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delay_histogram: Option<DelayBuckets>,
+    /// With `--per-class`: the same delays by flow class, one entry per class with delays
+    /// (what `owl_class_one_way_delay_seconds` adds up).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class_histograms: Option<Vec<ClassBuckets>>,
+    /// With `--per-class`: recovered delays of packets whose class R's tap did not hold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unclassified: Option<u64>,
+}
+
+/// One flow class's recovered delays in the collector's fixed buckets.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassBuckets {
+    /// `udp/53`, `tcp/443`, `icmp`, or `other` (classes past the receiver's cap of
+    /// [`owl_core::flow_class::DEFAULT_MAX_CLASSES`]).
+    pub class: String,
+    #[serde(flatten)]
+    pub buckets: DelayBuckets,
 }
 
 /// Recovered delays in fixed buckets ([`crate::metrics::DELAY_BOUNDS_NS`]): `weights[j]` the
@@ -769,7 +801,9 @@ pub struct DelayBuckets {
 
 impl DelayBuckets {
     fn of(e: &Estimate) -> Option<DelayBuckets> {
-        let h = &e.recovered.as_ref()?.histogram;
+        DelayBuckets::of_histogram(&e.recovered.as_ref()?.histogram)
+    }
+    fn of_histogram(h: &owl_core::delay_histogram::DelayHistogram) -> Option<DelayBuckets> {
         if h.is_empty() {
             return None;
         }
@@ -811,6 +845,8 @@ struct Work {
     kernel_drops: Option<[Option<u64>; 2]>,
     results: Vec<Option<Result<Estimate, String>>>,
     responders: Vec<Option<Responder<Box<RdaSynopsis>>>>,
+    /// With `--per-class`, by method: its recovered delays by class, and those in no class.
+    classes: Vec<Option<(Vec<ClassBuckets>, u64)>>,
 }
 
 /// The receiver point: wait for the sender, agree, then estimate every interval. Results go to
@@ -855,6 +891,8 @@ pub fn run_receiver(
         live: matches!(o.input, Input::Live { .. }),
         resumed: false,
         stale_below: 0,
+        per_class: o.per_class,
+        book: ClassBook::new(DEFAULT_MAX_CLASSES),
         log: o.log.clone(),
         summary: ReceiverSummary {
             kind: "summary",
@@ -1099,6 +1137,9 @@ struct ReceiverState {
     /// S announces again what it announced before its connection broke: below this, R has
     /// decided it already.
     stale_below: u64,
+    /// `--per-class`, and the classes named so far (the same names interval after interval).
+    per_class: bool,
+    book: ClassBook,
     log: Arc<dyn Fn(&str) + Send + Sync>,
     summary: ReceiverSummary,
     handoff: Arc<Handoff>,
@@ -1418,14 +1459,19 @@ impl ReceiverState {
                 .methods
                 .iter()
                 .zip(work.results)
-                .map(|(m, r)| {
+                .zip(work.classes)
+                .map(|((m, r), classes)| {
                     let (estimate, error) = match r.expect("complete") {
                         Ok(e) => (Some(e), None),
                         Err(e) => (None, Some(e)),
                     };
+                    // a method that failed shows no class histogram either
+                    let classes = classes.filter(|_| estimate.is_some());
                     MethodResult {
                         method: m.name().to_string(),
                         delay_histogram: estimate.as_ref().and_then(DelayBuckets::of),
+                        unclassified: classes.as_ref().map(|c| c.1),
+                        class_histograms: classes.map(|c| c.0),
                         estimate,
                         error,
                     }
@@ -1549,7 +1595,25 @@ impl ReceiverState {
             kernel_drops: None,
             results: (0..n).map(|_| None).collect(),
             responders: (0..n).map(|_| None).collect(),
+            classes: (0..n).map(|_| None).collect(),
         };
+        // the class tap is the synopsis after the methods' (capture_options)
+        let tap = match (self.per_class, local.len() > n) {
+            (true, true) => local
+                .pop()
+                .flatten()
+                .and_then(|t| downcast::<ClassTap>(t, "class-tap").ok()),
+            _ => None,
+        };
+        if let Some(t) = &tap {
+            self.book.note(t);
+            if t.overflow > 0 || t.collisions > 0 {
+                (self.log)(&format!(
+                    "interval {k}: {} packets past the class tap's {DEFAULT_TAP_CAPACITY} identities and {} identities seen with two classes: their delays are in no class",
+                    t.overflow, t.collisions
+                ));
+            }
+        }
         for (i, e) in errors {
             if let Some(r) = work.results.get_mut(i as usize) {
                 *r = Some(Err(e));
@@ -1595,6 +1659,21 @@ impl ReceiverState {
                     .map_err(|e| format!("the sender's synopsis: {e}")),
                 None => Ok(m.new_point(Role::Sender)),
             };
+            if let (Some(tap), Ok(s)) = (&tap, &s)
+                && let Some(Ok(p)) = m.recovered_packets(&**s, &*r)
+            {
+                let mut c = ClassDelays::default();
+                c.add_interval(&mut self.book, tap, &p);
+                let buckets = (0..self.book.slots())
+                    .filter_map(|slot| {
+                        Some(ClassBuckets {
+                            class: self.book.label(slot),
+                            buckets: DelayBuckets::of_histogram(&c.slot(slot)?.histogram)?,
+                        })
+                    })
+                    .collect();
+                work.classes[i] = Some((buckets, c.unclassified));
+            }
             work.results[i] = Some(s.and_then(|s| m.estimate(s, r).map_err(|e| e.to_string())));
         }
         self.work.insert(k, work);

@@ -15,11 +15,13 @@
 //! owl_clock_offset_uncertainty_seconds{pair}        gauge    its bound: half the exchange's round trip
 //! owl_one_way_delay_seconds{pair,method}           histogram  every recovered delay so far (sample, opa,
 //!                                                            opa-wavelet), weighted by the packets it stands for
+//! owl_class_one_way_delay_seconds{pair,method,class} histogram  the same by flow class (receiver --per-class)
 //! owl_intervals_total{pair,status}                  counter  intervals stored: estimated, missing, left_out
 //! owl_decode_failures_total{pair,method}            counter  intervals the method could not estimate
 //! owl_kernel_drops_total{pair,point}                counter  packets the capture ring dropped at S, R
 //! owl_reports_refused_total                         counter  reports the collector could not store
 //! owl_metric_pairs_dropped_total                    counter  reports of pairs beyond the cap, left out of the metrics
+//! owl_metric_class_series_dropped_total             counter  class histograms beyond their cap, left out
 //! ```
 //!
 //! The histogram adds up the delays each interval's line carries in fixed buckets
@@ -35,7 +37,9 @@
 //! gauges (no stale figure stays up) and counts a decode failure.
 //!
 //! Bounded: at most [`MAX_PAIRS`] pairs are tracked (later ones are counted in
-//! `owl_metric_pairs_dropped_total` and stay in the database), and the endpoint reads at most
+//! `owl_metric_pairs_dropped_total` and stay in the database), at most [`MAX_CLASS_SERIES`]
+//! class histograms (pair, method, class) are (later ones counted in
+//! `owl_metric_class_series_dropped_total`), and the endpoint reads at most
 //! [`MAX_REQUEST`] bytes of a request, with a timeout, one scrape at a time.
 
 use std::collections::HashMap;
@@ -54,6 +58,9 @@ use std::sync::atomic::AtomicU64;
 
 /// Most pairs the metrics describe.
 pub const MAX_PAIRS: usize = 4096;
+/// Most class histograms (pair, method, class) the metrics keep: a receiver names at most 33
+/// classes, so this is about 160 pairs' worth of three recovering methods each.
+pub const MAX_CLASS_SERIES: usize = 16_384;
 /// Longest request head read from a scraper.
 pub const MAX_REQUEST: usize = 8192;
 /// How long a scraper may take to send its request.
@@ -159,6 +166,13 @@ struct QuantileLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassLabels {
+    pair: String,
+    method: String,
+    class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabels {
     pair: String,
     status: String,
@@ -168,6 +182,13 @@ struct StatusLabels {
 struct PointLabels {
     pair: String,
     point: String,
+}
+
+/// A line's histogram in fixed buckets: `le_ns`, `weights` and `sum_ns`.
+fn buckets(h: &Value) -> Option<(Vec<f64>, Vec<f64>, f64)> {
+    let nums =
+        |k: &str| -> Option<Vec<f64>> { h.get(k)?.as_array()?.iter().map(Value::as_f64).collect() };
+    Some((nums("le_ns")?, nums("weights")?, h.get("sum_ns")?.as_f64()?))
 }
 
 /// The quantiles exported, with the JSON fields they come from.
@@ -185,6 +206,10 @@ pub struct Metrics {
     std: Family<MethodLabels, FGauge>,
     quantile: Family<QuantileLabels, FGauge>,
     delay: Family<MethodLabels, WeightedHistogram>,
+    class_delay: Family<ClassLabels, WeightedHistogram>,
+    /// The class histograms that exist (counted against [`MAX_CLASS_SERIES`]).
+    class_series: Mutex<std::collections::HashSet<ClassLabels>>,
+    class_series_dropped: Counter,
     samples: Family<MethodLabels, FGauge>,
     lost: Family<MethodLabels, FGauge>,
     loss_ratio: Family<PairLabel, FGauge>,
@@ -216,6 +241,9 @@ impl Metrics {
             std: Family::default(),
             quantile: Family::default(),
             delay: Family::default(),
+            class_delay: Family::default(),
+            class_series: Mutex::new(std::collections::HashSet::new()),
+            class_series_dropped: Counter::default(),
             samples: Family::default(),
             lost: Family::default(),
             loss_ratio: Family::default(),
@@ -251,6 +279,11 @@ impl Metrics {
             "owl_one_way_delay_seconds",
             "One-way delays recovered so far (sample, opa, opa-wavelet), each weighted by the delivered packets it stands for, counts rounded",
             m.delay.clone(),
+        );
+        registry.register(
+            "owl_class_one_way_delay_seconds",
+            "One-way delays recovered so far by flow class (protocol and service port, or other), from receivers run with --per-class, weighted like owl_one_way_delay_seconds",
+            m.class_delay.clone(),
         );
         registry.register(
             "owl_samples",
@@ -316,6 +349,11 @@ impl Metrics {
             "owl_metric_pairs_dropped",
             "Reports of pairs beyond the metrics' cap (stored, not in the metrics)",
             m.pairs_dropped.clone(),
+        );
+        registry.register(
+            "owl_metric_class_series_dropped",
+            "Class histograms (pair, method, class) beyond the metrics' cap, left out",
+            m.class_series_dropped.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -415,17 +453,34 @@ impl Metrics {
                     family.get_or_create(&l).set(v);
                 }
             };
-            if let Some(h) = m.get("delay_histogram") {
-                let nums = |k: &str| -> Option<Vec<f64>> {
-                    h.get(k)?.as_array()?.iter().map(Value::as_f64).collect()
+            if let Some((le, w, sum)) = m.get("delay_histogram").and_then(buckets) {
+                self.delay.get_or_create(&l).add(&le, &w, sum);
+            }
+            for h in m
+                .get("class_histograms")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let (Some(class), Some((le, w, sum))) =
+                    (h.get("class").and_then(Value::as_str), buckets(h))
+                else {
+                    continue;
                 };
-                if let (Some(le), Some(w), Some(sum)) = (
-                    nums("le_ns"),
-                    nums("weights"),
-                    h.get("sum_ns").and_then(Value::as_f64),
-                ) {
-                    self.delay.get_or_create(&l).add(&le, &w, sum);
+                let cl = ClassLabels {
+                    pair: pair.into(),
+                    method: method.into(),
+                    class: class.into(),
+                };
+                let mut series = self.class_series.lock().unwrap_or_else(|p| p.into_inner());
+                if !series.contains(&cl) {
+                    if series.len() >= MAX_CLASS_SERIES {
+                        self.class_series_dropped.inc();
+                        continue;
+                    }
+                    series.insert(cl.clone());
                 }
+                self.class_delay.get_or_create(&cl).add(&le, &w, sum);
             }
             set(&self.mean, f("mean_ns").map(|x| x / 1e9));
             set(&self.std, f("std_ns").map(|x| x / 1e9));
@@ -448,6 +503,7 @@ impl Metrics {
     }
 
     fn clear_method(&self, pair: &str, method: &str) {
+        // (the histograms stay: they add up every interval so far)
         let l = MethodLabels {
             pair: pair.into(),
             method: method.into(),
@@ -662,6 +718,60 @@ mod tests {
             .parse()
             .unwrap();
         assert!((sum - 65e-6).abs() < 1e-15, "{sum}");
+    }
+
+    /// Class histograms add up per (pair, method, class) like the pair's; past their cap they
+    /// are counted, not kept.
+    #[test]
+    fn class_histograms_add_up_per_class_and_are_capped() {
+        let line = |index: u64, classes: &[(&str, f64)]| {
+            let hist = |w0: f64| {
+                let mut w = vec![0.0; DELAY_BOUNDS_NS.len() + 1];
+                w[1] = w0;
+                json!({"le_ns": DELAY_BOUNDS_NS, "weights": w, "sum_ns": w0 * 1500.0})
+            };
+            let classes: Vec<Value> = classes
+                .iter()
+                .map(|(c, w)| {
+                    let mut h = hist(*w);
+                    h["class"] = json!(c);
+                    h
+                })
+                .collect();
+            json!({"type": "interval", "index": index, "status": "estimated",
+                   "methods": [{"method": "opa", "mean_ns": 1500.0,
+                       "delay_histogram": hist(classes.len() as f64),
+                       "class_histograms": classes}]})
+        };
+        let m = Metrics::new();
+        m.observe("a→b", &line(1, &[("udp/53", 3.0), ("tcp/443", 4.0)]));
+        m.observe("a→b", &line(2, &[("udp/53", 2.0), ("other", 1.0)]));
+        let t = m.encode();
+        let l = |c: &str| format!("pair=\"a→b\",method=\"opa\",class=\"{c}\"");
+        for (c, n) in [("udp/53", 5), ("tcp/443", 4), ("other", 1)] {
+            let want = format!("owl_class_one_way_delay_seconds_count{{{}}} {n}\n", l(c));
+            assert!(t.contains(&want), "{want} in {t}");
+        }
+        // 8 classes a pair (pairs are capped too: fewer than MAX_PAIRS of them)
+        let eight: Vec<(String, f64)> = (0..8).map(|k| (format!("udp/{k}"), 1.0)).collect();
+        let eight: Vec<(&str, f64)> = eight.iter().map(|(c, w)| (c.as_str(), *w)).collect();
+        let pairs = MAX_CLASS_SERIES / 8 + 52;
+        assert!(pairs < MAX_PAIRS);
+        for p in 0..pairs {
+            m.observe(&format!("p{p}"), &line(1, &eight));
+        }
+        let t = m.encode();
+        let dropped = 3 + 8 * pairs - MAX_CLASS_SERIES;
+        assert!(
+            t.contains(&format!(
+                "owl_metric_class_series_dropped_total {dropped}\n"
+            )),
+            "{}",
+            t.lines()
+                .filter(|l| l.contains("dropped"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
     }
 
     #[test]

@@ -217,6 +217,9 @@ fn estimate(
 /// The agents' per-interval results equal `owl estimate`'s on files `owl record` wrote from
 /// the same captures: the same intervals, and for each method every field of the estimate
 /// (floats bit for bit).
+/// Every method's lines equal `owl estimate`'s on the same files, but for what only the
+/// agents ship: the recovered delays in buckets, and by class where the receiver ran with
+/// `per_class` (checked to add up to the whole).
 fn assert_same_as_files(
     dir: &Path,
     s: &Path,
@@ -224,6 +227,7 @@ fn assert_same_as_files(
     run: &Run,
     methods: &[&str],
     agreed: &[&str],
+    per_class: bool,
 ) {
     for (i, m) in methods.iter().enumerate() {
         let want = estimate(dir, s, r, m, agreed);
@@ -248,21 +252,42 @@ fn assert_same_as_files(
                 w.as_object_mut().unwrap().remove(k);
             }
             g.as_object_mut().unwrap().remove("method");
-            // the recovered delays in the collector's buckets: only the agents ship those
+            // the recovered delays in the collector's buckets, and by class with --per-class:
+            // only the agents ship those
             let h = g.as_object_mut().unwrap().remove("delay_histogram");
+            let classes = g.as_object_mut().unwrap().remove("class_histograms");
+            let unclassified = g.as_object_mut().unwrap().remove("unclassified");
             let recovers = ["sample", "opa", "opa-wavelet"].contains(m);
+            let weight = |h: &serde_json::Value| -> f64 {
+                h["weights"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_f64().unwrap())
+                    .sum()
+            };
+            if let Some(c) = &classes {
+                // every delay in its class: the classes add up to the whole
+                assert_eq!(unclassified, Some(serde_json::json!(0)), "{m}");
+                let by_class: f64 = c.as_array().unwrap().iter().map(weight).sum();
+                let whole = h.as_ref().map_or(0.0, weight);
+                assert!(
+                    (by_class - whole).abs() <= 1e-6 * whole.max(1.0),
+                    "{m}: {by_class} vs {whole}"
+                );
+            }
+            assert_eq!(
+                classes.is_some(),
+                recovers && per_class,
+                "{m}: class histograms {classes:?}"
+            );
             assert_eq!(
                 h.is_some(),
                 recovers && g["samples"].as_u64() > Some(0),
                 "{m}: {h:?}"
             );
             if let Some(h) = h {
-                let total: f64 = h["weights"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|x| x.as_f64().unwrap())
-                    .sum();
+                let total = weight(&h);
                 let n = g["samples"].as_f64().unwrap();
                 // opa: one packet a placed delay; sample: 1/f packets a sampled one
                 if m.starts_with("opa") {
@@ -287,7 +312,9 @@ fn agents_give_what_record_and_estimate_give_for_every_method() {
     let agreed = ["--interval", "20ms"];
     let mut common = vec!["--methods", &list, "--queue", "2"];
     common.extend(agreed);
-    let run = agents(&s, &r, &key, &common);
+    // the receiver also breaks the recovered delays down by class: its class tap rides beside
+    // every method's synopsis, RDA's round trip included
+    let run = agents_with(&s, &r, &key, &common, &["--per-class"]);
     assert!(run.lines.len() >= 9, "{} intervals", run.lines.len());
     assert_eq!(run.summary["missing"], 0);
     assert!(run.sender_err.contains("done:"), "{}", run.sender_err);
@@ -305,7 +332,7 @@ fn agents_give_what_record_and_estimate_give_for_every_method() {
             .any(|m| m["method"] == "rda" && m["lost"].as_u64() > Some(0))),
         "no RDA interval with decoded losses"
     );
-    assert_same_as_files(dir.path(), &s, &r, &run, &methods, &agreed);
+    assert_same_as_files(dir.path(), &s, &r, &run, &methods, &agreed, true);
 }
 
 /// A receiver that starts capturing late and stops early: the sender's lead-in and lead-out
@@ -332,7 +359,7 @@ fn lead_in_and_lead_out_are_left_out_as_estimate_does() {
         "{}",
         run.summary
     );
-    assert_same_as_files(dir.path(), &s, &cut, &run, &["lda", "rda"], &agreed);
+    assert_same_as_files(dir.path(), &s, &cut, &run, &["lda", "rda"], &agreed, false);
 }
 
 /// Start a receiver that stays up; returns it and its address.
@@ -574,7 +601,7 @@ fn the_collector_stores_what_the_receiver_reports() {
         &r,
         &key,
         &common,
-        &["--collector", &caddr, "--pair", "s→r"],
+        &["--collector", &caddr, "--pair", "s→r", "--per-class"],
     );
     assert!(
         run.receiver_err
@@ -634,6 +661,24 @@ fn the_collector_stores_what_the_receiver_reports() {
     // each bucket rounded once: at most half a packet off per bucket
     assert!((count - weights).abs() <= 12.0, "{count} vs {weights}");
     assert!(!scraped.contains("owl_one_way_delay_seconds_count{pair=\"s→r\",method=\"lda\"}"));
+    // and by flow class (--per-class): the classes' counts add up to the whole, each rounded
+    let prefix = "owl_class_one_way_delay_seconds_count{pair=\"s→r\",method=\"sample\",class=\"";
+    let classes: Vec<f64> = scraped
+        .lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .map(|l| l.split_once("} ").unwrap().1.parse().unwrap())
+        .collect();
+    assert!(classes.len() >= 2, "{scraped}");
+    // 1 000 flows of many service ports: past the first 32 classes, "other"
+    assert!(
+        scraped.contains(&format!("{prefix}other\"}} ")),
+        "{scraped}"
+    );
+    let by_class: f64 = classes.iter().sum();
+    assert!(
+        (by_class - count).abs() <= 12.0 * classes.len() as f64,
+        "{by_class} vs {count}"
+    );
     // the agents' clock offset, measured over their connection: one host, one clock, so the
     // true offset 0 lies within each line's stated bound
     let clocks: Vec<&serde_json::Value> = run.lines.iter().filter_map(|l| l.get("clock")).collect();
@@ -1292,5 +1337,5 @@ fn identity_bytes_apply_to_the_agents_as_to_record() {
     let mut common = vec!["--methods", "lda,rda"];
     common.extend(agreed);
     let run = agents(&s, &r, &key, &common);
-    assert_same_as_files(dir.path(), &s, &r, &run, &["lda", "rda"], &agreed);
+    assert_same_as_files(dir.path(), &s, &r, &run, &["lda", "rda"], &agreed, false);
 }

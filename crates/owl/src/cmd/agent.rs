@@ -70,6 +70,15 @@ is left missing and exits. Every connection watches for a silent peer (TCP keepa
 With --collector, R also delivers every line to `owl collector` (queued while the collector
 is unreachable, at most --collector-queue lines, and resent until acknowledged).
 
+Flow classes (--per-class, at R): each method that recovers individual delays (sample, opa,
+opa-wavelet) also gives them by flow class, its protocol and service port (the smaller port:
+tcp/443, udp/53, icmp), in \"class_histograms\":[{\"class\",\"le_ns\",\"weights\",\"sum_ns\"}] on
+its line; the collector exports them as owl_class_one_way_delay_seconds{pair,method,class}.
+R reads each recovered packet's class from its own records of the interval (a table of at
+most 1 048 576 identities an interval, about 24 MiB; delays past it are counted as
+\"unclassified\"); the first 32 classes are named, later ones are \"other\". Nothing more
+crosses the network.
+
 With --replay, each agent exits with status 0 once its file is done and its last interval has
 been exchanged (R has written every line, and the collector has acknowledged every one).
 
@@ -198,6 +207,10 @@ pub struct AgentArgs {
     /// Receiver: the pair's label at the collector (default: --name).
     #[arg(long, value_name = "LABEL")]
     pub pair: Option<String>,
+    /// Receiver: break the recovered delays (sample, opa, opa-wavelet) down by flow class,
+    /// protocol and service port, in each line's class_histograms.
+    #[arg(long)]
+    pub per_class: bool,
     /// Receiver: lines kept for the collector while it is unreachable (then the oldest are
     /// dropped, counted and logged).
     #[arg(long, default_value_t = 10_000, value_name = "N")]
@@ -323,12 +336,16 @@ pub fn run(a: AgentArgs) -> Result<()> {
         patience: Duration::from_nanos(a.connect_timeout),
         key,
         name: a.name.clone().unwrap_or_else(|| role.to_string()),
+        per_class: a.per_class,
         log: Arc::new(log),
     };
     match a.role {
         AgentRole::Sender => {
             if a.listen.is_some() {
                 bail!("--listen is for the receiver; the sender connects with --peer");
+            }
+            if a.per_class {
+                bail!("--per-class is for the receiver, where the delays are recovered");
             }
             if a.collector.is_some() || a.pair.is_some() {
                 bail!(
