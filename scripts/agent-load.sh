@@ -6,6 +6,7 @@
 #
 #   scripts/agent-load.sh [PACKETS] [METHODS] [INTERVAL]     (defaults: 2000000 rda,lda,lds 1s)
 #   OWL=path/to/owl scripts/agent-load.sh                      (default: target/release/owl)
+#   RECEIVER_FLAGS=--per-class scripts/agent-load.sh 2000000 sample,opa   (flags for R only)
 #
 # The traffic is `owl simulate` at 1 M packets/s (so 1 s intervals hold 1 M packets), 1 %
 # loss. With --speed max a replay waits for the exchange, so nothing is dropped and the rate is
@@ -16,6 +17,7 @@ n="${1:-2000000}"
 methods="${2:-rda,lda,lds}"
 interval="${3:-1s}"
 owl="${OWL:-target/release/owl}"
+read -r -a receiver_flags <<< "${RECEIVER_FLAGS:-}"
 [ -x "$owl" ] || { echo "build first: cargo build --release (or set OWL=)" >&2; exit 1; }
 dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
@@ -27,7 +29,8 @@ fmt="%e %U %S %M"
 start=$(date +%s.%N)
 pin 0 /usr/bin/time -o "$dir/r.time" -f "$fmt" "$owl" agent --role receiver \
   --listen "127.0.0.1:$port" --replay "$dir/p/receiver.pcap" --speed max --interval "$interval" \
-  --methods "$methods" --key-file "$dir/k" >"$dir/r.jsonl" 2>"$dir/r.err" &
+  --methods "$methods" --key-file "$dir/k" ${receiver_flags[@]+"${receiver_flags[@]}"} \
+  >"$dir/r.jsonl" 2>"$dir/r.err" &
 rx=$!
 pin 1 /usr/bin/time -o "$dir/s.time" -f "$fmt" "$owl" agent --role sender \
   --peer "127.0.0.1:$port" --replay "$dir/p/sender.pcap" --speed max --interval "$interval" \
