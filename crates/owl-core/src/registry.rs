@@ -52,6 +52,29 @@ mod tests {
     use super::*;
     use crate::method::{BuildOptions, Role};
 
+    /// `info`'s method at its defaults, and its two points having recorded `sent` and
+    /// `received`.
+    fn recorded(
+        info: &MethodInfo,
+        sent: &[crate::record::PacketRecord],
+        received: &[crate::record::PacketRecord],
+    ) -> (
+        Box<dyn crate::method::Method>,
+        Box<dyn crate::method::PointSynopsis>,
+        Box<dyn crate::method::PointSynopsis>,
+    ) {
+        let m = (info.build)(&BuildOptions {
+            seed: 5,
+            memory: None,
+        })
+        .unwrap();
+        let mut s = m.new_point(Role::Sender);
+        let mut r = m.new_point(Role::Receiver);
+        s.record_batch(sent);
+        r.record_batch(received);
+        (m, s, r)
+    }
+
     /// Every descriptor builds a method of its own name, which rebuilds from its own
     /// configuration and decodes its own empty synopsis; names are unique.
     #[test]
@@ -128,15 +151,7 @@ mod tests {
             })
             .collect();
         for info in METHODS {
-            let m = (info.build)(&BuildOptions {
-                seed: 5,
-                memory: None,
-            })
-            .unwrap();
-            let mut s = m.new_point(Role::Sender);
-            let mut r = m.new_point(Role::Receiver);
-            s.record_batch(&sent);
-            r.record_batch(&received);
+            let (m, s, r) = recorded(info, &sent, &received);
             let shipped = (s.shipped_len(), r.shipped_len());
             let e = m.estimate(s, r).unwrap();
             match shipped {
@@ -176,15 +191,7 @@ mod tests {
         received.sort_by_key(|r| r.ts_ns);
         let mut answered = Vec::new();
         for info in METHODS {
-            let m = (info.build)(&BuildOptions {
-                seed: 5,
-                memory: None,
-            })
-            .unwrap();
-            let mut s = m.new_point(Role::Sender);
-            let mut r = m.new_point(Role::Receiver);
-            s.record_batch(&sent);
-            r.record_batch(&received);
+            let (m, s, r) = recorded(info, &sent, &received);
             let packets = m.recovered_packets(&*s, &*r).map(Result::unwrap);
             let e = m.estimate(s, r).unwrap();
             let (Some(p), Some(rec)) = (&packets, &e.recovered) else {

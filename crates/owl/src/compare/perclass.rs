@@ -197,12 +197,7 @@ impl PerClass {
                 port: class.map(|c| c.port),
                 truth: ClassTruthReport {
                     delays: truth.map_or(0, |d| d.count),
-                    mean_ns: truth.map(|d| d.mean_ns),
-                    std_ns: truth.map(|d| d.std_ns),
-                    p50_ns: truth.map(|d| d.p50_ns),
-                    p90_ns: truth.map(|d| d.p90_ns),
-                    p99_ns: truth.map(|d| d.p99_ns),
-                    p999_ns: truth.map(|d| d.p999_ns),
+                    delay: truth.into(),
                     quantiles_relative_error: (!exact).then_some(QUANTILE_RELATIVE_ERROR),
                 },
                 methods: Named(methods),

@@ -363,12 +363,8 @@ pub struct BinReport {
 #[derive(Clone, Debug, Serialize)]
 pub struct ClassTruthReport {
     pub delays: u64,
-    pub mean_ns: Option<f64>,
-    pub std_ns: Option<f64>,
-    pub p50_ns: Option<i64>,
-    pub p90_ns: Option<i64>,
-    pub p99_ns: Option<i64>,
-    pub p999_ns: Option<i64>,
+    #[serde(flatten)]
+    pub delay: DelayFields,
     /// Where the quantiles come from a histogram (past `--exact-quantiles`), its relative error.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quantiles_relative_error: Option<f64>,

@@ -286,13 +286,13 @@ fn per_class(out: &mut impl Write, classes: &[super::ClassReport], notes: &[Stri
     )?;
     let ns = |x: Option<i64>| fmt_opt_ns(x.map(|v| v as f64));
     for c in classes {
-        let t = &c.truth;
+        let t = &c.truth.delay;
         row(
             out,
             [
                 &c.class,
                 "truth",
-                &t.delays.to_string(),
+                &c.truth.delays.to_string(),
                 &ns(t.p50_ns),
                 &ns(t.p99_ns),
                 "",
