@@ -154,10 +154,12 @@ pub fn guarantee(p: &Point) -> Option<(f64, f64, f64)> {
 }
 
 /// Answer a flow query from two stores: the flow's cells of each epoch in range, read in
-/// place; with `verify`, every epoch in range read whole and its checksum checked first.
+/// place; with `verify`, every epoch in range read whole and its checksum checked first. The
+/// two stores are read at once, the sender's on a thread of its own (their reads are
+/// independent, and a day of epochs is a few hundred page reads at each).
 pub fn query_stores(
-    sender: (&Store, &Point),
-    receiver: (&Store, &Point),
+    sender: (&mut Store, &Point),
+    receiver: (&mut Store, &Point),
     q: &Query,
     verify: bool,
 ) -> Result<FlowLatency> {
@@ -169,16 +171,29 @@ pub fn query_stores(
         );
     }
     let r_to = q.to_ns.saturating_add(q.horizon_ns);
+    // (the sender's store moves to its thread: a connection is Send, not Sync)
+    let ((ss, sp), (rs, rp)) = (sender, receiver);
+    let (from, s_to, flow) = (q.from_ns, q.to_ns, q.flow);
     if verify {
-        let s = sender.0.epochs(sender.1, q.from_ns, q.to_ns)?;
-        let r = receiver.0.epochs(receiver.1, q.from_ns, r_to)?;
-        return query(&s, &r, q).context("querying the epochs");
+        let (s, r) = both(
+            move || ss.epochs(sp, from, s_to),
+            || rs.epochs(rp, from, r_to),
+        );
+        return query(&s?, &r?, q).context("querying the epochs");
     }
-    let s = sender
-        .0
-        .flow_epochs(sender.1, q.from_ns, q.to_ns, &q.flow)?;
-    let r = receiver
-        .0
-        .flow_epochs(receiver.1, q.from_ns, r_to, &q.flow)?;
-    query_flow(&s, &r, q).context("querying the epochs")
+    let (s, r) = both(
+        move || ss.flow_epochs(sp, from, s_to, &flow),
+        || rs.flow_epochs(rp, from, r_to, &flow),
+    );
+    query_flow(&s?, &r?, q).context("querying the epochs")
+}
+
+/// `a` on a scoped thread and `b` on this one, at once.
+fn both<A: Send, B>(a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B) -> (A, B) {
+    std::thread::scope(|scope| {
+        let h = scope.spawn(a);
+        let rb = b();
+        let ra = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (ra, rb)
+    })
 }

@@ -79,8 +79,8 @@ pub fn run(a: QueryArgs) -> Result<()> {
         let p = st.only_point(point)?;
         Ok((st, p))
     };
-    let (ss, sp) = open(&a.sender)?;
-    let (rs, rp) = open(&a.receiver)?;
+    let (mut ss, sp) = open(&a.sender)?;
+    let (mut rs, rp) = open(&a.receiver)?;
     let configured = sp
         .config
         .iter()
@@ -98,7 +98,7 @@ pub fn run(a: QueryArgs) -> Result<()> {
         gamma: a.gamma,
         estimator,
     };
-    let l = query_stores((&ss, &sp), (&rs, &rp), &q, a.verify)?;
+    let l = query_stores((&mut ss, &sp), (&mut rs, &rp), &q, a.verify)?;
     let g = guarantee(&sp);
     let covered = g.map(|(_, _, t_min)| l.mean_ns.is_some() && l.t_units >= t_min);
     if a.json {

@@ -986,9 +986,9 @@ fn query_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             // the whole `owl query`: open both stores, find the points, read, estimate
             let run = || -> Result<(f64, usize)> {
                 let t = Instant::now();
-                let (ss, rs) = (Store::open_read(&paths[0])?, Store::open_read(&paths[1])?);
+                let (mut ss, mut rs) = (Store::open_read(&paths[0])?, Store::open_read(&paths[1])?);
                 let (sp, rp) = (ss.only_point(None)?, rs.only_point(None)?);
-                let l = crate::colate::query_stores((&ss, &sp), (&rs, &rp), &q, verify)?;
+                let l = crate::colate::query_stores((&mut ss, &sp), (&mut rs, &rp), &q, verify)?;
                 Ok((t.elapsed().as_secs_f64() * 1e3, l.sender_epochs))
             };
             let reps = if verify { reps.min(3) } else { reps };
@@ -1113,7 +1113,7 @@ mod tests {
         assert_eq!(rows.len(), 5 * 3);
         assert!(rows.iter().all(|r| r[4] == r[3]), "{rows:?}");
         let paths = day_of_epochs(dir.path(), 3, 2).unwrap();
-        let (ss, rs) = (
+        let (mut ss, mut rs) = (
             crate::store::Store::open_read(&paths[0]).unwrap(),
             crate::store::Store::open_read(&paths[1]).unwrap(),
         );
@@ -1129,8 +1129,10 @@ mod tests {
                     gamma,
                     estimator: est,
                 };
-                let a = crate::colate::query_stores((&ss, &sp), (&rs, &rp), &q, false).unwrap();
-                let b = crate::colate::query_stores((&ss, &sp), (&rs, &rp), &q, true).unwrap();
+                let a =
+                    crate::colate::query_stores((&mut ss, &sp), (&mut rs, &rp), &q, false).unwrap();
+                let b =
+                    crate::colate::query_stores((&mut ss, &sp), (&mut rs, &rp), &q, true).unwrap();
                 assert_eq!(a, b);
                 assert_eq!(a.sender_epochs, 3);
                 answered += a.mean_ns.is_some() as usize;
