@@ -32,6 +32,10 @@ pub const MODEL_SAMPLE: usize = 1 << 16;
 /// Most consecutive sender segments one receiver segment may be split into (delimiters lost
 /// in a row); a longer run is not searched.
 pub const MAX_MERGED: usize = 4;
+/// Fewest one-segment groups recovered on several cores at once (fewer are not worth the
+/// threads), and most at once.
+const PARALLEL_MIN: usize = 2;
+const PARALLEL_STRETCH: usize = 1 << 16;
 
 /// What became of one sender packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,7 +149,22 @@ struct Sent<'a> {
 ///
 /// The receiver keeps the last recovery with a fingerprint of the sender's payload, so asking
 /// for the packets ([`Method::estimate_packets`]) and then for the estimate recovers once.
+///
+/// Groups are recovered on every core the machine offers ([`recover_pair_on`]); the result
+/// is the same on any number of them.
 pub fn recover_pair(s: &Sender, r: &Receiver) -> Result<Arc<PairRecovery>, MethodError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    recover_pair_on(s, r, threads)
+}
+
+/// [`recover_pair`] on at most `threads` threads: the groups of one pass of the search that
+/// the budget covers whole are recovered at once and counted in their order, so the result
+/// is the one a single thread finds.
+pub fn recover_pair_on(
+    s: &Sender,
+    r: &Receiver,
+    threads: usize,
+) -> Result<Arc<PairRecovery>, MethodError> {
     Config::check_pair(&s.cfg, &r.cfg)?;
     let mut payload = Vec::new();
     s.encode(&mut payload);
@@ -153,7 +172,12 @@ pub fn recover_pair(s: &Sender, r: &Receiver) -> Result<Arc<PairRecovery>, Metho
     if let Some(hit) = r.cache.get(print) {
         return Ok(hit);
     }
-    let rec = Arc::new(recover_uncached(s, r, payload.len() as u64)?);
+    let rec = Arc::new(recover_uncached(
+        s,
+        r,
+        payload.len() as u64,
+        threads.max(1),
+    )?);
     r.cache.put(print, rec.clone());
     Ok(rec)
 }
@@ -162,6 +186,7 @@ fn recover_uncached(
     s: &Sender,
     r: &Receiver,
     payload_bytes: u64,
+    threads: usize,
 ) -> Result<PairRecovery, MethodError> {
     let cfg = &*s.cfg;
     let wire = s.wire();
@@ -396,24 +421,83 @@ fn recover_uncached(
     let mut pending: Vec<usize> = (0..jobs.len()).collect();
     loop {
         let mut again = Vec::new();
-        for &n in &pending {
+        // one job as the budget left allows (a job of several S segments tries several
+        // splits, each within the cap)
+        let one = |n: usize, st: &mut Stats, budget: &mut u64| {
             let (run, gi) = jobs[n];
             let segs = &runs[run].1;
-            found[n] = if segs.len() > MAX_MERGED || runs[run].0.is_none() {
+            if segs.len() > MAX_MERGED || runs[run].0.is_none() {
                 Err(Unrecovered::NoMapping)
             } else {
                 let mut lim = cfg.limits();
-                lim.max_mappings = cap.min(budget).max(1);
+                lim.max_mappings = cap.min(*budget).max(1);
                 assign(
                     cfg,
                     &lim,
                     &model,
                     list_of(run, gi),
                     &tuples_of(run, gi),
-                    &mut st,
-                    &mut budget,
+                    st,
+                    budget,
                 )
-            };
+            }
+        };
+        let single = |n: usize| {
+            let (run, _) = jobs[n];
+            runs[run].1.len() == 1 && runs[run].0.is_some()
+        };
+        let mut at = 0;
+        while at < pending.len() {
+            // a stretch of one-segment jobs, each of which tests at most `cap` mappings: while
+            // the budget covers them all and one more cap, each finds what it would find alone
+            // in this order (none meets the budget), so they run at once and are counted in
+            // order — the same result as one after the other, on every core
+            let room = (budget / cap.max(1)).saturating_sub(1) as usize;
+            let stretch = pending[at..]
+                .iter()
+                .take(room.min(PARALLEL_STRETCH))
+                .take_while(|&&n| single(n))
+                .count();
+            if threads > 1 && stretch >= PARALLEL_MIN {
+                let batch = &pending[at..at + stretch];
+                let per = batch.len().div_ceil(threads);
+                let results: Vec<(Result<_, _>, u64)> = std::thread::scope(|scope| {
+                    let handles: Vec<_> = batch
+                        .chunks(per)
+                        .map(|chunk| {
+                            scope.spawn(|| {
+                                chunk
+                                    .iter()
+                                    .map(|&n| {
+                                        let mut local = Stats::default();
+                                        let mut unbounded = u64::MAX;
+                                        let r = one(n, &mut local, &mut unbounded);
+                                        (r, local.mappings)
+                                    })
+                                    .collect::<Vec<_>>()
+                            })
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                        .collect()
+                });
+                for (&n, (r, tested)) in batch.iter().zip(results) {
+                    debug_assert!(tested <= cap && budget >= tested + cap);
+                    budget = budget.saturating_sub(tested);
+                    st.mappings += tested;
+                    st.most_mappings = st.most_mappings.max(tested);
+                    found[n] = r;
+                }
+                at += stretch;
+            } else {
+                let n = pending[at];
+                found[n] = one(n, &mut st, &mut budget);
+                at += 1;
+            }
+        }
+        for &n in &pending {
             if found[n] == Err(Unrecovered::Cap) {
                 again.push(n);
             }

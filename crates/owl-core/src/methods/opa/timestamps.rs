@@ -681,9 +681,12 @@ pub fn entropy_bits(values: impl IntoIterator<Item = i64>) -> f64 {
         return 0.0;
     }
     let nf = n as f64;
+    // summed in the values' order: the same figure on every run (a hash map's order is not)
+    let mut counts: Vec<(i64, u64)> = counts.into_iter().collect();
+    counts.sort_unstable();
     counts
-        .values()
-        .map(|&c| {
+        .iter()
+        .map(|&(_, c)| {
             let p = c as f64 / nf;
             -p * p.log2()
         })
