@@ -44,7 +44,7 @@ use crate::method::{
 use crate::record::{FlowKey, PacketRecord, ipproto};
 use crate::wire::DecodeError;
 
-/// Identities a [`ClassTap`] keeps per interval (about 24 MiB of table at most).
+/// Identities a [`ClassTap`] keeps per interval (a hash table of at most about 34 MiB: 2²¹ slots of 17 bytes).
 pub const DEFAULT_TAP_CAPACITY: usize = 1 << 20;
 
 /// Classes named before the rest is folded into `other` ([`ClassBook::new`]'s default).

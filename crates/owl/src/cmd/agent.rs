@@ -75,7 +75,7 @@ opa-wavelet) also gives them by flow class, its protocol and service port (the s
 tcp/443, udp/53, icmp), in \"class_histograms\":[{\"class\",\"le_ns\",\"weights\",\"sum_ns\"}] on
 its line; the collector exports them as owl_class_one_way_delay_seconds{pair,method,class}.
 R reads each recovered packet's class from its own records of the interval (a table of at
-most 1 048 576 identities an interval, about 24 MiB; delays past it are counted as
+most 1 048 576 identities an interval, about 34 MiB; delays past it are counted as
 \"unclassified\"); the first 32 classes are named, later ones are \"other\". Nothing more
 crosses the network.
 
