@@ -18,9 +18,9 @@
 //! point synopsis of its own ([`ClassTapMethod`]), so a point's pipeline cuts it into intervals
 //! exactly as it cuts the methods' synopses.
 //!
-//! [`ClassBook`] names the classes in the order they are first seen, up to a cap; the traffic of
-//! every class past it is folded into one `other` slot, and the classes and packets folded are
-//! counted. [`ClassDelays`] keeps one mergeable [`RecoveredDelays`] (a relative-error
+//! [`ClassBook`] names the classes in the order they are first seen (within an interval, the
+//! busiest first), up to a cap; the traffic of every class past it is folded into one `other`
+//! slot, and the classes and packets folded are counted. [`ClassDelays`] keeps one mergeable [`RecoveredDelays`] (a relative-error
 //! histogram, with what its intervals rest on) per slot, merged interval after interval, so a
 //! class's quantiles over the whole run are those of its delays together (never an average of
 //! per-interval quantiles), in memory bounded by the cap times the histogram's.
@@ -148,8 +148,8 @@ impl ClassBook {
         self.max
     }
 
-    /// Name the classes of an interval's packets at R (the packets of classes folded into
-    /// `other` counted): once per interval, whatever the methods.
+    /// Name the classes of an interval's packets at R, the busiest first (the packets of
+    /// classes folded into `other` counted): once per interval, whatever the methods.
     pub fn note(&mut self, tap: &ClassTap) {
         for (c, n) in tap.counts() {
             self.slot_of(c, n);
@@ -227,12 +227,15 @@ impl ClassTap {
     pub fn class_of(&self, id: u64) -> Option<FlowClass> {
         self.classes.get(&id).copied().flatten()
     }
-    /// Packets kept of each class.
-    pub fn counts(&self) -> HashMap<FlowClass, u64> {
-        let mut n = HashMap::new();
+    /// Packets kept of each class, the busiest first (ties in class order): the order in
+    /// which [`ClassBook::note`] names them, the same on every run.
+    pub fn counts(&self) -> Vec<(FlowClass, u64)> {
+        let mut n: HashMap<FlowClass, u64> = HashMap::new();
         for c in self.classes.values().flatten() {
             *n.entry(*c).or_insert(0) += 1;
         }
+        let mut n: Vec<(FlowClass, u64)> = n.into_iter().collect();
+        n.sort_unstable_by_key(|&(c, k)| (std::cmp::Reverse(k), c));
         n
     }
 }
@@ -411,6 +414,57 @@ mod tests {
         // ICMP's "ports" are its identifier and type: one class
         assert_eq!(FlowClass::of(&flow(1, 77, 0x0800)).to_string(), "icmp");
         assert_eq!(FlowClass::of(&flow(47, 0, 0)).to_string(), "ip47");
+    }
+
+    /// An interval's classes are named busiest first, whatever order the tap's table holds
+    /// them in; a packet seen again with another class is in none, and past the capacity
+    /// packets are counted, not kept.
+    #[test]
+    fn a_tap_names_the_busiest_classes_first() {
+        let rec = |id: u64, dport: u16| PacketRecord {
+            id,
+            flow: flow(17, 50_000, dport),
+            ..Default::default()
+        };
+        let mut tap = ClassTap::new(1_000);
+        // one packet of each of 40 rare classes, then 100 of udp/53 and 50 of udp/123
+        for k in 0..40u64 {
+            tap.record_packet(&rec(k, 2_000 + k as u16));
+        }
+        for k in 0..100 {
+            tap.record_packet(&rec(1_000 + k, 53));
+        }
+        for k in 0..50 {
+            tap.record_packet(&rec(2_000 + k, 123));
+        }
+        tap.record_packet(&rec(1_000, 54)); // the same identity, another class
+        assert_eq!(tap.collisions, 1);
+        assert_eq!(tap.class_of(1_000), None);
+        assert_eq!(tap.class_of(1_001).map(|c| c.port), Some(53));
+        let mut book = ClassBook::new(3);
+        book.note(&tap);
+        assert_eq!(
+            (0..4).map(|s| book.label(s)).collect::<Vec<_>>(),
+            ["udp/53", "udp/123", "udp/2000", "other"]
+        );
+        assert_eq!(book.folded(), (39, 39));
+        let mut full = ClassTap::new(2);
+        for k in 0..5 {
+            full.record_packet(&rec(k, 53));
+        }
+        assert_eq!(
+            (full.overflow, full.counts()),
+            (
+                3,
+                vec![(
+                    FlowClass {
+                        proto: 17,
+                        port: 53
+                    },
+                    2
+                )]
+            )
+        );
     }
 
     #[test]
