@@ -67,7 +67,8 @@ Per flow (--per-flow):
 Per class (--per-class):
   A flow class is a protocol and its service port, the smaller of the two ports (tcp/443
   holds a web server's requests and replies alike; icmp is one class): the first 32 classes
-  R's capture shows are named, any later one is reported as other. Every method that recovers
+  R's capture shows are named (the busiest of an interval first), any later one is reported
+  as other. Every method that recovers
   individual delays ({RECOVERING}) puts each delay in its packet's class (read from R's
   records of the interval, nothing more crosses the network), in one relative-error histogram
   per class merged over the intervals: p50/p90/p99/p99.9 per class with their 95 % intervals,

@@ -3,8 +3,8 @@
 //!
 //! A flow class is a protocol and its service port ([`owl_core::flow_class`]): `udp/53`,
 //! `tcp/443`, `icmp`. The first [`DEFAULT_MAX_CLASSES`] classes R's capture shows are named, in
-//! that order; the traffic of any class after them is reported as `other`, with the number of
-//! classes and packets folded into it.
+//! that order (within an interval, the busiest first); the traffic of any class after them is
+//! reported as `other`, with the number of classes and packets folded into it.
 //!
 //! In each interval, every method whose [`Method::recovered_packets`] answers gives the
 //! delivered packets behind its quantiles, each with its identity; the identity's class comes
