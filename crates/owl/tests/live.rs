@@ -872,6 +872,38 @@ fn agent_inputs_and_filters_are_checked() {
         &["--interval", "1s", "--replay", "x.pcap", "--duration", "1s"],
         "--iface",
     );
+    // classes of delays no method recovers, and classes at the sender
+    clap_error(
+        &[
+            "--interval",
+            "1s",
+            "--replay",
+            "x.pcap",
+            "--methods",
+            "lda,rda",
+            "--per-class",
+        ],
+        "--per-class breaks down the delays a method recovers: give one of opa, opa-wavelet, sample",
+    );
+    fails(
+        &[
+            "agent",
+            "--role",
+            "sender",
+            "--peer",
+            "127.0.0.1:9",
+            "--key-file",
+            k,
+            "--interval",
+            "1s",
+            "--replay",
+            "x.pcap",
+            "--methods",
+            "sample",
+            "--per-class",
+        ],
+        "--per-class is for the receiver",
+    );
     // an interface that does not exist: one error line after the listening line, no panic
     let o = common::owl(&[&base[..], &["--interval", "1s", "--iface", "nosuchif0"]].concat());
     let err = String::from_utf8_lossy(&o.stderr).to_string();

@@ -259,6 +259,16 @@ pub fn run(a: AgentArgs) -> Result<()> {
     for &n in &names {
         built.push(Arc::from(methods::build_configured(n, &opts, &overrides)?));
     }
+    if a.per_class
+        && !names
+            .iter()
+            .any(|n| owl_core::registry::find(n).is_some_and(|i| i.recovers_delays))
+    {
+        bail!(
+            "--per-class breaks down the delays a method recovers: give one of {} in --methods",
+            methods::recovering_names()
+        );
+    }
     let key = Key::read(&a.key_file)?;
     if Key::readable_by_others(&a.key_file) {
         log(&format!(
