@@ -214,11 +214,15 @@ impl Timer for WallTimer {
     }
 }
 
-/// Per-flow and per-packet queries on each closed pair, before the estimators consume it.
+/// Per-flow, per-packet and per-class queries on each closed pair, before the estimators
+/// consume it.
 struct FlowHook<'h, 'w> {
     per_flow: Option<&'h mut PerFlow>,
     per_packet: Option<&'h mut PerPacket<'w>>,
     per_class: Option<&'h mut PerClass>,
+    /// Time each method spends answering the per-packet and per-class queries, by index
+    /// (added to its time in the report, taken from the truth's).
+    spent: &'h mut [Duration],
 }
 
 impl PairHook for FlowHook<'_, '_> {
@@ -236,10 +240,10 @@ impl PairHook for FlowHook<'_, '_> {
             pf.presence.forget(index);
         }
         if let Some(pp) = self.per_packet.as_deref_mut() {
-            pp.add_interval(index, methods, sender, receiver);
+            pp.add_interval(index, methods, sender, receiver, self.spent);
         }
         if let Some(pc) = self.per_class.as_deref_mut() {
-            pc.add_interval(index, methods, sender, receiver);
+            pc.add_interval(index, methods, sender, receiver, self.spent);
         }
     }
 }
@@ -337,6 +341,7 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
     let mut timer = WallTimer {
         per_method: vec![Duration::ZERO; built.len()],
     };
+    let mut hook_time = vec![Duration::ZERO; built.len()];
     let truth_cfg = TruthConfig {
         per_flow: opts.per_flow,
         keep_unmatched: sinks.unmatched.is_some(),
@@ -420,13 +425,7 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
         .sum();
     while let Some(ev) = reader.next_event() {
         let t = Instant::now();
-        let before: Duration = timer.per_method.iter().sum();
-        let per_packet_before = per_packet
-            .as_ref()
-            .map_or(Duration::ZERO, |p| p.total_time())
-            + per_class
-                .as_ref()
-                .map_or(Duration::ZERO, |p| p.total_time());
+        let before: Duration = timer.per_method.iter().chain(&hook_time).sum();
         match ev {
             Event::Batch(k, batch, bytes) => {
                 bars[k].set_position(bytes);
@@ -444,6 +443,7 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
                     per_flow: per_flow.as_mut(),
                     per_packet: per_packet.as_mut(),
                     per_class: per_class.as_mut(),
+                    spent: &mut hook_time,
                 };
                 pipeline.push(roles[k], &batch, &mut timer, &mut hook);
             }
@@ -468,6 +468,7 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
                     per_flow: per_flow.as_mut(),
                     per_packet: per_packet.as_mut(),
                     per_class: per_class.as_mut(),
+                    spent: &mut hook_time,
                 };
                 pipeline.finish_point(roles[k], &mut timer, &mut hook);
                 // The other point's lead-out: the lock-step hands out no record past this
@@ -494,16 +495,9 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
                 (None, None) => {}
             }
         }
-        let per_packet_time = per_packet
-            .as_ref()
-            .map_or(Duration::ZERO, |p| p.total_time())
-            + per_class
-                .as_ref()
-                .map_or(Duration::ZERO, |p| p.total_time());
         exact_time += t
             .elapsed()
-            .saturating_sub(timer.per_method.iter().sum::<Duration>() - before)
-            .saturating_sub(per_packet_time - per_packet_before);
+            .saturating_sub(timer.per_method.iter().chain(&hook_time).sum::<Duration>() - before);
         for o in pipeline.drain() {
             synopsis += o
                 .estimates
@@ -626,15 +620,9 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
         reported,
     } = filed;
     exact.time = exact_time;
-    for (m, time) in results.iter_mut().zip(&timer.per_method) {
-        // a per-packet method's answer to the per-packet query is its work too
-        m.time = *time
-            + per_packet
-                .as_ref()
-                .map_or(Duration::ZERO, |p| p.time_of(&m.name))
-            + per_class
-                .as_ref()
-                .map_or(Duration::ZERO, |p| p.time_of(&m.name));
+    for ((m, time), hook) in results.iter_mut().zip(&timer.per_method).zip(&hook_time) {
+        // a method's answers to the per-packet and per-class queries are its work too
+        m.time = *time + *hook;
     }
     let mut reports = Vec::new();
     let mut results = results.iter();

@@ -40,7 +40,6 @@ struct MethodAcc {
     name: String,
     delays: ClassDelays,
     error: Option<String>,
-    time: Duration,
 }
 
 /// The classes' truth and every recovering method's delays per class.
@@ -105,13 +104,15 @@ impl PerClass {
     }
 
     /// Ask every method for its recovered packets of one closed interval pair, put each in its
-    /// class, and forget R's records of the interval (and of any before it).
+    /// class, and forget R's records of the interval (and of any before it); the time each
+    /// method spends is added to `spent` (by method index).
     pub fn add_interval(
         &mut self,
         index: u64,
         methods: &[Arc<dyn Method>],
         sender: &[Box<dyn PointSynopsis>],
         receiver: &[Box<dyn PointSynopsis>],
+        spent: &mut [Duration],
     ) {
         let tap = self.taps.remove(&index).unwrap_or_else(|| ClassTap::new(0));
         self.taps.retain(|&i, _| i > index);
@@ -127,7 +128,6 @@ impl PerClass {
                 name: m.name().to_string(),
                 delays: ClassDelays::default(),
                 error: None,
-                time: Duration::ZERO,
             });
             match answer {
                 Ok(p) => acc.delays.add_interval(&mut self.book, &tap, &p),
@@ -136,22 +136,8 @@ impl PerClass {
                         .get_or_insert_with(|| format!("interval {index}: {e}"));
                 }
             }
-            acc.time += started.elapsed();
+            spent[k] += started.elapsed();
         }
-    }
-
-    /// Time `name` spent answering.
-    pub fn time_of(&self, name: &str) -> Duration {
-        self.methods
-            .iter()
-            .flatten()
-            .find(|m| m.name == name)
-            .map_or(Duration::ZERO, |m| m.time)
-    }
-
-    /// Total time the methods spent answering.
-    pub fn total_time(&self) -> Duration {
-        self.methods.iter().flatten().map(|m| m.time).sum()
     }
 
     /// The classes with a truth or an estimate, the busiest (by the truth's delays) first, and

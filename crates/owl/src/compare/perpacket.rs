@@ -51,8 +51,6 @@ pub struct PerPacket<'w> {
     accs: Vec<Option<Acc>>,
     /// The first write error (the pipeline's hook cannot return one).
     failed: Option<anyhow::Error>,
-    /// Time each method spent answering, by name (added to its time in the report).
-    times: Vec<(String, std::time::Duration)>,
     /// Each method's delay summary and whether its quantiles are exact, once finished.
     summaries: Vec<(String, Option<DelaySummary>, bool)>,
 }
@@ -101,7 +99,6 @@ impl<'w> PerPacket<'w> {
                 csv: None,
                 accs,
                 failed: None,
-                times: Vec::new(),
                 summaries: Vec::new(),
             }));
         };
@@ -117,18 +114,19 @@ impl<'w> PerPacket<'w> {
             csv: Some(csv),
             accs,
             failed: None,
-            times: Vec::new(),
             summaries: Vec::new(),
         }))
     }
 
-    /// Ask every per-packet method for the packets of one closed interval pair.
+    /// Ask every per-packet method for the packets of one closed interval pair; the time
+    /// each spends answering is added to `spent` (by method index).
     pub fn add_interval(
         &mut self,
         index: u64,
         methods: &[Arc<dyn Method>],
         sender: &[Box<dyn PointSynopsis>],
         receiver: &[Box<dyn PointSynopsis>],
+        spent: &mut [std::time::Duration],
     ) {
         for (k, m) in methods.iter().enumerate() {
             let Some(acc) = self.accs.get_mut(k).and_then(Option::as_mut) else {
@@ -136,11 +134,7 @@ impl<'w> PerPacket<'w> {
             };
             let started = std::time::Instant::now();
             let answer = m.estimate_packets(&*sender[k], &*receiver[k]);
-            let spent = started.elapsed();
-            match self.times.iter_mut().find(|t| t.0 == acc.name) {
-                Some(t) => t.1 += spent,
-                None => self.times.push((acc.name.clone(), spent)),
-            }
+            spent[k] += started.elapsed();
             let packets = match answer {
                 None => continue,
                 Some(Err(e)) => {
@@ -207,19 +201,6 @@ impl<'w> PerPacket<'w> {
             })
             .collect();
         Ok(())
-    }
-
-    /// Time every method spent giving its packets.
-    pub fn total_time(&self) -> std::time::Duration {
-        self.times.iter().map(|t| t.1).sum()
-    }
-
-    /// Time method `name` spent giving its packets.
-    pub fn time_of(&self, name: &str) -> std::time::Duration {
-        self.times
-            .iter()
-            .find(|t| t.0 == name)
-            .map_or(std::time::Duration::ZERO, |t| t.1)
     }
 
     fn acc(&self, name: &str) -> Option<&Acc> {
