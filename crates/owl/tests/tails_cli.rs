@@ -37,7 +37,12 @@ fn pair(dir: &Path, seed: u64) -> (String, String) {
 
 /// `owl compare` over 10 intervals of 20 ms, as JSON.
 fn compare(s: &str, r: &str, methods: &str) -> Value {
-    serde_json::from_str(&ok(&[
+    serde_json::from_str(&ok(&[&args(s, r, methods)[..], &["--json"]].concat())).unwrap()
+}
+
+/// The arguments of `owl compare` over 10 intervals of 20 ms, `sample` at 500 a point.
+fn args<'a>(s: &'a str, r: &'a str, methods: &'a str) -> [&'a str; 9] {
+    [
         "compare",
         s,
         r,
@@ -47,9 +52,7 @@ fn compare(s: &str, r: &str, methods: &str) -> Value {
         "20ms",
         "--method-config",
         "sample:capacity=500",
-        "--json",
-    ]))
-    .unwrap()
+    ]
 }
 
 fn method<'a>(j: &'a Value, name: &str) -> &'a Value {
@@ -93,17 +96,7 @@ fn opa_whole_capture_p99_within_alpha_of_the_truth() {
     let opa0 = iv.as_array().unwrap().iter().find(|m| m["name"] == "opa");
     assert!(opa0.unwrap().get("quantiles_relative_error").is_none());
 
-    let text = ok(&[
-        "compare",
-        &s,
-        &r,
-        "--methods",
-        "exact,opa,sample",
-        "--interval",
-        "20ms",
-        "--method-config",
-        "sample:capacity=500",
-    ]);
+    let text = ok(&args(&s, &r, "exact,opa,sample"));
     let table: Vec<&str> = text
         .lines()
         .skip_while(|l| !l.starts_with("quantiles "))
@@ -175,18 +168,7 @@ fn per_class_quantiles_stand_beside_each_class_truth() {
         ],
     );
     let (s, r) = (s.to_str().unwrap(), r.to_str().unwrap());
-    let args = [
-        "compare",
-        s,
-        r,
-        "--methods",
-        "exact,opa,sample",
-        "--interval",
-        "20ms",
-        "--method-config",
-        "sample:capacity=500",
-        "--per-class",
-    ];
+    let args = [&args(s, r, "exact,opa,sample")[..], &["--per-class"]].concat();
     let j: Value = serde_json::from_str(&ok(&[&args[..], &["--json"]].concat())).unwrap();
     let classes = j["classes"].as_array().unwrap();
     assert!(classes.len() >= 2, "{}", j["classes"]);
