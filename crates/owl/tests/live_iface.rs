@@ -21,6 +21,44 @@ struct Lab {
 }
 
 impl Lab {
+    /// The lab of test `test`: the namespaces `names`, made now and removed when it ends; or
+    /// `None`, after a `SKIPPED:` line, where this machine cannot make them (or lacks a tool:
+    /// `missing`) — a failure under `OWL_REQUIRE_NETNS=1`, which `.ci/run` sets once it has
+    /// made a namespace itself, so a skip there is never a silent pass (the harness hides a
+    /// passing test's standard error).
+    fn of(test: &str, names: &[&str], missing: Option<String>) -> Option<Lab> {
+        let required = std::env::var("OWL_REQUIRE_NETNS").is_ok_and(|v| v == "1");
+        let skip = |why: String| {
+            assert!(!required, "OWL_REQUIRE_NETNS=1 but: {why}");
+            eprintln!("SKIPPED: {test}: {why}");
+        };
+        if let Some(why) = skip_reason().or(missing) {
+            skip(why);
+            return None;
+        }
+        let mut lab = Lab {
+            ns: Vec::new(),
+            children: Vec::new(),
+        };
+        for n in names {
+            let made = Command::new("ip")
+                .args(["netns", "add", n])
+                .output()
+                .unwrap();
+            if !made.status.success() {
+                // a container may run as root without the right to make namespaces: that is
+                // the environment, not owl
+                skip(format!(
+                    "cannot create a network namespace: {}",
+                    String::from_utf8_lossy(&made.stderr).trim()
+                ));
+                return None;
+            }
+            lab.ns.push(n.to_string());
+        }
+        Some(lab)
+    }
+
     /// `owl args…` run in namespace `ns` (standard output discarded), stopped when the lab
     /// ends: its standard error as it comes.
     fn owl_in<S: AsRef<std::ffi::OsStr>>(&mut self, ns: &str, args: &[S]) -> Arc<Mutex<String>> {
@@ -265,14 +303,6 @@ fn pcap_agents_on_a_veth_pair_measure_udp_across_it() {
 /// Two namespaces (names and interfaces suffixed by `variant`), agents capturing with `extra`
 /// arguments, UDP sent across.
 fn on_a_veth_pair(variant: &str, extra: &[&str]) {
-    // `.ci/run` sets OWL_REQUIRE_NETNS=1 once it has made a namespace itself: then a skip is a
-    // failure, never a silent pass (the harness hides a passing test's standard error)
-    let required = std::env::var("OWL_REQUIRE_NETNS").is_ok_and(|v| v == "1");
-    if let Some(why) = skip_reason() {
-        assert!(!required, "OWL_REQUIRE_NETNS=1 but: {why}");
-        eprintln!("SKIPPED: agents_on_a_veth_pair_measure_udp_across_it: {why}");
-        return;
-    }
     let id = std::process::id();
     let (ns_s, ns_r) = (
         format!("owl-s-{id}{variant}"),
@@ -280,29 +310,10 @@ fn on_a_veth_pair(variant: &str, extra: &[&str]) {
     );
     let (if_s, if_r) = (format!("os{variant}{id}"), format!("or{variant}{id}"));
     let (if_s, if_r) = (&if_s[..if_s.len().min(15)], &if_r[..if_r.len().min(15)]);
-    let mut lab = Lab {
-        ns: vec![ns_s.clone(), ns_r.clone()],
-        children: Vec::new(),
-    };
-    // a container may run as root without the right to make namespaces: that is the
-    // environment, not owl
-    let made = Command::new("ip")
-        .args(["netns", "add", &ns_s])
-        .output()
-        .unwrap();
-    if !made.status.success() {
-        assert!(
-            !required,
-            "OWL_REQUIRE_NETNS=1 but ip netns add failed: {}",
-            String::from_utf8_lossy(&made.stderr).trim()
-        );
-        eprintln!(
-            "SKIPPED: agents_on_a_veth_pair_measure_udp_across_it: cannot create a network namespace: {}",
-            String::from_utf8_lossy(&made.stderr).trim()
-        );
+    let test = "agents_on_a_veth_pair_measure_udp_across_it";
+    let Some(mut lab) = Lab::of(test, &[&ns_s, &ns_r], None) else {
         return;
-    }
-    ip(&["netns", "add", &ns_r]);
+    };
     join_by_veth(
         [&ns_s, &ns_r],
         [if_s, if_r],
@@ -433,7 +444,6 @@ fn run_in(ns: &str, args: &[&str]) {
 /// tcpdump captures (`owl compare --methods exact`), to 1e-9 relative.
 #[test]
 fn a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth() {
-    let required = std::env::var("OWL_REQUIRE_NETNS").is_ok_and(|v| v == "1");
     let missing: Vec<&str> = ["tc", "nft", "tcpdump"]
         .into_iter()
         .filter(|t| {
@@ -443,13 +453,7 @@ fn a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth() {
                 .is_ok_and(|o| o.status.success())
         })
         .collect();
-    let why = skip_reason()
-        .or_else(|| (!missing.is_empty()).then(|| format!("{} not installed", missing.join(", "))));
-    if let Some(why) = why {
-        assert!(!required, "OWL_REQUIRE_NETNS=1 but: {why}");
-        eprintln!("SKIPPED: a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth: {why}");
-        return;
-    }
+    let missing = (!missing.is_empty()).then(|| format!("{} not installed", missing.join(", ")));
     let id = std::process::id();
     let ns: Vec<String> = ["a", "m", "b"]
         .iter()
@@ -462,14 +466,10 @@ fn a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth() {
         .map(|n| n[..n.len().min(15)].to_string())
         .collect();
     let (ia, ima, imb, ib) = (&ifs[0], &ifs[1], &ifs[2], &ifs[3]);
-    let mut lab = Lab {
-        ns: Vec::new(),
-        children: Vec::new(),
+    let test = "a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth";
+    let Some(mut lab) = Lab::of(test, &[na, nm, nb], missing) else {
+        return;
     };
-    for n in &ns {
-        ip(&["netns", "add", n]);
-        lab.ns.push(n.clone());
-    }
     ip(&["link", "add", ia, "type", "veth", "peer", "name", ima]);
     ip(&["link", "add", imb, "type", "veth", "peer", "name", ib]);
     for (ifc, n, addr) in [
@@ -680,24 +680,14 @@ fn a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth() {
 /// every other one is estimated, with no loss but the packets in flight across its end.
 #[test]
 fn a_receiver_killed_and_restarted_misses_only_its_down_time() {
-    let required = std::env::var("OWL_REQUIRE_NETNS").is_ok_and(|v| v == "1");
-    if let Some(why) = skip_reason() {
-        assert!(!required, "OWL_REQUIRE_NETNS=1 but: {why}");
-        eprintln!("SKIPPED: a_receiver_killed_and_restarted_misses_only_its_down_time: {why}");
-        return;
-    }
     let id = std::process::id();
     let (ns_s, ns_r) = (format!("owl-s-{id}k"), format!("owl-r-{id}k"));
     let (if_s, if_r) = (format!("osk{id}"), format!("ork{id}"));
     let (if_s, if_r) = (&if_s[..if_s.len().min(15)], &if_r[..if_r.len().min(15)]);
-    let mut lab = Lab {
-        ns: Vec::new(),
-        children: Vec::new(),
+    let test = "a_receiver_killed_and_restarted_misses_only_its_down_time";
+    let Some(mut lab) = Lab::of(test, &[&ns_s, &ns_r], None) else {
+        return;
     };
-    for n in [&ns_s, &ns_r] {
-        ip(&["netns", "add", n]);
-        lab.ns.push(n.clone());
-    }
     join_by_veth(
         [&ns_s, &ns_r],
         [if_s, if_r],
