@@ -124,11 +124,6 @@ impl ClassBook {
         }
     }
 
-    /// The slot of one packet of `flow` (naming its class if there is room).
-    pub fn slot(&mut self, flow: &FlowKey) -> Slot {
-        self.slot_of(FlowClass::of(flow), 1)
-    }
-
     /// The slot of class `c`, naming it if there is room; `packets` of it are counted as
     /// folded into `other` when there is not.
     pub fn slot_of(&mut self, c: FlowClass, packets: u64) -> Slot {
@@ -149,11 +144,20 @@ impl ClassBook {
     }
 
     /// Name the classes of an interval's packets at R, the busiest first (the packets of
-    /// classes folded into `other` counted): once per interval, whatever the methods.
-    pub fn note(&mut self, tap: &ClassTap) {
+    /// classes folded into `other` counted): once per interval, whatever the methods. Returns
+    /// the tap's packets per slot, what [`ClassDelays::add_interval`] counts a class's
+    /// unplaced packets from.
+    pub fn note(&mut self, tap: &ClassTap) -> Vec<u64> {
+        let mut received = vec![0u64; self.slots()];
         for (c, n) in tap.counts() {
-            self.slot_of(c, n);
+            received[self.slot_of(c, n)] += n;
         }
+        received
+    }
+
+    /// The slot of class `c` as named so far: its own, or `other`.
+    pub fn slot_for(&self, c: FlowClass) -> Slot {
+        self.slots.get(&c).copied().unwrap_or(self.max)
     }
 
     /// The `other` slot.
@@ -370,20 +374,23 @@ impl ClassDelays {
     }
 
     /// Add one interval's recovered packets, each in its class as `tap` (R's packets of the
-    /// interval) knows it, the slots from `book`; a placed class's unplaced packets are its
-    /// packets in the tap less those placed, where the tap holds every packet of the interval
-    /// in a class (else the interval's unplaced packets, in every class).
-    pub fn add_interval(&mut self, book: &mut ClassBook, tap: &ClassTap, rec: &RecoveredPackets) {
-        let mut received = vec![0u64; book.slots()];
-        for (c, n) in tap.counts() {
-            received[book.slot_of(c, 0)] += n;
-        }
+    /// interval) knows it, the slots from `book` once it has noted the tap, and `received` what
+    /// [`ClassBook::note`] returned; a placed class's unplaced packets are its packets in the
+    /// tap less those placed, where the tap holds every packet of the interval in a class (else
+    /// the interval's unplaced packets, in every class).
+    pub fn add_interval(
+        &mut self,
+        book: &ClassBook,
+        tap: &ClassTap,
+        received: &[u64],
+        rec: &RecoveredPackets,
+    ) {
         let whole = tap.overflow == 0 && tap.collisions == 0;
         self.add(
             rec.basis,
             &rec.packets,
-            |id| tap.class_of(id).map(|c| book.slot_of(c, 0)),
-            whole.then_some(&received[..]),
+            |id| tap.class_of(id).map(|c| book.slot_for(c)),
+            whole.then_some(received),
         );
     }
 
@@ -442,7 +449,8 @@ mod tests {
         assert_eq!(tap.class_of(1_000), None);
         assert_eq!(tap.class_of(1_001).map(|c| c.port), Some(53));
         let mut book = ClassBook::new(3);
-        book.note(&tap);
+        // the tap's packets per slot (the collided identity in none)
+        assert_eq!(book.note(&tap), [99, 50, 1, 39]);
         assert_eq!(
             (0..4).map(|s| book.label(s)).collect::<Vec<_>>(),
             ["udp/53", "udp/123", "udp/2000", "other"]
@@ -470,12 +478,13 @@ mod tests {
     #[test]
     fn classes_past_the_cap_are_folded_into_other_and_counted() {
         let mut b = ClassBook::new(2);
-        assert_eq!(b.slot(&flow(17, 40_000, 53)), 0);
-        assert_eq!(b.slot(&flow(6, 443, 40_001)), 1);
-        assert_eq!(b.slot(&flow(17, 53, 40_002)), 0);
-        assert_eq!(b.slot(&flow(6, 40_000, 22)), b.other());
-        assert_eq!(b.slot(&flow(6, 40_000, 22)), 2);
-        assert_eq!(b.slot(&flow(6, 40_000, 25)), 2);
+        let slot = |b: &mut ClassBook, f: &FlowKey| b.slot_of(FlowClass::of(f), 1);
+        assert_eq!(slot(&mut b, &flow(17, 40_000, 53)), 0);
+        assert_eq!(slot(&mut b, &flow(6, 443, 40_001)), 1);
+        assert_eq!(slot(&mut b, &flow(17, 53, 40_002)), 0);
+        assert_eq!(slot(&mut b, &flow(6, 40_000, 22)), b.other());
+        assert_eq!(slot(&mut b, &flow(6, 40_000, 22)), 2);
+        assert_eq!(slot(&mut b, &flow(6, 40_000, 25)), 2);
         assert_eq!(b.folded(), (2, 3));
         assert_eq!(
             (b.label(0), b.label(1), b.label(2)),

@@ -1605,14 +1605,14 @@ impl ReceiverState {
                 .and_then(|t| downcast::<ClassTap>(t, "class-tap").ok()),
             _ => None,
         };
-        if let Some(t) = &tap {
-            self.book.note(t);
-            if t.overflow > 0 || t.collisions > 0 {
-                (self.log)(&format!(
-                    "interval {k}: {} packets past the class tap's {DEFAULT_TAP_CAPACITY} identities and {} identities seen with two classes: their delays are in no class",
-                    t.overflow, t.collisions
-                ));
-            }
+        let received = tap.as_ref().map(|t| self.book.note(t));
+        if let Some(t) = &tap
+            && (t.overflow > 0 || t.collisions > 0)
+        {
+            (self.log)(&format!(
+                "interval {k}: {} packets past the class tap's {DEFAULT_TAP_CAPACITY} identities and {} identities seen with two classes: their delays are in no class",
+                t.overflow, t.collisions
+            ));
         }
         for (i, e) in errors {
             if let Some(r) = work.results.get_mut(i as usize) {
@@ -1659,11 +1659,11 @@ impl ReceiverState {
                     .map_err(|e| format!("the sender's synopsis: {e}")),
                 None => Ok(m.new_point(Role::Sender)),
             };
-            if let (Some(tap), Ok(s)) = (&tap, &s)
+            if let (Some(tap), Some(received), Ok(s)) = (&tap, &received, &s)
                 && let Some(Ok(p)) = m.recovered_packets(&**s, &*r)
             {
                 let mut c = ClassDelays::default();
-                c.add_interval(&mut self.book, tap, &p);
+                c.add_interval(&self.book, tap, received, &p);
                 let buckets = (0..self.book.slots())
                     .filter_map(|slot| {
                         Some(ClassBuckets {

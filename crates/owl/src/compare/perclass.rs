@@ -118,7 +118,7 @@ impl PerClass {
         self.taps.retain(|&i, _| i > index);
         self.collisions += tap.collisions;
         self.overflow += tap.overflow;
-        self.book.note(&tap);
+        let received = self.book.note(&tap);
         for (k, m) in methods.iter().enumerate() {
             let started = std::time::Instant::now();
             let Some(answer) = m.recovered_packets(&*sender[k], &*receiver[k]) else {
@@ -130,7 +130,7 @@ impl PerClass {
                 error: None,
             });
             match answer {
-                Ok(p) => acc.delays.add_interval(&mut self.book, &tap, &p),
+                Ok(p) => acc.delays.add_interval(&self.book, &tap, &received, &p),
                 Err(e) => {
                     acc.error
                         .get_or_insert_with(|| format!("interval {index}: {e}"));
