@@ -485,14 +485,16 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
                 }
             }
         }
+        // the matched packets the truth keeps for them (keep_matched), once each
         if let Some(tr) = pipeline.truth_mut() {
-            match (delays.as_mut(), per_class.as_mut()) {
-                (Some(d), Some(pc)) => {
-                    write_delays(d, tr.drain_matched().inspect(|m| pc.add_matched(m)))?
+            let matched = tr.drain_matched().inspect(|m| {
+                if let Some(pc) = per_class.as_mut() {
+                    pc.add_matched(m)
                 }
-                (Some(d), None) => write_delays(d, tr.drain_matched())?,
-                (None, Some(pc)) => tr.drain_matched().for_each(|m| pc.add_matched(&m)),
-                (None, None) => {}
+            });
+            match delays.as_mut() {
+                Some(d) => write_delays(d, matched)?,
+                None => matched.for_each(drop),
             }
         }
         exact_time += t

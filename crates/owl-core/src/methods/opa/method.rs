@@ -746,20 +746,20 @@ fn assign(
 
 /// An interval's estimate from its recovery: the exact mean and std of the recovered delays,
 /// and what they rest on.
-/// What a recovery's `placed` delays rest on: the received packets given no delay, and the
-/// timestamp codec's largest error (what the quantiles' intervals allow for).
-fn basis(cfg: &Config, rec: &PairRecovery, placed: u64) -> DelayBasis {
+/// What a recovery's `placed` delays rest on ([`DelayBasis::Placed`]): the received packets
+/// given no delay, and the timestamp codec's largest error (what the quantiles' intervals
+/// allow for).
+fn unplaced_and_error(cfg: &Config, rec: &PairRecovery, placed: u64) -> (u64, u64) {
     let st = &rec.stats;
-    DelayBasis::Placed {
-        unplaced: st
-            .receiver_packets
+    (
+        st.receiver_packets
             .saturating_sub(st.duplicates)
             .saturating_sub(placed),
-        max_error_ns: match cfg.codec {
+        match cfg.codec {
             Codec::Lossless => 0,
             Codec::Wavelet { .. } => st.codec_error.max_abs_ns,
         },
-    }
+    )
 }
 
 pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
@@ -846,13 +846,7 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
         st.foreign_segments
     ));
     let (h_group, h_all) = (st.gap_entropy_group, st.gap_entropy_all);
-    let DelayBasis::Placed {
-        unplaced,
-        max_error_ns,
-    } = basis(cfg, rec, n as u64)
-    else {
-        unreachable!("OPA places delays")
-    };
+    let (unplaced, max_error_ns) = unplaced_and_error(cfg, rec, n as u64);
     let codec = match cfg.codec {
         Codec::Lossless => "lossless".to_string(),
         Codec::Wavelet { ratio } => format!("wavelet θ = {ratio}"),
@@ -1066,8 +1060,12 @@ impl Method for OpaMethod {
                     _ => None,
                 })
                 .collect();
+            let (unplaced, max_error_ns) = unplaced_and_error(&s.cfg, &rec, packets.len() as u64);
             Ok(RecoveredPackets {
-                basis: basis(&s.cfg, &rec, packets.len() as u64),
+                basis: DelayBasis::Placed {
+                    unplaced,
+                    max_error_ns,
+                },
                 packets,
             })
         }))
