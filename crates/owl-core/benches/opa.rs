@@ -114,6 +114,7 @@ fn recovery(c: &mut Criterion) {
         max_errors: 2,
         shift: 16,
         max_mappings: 1 << 24,
+        max_work: u64::MAX,
     };
     let mut g = c.benchmark_group("opa/recover_group");
     for w in [128usize, 1000] {

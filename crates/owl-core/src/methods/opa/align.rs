@@ -33,9 +33,10 @@
 //!    work: what is accepted is what the CAH proves.
 //!
 //! A group's losses are bounded by its rows (`α < k`, sized by the design loss rate), not by
-//! `E`; every alignment considered counts against the group's cap and the interval's budget
-//! as Algorithm 1's mappings do. Groups larger than [`MAX_ALIGNED`] are left to the paper's
-//! enumeration.
+//! `E`; every alignment considered counts against the group's cap as Algorithm 1's mappings
+//! do, and its work (the lattice's nodes, the packets each alignment walks, the prefix sums it
+//! adds) against the interval's budget. Groups larger than [`MAX_ALIGNED`] are left to the
+//! paper's enumeration.
 
 use std::cell::Cell;
 use std::cmp::Ordering;
@@ -44,7 +45,9 @@ use std::collections::BinaryHeap;
 use hashbrown::HashMap;
 
 use super::cah::{self, Cah, MAX_ROWS};
-use super::recovery::{Errors, GroupRecovery, Limits, Mapping, Unrecovered, arrived_whole};
+use super::recovery::{
+    Errors, GroupRecovery, Limits, Mapping, Meter, Unrecovered, arrived_whole, work,
+};
 
 /// Largest group aligned (the lattice holds `(w + 1)·(bandwidth)` nodes).
 pub const MAX_ALIGNED: usize = 1 << 15;
@@ -400,6 +403,7 @@ impl<'a> Lattice<'a> {
         }
     }
 
+    /// The lattice's shape, unbuilt: what it will cost is [`Lattice::nodes`].
     #[allow(clippy::too_many_arguments)]
     fn new(
         w: usize,
@@ -412,7 +416,7 @@ impl<'a> Lattice<'a> {
         model: &'a DelayModel,
         costs: &'a Costs,
     ) -> Lattice<'a> {
-        let mut l = Lattice {
+        Lattice {
             w,
             n,
             ins: ins.min(n),
@@ -436,7 +440,18 @@ impl<'a> Lattice<'a> {
             pred: Vec::new(),
             slot: Vec::new(),
             more: Vec::new(),
-        };
+        }
+    }
+
+    /// Nodes of the lattice (what [`Lattice::build`] relaxes).
+    fn nodes(&self) -> u64 {
+        u64::from(self.sink()) + 1
+    }
+
+    /// Shortest paths into every node.
+    fn build(mut self) -> Lattice<'a> {
+        let l = &mut self;
+        let (w, n, los) = (l.w, l.n, l.los);
         let nodes = l.sink() as usize + 1;
         l.best = vec![f64::INFINITY; nodes];
         l.pred = vec![NONE; nodes];
@@ -477,7 +492,7 @@ impl<'a> Lattice<'a> {
                 l.pred[sink as usize] = u;
             }
         }
-        l
+        self
     }
 
     /// Path `k` (1-based) into `v`, if there is one.
@@ -660,6 +675,8 @@ struct Prefix<'a> {
     xs: &'a [u64],
     aug: &'a dyn Fn(u64, u64) -> u64,
     pre: HashMap<i64, Vec<u64>>,
+    /// Columns computed so far (the work of [`Prefix::sum`]).
+    columns: u64,
 }
 
 impl Prefix<'_> {
@@ -667,6 +684,7 @@ impl Prefix<'_> {
         let k = self.k;
         if to - from <= 2 {
             // a late packet or two: their own columns
+            self.columns += (to - from) as u64;
             for t in from..to {
                 let q = (t as i64 + 1 + o) as u64;
                 let c = cah::column(k, q, (self.aug)(self.xs[t], q));
@@ -677,7 +695,9 @@ impl Prefix<'_> {
             return;
         }
         let (xs, w, aug) = (self.xs, self.w, self.aug);
+        let columns = &mut self.columns;
         let pre = self.pre.entry(o).or_insert_with(|| {
+            *columns += xs.len() as u64;
             let n = xs.len();
             let mut p = vec![0u64; (n + 1) * k];
             for (t, &x) in xs.iter().enumerate() {
@@ -729,18 +749,13 @@ pub fn recover_aligned(
     debug_assert_eq!(pts.sent.len(), w);
     // Level 0: w′ = w and B′ = B (§IV-C), one mapping tested when the counts agree
     let mut tested = u64::from(n == w);
+    let mut meter = Meter::new(limits.max_work);
     if let Some(m) = arrived_whole(b, k, w, xs, aug) {
-        return GroupRecovery {
-            result: Ok(m),
-            tested,
-        };
+        return GroupRecovery::of(Ok(m), tested, &meter);
     }
     // unknowns are the losses left once moves are paired: fewer than k
     if w > n + (k - 1) || n > w + MAX_INSERTIONS {
-        return GroupRecovery {
-            result: Err(Unrecovered::TooManyErrors),
-            tested,
-        };
+        return GroupRecovery::of(Err(Unrecovered::TooManyErrors), tested, &meter);
     }
     let mut pre = Prefix {
         k,
@@ -748,6 +763,7 @@ pub fn recover_aligned(
         xs,
         aug,
         pre: HashMap::new(),
+        columns: 0,
     };
     let mut al = Alignment::default();
     let cap = limits.max_mappings;
@@ -781,11 +797,21 @@ pub fn recover_aligned(
     };
     'stages: for spec in &stages {
         let paths = spec.3;
-        let mut lat = lattice(spec);
+        let lat = lattice(spec);
+        if !meter.take(lat.nodes() * work::LATTICE_NODE) {
+            result = Err(Unrecovered::Budget);
+            break 'stages;
+        }
+        let mut lat = lat.build();
         for p in 1..=paths as u32 {
-            // every alignment considered counts against the cap, tested or not
+            // every alignment considered counts against the cap, tested or not, and walks
+            // the group
             if tested >= cap {
                 result = Err(Unrecovered::Cap);
+                break 'stages;
+            }
+            if !meter.take((w + n) as u64 * work::ALIGNED_PACKET) {
+                result = Err(Unrecovered::Budget);
                 break 'stages;
             }
             if !lat.alignment(p, &mut al) {
@@ -810,6 +836,10 @@ pub fn recover_aligned(
                 }
                 pre.sum(o, t, e, &mut matched);
                 t = e;
+            }
+            if !meter.take(std::mem::take(&mut pre.columns) * k as u64 * work::PREFIX_ROW) {
+                result = Err(Unrecovered::Budget);
+                break 'stages;
             }
             // each insertion may be a packet moved from a lost position nearby (§V-B): try the
             // pairings with the most moves first, then fewer
@@ -872,6 +902,10 @@ pub fn recover_aligned(
                         result = Err(Unrecovered::Cap);
                         break 'stages;
                     }
+                    if !meter.take(k as u64 * work::VARIANT_ROW) {
+                        result = Err(Unrecovered::Budget);
+                        break 'stages;
+                    }
                     tested += 1;
                 }
                 let mut res = [0u64; MAX_ROWS];
@@ -904,5 +938,5 @@ pub fn recover_aligned(
             }
         }
     }
-    GroupRecovery { result, tested }
+    GroupRecovery::of(result, tested, &meter)
 }

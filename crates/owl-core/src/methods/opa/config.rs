@@ -8,16 +8,17 @@ use super::timestamps::Codec;
 
 /// Longest delimiter prefix: a delimiter every 2⁴⁰ packets is no delimiter at all.
 pub const MAX_DELIMITER_BITS: u32 = 40;
-/// The interval's search budget, in mappings per sender packet: hostile or heavily reordered
-/// traffic costs at most this much recovery work per packet (about a microsecond on one core),
-/// or [`MIN_BUDGET`] in a small interval.
-pub const MAPPINGS_PER_PACKET: u64 = 32;
-/// The same for the search aligned on the timestamps, whose alignments cost more each (a walk
-/// of the group and a share of the lattice it comes from, ~10 µs): a hopeless interval (1 %
-/// loss and reordering without labels) costs about 40 µs a packet, a recoverable one 2–3.
-pub const ALIGNMENTS_PER_PACKET: u64 = 4;
-/// The smallest interval search budget.
-pub const MIN_BUDGET: u64 = 1 << 20;
+/// The share of one core recovery may spend searching per second of traffic, by default:
+/// half, so recovery keeps up with the traffic on one core whatever the errors, the group
+/// sizes or the search (see [`Config::cpu`]).
+pub const CPU: f64 = 1.0;
+/// Most search work per sender packet whatever the interval's span (about 100 µs): what a
+/// sender's timestamps spread over a long time can ask for.
+pub const MAX_WORK_PER_PACKET: u64 = 100_000;
+/// The smallest interval search budget (about 10 ms of one core).
+pub const MIN_WORK: u64 = 10_000_000;
+/// Largest `cpu`.
+pub const MAX_CPU: f64 = 1_000.0;
 /// Most groups per segment.
 pub const MAX_GROUPS: u32 = 1 << 20;
 /// The chance, at the design loss rate, that a group loses more packets than its rows can
@@ -57,10 +58,17 @@ pub struct Config {
     pub max_errors: u32,
     /// d: most positions a reordered packet moves within its group (§V-B).
     pub shift: u32,
-    /// Most mappings tested in one group before it is given up (the enumeration's hard cap);
-    /// an interval also stops searching once it has tested [`MAPPINGS_PER_PACKET`] per sender
-    /// packet (or [`MIN_BUDGET`], if more).
+    /// Most mappings tested in one group before it is given up (the enumeration's hard cap).
     pub max_mappings: u64,
+    /// The interval's search budget, as a share of one core per second of the traffic it
+    /// covers (from the sender's first to its last timestamp): the search stops when it has
+    /// spent `cpu ×` that span in work steps (about a nanosecond of one core each; at least
+    /// [`MIN_WORK`], at most [`MAX_WORK_PER_PACKET`] a packet), so recovery keeps up with the
+    /// traffic ([`CPU`] by default). Each pass of the search gives a group at most the
+    /// interval's budget per packet for each of its packets, sixteen times more each pass, so
+    /// that a few hard groups cannot spend what the easy ones need. Unrecovered groups are
+    /// counted as past the budget; a larger `cpu` places them, offline, given the time.
+    pub cpu: f64,
     /// How the sender's timestamps travel (§V-A).
     pub codec: Codec,
     /// ρ: the loss rate groups are sized for (§VI-A, Eq. 10: errors per group decide what is
@@ -87,6 +95,7 @@ const FIELDS: &[&str] = &[
     "max_errors",
     "shift",
     "max_mappings",
+    "cpu",
     "timestamps",
     "ratio",
     "design_loss",
@@ -110,6 +119,7 @@ impl Config {
             max_errors: 2,
             shift: 16,
             max_mappings: 1 << 24,
+            cpu: CPU,
             codec: Codec::Lossless,
             design_loss: 0.01,
             search: Search::Timestamps,
@@ -205,6 +215,12 @@ impl Config {
         if self.max_mappings == 0 {
             return bad("max_mappings must be at least 1".into());
         }
+        if !(self.cpu.is_finite() && self.cpu > 0.0 && self.cpu <= MAX_CPU) {
+            return bad(format!(
+                "cpu {} must be above 0 and at most {MAX_CPU} (the share of one core recovery may search for, per second of traffic)",
+                self.cpu
+            ));
+        }
         if self.shift > 1 << 16 {
             return bad(format!("shift {} must be at most 65536", self.shift));
         }
@@ -236,6 +252,7 @@ impl Config {
             max_errors: self.max_errors as usize,
             shift: self.shift as usize,
             max_mappings: self.max_mappings,
+            max_work: u64::MAX,
         }
     }
 
@@ -264,6 +281,7 @@ impl Config {
             ("max_errors", self.max_errors.to_string()),
             ("shift", self.shift.to_string()),
             ("max_mappings", self.max_mappings.to_string()),
+            ("cpu", self.cpu.to_string()),
             ("timestamps", ts.into()),
             ("ratio", ratio),
             ("design_loss", self.design_loss.to_string()),
@@ -297,6 +315,7 @@ impl Config {
                 "max_errors" => c.max_errors = config_value("opa", k, v)?,
                 "shift" => c.shift = config_value("opa", k, v)?,
                 "max_mappings" => c.max_mappings = config_value("opa", k, v)?,
+                "cpu" => c.cpu = config_value("opa", k, v)?,
                 "seed" => c.seed = config_value("opa", k, v)?,
                 "ratio" => ratio = Some(config_value::<f64>("opa", k, v)?),
                 "design_loss" => c.design_loss = config_value("opa", k, v)?,

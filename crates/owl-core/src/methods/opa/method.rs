@@ -13,8 +13,8 @@ use crate::wire::DecodeError;
 
 use super::align::{self, DelayModel, recover_aligned};
 use super::cah;
-use super::config::{ALIGNMENTS_PER_PACKET, Config, MAPPINGS_PER_PACKET, MIN_BUDGET, Search};
-use super::recovery::{Errors, Limits, Mapping, Unrecovered, recover};
+use super::config::{Config, MAX_WORK_PER_PACKET, MIN_WORK, Search};
+use super::recovery::{Errors, GroupRecovery, Limits, Mapping, Unrecovered, recover};
 use super::synopsis::{Key, Receiver, Sender, Tuple};
 use super::timestamps::{self, Codec, CodecError};
 
@@ -24,6 +24,12 @@ pub const FIRST_CAP: u64 = 1 << 12;
 /// The same for the search aligned on the timestamps, whose first alignments are the likely
 /// ones.
 pub const FIRST_CAP_ALIGNED: u64 = 1 << 8;
+/// A group's share of the interval's search budget in the first pass, per packet of the
+/// group, in budgets per packet of the interval (sixteen times more each pass after).
+pub const FIRST_SHARE: u64 = 2;
+/// A job of several S segments (R's segment past a lost delimiter) has this many shares: it
+/// tries several splits of R's packets, each within the cap.
+pub const SPLIT_SHARES: u64 = 8;
 /// Mappings of Algorithm 1 tried after an alignment failed.
 pub const FALLBACK_CAP: u64 = 1 << 12;
 /// Most delays sampled (from the groups that arrived whole) for the alignment's delay model.
@@ -71,6 +77,7 @@ pub struct Stats {
     /// Unrecovered groups by reason.
     pub too_many_errors: u64,
     pub capped: u64,
+    pub over_budget: u64,
     pub no_mapping: u64,
     /// Errors found in recovered groups.
     pub errors: Errors,
@@ -95,6 +102,10 @@ pub struct Stats {
     /// Mappings tested (Algorithm 1's loop), and the most in one group.
     pub mappings: u64,
     pub most_mappings: u64,
+    /// Search work spent (in [`work`] steps, about a nanosecond each) and the interval's
+    /// budget of it.
+    pub work: u64,
+    pub work_budget: u64,
     pub sender_segments: u64,
     pub receiver_segments: u64,
     /// Sender segments whose delimiter R did not see, recovered from R's merged segment.
@@ -218,6 +229,10 @@ fn recover_uncached(
     let mut sorted: Vec<u64> = ts.iter().flatten().copied().collect();
     sorted.sort_unstable();
     st.gap_entropy_all = timestamps::entropy_bits(sorted.windows(2).map(|w| (w[1] - w[0]) as i64));
+    let span_ns = match (sorted.first(), sorted.last()) {
+        (Some(a), Some(b)) => b - a,
+        _ => 0,
+    };
     drop(sorted);
 
     // R's segments in S's order: a segment opened by a packet S did not see as a delimiter, or
@@ -337,16 +352,13 @@ fn recover_uncached(
         }
     }
 
-    // each group of each run, within the interval's search budget: every group first with a
+    // each group of each run, within the interval's work budget: every group first with a
     // small cap, then the ones that reached it again with caps growing sixteenfold, so that a
     // hopeless group cannot starve the solvable ones
-    let per_packet = match cfg.search {
-        Search::Paper => MAPPINGS_PER_PACKET,
-        Search::Timestamps => ALIGNMENTS_PER_PACKET,
-    };
-    let mut budget = per_packet
-        .saturating_mul(st.sender_packets)
-        .max(MIN_BUDGET / (MAPPINGS_PER_PACKET / per_packet));
+    let mut budget = ((cfg.cpu * span_ns as f64) as u64)
+        .min(MAX_WORK_PER_PACKET.saturating_mul(st.sender_packets))
+        .max(MIN_WORK);
+    st.work_budget = budget;
     let nseg = wire.segments.len();
     let jobs: Vec<(usize, usize)> = (0..runs.len())
         .flat_map(|r| (0..g).map(move |gi| (r, gi)))
@@ -418,19 +430,23 @@ fn recover_uncached(
     type Found = Result<Vec<(Mapping, usize, usize)>, Unrecovered>;
     let mut found: Vec<Found> = vec![Err(Unrecovered::Cap); jobs.len()];
     let mut cap = first_cap.min(cfg.max_mappings);
+    let mut share = (budget / st.sender_packets.max(1))
+        .saturating_mul(FIRST_SHARE)
+        .max(1);
+    let mut deferred = vec![false; jobs.len()];
     let mut pending: Vec<usize> = (0..jobs.len()).collect();
     loop {
         let mut again = Vec::new();
         // one job as the budget left allows (a job of several S segments tries several
         // splits, each within the cap)
-        let one = |n: usize, st: &mut Stats, budget: &mut u64| {
+        let one = |n: usize, st: &mut Stats, spend: &mut Spend| {
             let (run, gi) = jobs[n];
             let segs = &runs[run].1;
             if segs.len() > MAX_MERGED || runs[run].0.is_none() {
                 Err(Unrecovered::NoMapping)
             } else {
                 let mut lim = cfg.limits();
-                lim.max_mappings = cap.min(*budget).max(1);
+                lim.max_mappings = cap;
                 assign(
                     cfg,
                     &lim,
@@ -438,7 +454,7 @@ fn recover_uncached(
                     list_of(run, gi),
                     &tuples_of(run, gi),
                     st,
-                    budget,
+                    spend,
                 )
             }
         };
@@ -446,22 +462,50 @@ fn recover_uncached(
             let (run, _) = jobs[n];
             runs[run].1.len() == 1 && runs[run].0.is_some()
         };
+        // a job's share of the budget in this pass: `share` for each of its packets (sent and
+        // received), so that every group is tried before a few hard ones spend the budget; a
+        // job of several S segments (a lost delimiter, rare) tries several splits, each within
+        // the cap, and has a share for each split it may try
+        let share_of = |n: usize| {
+            let (run, gi) = jobs[n];
+            let splits = if single(n) { 1 } else { SPLIT_SHARES };
+            let w: u64 = runs[run]
+                .1
+                .iter()
+                .map(|&i| u64::from(wire.segments[i].tuples[gi].w))
+                .sum();
+            share
+                .saturating_mul(w + list_of(run, gi).len() as u64)
+                .saturating_mul(splits)
+        };
+        // a job that spent its share (not the interval's budget) is searched again in the
+        // next pass, with the next cap and share
+        let spent_share = |r: &Found, spend: &Spend, budget: u64| {
+            *r == Err(Unrecovered::Budget) && spend.limit < budget
+        };
         let mut at = 0;
         while at < pending.len() {
-            // a stretch of one-segment jobs, each of which tests at most `cap` mappings: while
-            // the budget covers them all and one more cap, each finds what it would find alone
-            // in this order (none meets the budget), so they run at once and are counted in
-            // order — the same result as one after the other, on every core
-            let room = (budget / cap.max(1)).saturating_sub(1) as usize;
+            // a stretch of one-segment jobs whose shares the budget left covers is recovered on
+            // every core, each job within its share of the budget left; they are taken in
+            // order while each stayed within what it would have had one after the other (the
+            // same steps, so the same result, as on one thread), and the first job past that
+            // is recovered again alone
+            let mut room = budget;
             let stretch = pending[at..]
                 .iter()
-                .take(room.min(PARALLEL_STRETCH))
-                .take_while(|&&n| single(n))
+                .take(PARALLEL_STRETCH)
+                .take_while(|&&n| {
+                    let c = share_of(n);
+                    let fits = single(n) && c <= room;
+                    room = room.saturating_sub(c);
+                    fits
+                })
                 .count();
             if threads > 1 && stretch >= PARALLEL_MIN {
                 let batch = &pending[at..at + stretch];
                 let per = batch.len().div_ceil(threads);
-                let results: Vec<(Result<_, _>, u64)> = std::thread::scope(|scope| {
+                let left = budget;
+                let results: Vec<(Found, Stats, Spend)> = std::thread::scope(|scope| {
                     let handles: Vec<_> = batch
                         .chunks(per)
                         .map(|chunk| {
@@ -470,9 +514,9 @@ fn recover_uncached(
                                     .iter()
                                     .map(|&n| {
                                         let mut local = Stats::default();
-                                        let mut unbounded = u64::MAX;
-                                        let r = one(n, &mut local, &mut unbounded);
-                                        (r, local.mappings)
+                                        let mut spend = Spend::new(left.min(share_of(n)));
+                                        let r = one(n, &mut local, &mut spend);
+                                        (r, local, spend)
                                     })
                                     .collect::<Vec<_>>()
                             })
@@ -483,33 +527,54 @@ fn recover_uncached(
                         .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
                         .collect()
                 });
-                for (&n, (r, tested)) in batch.iter().zip(results) {
-                    debug_assert!(tested <= cap && budget >= tested + cap);
-                    budget = budget.saturating_sub(tested);
-                    st.mappings += tested;
-                    st.most_mappings = st.most_mappings.max(tested);
+                let mut taken = 0;
+                for (&n, (r, local, spend)) in batch.iter().zip(results) {
+                    let alone = budget.min(share_of(n));
+                    if spend.limit != alone && spend.reached > alone {
+                        break;
+                    }
+                    deferred[n] = spent_share(&r, &spend, budget);
                     found[n] = r;
+                    budget -= spend.spent;
+                    st.work += spend.spent;
+                    st.mappings += local.mappings;
+                    st.most_mappings = st.most_mappings.max(local.most_mappings);
+                    taken += 1;
                 }
-                at += stretch;
-            } else {
-                let n = pending[at];
-                found[n] = one(n, &mut st, &mut budget);
-                at += 1;
+                at += taken;
+                if taken == stretch {
+                    continue;
+                }
             }
+            let n = pending[at];
+            let mut spend = Spend::new(budget.min(share_of(n)));
+            let r = one(n, &mut st, &mut spend);
+            deferred[n] = spent_share(&r, &spend, budget);
+            found[n] = r;
+            budget -= spend.spent;
+            st.work += spend.spent;
+            at += 1;
         }
+        let mut stuck = 0;
         for &n in &pending {
-            if found[n] == Err(Unrecovered::Cap) {
+            if found[n] == Err(Unrecovered::Cap) || deferred[n] {
+                stuck += 1;
                 again.push(n);
             }
         }
         // the first pass decides whether the path is within OPA's assumptions: when most of
-        // the groups with errors stayed unrecovered at the first cap (reordering far beyond
-        // the shift bound, i.i.d. delays), searching them harder only spends the budget
+        // the groups with errors it searched stayed unrecovered at the first cap or share
+        // (reordering far beyond the shift bound, i.i.d. delays), searching them harder only
+        // spends the budget (groups the budget left unsearched say nothing either way)
         let searched = pending
             .iter()
-            .filter(|&&n| !matches!(&found[n], Ok(parts) if parts.iter().all(|p| p.0.errors.total() == 0)))
+            .filter(|&&n| match &found[n] {
+                Ok(parts) => parts.iter().any(|p| p.0.errors.total() > 0),
+                Err(Unrecovered::Budget) => deferred[n],
+                Err(_) => true,
+            })
             .count();
-        if cap == first_cap.min(cfg.max_mappings) && again.len() * 2 > searched {
+        if cap == first_cap.min(cfg.max_mappings) && stuck * 2 > searched {
             st.hopeless = true;
             break;
         }
@@ -517,6 +582,7 @@ fn recover_uncached(
             break;
         }
         cap = cap.saturating_mul(16).min(cfg.max_mappings);
+        share = share.saturating_mul(16);
         pending = again;
     }
     let mut fates: Vec<Vec<Fate>> = lengths
@@ -569,6 +635,7 @@ fn recover_uncached(
                 match why {
                     Unrecovered::TooManyErrors => st.too_many_errors += tuples.len() as u64,
                     Unrecovered::Cap => st.capped += tuples.len() as u64,
+                    Unrecovered::Budget => st.over_budget += tuples.len() as u64,
                     Unrecovered::NoMapping => st.no_mapping += tuples.len() as u64,
                 }
             }
@@ -634,6 +701,31 @@ fn in_order(ranks: &[Option<usize>]) -> Vec<bool> {
     keep
 }
 
+/// One job's share of the interval's work budget: its limit (the budget left when it starts),
+/// what its groups' searches spent, and the most any of them asked for, counted from the
+/// job's start. The job takes the same steps under any limit of at least `reached`.
+#[derive(Clone, Copy, Debug)]
+struct Spend {
+    limit: u64,
+    spent: u64,
+    reached: u64,
+}
+
+impl Spend {
+    fn new(limit: u64) -> Spend {
+        Spend {
+            limit,
+            spent: 0,
+            reached: 0,
+        }
+    }
+
+    fn add(&mut self, r: &GroupRecovery) {
+        self.reached = self.reached.max(self.spent + r.reached);
+        self.spent += r.work;
+    }
+}
+
 /// The mappings of consecutive sender tuples (with their sending times) over one received
 /// list, split where each tuple's packets end: `(mapping, start, end)` per tuple.
 #[allow(clippy::too_many_arguments)]
@@ -644,11 +736,11 @@ fn assign(
     list: &[Got],
     tuples: &[Sent],
     st: &mut Stats,
-    budget: &mut u64,
+    spend: &mut Spend,
 ) -> Result<Vec<(Mapping, usize, usize)>, Unrecovered> {
-    let run = |part: &[Got], s: &Sent, st: &mut Stats, budget: &mut u64| {
+    let run = |part: &[Got], s: &Sent, st: &mut Stats, spend: &mut Spend| {
         let mut lim = *lim;
-        lim.max_mappings = lim.max_mappings.min(*budget).max(1);
+        lim.max_work = spend.limit - spend.spent;
         let xs: Vec<u64> = part.iter().map(|p| p.0).collect();
         let t = &s.tuple;
         let (k, w) = (cfg.rows_for(t.w), t.w as usize);
@@ -672,9 +764,12 @@ fn assign(
             if r.result.is_err() && r.result != Err(Unrecovered::TooManyErrors) {
                 let mut paper = lim;
                 paper.max_mappings = FALLBACK_CAP.min(lim.max_mappings.saturating_sub(r.tested));
+                paper.max_work = lim.max_work - r.work;
                 if paper.max_mappings > 0 {
                     let p = recover(&t.b, k, w, &xs, &cah::augmented, &paper);
                     r.tested += p.tested;
+                    r.reached = r.reached.max(r.work + p.reached);
+                    r.work += p.work;
                     if p.result.is_ok() {
                         r.result = p.result;
                     }
@@ -684,7 +779,7 @@ fn assign(
         } else {
             recover(&t.b, k, w, &xs, &cah::augmented, &lim)
         };
-        *budget = budget.saturating_sub(r.tested);
+        spend.add(&r);
         st.mappings += r.tested;
         st.most_mappings = st.most_mappings.max(r.tested);
         r.result
@@ -693,7 +788,7 @@ fn assign(
         return Ok(Vec::new());
     };
     if rest.is_empty() {
-        return run(list, t0, st, budget).map(|m| vec![(m, 0, list.len())]);
+        return run(list, t0, st, spend).map(|m| vec![(m, 0, list.len())]);
     }
     // the first tuple's packets end near its count (within its errors): try the likeliest end
     // first, then outwards — its count (the paper's search), or the packets that arrived by
@@ -726,8 +821,8 @@ fn assign(
             continue;
         }
         let c = c as usize;
-        match run(&list[..c], t0, st, budget) {
-            Ok(m0) => match assign(cfg, lim, model, &list[c..], rest, st, budget) {
+        match run(&list[..c], t0, st, spend) {
+            Ok(m0) => match assign(cfg, lim, model, &list[c..], rest, st, spend) {
                 Ok(more) => {
                     let mut out = vec![(m0, 0, c)];
                     out.extend(more.into_iter().map(|(m, a, b)| (m, a + c, b + c)));
@@ -792,7 +887,7 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
     )];
     if st.unrecovered_groups > 0 {
         notes.push(format!(
-            "unrecovered groups hold {} sent and {} received packets ({} with more errors than {}, {} at the cap of {} mappings, {} with no mapping within the budget); their loss counted as the difference",
+            "unrecovered groups hold {} sent and {} received packets ({} with more errors than {}, {} at the cap of {} mappings, {} past the interval's search budget, {} with no mapping within the search); their loss counted as the difference{}",
             st.unrecovered_sent,
             st.unrecovered_received,
             st.too_many_errors,
@@ -802,7 +897,16 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
             },
             st.capped,
             cfg.max_mappings,
-            st.no_mapping
+            st.over_budget,
+            st.no_mapping,
+            if st.over_budget > 0 && !st.hopeless {
+                format!(
+                    " — the budget is {} of a core per second of traffic (opa:cpu={}); a larger cpu searches further, given the time",
+                    cfg.cpu, cfg.cpu
+                )
+            } else {
+                String::new()
+            }
         ));
     }
     if st.hopeless {
@@ -837,9 +941,12 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
         ));
     }
     notes.push(format!(
-        "{} mappings tested (at most {} in a group); segments: {} at S, {} at R, {} recovered past a lost delimiter, {} opened by a packet S did not see or out of order",
+        "{} mappings tested (at most {} in a group), search work {:.1} % of the interval's budget ({:.0} ms of one core at cpu={}); segments: {} at S, {} at R, {} recovered past a lost delimiter, {} opened by a packet S did not see or out of order",
         st.mappings,
         st.most_mappings,
+        100.0 * st.work as f64 / st.work_budget.max(1) as f64,
+        st.work_budget as f64 / 1e6,
+        cfg.cpu,
         st.sender_segments,
         st.receiver_segments,
         st.merged_segments,

@@ -30,7 +30,10 @@
 //! §VI-A: groups with more than `E` errors are not recovered (Eq. 10, the paper's
 //! implementation uses two), and a hard cap on the mappings tested per group bounds the work
 //! whatever the input (hostile or heavily reordered traffic): a group past it is reported
-//! unrecovered with its packet counts, never searched further.
+//! unrecovered with its packet counts, never searched further. Every step is also counted in
+//! [`work`] units (about a nanosecond of one core each) against [`Limits::max_work`], what is
+//! left of the interval's budget (owl's: a share of a core per second of traffic,
+//! [`super::Config::cpu`]), so that recovery's time follows the traffic, not the errors.
 
 use super::cah::{self, Cah, MAX_ROWS};
 
@@ -43,6 +46,59 @@ pub struct Limits {
     pub shift: usize,
     /// Most mappings tested in one group.
     pub max_mappings: u64,
+    /// Most work, in [`work`] steps, one group may spend: what is left of the interval's
+    /// budget (`u64::MAX` for none).
+    pub max_work: u64,
+}
+
+/// What a recovery's steps cost, in units of about a nanosecond of one core (fitted to the
+/// time of every searched group of a 1 M-packet interval at 10⁻³ and 10⁻² loss and
+/// reordering): the interval's budget is counted in these, so the time recovery takes follows
+/// the traffic whatever the errors, the group sizes or the search.
+pub mod work {
+    /// One node of an alignment lattice, built (its in-edges relaxed).
+    pub const LATTICE_NODE: u64 = 20;
+    /// One packet (sent or received) of an alignment, enumerated and walked.
+    pub const ALIGNED_PACKET: u64 = 40;
+    /// One row of one pairing of late packets with lost positions tried on an alignment.
+    pub const VARIANT_ROW: u64 = 10;
+    /// One row of one mapping of Algorithm 1's enumeration.
+    pub const MAPPING_ROW: u64 = 10;
+    /// One row of one received packet's column at one position, in prefix sums (Algorithm
+    /// 1's at every shift, an alignment's at each of its offsets).
+    pub const PREFIX_ROW: u64 = 12;
+}
+
+/// The work a group's search spent, beside its limit.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Meter {
+    pub spent: u64,
+    /// The largest total the search asked for: what it spent and the step it was about to
+    /// take. A search given at least this much takes the same steps.
+    pub reached: u64,
+    pub limit: u64,
+}
+
+impl Meter {
+    pub fn new(limit: u64) -> Meter {
+        Meter {
+            spent: 0,
+            reached: 0,
+            limit,
+        }
+    }
+
+    /// Spend `c`, or `false` (nothing spent) when it would exceed the limit.
+    #[inline]
+    pub fn take(&mut self, c: u64) -> bool {
+        let t = self.spent.saturating_add(c);
+        self.reached = self.reached.max(t);
+        if t > self.limit {
+            return false;
+        }
+        self.spent = t;
+        true
+    }
 }
 
 /// The errors a recovered mapping found.
@@ -76,6 +132,8 @@ pub enum Unrecovered {
     TooManyErrors,
     /// The cap on mappings per group was reached first.
     Cap,
+    /// The interval's work budget ran out first.
+    Budget,
     /// No mapping within the budget checks (more errors, or reordering beyond the shift).
     NoMapping,
 }
@@ -86,6 +144,25 @@ pub enum Unrecovered {
 pub struct GroupRecovery {
     pub result: Result<Mapping, Unrecovered>,
     pub tested: u64,
+    /// Work spent, in [`work`] steps, and the most the search asked for (see [`Meter`]): the
+    /// same search under any limit of at least `reached` finds the same.
+    pub work: u64,
+    pub reached: u64,
+}
+
+impl GroupRecovery {
+    pub(super) fn of(
+        result: Result<Mapping, Unrecovered>,
+        tested: u64,
+        meter: &Meter,
+    ) -> GroupRecovery {
+        GroupRecovery {
+            result,
+            tested,
+            work: meter.spent,
+            reached: meter.reached,
+        }
+    }
 }
 
 /// Level 0 (§IV-C): `w′ = w` and `B′ = B`, every packet arrived and in order — the identity
@@ -128,21 +205,20 @@ pub fn recover(
         ..*limits
     };
     let n = xs.len();
+    let mut meter = Meter::new(limits.max_work);
     if let Some(m) = arrived_whole(b, k, w, xs, aug) {
-        return GroupRecovery {
-            result: Ok(m),
-            tested: 1,
-        };
+        return GroupRecovery::of(Ok(m), 1, &meter);
     }
     let delta = w as i64 - n as i64;
     let e_max = limits.max_errors;
     if delta.unsigned_abs() as usize > e_max {
-        return GroupRecovery {
-            result: Err(Unrecovered::TooManyErrors),
-            tested: u64::from(n == w),
-        };
+        return GroupRecovery::of(Err(Unrecovered::TooManyErrors), u64::from(n == w), &meter);
     }
-    let mut s = Search::new(b, k, w, xs, aug, limits);
+    // the prefix sums at every shift, then a few rows a mapping
+    if !meter.take(((2 * e_max + 1) * n * k) as u64 * work::PREFIX_ROW) {
+        return GroupRecovery::of(Err(Unrecovered::Budget), u64::from(n == w), &meter);
+    }
+    let mut s = Search::new(b, k, w, xs, aug, limits, meter);
     s.tested = u64::from(n == w);
     for e in 1..=e_max {
         let mut patterns = Vec::new();
@@ -168,26 +244,13 @@ pub fn recover(
         patterns.sort_by(|x, y| x.0.total_cmp(&y.0));
         for (_, a, r, m) in patterns {
             match s.pattern(a, r, m) {
-                Step::Found(map) => {
-                    return GroupRecovery {
-                        result: Ok(map),
-                        tested: s.tested,
-                    };
-                }
-                Step::Cap => {
-                    return GroupRecovery {
-                        result: Err(Unrecovered::Cap),
-                        tested: s.tested,
-                    };
-                }
+                Step::Found(map) => return GroupRecovery::of(Ok(map), s.tested, &s.meter),
+                Step::Stop(why) => return GroupRecovery::of(Err(why), s.tested, &s.meter),
                 Step::Next => {}
             }
         }
     }
-    GroupRecovery {
-        result: Err(Unrecovered::NoMapping),
-        tested: s.tested,
-    }
+    GroupRecovery::of(Err(Unrecovered::NoMapping), s.tested, &s.meter)
 }
 
 /// Check one explicit mapping σ (1-based positions, 0 for an insertion) against the CAH: the
@@ -328,7 +391,8 @@ fn solve_and_check(q: &[u32], res: &[u64]) -> Option<Vec<u64>> {
 
 enum Step {
     Found(Mapping),
-    Cap,
+    /// The cap or the budget: nothing more is tested.
+    Stop(Unrecovered),
     Next,
 }
 
@@ -344,6 +408,7 @@ struct Search<'a> {
     /// `0..i`, packet `t` taken at position `t + 1 + s`.
     pre: Vec<u64>,
     tested: u64,
+    meter: Meter,
 }
 
 impl<'a> Search<'a> {
@@ -354,6 +419,7 @@ impl<'a> Search<'a> {
         xs: &'a [u64],
         aug: &'a dyn Fn(u64, u64) -> u64,
         limits: &'a Limits,
+        meter: Meter,
     ) -> Search<'a> {
         let n = xs.len();
         let e = limits.max_errors as i64;
@@ -384,6 +450,19 @@ impl<'a> Search<'a> {
             limits,
             pre,
             tested: 0,
+            meter,
+        }
+    }
+
+    /// Count one more mapping against the group's cap and its work, or say which ran out.
+    #[inline]
+    fn charge(&mut self) -> Result<(), Unrecovered> {
+        if self.tested >= self.limits.max_mappings {
+            Err(Unrecovered::Cap)
+        } else if !self.meter.take(self.k as u64 * work::MAPPING_ROW) {
+            Err(Unrecovered::Budget)
+        } else {
+            Ok(())
         }
     }
 
@@ -613,8 +692,8 @@ impl<'a> Search<'a> {
         let mut p = f.next();
         for t in 0..=n - no {
             if p >= from {
-                if self.tested >= self.limits.max_mappings {
-                    return Step::Cap;
+                if let Err(why) = self.charge() {
+                    return Step::Stop(why);
                 }
                 self.tested += 1;
                 for x in 0..k {
@@ -663,8 +742,8 @@ impl<'a> Search<'a> {
 
     /// Test one hypothesis: free losses `lp`, insertions `rm`, moves (received index, position).
     fn test(&mut self, lp: &[u32], rm: &[u32], moves: &[(u32, u32)]) -> Step {
-        if self.tested >= self.limits.max_mappings {
-            return Step::Cap;
+        if let Err(why) = self.charge() {
+            return Step::Stop(why);
         }
         self.tested += 1;
         let k = self.k;

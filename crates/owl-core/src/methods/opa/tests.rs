@@ -43,6 +43,7 @@ fn paper_worked_example() {
         max_errors: 1,
         shift: 0,
         max_mappings: 100,
+        max_work: u64::MAX,
     };
     let r = recover(&b, 2, 3, &got, &concat, &lim);
     let m = r.result.unwrap();
@@ -127,6 +128,7 @@ fn random_groups_recover_exactly() {
         max_errors: 2,
         shift: 4,
         max_mappings: u64::MAX,
+        max_work: u64::MAX,
     };
     for round in 0..210 {
         let w = rng.random_range(1..150usize);
@@ -166,6 +168,7 @@ fn enumeration_respects_its_cap() {
         max_errors: 2,
         shift: 64,
         max_mappings: 10_000,
+        max_work: u64::MAX,
     };
     for w in [499, 500, 501, 502] {
         let r = recover(&b, 3, w, &xs, &cah::augmented, &lim);
@@ -204,6 +207,7 @@ fn unknowns_always_leave_a_checking_row() {
         max_errors: 3,
         shift: 0,
         max_mappings: u64::MAX,
+        max_work: u64::MAX,
     };
     let r = recover(&b, 3, 30, &xs, &cah::augmented, &lim);
     assert_eq!(r.result, Err(Unrecovered::NoMapping));
@@ -450,10 +454,33 @@ mod pair {
     /// out mid-pass (then the groups past it are searched one at a time, as on one thread).
     #[test]
     fn recovery_on_many_threads_is_recovery_on_one() {
-        for (seed, loss, reorder) in [(21, 1e-3, 2e-3), (22, 1e-2, 5e-2)] {
+        // the first two within the search budget, the last two meeting it (its smallest,
+        // MIN_WORK): jobs run at once must stop where the budget would have stopped them one
+        // after the other
+        let ample = Config {
+            cpu: 1_000.0,
+            ..Config::lossless(5)
+        };
+        let tight = Config {
+            cpu: 1e-9,
+            ..Config::lossless(5)
+        };
+        for (seed, loss, reorder, cfg) in [
+            (21, 1e-3, 2e-3, ample.clone()),
+            (22, 1e-2, 2e-3, ample),
+            (23, 2e-2, 5e-2, tight.clone()),
+            (24, 1e-2, 2e-2, tight),
+        ] {
             let (s, r, _) = stream(seed, 60_000, loss, reorder);
-            let (a, b) = points(&Config::lossless(5), &s, &r);
+            let (a, b) = points(&cfg, &s, &r);
             let one = crate::opa::method::recover_pair_on(&a, &b, 1).unwrap();
+            assert!(one.stats.work <= one.stats.work_budget, "seed {seed}");
+            assert_eq!(
+                one.stats.over_budget > 0,
+                cfg.cpu < 1.0,
+                "seed {seed}: {} groups past the budget",
+                one.stats.over_budget
+            );
             for threads in [2, 3, 8] {
                 // a fresh receiver: it keeps its last recovery
                 let b = b.clone();
@@ -471,6 +498,44 @@ mod pair {
             }
             assert!(one.stats.mappings > 0, "seed {seed}: nothing searched");
         }
+    }
+
+    /// The search budget bounds the work, says which groups it left, and a larger one places
+    /// them.
+    #[test]
+    fn the_search_budget_bounds_the_work_and_says_so() {
+        let (s, r, _) = stream(25, 60_000, 1e-2, 2e-3);
+        let run = |cpu: f64| {
+            let cfg = Config {
+                cpu,
+                ..Config::lossless(5)
+            };
+            let (a, b) = points(&cfg, &s, &r);
+            let rec = recover_pair(&a, &b).unwrap();
+            let notes = crate::opa::to_estimate(&cfg, &rec).notes.join("\n");
+            (rec.stats.clone(), rec.delays().count(), notes)
+        };
+        let (tight, placed_tight, notes) = run(1e-9);
+        let (ample, placed_ample, _) = run(1_000.0);
+        assert_eq!(tight.work_budget, super::super::config::MIN_WORK);
+        assert!(tight.work <= tight.work_budget);
+        assert!(tight.over_budget > 0 && ample.over_budget == 0);
+        assert!(
+            placed_tight < placed_ample,
+            "{placed_tight} vs {placed_ample}"
+        );
+        assert!(
+            notes.contains("past the interval's search budget"),
+            "{notes}"
+        );
+        assert!(notes.contains("opa:cpu="), "{notes}");
+        // one core per second of traffic, the default: 60 000 packets at 1 Mpps
+        let (default, _, _) = run(super::super::config::CPU);
+        assert!(
+            (55_000_000..=65_000_000).contains(&default.work_budget),
+            "{}",
+            default.work_budget
+        );
     }
 
     /// Every placed packet's delay is the true one, every located loss is a true loss.
@@ -722,6 +787,8 @@ mod pair {
         assert!(bad("rows", "1") && bad("rows", "33") && bad("groups", "0"));
         assert!(bad("design_loss", "0.5") && bad("design_loss", "-1") && bad("labels", "9"));
         assert!(bad("search", "magic"));
+        assert!(bad("cpu", "0") && bad("cpu", "-1") && bad("cpu", "NaN") && bad("cpu", "1e9"));
+        assert!(!bad("cpu", "0.25") && !bad("cpu", "1000"));
         assert!(bad("delimiter_bits", "2") && bad("max_errors", "5") && bad("ratio", "0.5"));
         assert!(bad("timestamps", "zip") && bad("colour", "red"));
         assert!(
@@ -838,6 +905,7 @@ fn aligned_recovery_on_a_fifo_path() {
         max_errors: 2,
         shift: 16,
         max_mappings: 1 << 20,
+        max_work: u64::MAX,
     };
     for bits in [2u32, 0] {
         let (mut worst, mut total) = (0, 0);
