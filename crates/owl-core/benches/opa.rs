@@ -182,11 +182,14 @@ fn pair(c: &mut Criterion) {
         let (s, r) = interval(&cfg, loss, reorder);
         let rec = recover_pair(&s, &r).unwrap();
         eprintln!(
-            "loss {loss:e} reorder {reorder:e}: {} of {} received placed, {} unrecovered groups, {} mappings",
+            "loss {loss:e} reorder {reorder:e}: {} of {} received placed, {} unrecovered groups ({} past the search budget), {} mappings, search work {:.1} % of {:.0} ms",
             rec.delays().count(),
             rec.stats.receiver_packets,
             rec.stats.unrecovered_groups,
-            rec.stats.mappings
+            rec.stats.over_budget,
+            rec.stats.mappings,
+            100.0 * rec.stats.work as f64 / rec.stats.work_budget as f64,
+            rec.stats.work_budget as f64 / 1e6
         );
         g.bench_function(
             format!("recover_pair_loss_{loss:e}_reorder_{reorder:e}"),

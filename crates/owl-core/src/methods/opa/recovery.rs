@@ -63,7 +63,7 @@ pub mod work {
     /// One row of one pairing of late packets with lost positions tried on an alignment.
     pub const VARIANT_ROW: u64 = 10;
     /// One row of one mapping of Algorithm 1's enumeration.
-    pub const MAPPING_ROW: u64 = 10;
+    pub const MAPPING_ROW: u64 = 20;
     /// One row of one received packet's column at one position, in prefix sums (Algorithm
     /// 1's at every shift, an alignment's at each of its offsets).
     pub const PREFIX_ROW: u64 = 12;
