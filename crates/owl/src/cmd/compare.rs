@@ -82,6 +82,9 @@ Per packet (--per-packet FILE):
   lost or not placed), and the summary (and each such method's JSON: p50_ns, p90_ns, p99_ns,
   p999_ns, per_packet{delivered, lost, unplaced, recovered_fraction, bytes_per_packet,
   anomalies[]}) the quantiles of its delays, the packets it placed and its largest delays.
+  opa and opa-wavelet search within a budget of one core per second of traffic (opa:cpu=1), so
+  recovery keeps up with the traffic; groups left past it are counted in the method's notes, and
+  --method-config opa:cpu=1000 searches on, offline (owl record: give it at both points).
 
 Output:
   Interval rows are printed as the intervals close (--rows N limits them), then the summary.

@@ -64,10 +64,13 @@ pub struct Config {
     /// covers (from the sender's first to its last timestamp): the search stops when it has
     /// spent `cpu ×` that span in work steps (about a nanosecond of one core each; at least
     /// [`MIN_WORK`], at most [`MAX_WORK_PER_PACKET`] a packet), so recovery keeps up with the
-    /// traffic ([`CPU`] by default). Each pass of the search gives a group at most the
-    /// interval's budget per packet for each of its packets, sixteen times more each pass, so
-    /// that a few hard groups cannot spend what the easy ones need. Unrecovered groups are
-    /// counted as past the budget; a larger `cpu` places them, offline, given the time.
+    /// traffic ([`CPU`] by default). The first pass of the search gives a group at most
+    /// [`FIRST_SHARE`](super::method::FIRST_SHARE) times the interval's budget a packet for
+    /// each of its packets, sixteen times more each pass after, so that a few hard groups
+    /// cannot spend what the easy ones need. Groups the budget left are counted; a larger
+    /// `cpu` places them, offline, given the time. Recovery runs at the receiver, but like
+    /// every field both points must agree on it (`owl record` at both, or `--method-config`
+    /// in `owl compare`).
     pub cpu: f64,
     /// How the sender's timestamps travel (§V-A).
     pub codec: Codec,

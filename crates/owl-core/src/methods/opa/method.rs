@@ -102,7 +102,7 @@ pub struct Stats {
     /// Mappings tested (Algorithm 1's loop), and the most in one group.
     pub mappings: u64,
     pub most_mappings: u64,
-    /// Search work spent (in [`work`] steps, about a nanosecond each) and the interval's
+    /// Search work spent (in [`work`](super::recovery::work) steps, about a nanosecond each) and the interval's
     /// budget of it.
     pub work: u64,
     pub work_budget: u64,

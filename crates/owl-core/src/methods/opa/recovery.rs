@@ -144,8 +144,9 @@ pub enum Unrecovered {
 pub struct GroupRecovery {
     pub result: Result<Mapping, Unrecovered>,
     pub tested: u64,
-    /// Work spent, in [`work`] steps, and the most the search asked for (see [`Meter`]): the
-    /// same search under any limit of at least `reached` finds the same.
+    /// Work spent, in [`work`] steps, and the most the search asked for (what it spent and the
+    /// step it was about to take): the same search under any limit of at least `reached`
+    /// finds the same.
     pub work: u64,
     pub reached: u64,
 }
