@@ -32,6 +32,7 @@ use owl_trace::sim::DelayModel;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 
+use super::opa::searched;
 use super::{Ctx, Experiment, Panel, Series, overtake, plot_png, write_csv};
 
 pub const TAILS: Experiment = Experiment {
@@ -184,8 +185,8 @@ fn build(arm: &Arm, packets: usize, seed: u64) -> Result<Box<dyn Method>> {
                 sample::Config::new((k as usize).max(2), seed)?.with_resolution_ns(resolution)?,
             ))
         }
-        "opa-wavelet" => Box::new(OpaMethod::new(OpaConfig::wavelet(seed))?),
-        "opa" => Box::new(OpaMethod::new(OpaConfig::lossless(seed))?),
+        "opa-wavelet" => Box::new(OpaMethod::new(searched(OpaConfig::wavelet(seed)))?),
+        "opa" => Box::new(OpaMethod::new(searched(OpaConfig::lossless(seed)))?),
         other => return Err(anyhow!("no arm {other}")),
     })
 }
