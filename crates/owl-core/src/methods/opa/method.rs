@@ -168,9 +168,10 @@ pub fn recover_pair(s: &Sender, r: &Receiver) -> Result<Arc<PairRecovery>, Metho
     recover_pair_on(s, r, threads)
 }
 
-/// [`recover_pair`] on at most `threads` threads: the groups of one pass of the search that
-/// the budget covers whole are recovered at once and counted in their order, so the result
-/// is the one a single thread finds.
+/// [`recover_pair`] on at most `threads` threads: stretches of one-segment groups are
+/// recovered at once, each within its share of the budget left, and taken in their order
+/// while each asked for no more than it would have had one after the other (the first past
+/// that is recovered again alone), so the result is the one a single thread finds.
 pub fn recover_pair_on(
     s: &Sender,
     r: &Receiver,
