@@ -173,7 +173,7 @@ pub fn query_stores(
     let r_to = q.to_ns.saturating_add(q.horizon_ns);
     // (the sender's store moves to its thread: a connection is Send, not Sync)
     let ((ss, sp), (rs, rp)) = (sender, receiver);
-    let (from, s_to, flow) = (q.from_ns, q.to_ns, q.flow);
+    let (from, s_to, flow, noise) = (q.from_ns, q.to_ns, q.flow, q.noise_cells());
     if verify {
         let (s, r) = both(
             move || ss.epochs(sp, from, s_to),
@@ -182,8 +182,8 @@ pub fn query_stores(
         return query(&s?, &r?, q).context("querying the epochs");
     }
     let (s, r) = both(
-        move || ss.flow_epochs(sp, from, s_to, &flow),
-        || rs.flow_epochs(rp, from, r_to, &flow),
+        move || ss.flow_epochs(sp, from, s_to, &flow, noise),
+        || rs.flow_epochs(rp, from, r_to, &flow, noise),
     );
     query_flow(&s?, &r?, q).context("querying the epochs")
 }

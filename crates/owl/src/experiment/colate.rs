@@ -105,17 +105,44 @@ struct Outcome {
     mean_err: f64,
     /// Relative error of the std (1 when there is none; NaN when the truth's std is 0).
     std_err: f64,
+    /// Whether the true mean lies in the query's interval (`None`: no interval).
+    in_interval: Option<bool>,
+    /// Whether the query certified its mean within β (module doc of `estimate`).
+    certified: bool,
+}
+
+/// How a link's flows are queried and scored.
+#[derive(Clone, Copy, Debug)]
+struct Scoring {
+    /// The plan's `t_min`: a flow is covered from there.
+    t_min: f64,
+    gamma: u32,
+    estimator: Estimator,
+    /// The interval's confidence (the requirement's α) and the β it is certified within.
+    confidence: f64,
+    beta: f64,
+}
+
+impl Scoring {
+    /// The mean alone: no std, no interval.
+    fn mean_only(t_min: f64, estimator: Estimator) -> Scoring {
+        Scoring {
+            t_min,
+            gamma: 0,
+            estimator,
+            confidence: 0.0,
+            beta: 1.0,
+        }
+    }
 }
 
 /// Query every flow of a link from its two points' epochs.
 fn evaluate(
-    t_min: f64,
+    sc: Scoring,
     s_point: &[PacketRecord],
     s: &[Epoch],
     r: &[Epoch],
     flows: &[FlowTruth],
-    gamma: u32,
-    estimator: Estimator,
 ) -> Result<Vec<Outcome>> {
     let index: HashMap<FlowKey, usize> =
         flows.iter().enumerate().map(|(i, f)| (f.key, i)).collect();
@@ -133,14 +160,19 @@ fn evaluate(
                     from_ns: from,
                     to_ns: to,
                     horizon_ns: HORIZON_NS,
-                    gamma,
-                    estimator,
+                    gamma: sc.gamma,
+                    estimator: sc.estimator,
+                    confidence: sc.confidence,
                 },
             )?;
             let rel = |e: Option<f64>, t: f64| e.map_or(1.0, |e| (e - t).abs() / t);
             Ok(Outcome {
                 packets: f.sent,
-                covered: t_units >= t_min,
+                covered: t_units >= sc.t_min,
+                in_interval: l
+                    .mean_interval_ns
+                    .map(|(lo, hi)| lo <= d.mean_ns && d.mean_ns <= hi),
+                certified: l.certified(sc.beta),
                 mean_err: rel(l.mean_ns, d.mean_ns),
                 std_err: if d.std_ns > 0.0 {
                     rel(l.std_ns, d.std_ns)
@@ -245,9 +277,16 @@ pub fn reliability(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                 let (es, er) = (record(&cfg, &one.sender), record(&cfg, &one.receiver));
                 let bits: f64 = es.iter().map(|e| e.encoded_len() as f64 * 8.0).sum::<f64>()
                     / one.sender.len() as f64;
+                let scoring = |gamma, estimator| Scoring {
+                    t_min,
+                    gamma,
+                    estimator,
+                    confidence: alpha,
+                    beta,
+                };
                 let mut results: Vec<(&str, Estimator, Vec<Outcome>)> = Vec::new();
                 for est in ESTIMATORS {
-                    let out = evaluate(t_min, &one.sender, &es, &er, &one.flows, GAMMA, est)?;
+                    let out = evaluate(scoring(GAMMA, est), &one.sender, &es, &er, &one.flows)?;
                     results.push(("one-link", est, out));
                 }
                 let n_epochs = es.len();
@@ -259,13 +298,11 @@ pub fn reliability(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                     let mut tout = Vec::new();
                     for (a, b, flows) in &tri.links {
                         tout.extend(evaluate(
-                            t_min,
+                            scoring(0, est),
                             &tri.points[*a],
                             &eps[*a],
                             &eps[*b],
                             flows,
-                            0,
-                            est,
                         )?);
                     }
                     results.push(("triangle", est, tout));
@@ -288,6 +325,13 @@ pub fn reliability(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                         .map(|o| o.mean_err)
                         .collect();
                     let has_std = scenario == "one-link";
+                    // the measured interval: its coverage, and the flows it certifies
+                    let with: Vec<bool> = out.iter().filter_map(|o| o.in_interval).collect();
+                    let certified: Vec<f64> = out
+                        .iter()
+                        .filter(|o| o.certified)
+                        .map(|o| o.mean_err)
+                        .collect();
                     rows.push(vec![
                         run.to_string(),
                         scenario.into(),
@@ -320,6 +364,14 @@ pub fn reliability(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                             format!("{bits:.4}")
                         } else {
                             String::new()
+                        },
+                        with.len().to_string(),
+                        f(with.iter().filter(|&&b| b).count() as f64 / with.len().max(1) as f64),
+                        certified.len().to_string(),
+                        if certified.is_empty() {
+                            String::new()
+                        } else {
+                            f(frac_within(&certified, beta))
                         },
                     ]);
                     let mut curves = vec![("mean", mean_cov)];
@@ -376,6 +428,10 @@ pub fn reliability(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             "std_within_beta_covered",
             "sender_epochs",
             "bits_per_packet",
+            "flows_with_interval",
+            "interval_coverage",
+            "certified_flows",
+            "certified_within_beta",
         ],
         &rows,
     )?;
@@ -653,13 +709,11 @@ pub fn storage(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             let (proj_here, d_here) = at(rate);
             let (proj_caida, d_caida) = at(CAIDA_PPS);
             let out = evaluate(
-                cfg.requirement().t_min,
+                Scoring::mean_only(cfg.requirement().t_min, Estimator::Paper),
                 &t.sender,
                 &es,
                 &er,
                 &t.flows,
-                0,
-                Estimator::Paper,
             )?;
             let cov: Vec<f64> = out
                 .iter()
@@ -765,13 +819,11 @@ pub fn versus(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     let (es, er) = (record(&cfg, &t.sender), record(&cfg, &t.receiver));
     for est in ESTIMATORS {
         let out = evaluate(
-            cfg.requirement().t_min,
+            Scoring::mean_only(cfg.requirement().t_min, est),
             &t.sender,
             &es,
             &er,
             &t.flows,
-            0,
-            est,
         )?;
         scored.push((
             format!("COLATE {est} high 10MiB"),
@@ -956,23 +1008,32 @@ fn query_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
         .filter(|&c| c <= k)
         .chain((k < DAY_EPOCHS).then_some(k))
         .collect();
-    let cases: [(&str, u32, Estimator, bool); 5] = [
-        ("mean", 0, Estimator::Paper, false),
-        ("mean", 0, Estimator::Raw, false),
-        ("std gamma 1000", GAMMA, Estimator::Paper, false),
-        ("std gamma 1000", GAMMA, Estimator::Raw, false),
+    let cases: [(&str, u32, Estimator, bool, f64); 7] = [
+        ("mean", 0, Estimator::Paper, false, 0.0),
+        ("mean", 0, Estimator::Raw, false, 0.0),
+        ("mean and 95 % interval", 0, Estimator::Raw, false, 0.95),
+        ("std gamma 1000", GAMMA, Estimator::Paper, false, 0.0),
+        ("std gamma 1000", GAMMA, Estimator::Raw, false, 0.0),
+        (
+            "std gamma 1000 and 95 % interval",
+            GAMMA,
+            Estimator::Raw,
+            false,
+            0.95,
+        ),
         (
             "mean, epochs read whole (--verify)",
             0,
             Estimator::Paper,
             true,
+            0.0,
         ),
     ];
     ctx.progress.set_length((counts.len() * cases.len()) as u64);
     let (t0, span) = (1_767_225_600_000_000_000u64, 700_000_000_000u64);
     let mut rows = Vec::new();
     let mut series: Vec<Series> = Vec::new();
-    for &(what, gamma, est, verify) in &cases {
+    for &(what, gamma, est, verify, confidence) in &cases {
         let mut pts = Vec::new();
         for &c in &counts {
             let q = Query {
@@ -982,6 +1043,7 @@ fn query_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                 horizon_ns: 0,
                 gamma,
                 estimator: est,
+                confidence,
             };
             // the whole `owl query`: open both stores, find the points, read, estimate
             let run = || -> Result<(f64, usize)> {
@@ -1128,6 +1190,7 @@ mod tests {
                     horizon_ns: 0,
                     gamma,
                     estimator: est,
+                    confidence: owl_core::colate::estimate::DEFAULT_CONFIDENCE,
                 };
                 let a =
                     crate::colate::query_stores((&mut ss, &sp), (&mut rs, &rp), &q, false).unwrap();

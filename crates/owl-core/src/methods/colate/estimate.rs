@@ -19,6 +19,35 @@
 //!   `Σ_l (v_R[l] − v_S[l])²` with `v_X[l] = w̃_X[Q[2l]] − w̃_X[Q[2l−1]]`, an estimate of
 //!   `Σ_z (u_R[z] − u_S[z])²`; their mean, over `p̃_f`, minus `μ̃²` is the variance (Eq. 5).
 //!
+//! # The confidence interval (owl's, beyond the paper)
+//!
+//! §5's plan promises reliability from Theorem 1's noise model, which undercounts the noise
+//! (module doc of [`super`]), so owl measures each query's noise instead. A flow's estimate is
+//! `μ = (num_f − F)/(den_f − G)` exactly, where `num_f`, `den_f` are what the estimator read
+//! from the flow's `m` counters (at both points, over the queried epochs) and `(F, G)` is the
+//! unknown *foreign* part of them — other flows' packets, and packets only one point saw. Each
+//! cell's part in `num` and `den` is additive (Theorem 2 is linear in the counters; the raw
+//! variant is a plain sum), and a flow's counters are random cells. So the query reads a
+//! **noise block** of `L` consecutive cells of the same epochs at both points (4 096, or up to
+//! 16 times more where an epoch is so sparse that 4 096 cells would hold fewer than 512
+//! packets; its start a hash of the flow; the flow's own cells left out) and draws `m` of them
+//! at a time: each draw `b` is a foreign part `(F_b, G_b)` the flow could have had. Under a
+//! hypothesised mean `μ`, the flow's own statistic `num_f − μ·den_f` *is* `F − μG` — its packet
+//! count cancels — so `μ` is accepted when that statistic is not in either `(1 − c)/2` tail of
+//! the draws' `F_b − μ·G_b` (ties count for `μ`); the interval is the hull of the accepted `μ`
+//! (found by sweeping the draws' crossing points `(num_f − F_b)/(den_f − G_b)`), and a flow
+//! whose noise could hide it entirely has an unbounded set: no interval, and a note. Draws
+//! whose packet counts differ between the points are left out, as the flow's own estimate
+//! needs its counts to agree. The interval is widened by the timestamp unit (each point floors
+//! a timestamp to its unit, so a delay in the counters is off by less than one unit, and so is
+//! the mean — certain, not drawn). No model enters: the interval is as wide as the query's own
+//! noise, timestamp-sized where packets do not cancel (the triangle), tight where they do, and
+//! it is not centred on `μ̃` where colliding flows drag the raw mean toward theirs. A flow whose
+//! interval lies within `[μ̃/(1 + β), μ̃/(1 − β)]` is **certified** at `(c, β)`: when the
+//! interval holds `μ`, `μ̃` is
+//! within `β` of it. The `colate-reliability` experiment measures coverage and the share
+//! certified.
+//!
 //! # Packet losses (§1.4)
 //!
 //! With several sampling vectors, the estimator takes, among the vectors whose packet counters
@@ -29,7 +58,7 @@
 //! the flow's or a colliding one's. Without an agreeing vector there is no estimate, and the
 //! difference is reported as the flow's loss.
 
-use rand::SeedableRng;
+use rand::{RngExt, SeedableRng};
 use rand::seq::SliceRandom;
 use rand_pcg::Pcg64Mcg;
 
@@ -52,6 +81,23 @@ pub struct Query {
     /// Virtual repetitions γ; 0 = no standard deviation.
     pub gamma: u32,
     pub estimator: Estimator,
+    /// Confidence of the mean's interval, in (0, 1); 0 = no interval (the epochs' noise
+    /// blocks are then not needed).
+    pub confidence: f64,
+}
+
+/// Cells of the noise block a query reads from each epoch (module doc).
+pub const NOISE_CELLS: usize = 4096;
+/// Draws of a subvector from the noise block.
+pub const NOISE_DRAWS: usize = 4000;
+/// Confidence of the interval when nothing else is asked.
+pub const DEFAULT_CONFIDENCE: f64 = 0.95;
+
+impl Query {
+    /// Noise-block cells each epoch must carry for this query.
+    pub fn noise_cells(&self) -> usize {
+        if self.confidence > 0.0 { NOISE_CELLS } else { 0 }
+    }
 }
 
 /// Which counters' values the mean and std rest on.
@@ -108,7 +154,25 @@ pub struct FlowLatency {
     /// `t̃_{f,S}` in timestamp units (relative to each epoch's base, summed): what the plan's
     /// `t_min` bounds from below.
     pub t_units: f64,
+    /// The mean's interval at [`Query::confidence`], ns (module doc).
+    pub mean_interval_ns: Option<(f64, f64)>,
+    /// Noise draws the interval kept, of [`NOISE_DRAWS`].
+    pub noise_draws: usize,
     pub notes: Vec<String>,
+}
+
+impl FlowLatency {
+    /// Whether the mean is certified within `β`: its interval lies within
+    /// `[μ̃/(1 + β), μ̃/(1 − β)]`, so that when the interval holds the true mean, the estimate
+    /// is within `β` of it.
+    pub fn certified(&self, beta: f64) -> bool {
+        match (self.mean_ns, self.mean_interval_ns) {
+            (Some(m), Some((lo, hi))) if m > 0.0 && beta < 1.0 => {
+                lo >= m / (1.0 + beta) && hi <= m / (1.0 - beta)
+            }
+            _ => false,
+        }
+    }
 }
 
 /// One point's view of a flow in one vector, summed over epochs.
@@ -314,7 +378,11 @@ pub fn query(sender: &[Epoch], receiver: &[Epoch], q: &Query) -> Result<FlowLate
         return query_flow(&[], &[], q);
     };
     let fh = map.flow_hash(&q.flow);
-    let cells = |v: &[&Epoch]| v.iter().map(|e| e.flow(&map, fh)).collect::<Vec<_>>();
+    let cells = |v: &[&Epoch]| {
+        v.iter()
+            .map(|e| e.flow_with_noise(&map, fh, q.noise_cells()))
+            .collect::<Vec<_>>()
+    };
     query_flow(&cells(&s), &cells(&r), q)
 }
 
@@ -415,6 +483,29 @@ pub fn query_flow(s: &[FlowEpoch], r: &[FlowEpoch], q: &Query) -> Result<FlowLat
         };
         out.mean_ns = Some(mean);
         out.packets = Some(ps.p.max(0.0));
+        if q.confidence > 0.0 {
+            let (num, den) = if paper {
+                (pr.t - ps.t, ps.p)
+            } else {
+                (pr.raw_t - ps.raw_t, ps.raw_counts as f64)
+            };
+            let noise = Noise {
+                sender: &sv,
+                receiver: &rv,
+                flow_hash: fh,
+                map: &map,
+                r0,
+                paper,
+                same_n,
+            };
+            match noise.interval(num, den, q.confidence) {
+                Ok((lo, hi, kept)) => {
+                    out.mean_interval_ns = Some((lo, hi));
+                    out.noise_draws = kept;
+                }
+                Err(why) => out.notes.push(format!("no interval for the mean: {why}")),
+            }
+        }
         if want_std {
             let seed = mix(fh ^ map.seed ^ 0x7669_7274);
             let (ws, wr) = if paper {
@@ -452,6 +543,197 @@ pub fn query_flow(s: &[FlowEpoch], r: &[FlowEpoch], q: &Query) -> Result<FlowLat
         (None, None) => "no vector has epochs at both points".into(),
     });
     Ok(out)
+}
+
+/// What the noise blocks of one vector's epochs at both points say about a flow's foreign
+/// content (module doc, "The confidence interval").
+struct Noise<'a> {
+    sender: &'a [&'a FlowEpoch],
+    receiver: &'a [&'a FlowEpoch],
+    flow_hash: u64,
+    map: &'a Mapping,
+    r0: u64,
+    paper: bool,
+    same_n: bool,
+}
+
+impl Noise<'_> {
+    /// Each usable block position's part in the estimator's numerator and denominator, and in
+    /// the sender's minus the receiver's packet counts.
+    fn cells(&self) -> Result<Vec<(f64, f64, i64)>, String> {
+        let all = || self.sender.iter().chain(self.receiver);
+        let len = all().map(|e| e.noise.len()).min().unwrap_or(0);
+        if len == 0 {
+            return Err("the epochs were read without their noise blocks".into());
+        }
+        let m = self.map.m as usize;
+        // (num, den, diff) per position, and positions holding one of the flow's own cells
+        let mut acc = vec![(0.0f64, 0.0f64, 0i64); len];
+        let mut own = vec![false; len];
+        for (point, sign) in [(self.sender, -1.0), (self.receiver, 1.0)] {
+            for fe in point {
+                let e = &fe.head;
+                let n = e.n as usize;
+                let start = super::epoch::noise_start(self.flow_hash, n);
+                for j in 0..m {
+                    let k = (self.map.index(self.flow_hash, j, n) + n - start) % n;
+                    if k < len {
+                        own[k] = true;
+                    }
+                }
+                let (nf, mf) = (n as f64, m as f64);
+                let unit = e.unit_ns as f64;
+                let shift = e.base_ns as f64 - self.r0 as f64;
+                let a_tot = unit * e.sum as f64 + shift * e.packets as f64;
+                for (k, &(s, c)) in fe.noise[..len].iter().enumerate() {
+                    let a = unit * s as f64 + shift * c as f64;
+                    let (dn, dd) = if self.paper {
+                        // Theorem 2, one cell: (n·A[k] − A_tot)/(n − m)
+                        (
+                            (nf * a - a_tot) / (nf - mf),
+                            (nf * c as f64 - e.packets as f64) / (nf - mf),
+                        )
+                    } else {
+                        (a, c as f64)
+                    };
+                    let x = &mut acc[k];
+                    x.0 += sign * dn;
+                    if sign < 0.0 {
+                        x.1 += dd;
+                        x.2 += c as i64;
+                    } else {
+                        x.2 -= c as i64;
+                    }
+                }
+            }
+        }
+        let usable: Vec<(f64, f64, i64)> = acc
+            .into_iter()
+            .zip(own)
+            .filter(|(_, own)| !own)
+            .map(|((num, den, diff), _)| (num, den, if self.same_n { diff } else { 0 }))
+            .collect();
+        if usable.len() < 4 * m {
+            return Err(format!(
+                "a noise block of {} cells is too small for subvectors of {m}",
+                usable.len()
+            ));
+        }
+        Ok(usable)
+    }
+
+    /// The interval at confidence `c` from the flow's numerator and denominator, and the
+    /// draws kept: the `μ` a two-sided test of level `1 − c` does not reject (module doc).
+    fn interval(&self, num: f64, den: f64, c: f64) -> Result<(f64, f64, usize), String> {
+        let cells = self.cells()?;
+        let m = self.map.m as usize;
+        let mut rng = Pcg64Mcg::seed_from_u64(mix(self.flow_hash ^ self.map.seed ^ 0x6e6f_6973));
+        // each agreeing draw as (a, c): its e_b < e_f(μ) exactly when μ·a < c
+        let mut draws = Vec::with_capacity(NOISE_DRAWS);
+        let mut disagree = 0usize;
+        for _ in 0..NOISE_DRAWS {
+            let (mut f, mut g, mut d) = (0.0, 0.0, 0i64);
+            for _ in 0..m {
+                let x = cells[rng.random_range(0..cells.len())];
+                f += x.0;
+                g += x.1;
+                d += x.2;
+            }
+            if d != 0 {
+                disagree += 1;
+            } else {
+                draws.push((den - g, num - f));
+            }
+        }
+        let tail = (1.0 - c) / 2.0;
+        // at least 20 draws beyond each end, so an end is not a single draw
+        let need = ((20.0 / tail).ceil() as usize).min(NOISE_DRAWS / 4).max(100);
+        if draws.len() < need {
+            return Err(format!(
+                "{} of {NOISE_DRAWS} noise draws have packet counts that differ between the points: the flow's counters are mostly traffic only one point saw",
+                disagree
+            ));
+        }
+        let Some((lo, hi)) = accepted(&draws, tail) else {
+            return Err(
+                "the noise could hide the flow entirely (the interval is unbounded)".into(),
+            );
+        };
+        // each point floors a timestamp to its unit, so every delay in the counters is off by
+        // less than the larger unit, and so is their mean: certain, added whole
+        let unit = self
+            .sender
+            .iter()
+            .chain(self.receiver)
+            .map(|e| e.head.unit_ns)
+            .max()
+            .unwrap_or(0) as f64;
+        Ok((lo - unit, hi + unit, draws.len()))
+    }
+}
+
+/// The hull of the `μ` that a two-sided test at `tail` on each side accepts, given draws
+/// `(a, c)` of `den − G_b` and `num − F_b`: under `μ`, draw `b`'s foreign part falls below the
+/// flow's (`F_b − μG_b < num − μ·den`) exactly when `μ·a < c`. `μ` is rejected when more than
+/// `(1 − tail)` of the draws fall strictly below the flow's, or strictly above (ties count for
+/// `μ`: conservative where draws repeat, as empty subvectors do). `None` when the accepted set
+/// reaches ±∞.
+fn accepted(draws: &[(f64, f64)], tail: f64) -> Option<(f64, f64)> {
+    let (mut pos, mut neg) = (Vec::new(), Vec::new());
+    let (mut flat_below, mut flat_above) = (0usize, 0usize);
+    for &(a, c) in draws {
+        if a > 0.0 {
+            pos.push(c / a);
+        } else if a < 0.0 {
+            neg.push(c / a);
+        } else if c > 0.0 {
+            flat_below += 1;
+        } else if c < 0.0 {
+            flat_above += 1;
+        }
+    }
+    pos.sort_unstable_by(f64::total_cmp);
+    neg.sort_unstable_by(f64::total_cmp);
+    let limit = (1.0 - tail) * draws.len() as f64;
+    let lt = |v: &[f64], x: f64| v.partition_point(|&y| y < x);
+    let gt = |v: &[f64], x: f64| v.len() - v.partition_point(|&y| y <= x);
+    let ok = |mu: f64| {
+        // a > 0: below when μ < c/a; a < 0: below when μ > c/a
+        let below = gt(&pos, mu) + lt(&neg, mu) + flat_below;
+        let above = lt(&pos, mu) + gt(&neg, mu) + flat_above;
+        below as f64 <= limit && above as f64 <= limit
+    };
+    let mut xs: Vec<f64> = pos.iter().chain(&neg).copied().collect();
+    xs.sort_unstable_by(f64::total_cmp);
+    xs.dedup();
+    let (first, last) = (*xs.first()?, *xs.last()?);
+    // beyond every crossing, the counts are those of ±∞
+    if ok(first - 1.0 - first.abs()) || ok(last + 1.0 + last.abs()) {
+        return None;
+    }
+    let mut lo: Option<f64> = None;
+    let mut hi = f64::NAN;
+    for (i, &x) in xs.iter().enumerate() {
+        let between = xs.get(i + 1).map(|&y| 0.5 * (x + y));
+        for mu in std::iter::once(x).chain(between) {
+            if ok(mu) {
+                lo.get_or_insert(mu);
+                hi = mu;
+            }
+        }
+    }
+    // an accepted open segment reaches its crossings
+    let lo = lo?;
+    let widen = |mu: f64, dir: f64| -> f64 {
+        let i = xs.partition_point(|&y| y < mu);
+        match (dir < 0.0, xs.get(i)) {
+            (true, Some(&y)) if y == mu => y,
+            (true, _) => xs[i.saturating_sub(1)],
+            (false, Some(&y)) => y,
+            (false, None) => mu,
+        }
+    };
+    Some((widen(lo, -1.0), widen(hi, 1.0)))
 }
 
 /// The aggregate mean of every packet (not per flow): the vector of the highest sampling

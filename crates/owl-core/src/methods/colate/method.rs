@@ -212,6 +212,7 @@ impl Method for ColateMethod {
                         horizon_ns: 0,
                         gamma: self.layout.cfg.gamma(),
                         estimator: self.layout.cfg.mean(),
+                        confidence: 0.0,
                     };
                     let fh = map.flow_hash(f);
                     let cells = |v: &mut [EpochReader<&[u8]>]| {

@@ -57,6 +57,7 @@ fn q(flow: FlowKey, gamma: u32) -> Query {
         horizon_ns: 0,
         gamma,
         estimator: Estimator::Paper,
+        confidence: super::estimate::DEFAULT_CONFIDENCE,
     }
 }
 
