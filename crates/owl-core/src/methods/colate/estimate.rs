@@ -44,9 +44,18 @@
 //! noise, timestamp-sized where packets do not cancel (the triangle), tight where they do, and
 //! it is not centred on `μ̃` where colliding flows drag the raw mean toward theirs. A flow whose
 //! interval lies within `[μ̃/(1 + β), μ̃/(1 − β)]` is **certified** at `(c, β)`: when the
-//! interval holds `μ`, `μ̃` is
-//! within `β` of it. The `colate-reliability` experiment measures coverage and the share
-//! certified.
+//! interval holds `μ`, `μ̃` is within `β` of it.
+//!
+//! **Not calibrated yet, so not offered by `owl query`.** The test holds when the block
+//! describes the foreign part well. In a heavy-tailed mix the tails of a subvector's foreign
+//! part are set by a few cells of the largest flows, and a block of a few thousand cells holds
+//! a different handful of them for each flow: `colate-reliability --quick` measures coverage
+//! of 0.96–0.999 at 10 and 100 MiB (α = 0.90–0.99) but 0.85–0.90 at 1 MiB for α = 0.90–0.95,
+//! and the test `the_interval_covers_its_confidence` (ignored) measures 0.76 for a 0.90
+//! interval on a crowded vector. The fix is to draw from every cell of the queried epochs
+//! (one table per set of epochs, shared by the flows that query it). Until then the interval
+//! is computed only where a caller asks ([`Query::confidence`]) — the experiment, to measure
+//! it.
 //!
 //! # Packet losses (§1.4)
 //!
@@ -58,8 +67,8 @@
 //! the flow's or a colliding one's. Without an agreeing vector there is no estimate, and the
 //! difference is reported as the flow's loss.
 
-use rand::{RngExt, SeedableRng};
 use rand::seq::SliceRandom;
+use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
 use crate::method::{Estimate, MethodError};
@@ -96,7 +105,11 @@ pub const DEFAULT_CONFIDENCE: f64 = 0.95;
 impl Query {
     /// Noise-block cells each epoch must carry for this query.
     pub fn noise_cells(&self) -> usize {
-        if self.confidence > 0.0 { NOISE_CELLS } else { 0 }
+        if self.confidence > 0.0 {
+            NOISE_CELLS
+        } else {
+            0
+        }
     }
 }
 
@@ -647,7 +660,9 @@ impl Noise<'_> {
         }
         let tail = (1.0 - c) / 2.0;
         // at least 20 draws beyond each end, so an end is not a single draw
-        let need = ((20.0 / tail).ceil() as usize).min(NOISE_DRAWS / 4).max(100);
+        let need = ((20.0 / tail).ceil() as usize)
+            .min(NOISE_DRAWS / 4)
+            .max(100);
         if draws.len() < need {
             return Err(format!(
                 "{} of {NOISE_DRAWS} noise draws have packet counts that differ between the points: the flow's counters are mostly traffic only one point saw",
@@ -678,7 +693,7 @@ impl Noise<'_> {
 /// `(1 − tail)` of the draws fall strictly below the flow's, or strictly above (ties count for
 /// `μ`: conservative where draws repeat, as empty subvectors do). `None` when the accepted set
 /// reaches ±∞.
-fn accepted(draws: &[(f64, f64)], tail: f64) -> Option<(f64, f64)> {
+pub(crate) fn accepted(draws: &[(f64, f64)], tail: f64) -> Option<(f64, f64)> {
     let (mut pos, mut neg) = (Vec::new(), Vec::new());
     let (mut flat_below, mut flat_above) = (0usize, 0usize);
     for &(a, c) in draws {

@@ -57,7 +57,7 @@ fn q(flow: FlowKey, gamma: u32) -> Query {
         horizon_ns: 0,
         gamma,
         estimator: Estimator::Paper,
-        confidence: super::estimate::DEFAULT_CONFIDENCE,
+        confidence: 0.0,
     }
 }
 
@@ -687,4 +687,107 @@ fn record_batch_is_record() {
     let b = record(&c, &s);
     assert!(b.len() > 3);
     assert_eq!(a.take_epochs(), b);
+}
+
+/// owl's interval ([`estimate`], "The confidence interval"): over seeds, the share of flows
+/// whose true mean lies in their 90 % interval, for both estimators — on one link, and with
+/// traffic of another link at the sender (packets only one point saw, as in the triangle).
+/// Flows' mean delays are 50–500 µs apart, so a colliding flow drags an estimate far. The
+/// tolerance is 3 binomial standard errors below 0.9; certified flows (interval within ±10 %)
+/// must be within 10 % as often.
+///
+/// It fails today (the paper's estimator on one link: 0.76 of 603 intervals): a block of a
+/// few thousand cells holds a different handful of the largest flows' cells for each flow, and
+/// those cells set the tails (module doc of `estimate`). It is kept as the check the fix —
+/// draws from every cell of the queried epochs — must pass.
+#[test]
+#[ignore = "the noise block undercovers on crowded, heavy-tailed vectors (0.76 for 0.90); see the doc"]
+fn the_interval_covers_its_confidence() {
+    let (conf, beta) = (0.9, 0.1);
+    for one_sided in [false, true] {
+        for est in [Estimator::Paper, Estimator::Raw] {
+            let (mut inside, mut total, mut certified, mut cert_ok) = (0, 0, 0, 0);
+            for seed in 0..3u64 {
+                let (mut s, r, _) = traffic(60 + seed, 800, 3_000, 0.0);
+                if one_sided {
+                    // another link's traffic leaves this sender too; its receiver is elsewhere
+                    let (other, _, _) = traffic(160 + seed, 400, 3_000, 0.0);
+                    s.extend(other.into_iter().map(|mut x| {
+                        x.id ^= 0x5a5a_5a5a;
+                        x
+                    }));
+                    s.sort_by_key(|x| x.ts_ns);
+                }
+                let t = truth(&s, &r);
+                let c = cfg(1 << 15, 10, u64::MAX, 100, seed);
+                let (es, er) = (record(&c, &s), record(&c, &r));
+                for (k, (_, mean, _)) in &t {
+                    let l = query(
+                        &es,
+                        &er,
+                        &Query {
+                            estimator: est,
+                            confidence: conf,
+                            ..q(*k, 0)
+                        },
+                    )
+                    .unwrap();
+                    if let Some((lo, hi)) = l.mean_interval_ns {
+                        total += 1;
+                        inside += (lo <= *mean && *mean <= hi) as usize;
+                    }
+                    if l.certified(beta) {
+                        certified += 1;
+                        let m = l.mean_ns.unwrap();
+                        cert_ok += ((m - mean).abs() <= beta * mean) as usize;
+                    }
+                }
+            }
+            let what = format!("{est}, one-sided traffic {one_sided}");
+            let band = |n: usize| 3.0 * (conf * (1.0 - conf) / n as f64).sqrt();
+            assert!(total > 500, "{what}: only {total} intervals");
+            let cov = inside as f64 / total as f64;
+            assert!(
+                cov >= conf - band(total),
+                "{what}: coverage {cov} of {total}"
+            );
+            if certified > 50 {
+                let ok = cert_ok as f64 / certified as f64;
+                assert!(ok >= conf - band(certified), "{what}: {ok} of {certified}");
+            }
+        }
+    }
+}
+
+/// The test inversion against brute force: where every draw leaves the flow's packets alone
+/// (`den − G_b` = `den`), the interval is the draws' `(num − F_b)/den` between their tails;
+/// where more than a tail's share of draws could hide the flow, it is unbounded.
+#[test]
+fn the_interval_inverts_its_test() {
+    let mut rng = Pcg64Mcg::seed_from_u64(8);
+    let den = 7.0;
+    let draws: Vec<(f64, f64)> = (0..4_000)
+        .map(|_| (den, 700.0 - rng.random_range(-50.0..50.0)))
+        .collect();
+    let (lo, hi) = super::estimate::accepted(&draws, 0.05).unwrap();
+    let mut mu: Vec<f64> = draws.iter().map(|(a, c)| c / a).collect();
+    mu.sort_by(f64::total_cmp);
+    // accepted while at most 95 % of the draws lie strictly on one side
+    let (l, h) = (mu[199], mu[3_800]);
+    assert!(
+        (lo - l).abs() < 1e-9 && (hi - h).abs() < 1e-9,
+        "{lo} {hi} vs {l} {h}"
+    );
+    // a tenth of the draws hold more foreign packets than the flow's counters: unbounded
+    let mut hiding = draws.clone();
+    for d in hiding.iter_mut().take(400) {
+        d.0 = -1.0;
+    }
+    assert_eq!(super::estimate::accepted(&hiding, 0.05), None);
+    // ties (empty subvectors) count for μ: an atom at the estimate keeps it inside
+    let atom: Vec<(f64, f64)> = (0..4_000)
+        .map(|i| (den, if i < 3_900 { 700.0 } else { 650.0 }))
+        .collect();
+    let (lo, hi) = super::estimate::accepted(&atom, 0.05).unwrap();
+    assert!(lo <= 100.0 && hi >= 100.0, "{lo} {hi}");
 }
