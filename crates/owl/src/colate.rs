@@ -154,7 +154,8 @@ pub fn guarantee(p: &Point) -> Option<(f64, f64, f64)> {
 }
 
 /// Answer a flow query from two stores: the flow's cells of each epoch in range, read in
-/// place; with `verify`, every epoch in range read whole and its checksum checked first. The
+/// place; with `verify`, or when the query asks for an interval (it tabulates every cell),
+/// every epoch in range read whole and its checksum checked first. The
 /// two stores are read at once, the sender's on a thread of its own (their reads are
 /// independent, and a day of epochs is a few hundred page reads at each).
 pub fn query_stores(
@@ -173,8 +174,8 @@ pub fn query_stores(
     let r_to = q.to_ns.saturating_add(q.horizon_ns);
     // (the sender's store moves to its thread: a connection is Send, not Sync)
     let ((ss, sp), (rs, rp)) = (sender, receiver);
-    let (from, s_to, flow, noise) = (q.from_ns, q.to_ns, q.flow, q.noise_cells());
-    if verify {
+    let (from, s_to, flow) = (q.from_ns, q.to_ns, q.flow);
+    if verify || q.confidence > 0.0 {
         let (s, r) = both(
             move || ss.epochs(sp, from, s_to),
             || rs.epochs(rp, from, r_to),
@@ -182,8 +183,8 @@ pub fn query_stores(
         return query(&s?, &r?, q).context("querying the epochs");
     }
     let (s, r) = both(
-        move || ss.flow_epochs(sp, from, s_to, &flow, noise),
-        || rs.flow_epochs(rp, from, r_to, &flow, noise),
+        move || ss.flow_epochs(sp, from, s_to, &flow),
+        || rs.flow_epochs(rp, from, r_to, &flow),
     );
     query_flow(&s?, &r?, q).context("querying the epochs")
 }

@@ -384,14 +384,12 @@ impl Store {
 
     /// The flow's cells of the point's epochs whose time frame meets `[from, to]`, by
     /// sequence: each epoch's header and `m` cells read in place (module doc).
-    /// With `noise` > 0, each epoch's noise block of that many cells too (one more read).
     pub fn flow_epochs(
         &self,
         point: &Point,
         from: u64,
         to: u64,
         flow: &FlowKey,
-        noise: usize,
     ) -> Result<Vec<FlowEpoch>> {
         let mut st = self.conn.prepare_cached(
             "SELECT rowid, seq FROM epochs
@@ -439,7 +437,7 @@ impl Store {
                     (&*mp, *fh)
                 }
             };
-            out.push(rd.flow_with_noise(map, fh, noise).map_err(|e| named(&e))?);
+            out.push(rd.flow(map, fh).map_err(|e| named(&e))?);
         }
         Ok(out)
     }

@@ -94,6 +94,40 @@ fn record_query_and_stats() {
     );
     assert!((e - t).abs() / t < 0.05, "{e} vs {t}: {v}");
     assert!(v["std_ns"].as_f64().unwrap() >= 0.0);
+    assert!(
+        v["mean_interval_ns"].is_null() && v["certified"].is_null(),
+        "{v}"
+    );
+    // the measured interval, asked for: it holds the truth here, and the same mean
+    let with = ok(&[
+        "query",
+        "--flow",
+        &flow,
+        "--confidence",
+        "0.95",
+        ss.to_str().unwrap(),
+        rs.to_str().unwrap(),
+        "--json",
+    ]);
+    let w: Value = serde_json::from_str(&with).unwrap();
+    assert_eq!(w["mean_ns"], v["mean_ns"]);
+    let iv = &w["mean_interval_ns"];
+    let (lo, hi) = (iv[0].as_f64().unwrap(), iv[1].as_f64().unwrap());
+    assert!(lo <= t && t <= hi, "{lo} {t} {hi}: {w}");
+    assert!(w["noise_draws"].as_u64().unwrap() > 1_000, "{w}");
+    assert!(w["certified"]["within"].is_boolean(), "{w}");
+    fails(
+        &[
+            "query",
+            "--flow",
+            &flow,
+            "--confidence",
+            "1.5",
+            ss.to_str().unwrap(),
+            rs.to_str().unwrap(),
+        ],
+        "--confidence 1.5",
+    );
     assert!(v["reliability"]["alpha"].as_f64().is_some());
     assert!(v["sender"]["epochs"].as_u64().unwrap() >= 3);
     // a time range before the capture holds no epoch
@@ -116,6 +150,19 @@ fn record_query_and_stats() {
         rs.to_str().unwrap(),
     ]);
     assert!(text.contains("mean") && text.contains("plan"), "{text}");
+    let text = ok(&[
+        "query",
+        "--flow",
+        &flow,
+        "--confidence",
+        "0.9",
+        ss.to_str().unwrap(),
+        rs.to_str().unwrap(),
+    ]);
+    assert!(
+        text.contains("interval ") && text.contains("90 % confidence"),
+        "{text}"
+    );
     // appending to a point keeps numbering; another configuration is refused by field
     record(&s, &ss, "s");
     fails(

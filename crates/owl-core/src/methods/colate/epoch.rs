@@ -107,39 +107,12 @@ impl DerefMut for Epoch {
     }
 }
 
-/// One epoch as a flow's query sees it: its head and the flow's `m` cells, `j` = 0..m, and
-/// the epoch's **noise block**: [`noise_len`] consecutive cells from [`noise_start`]`(flow, n)`
-/// on (wrapping at `n`), the foreign content the query's confidence interval is measured from
-/// ([`super::estimate`], "The confidence interval").
+/// One epoch as a flow's query sees it: its head and the flow's `m` cells, `j` = 0..m.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlowEpoch {
     pub head: EpochHead,
     pub ts: Vec<u64>,
     pub counts: Vec<u32>,
-    /// The noise block's cells, `(timestamp counter, packet counter)`; empty when the query
-    /// asks for no interval.
-    pub noise: Vec<(u64, u32)>,
-}
-
-/// Where a flow's noise block starts in a vector of `n` counters: a function of the flow and
-/// `n` alone, so both points read the same cells when they use the same `n`.
-pub fn noise_start(flow_hash: u64, n: usize) -> usize {
-    crate::hash::reduce(super::vector::mix(flow_hash ^ 0x6e6f_6973_655f_626c), n)
-}
-
-/// Packets a noise block should hold: enough to describe the foreign part of a subvector
-/// where the vector is sparse.
-pub const NOISE_PACKETS: f64 = 512.0;
-
-/// Cells of the noise block of an epoch of `packets` in `n` counters, for a query that asks for
-/// at least `want` cells (0: none): `want`, or more where the vector is so sparse that `want`
-/// cells hold fewer than [`NOISE_PACKETS`] — up to 16 × `want` — and never more than `n`.
-pub fn noise_len(want: usize, packets: u64, n: usize) -> usize {
-    if want == 0 {
-        return 0;
-    }
-    let sparse = (NOISE_PACKETS * n as f64 / packets.max(1) as f64).ceil() as usize;
-    sparse.clamp(want, 16 * want).min(n)
 }
 
 /// Width that holds `v`.
@@ -171,26 +144,13 @@ impl Epoch {
 
     /// The cells of a flow (`H(f, 0..m)` of `map`).
     pub fn flow(&self, map: &Mapping, flow_hash: u64) -> FlowEpoch {
-        self.flow_with_noise(map, flow_hash, 0)
-    }
-
-    /// [`flow`](Self::flow) and a noise block of `noise` cells ([`FlowEpoch`]).
-    pub fn flow_with_noise(&self, map: &Mapping, flow_hash: u64, noise: usize) -> FlowEpoch {
         let n = self.n as usize;
         let idx = (0..map.m as usize).map(|j| map.index(flow_hash, j, n));
         let (ts, counts) = idx.map(|i| (self.ts[i], self.counts[i])).unzip();
-        let start = noise_start(flow_hash, n);
-        let noise = (0..noise_len(noise, self.packets, n))
-            .map(|k| {
-                let i = (start + k) % n;
-                (self.ts[i], self.counts[i])
-            })
-            .collect();
         FlowEpoch {
             head: self.head.clone(),
             ts,
             counts,
-            noise,
         }
     }
 
@@ -615,7 +575,7 @@ impl<R: ReadAt> EpochReader<R> {
                 what: format!("cell {i} of {}", l.head.n),
             });
         }
-        let w = l.width();
+        let (b, w) = (l.head.b as u32, l.width());
         let bit = i * w as usize;
         let at = HEADER_BYTES + bit / 8;
         // the bytes holding the cell (at most 13 for 95 bits at a shift of 7)
@@ -623,39 +583,6 @@ impl<R: ReadAt> EpochReader<R> {
         let mut buf = [0u8; 16];
         self.src.read_at(at, &mut buf[..len])?;
         let cell = u128::from_le_bytes(buf) >> (bit % 8);
-        self.unpack(i, cell)
-    }
-
-    /// Cells `start..start + len` (within `n`), read in one piece.
-    pub fn cells(&mut self, start: usize, len: usize) -> Result<Vec<(u64, u32)>, DecodeError> {
-        let n = self.layout.head.n as usize;
-        if start.checked_add(len).is_none_or(|e| e > n) {
-            return Err(DecodeError::Invalid {
-                offset: HEADER_BYTES,
-                what: format!("cells {start}..{} of {n}", start.saturating_add(len)),
-            });
-        }
-        let w = self.layout.width() as usize;
-        let (first, end) = (start * w, (start + len) * w);
-        let at = HEADER_BYTES + first / 8;
-        // 16 spare bytes: each cell is read as a u128 from its first byte
-        let mut buf = vec![0u8; end.div_ceil(8) - first / 8 + 16];
-        let have = buf.len() - 16;
-        self.src.read_at(at, &mut buf[..have])?;
-        (0..len)
-            .map(|k| {
-                let bit = (start + k) * w - (first / 8) * 8;
-                let byte = bit / 8;
-                let word = u128::from_le_bytes(buf[byte..byte + 16].try_into().expect("16 bytes"));
-                self.unpack(start + k, word >> (bit % 8))
-            })
-            .collect()
-    }
-
-    /// Cell `i` from its bits (least significant first), its escapes looked up.
-    fn unpack(&mut self, i: usize, cell: u128) -> Result<(u64, u32), DecodeError> {
-        let l = &self.layout;
-        let b = l.head.b as u32;
         let (top, top_c) = (escape(l.head.b), escape(l.bc));
         let mut ts = cell as u64 & top;
         let mut c = (cell >> b) as u64 & top_c;
@@ -710,17 +637,6 @@ impl<R: ReadAt> EpochReader<R> {
 
     /// The cells of a flow (`H(f, 0..m)` of `map`).
     pub fn flow(&mut self, map: &Mapping, flow_hash: u64) -> Result<FlowEpoch, DecodeError> {
-        self.flow_with_noise(map, flow_hash, 0)
-    }
-
-    /// [`flow`](Self::flow) and a noise block of `noise` cells ([`FlowEpoch`]), read in at
-    /// most two pieces.
-    pub fn flow_with_noise(
-        &mut self,
-        map: &Mapping,
-        flow_hash: u64,
-        noise: usize,
-    ) -> Result<FlowEpoch, DecodeError> {
         let n = self.layout.head.n as usize;
         let m = map.m as usize;
         let (mut ts, mut counts) = (Vec::with_capacity(m), Vec::with_capacity(m));
@@ -729,16 +645,10 @@ impl<R: ReadAt> EpochReader<R> {
             ts.push(t);
             counts.push(c);
         }
-        let packets = self.layout.head.packets;
-        let (start, len) = (noise_start(flow_hash, n), noise_len(noise, packets, n));
-        let head = len.min(n - start);
-        let mut cells = self.cells(start, head)?;
-        cells.extend(self.cells(0, len - head)?);
         Ok(FlowEpoch {
             head: self.layout.head.clone(),
             ts,
             counts,
-            noise: cells,
         })
     }
 }

@@ -696,12 +696,10 @@ fn record_batch_is_record() {
 /// tolerance is 3 binomial standard errors below 0.9; certified flows (interval within ±10 %)
 /// must be within 10 % as often.
 ///
-/// It fails today (the paper's estimator on one link: 0.76 of 603 intervals): a block of a
-/// few thousand cells holds a different handful of the largest flows' cells for each flow, and
-/// those cells set the tails (module doc of `estimate`). It is kept as the check the fix —
-/// draws from every cell of the queried epochs — must pass.
+/// An interval reported only where it is bounded once covered 0.77–0.80 (boundedness
+/// selected the flows whose counters hold foreign packets); the region in the foreign count
+/// and the timestamp part together holds whatever the flow's packet count.
 #[test]
-#[ignore = "the noise block undercovers on crowded, heavy-tailed vectors (0.76 for 0.90); see the doc"]
 fn the_interval_covers_its_confidence() {
     let (conf, beta) = (0.9, 0.1);
     for one_sided in [false, true] {
@@ -744,6 +742,9 @@ fn the_interval_covers_its_confidence() {
                 }
             }
             let what = format!("{est}, one-sided traffic {one_sided}");
+            eprintln!(
+                "{what}: {inside} of {total} intervals hold the mean; {cert_ok} of {certified} certified within β"
+            );
             let band = |n: usize| 3.0 * (conf * (1.0 - conf) / n as f64).sqrt();
             assert!(total > 500, "{what}: only {total} intervals");
             let cov = inside as f64 / total as f64;
@@ -757,37 +758,4 @@ fn the_interval_covers_its_confidence() {
             }
         }
     }
-}
-
-/// The test inversion against brute force: where every draw leaves the flow's packets alone
-/// (`den − G_b` = `den`), the interval is the draws' `(num − F_b)/den` between their tails;
-/// where more than a tail's share of draws could hide the flow, it is unbounded.
-#[test]
-fn the_interval_inverts_its_test() {
-    let mut rng = Pcg64Mcg::seed_from_u64(8);
-    let den = 7.0;
-    let draws: Vec<(f64, f64)> = (0..4_000)
-        .map(|_| (den, 700.0 - rng.random_range(-50.0..50.0)))
-        .collect();
-    let (lo, hi) = super::estimate::accepted(&draws, 0.05).unwrap();
-    let mut mu: Vec<f64> = draws.iter().map(|(a, c)| c / a).collect();
-    mu.sort_by(f64::total_cmp);
-    // accepted while at most 95 % of the draws lie strictly on one side
-    let (l, h) = (mu[199], mu[3_800]);
-    assert!(
-        (lo - l).abs() < 1e-9 && (hi - h).abs() < 1e-9,
-        "{lo} {hi} vs {l} {h}"
-    );
-    // a tenth of the draws hold more foreign packets than the flow's counters: unbounded
-    let mut hiding = draws.clone();
-    for d in hiding.iter_mut().take(400) {
-        d.0 = -1.0;
-    }
-    assert_eq!(super::estimate::accepted(&hiding, 0.05), None);
-    // ties (empty subvectors) count for μ: an atom at the estimate keeps it inside
-    let atom: Vec<(f64, f64)> = (0..4_000)
-        .map(|i| (den, if i < 3_900 { 700.0 } else { 650.0 }))
-        .collect();
-    let (lo, hi) = super::estimate::accepted(&atom, 0.05).unwrap();
-    assert!(lo <= 100.0 && hi >= 100.0, "{lo} {hi}");
 }
