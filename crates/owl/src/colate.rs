@@ -7,7 +7,10 @@ use std::path::Path;
 
 use anyhow::{Context, Result, anyhow, bail};
 use owl_core::FlowKey;
-use owl_core::colate::{Config, FlowLatency, Layout, Query, Recorder, query, query_flow};
+use owl_core::colate::estimate::{NoiseTable, PointNoise, query_flow_with};
+use owl_core::colate::{
+    Config, FlowEpoch, FlowLatency, Layout, Mapping, Query, Recorder, query, query_flow,
+};
 use owl_core::method::config_value;
 
 use crate::input::read_capture;
@@ -175,7 +178,10 @@ pub fn query_stores(
     // (the sender's store moves to its thread: a connection is Send, not Sync)
     let ((ss, sp), (rs, rp)) = (sender, receiver);
     let (from, s_to, flow) = (q.from_ns, q.to_ns, q.flow);
-    if verify || q.confidence > 0.0 {
+    if q.confidence > 0.0 {
+        return with_interval((ss, sp), (rs, rp), q, (from, s_to, r_to));
+    }
+    if verify {
         let (s, r) = both(
             move || ss.epochs(sp, from, s_to),
             || rs.epochs(rp, from, r_to),
@@ -187,6 +193,81 @@ pub fn query_stores(
         || rs.flow_epochs(rp, from, r_to, &flow),
     );
     query_flow(&s?, &r?, q).context("querying the epochs")
+}
+
+/// One point's side of a query with an interval: the flow's cells of each epoch, and the
+/// point's part of each vector's noise table, the epochs read whole and checked one at a time.
+struct Side {
+    cells: Vec<FlowEpoch>,
+    parts: Vec<Option<PointNoise>>,
+}
+
+/// Read a point's epochs in `[from, to]` one at a time for `q` (the point's part of the noise
+/// table relative to its first epoch; the sender's and receiver's are joined after).
+fn side(
+    store: &Store,
+    point: &Point,
+    (from, to): (u64, u64),
+    q: &Query,
+    sender: bool,
+) -> Result<Side> {
+    let mut out = Side {
+        cells: Vec::new(),
+        parts: Vec::new(),
+    };
+    let mut map: Option<(Mapping, u64)> = None;
+    let mut r_ref = None;
+    let paper = q.estimator == owl_core::colate::Estimator::Paper;
+    store.each_epoch(point, from, to, |e| {
+        let (mp, fh) = map.get_or_insert_with(|| {
+            let mp = Mapping::new(e.seed, e.m, &[1.0]);
+            let fh = mp.flow_hash(&q.flow);
+            (mp, fh)
+        });
+        if (mp.seed, mp.m) != (e.seed, e.m) {
+            bail!(
+                "{}: point {} holds epochs of two mappings (seed or m differ)",
+                store.path().display(),
+                point.name
+            );
+        }
+        out.cells.push(e.flow(mp, *fh));
+        let r0 = *r_ref.get_or_insert(e.first_ns);
+        let v = e.vector as usize;
+        if out.parts.len() <= v {
+            out.parts.resize(v + 1, None);
+        }
+        let part = out.parts[v]
+            .get_or_insert_with(|| PointNoise::new(e.n as usize, e.m as usize, paper, sender, r0));
+        // a point whose n changed has no table; the query says why
+        if part.add(&e).is_err() {
+            out.parts[v] = None;
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// [`query_stores`] with the mean's interval: both points' epochs streamed at once.
+fn with_interval(
+    (ss, sp): (&mut Store, &Point),
+    (rs, rp): (&mut Store, &Point),
+    q: &Query,
+    (from, s_to, r_to): (u64, u64, u64),
+) -> Result<FlowLatency> {
+    let (s, r) = both(
+        move || side(ss, sp, (from, s_to), q, true),
+        || side(rs, rp, (from, r_to), q, false),
+    );
+    let (mut s, mut r) = (s?, r?);
+    let mut tables = |v: usize, _paper: bool| -> std::result::Result<_, String> {
+        let take = |p: &mut Vec<Option<PointNoise>>| p.get_mut(v).and_then(Option::take);
+        match (take(&mut s.parts), take(&mut r.parts)) {
+            (Some(a), Some(b)) => NoiseTable::from_points(a, b).map(std::sync::Arc::new),
+            _ => Err("the epochs of this vector do not all have the same n at both points".into()),
+        }
+    };
+    query_flow_with(&s.cells, &r.cells, q, &mut tables).context("querying the epochs")
 }
 
 /// `a` on a scoped thread and `b` on this one, at once.

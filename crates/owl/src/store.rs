@@ -357,6 +357,22 @@ impl Store {
     /// The point's epochs whose time frame meets `[from, to]`, by sequence; each decoded and
     /// checked (a damaged one is an error naming it).
     pub fn epochs(&self, point: &Point, from: u64, to: u64) -> Result<Vec<Epoch>> {
+        let mut out = Vec::new();
+        self.each_epoch(point, from, to, |e| {
+            out.push(e);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// [`epochs`](Self::epochs), handed to `f` one at a time (one decoded epoch in memory).
+    pub fn each_epoch(
+        &self,
+        point: &Point,
+        from: u64,
+        to: u64,
+        mut f: impl FnMut(Epoch) -> Result<()>,
+    ) -> Result<()> {
         let mut st = self.conn.prepare(
             "SELECT seq, epoch FROM epochs
              WHERE point = ?1 AND last_ns >= ?2 AND first_ns <= ?3 ORDER BY seq",
@@ -368,18 +384,17 @@ impl Store {
         let rows = st.query_map(params![point.id, from, to], |r| {
             Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?))
         })?;
-        let mut out = Vec::new();
         for row in rows {
             let (seq, blob) = row?;
-            out.push(Epoch::decode(&blob).map_err(|e| {
+            f(Epoch::decode(&blob).map_err(|e| {
                 anyhow!(
                     "{}: epoch {seq} of point {}: {e}",
                     self.path.display(),
                     point.name
                 )
-            })?);
+            })?)?;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The flow's cells of the point's epochs whose time frame meets `[from, to]`, by

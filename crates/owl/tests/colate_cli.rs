@@ -163,6 +163,24 @@ fn record_query_and_stats() {
         text.contains("interval ") && text.contains("90 % confidence"),
         "{text}"
     );
+    // a reader that stops early (`owl query … | head -1`) ends owl quietly, not in a panic
+    let mut child = Command::new(env!("CARGO_BIN_EXE_owl"))
+        .args([
+            "query",
+            "--flow",
+            &flow,
+            "--json",
+            ss.to_str().unwrap(),
+            rs.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !err.contains("panicked"), "{err}");
     // appending to a point keeps numbering; another configuration is refused by field
     record(&s, &ss, "s");
     fails(

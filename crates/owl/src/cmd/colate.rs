@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use std::io::Write;
+
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use owl_core::colate::plan::{self, Form, Requirement};
@@ -67,6 +69,8 @@ pub fn run(a: ColateArgs) -> Result<()> {
 }
 
 fn plan_cmd(a: PlanArgs) -> Result<()> {
+    // written, not printed: a closed pipe (`owl query … | head`) is an error main() ends quietly
+    let mut out = std::io::stdout().lock();
     let mut req = Requirement {
         memory_bits: a.memory as f64 * 8.0,
         alpha: a.alpha,
@@ -85,10 +89,11 @@ fn plan_cmd(a: PlanArgs) -> Result<()> {
     };
     let p = plan::solve(&req)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&p)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&p)?)?;
         return Ok(());
     }
-    println!(
+    writeln!(
+        out,
         "requirement  M = {} ({} bits), α = {}, β = {}, ratio = {} → A = {:.4}, B = {}, k = {:.4}",
         format_bytes(a.memory),
         req.memory_bits,
@@ -98,35 +103,42 @@ fn plan_cmd(a: PlanArgs) -> Result<()> {
         p.a,
         p.big_b,
         p.k
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "             t_min = {:.0}, t_max = {:.0} (timestamp units), Eq. 22 {}",
         req.t_min, req.t_max, req.form
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "solution     n = {:.1}, m = {:.3}, b = {:.4}, T = {:.4e}",
         p.n_exact, p.m_exact, p.b_exact, p.threshold_exact
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "deployed     n = {}, m = {}, b = {}, T = {} ({} of counters)",
         p.n,
         p.m,
         p.b,
         p.threshold,
         format_bytes(p.memory_bits().div_ceil(8))
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "config       --method-config colate:n={} --method-config colate:m={} --method-config colate:b={} --method-config colate:threshold={}",
         p.n, p.m, p.b, p.threshold
-    );
+    )?;
     Ok(())
 }
 
 fn stats_cmd(a: StatsArgs) -> Result<()> {
-    println!(
+    // written, not printed: a closed pipe (`owl query … | head`) is an error main() ends quietly
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
         "{:<24} {:>8} {:>14} {:>12} {:>12}",
         "store#point", "epochs", "packets", "bytes", "bits/packet"
-    );
+    )?;
     for path in &a.stores {
         let st = Store::open_read(path)?;
         let check = st.integrity()?;
@@ -135,14 +147,15 @@ fn stats_cmd(a: StatsArgs) -> Result<()> {
         }
         for p in st.points()? {
             let s = st.stats(&p)?;
-            println!(
+            writeln!(
+                out,
                 "{:<24} {:>8} {:>14} {:>12} {:>12.4}",
                 format!("{}#{}", path.display(), p.name),
                 s.epochs,
                 s.packets,
                 format_bytes(s.bytes),
                 s.bits_per_packet()
-            );
+            )?;
         }
     }
     Ok(())

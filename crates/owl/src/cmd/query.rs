@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use std::io::Write;
+
 use anyhow::Result;
 use clap::Args;
 use owl_core::colate::{Estimator, Query};
@@ -74,6 +76,8 @@ pub struct QueryArgs {
 }
 
 pub fn run(a: QueryArgs) -> Result<()> {
+    // written, not printed: a closed pipe (`owl query … | head`) is an error main() ends quietly
+    let mut out = std::io::stdout().lock();
     let flow = parse_flow(&a.flow)?;
     let from = a.from.as_deref().map(parse_time).transpose()?.unwrap_or(0);
     let to =
@@ -143,11 +147,12 @@ pub fn run(a: QueryArgs) -> Result<()> {
             })),
             "notes": l.notes,
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(());
     }
-    println!("flow     {flow}");
-    println!(
+    writeln!(out, "flow     {flow}")?;
+    writeln!(
+        out,
         "epochs   {} at the sender ({}#{}), {} at the receiver ({}#{})",
         l.sender_epochs,
         ss.path().display(),
@@ -155,15 +160,16 @@ pub fn run(a: QueryArgs) -> Result<()> {
         l.receiver_epochs,
         rs.path().display(),
         rp.name
-    );
+    )?;
     let opt = |v: Option<f64>| v.map_or("-".to_string(), format_ns);
     match l.packets {
-        Some(p) => println!("packets  {p:.1} (count vector)"),
-        None => println!("packets  -"),
+        Some(p) => writeln!(out, "packets  {p:.1} (count vector)")?,
+        None => writeln!(out, "packets  -")?,
     }
-    println!("mean     {} ({estimator} estimator)", opt(l.mean_ns));
+    writeln!(out, "mean     {} ({estimator} estimator)", opt(l.mean_ns))?;
     if let Some((lo, hi)) = l.mean_interval_ns {
-        println!(
+        writeln!(
+            out,
             "interval {} .. {} ({:.0} % confidence, {} noise draws); {} within ±{:.0} %",
             format_ns(lo),
             format_ns(hi),
@@ -175,17 +181,19 @@ pub fn run(a: QueryArgs) -> Result<()> {
                 "not certified"
             },
             beta * 100.0
-        );
+        )?;
     }
     if a.gamma > 0 {
-        println!(
+        writeln!(
+            out,
             "std      {} (γ = {} virtual repetitions)",
             opt(l.std_ns),
             a.gamma
-        );
+        )?;
     }
     if let Some((alpha, beta, t_min)) = g {
-        println!(
+        writeln!(
+            out,
             "plan     P(|mean error| ≤ {:.0} %) ≥ {:.0} % for flows whose timestamp sum reaches t_min = {t_min:.0} units (paper's noise model); this flow's: {:.0} units, {}",
             beta * 100.0,
             alpha * 100.0,
@@ -195,10 +203,10 @@ pub fn run(a: QueryArgs) -> Result<()> {
             } else {
                 "not covered"
             }
-        );
+        )?;
     }
     for n in &l.notes {
-        println!("note     {n}");
+        writeln!(out, "note     {n}")?;
     }
     Ok(())
 }

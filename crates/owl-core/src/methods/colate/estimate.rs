@@ -401,24 +401,37 @@ pub fn query_cached(
     };
     let fh = map.flow_hash(&q.flow);
     let cells = |v: &[&Epoch]| v.iter().map(|e| e.flow(&map, fh)).collect::<Vec<_>>();
-    answer(&cells(&s), &cells(&r), q, Some((&s, &r, cache)))
+    fn of<'a>(all: &[&'a Epoch], v: usize) -> Vec<&'a Epoch> {
+        all.iter()
+            .copied()
+            .filter(|e| e.vector as usize == v)
+            .collect()
+    }
+    let m = map.m;
+    query_flow_with(&cells(&s), &cells(&r), q, &mut |v, paper| {
+        cache.table(&of(&s, v), &of(&r, v), m, paper)
+    })
 }
 
 /// [`query`] over the flow's cells of the epochs already chosen (those that overlap the
 /// query's range at each point: what the epoch store reads). It gives no interval: that needs
 /// the epochs whole.
 pub fn query_flow(s: &[FlowEpoch], r: &[FlowEpoch], q: &Query) -> Result<FlowLatency, MethodError> {
-    answer(s, r, q, None)
+    query_flow_with(s, r, q, &mut |_, _| {
+        Err("it needs the epochs whole (owl query --confidence reads them)".into())
+    })
 }
 
-/// The epochs whole, for the interval: the sender's, the receiver's, and the tables kept.
-type Whole<'a, 'b> = (&'b [&'a Epoch], &'b [&'a Epoch], &'b mut NoiseCache);
+/// Where a query's noise tables come from: the vector and the estimator (paper or not) in,
+/// the table or why there is none out.
+pub type Tables<'a> = dyn FnMut(usize, bool) -> Result<std::sync::Arc<NoiseTable>, String> + 'a;
 
-fn answer(
+/// [`query_flow`] with the noise tables of the epochs, for the interval.
+pub fn query_flow_with(
     s: &[FlowEpoch],
     r: &[FlowEpoch],
     q: &Query,
-    mut whole: Option<Whole>,
+    tables: &mut Tables,
 ) -> Result<FlowLatency, MethodError> {
     let s: Vec<&FlowEpoch> = s.iter().collect();
     let r: Vec<&FlowEpoch> = r.iter().collect();
@@ -520,22 +533,8 @@ fn answer(
             } else {
                 pr.raw_t - ps.raw_t
             };
-            let interval = match whole.as_mut() {
-                None => Err("it needs the epochs whole (owl query --confidence reads them)".into()),
-                Some((ws, wr, cache)) => {
-                    fn of<'a>(all: &[&'a Epoch], v: usize) -> Vec<&'a Epoch> {
-                        all.iter()
-                            .copied()
-                            .filter(|e| e.vector as usize == v)
-                            .collect()
-                    }
-                    cache
-                        .table(&of(ws, v), &of(wr, v), map.m, paper)
-                        .and_then(|t| {
-                            t.interval(num, ps.raw_counts, r0, fh, map.seed, q.confidence)
-                        })
-                }
-            };
+            let interval = tables(v, paper)
+                .and_then(|t| t.interval(num, ps.raw_counts, r0, fh, map.seed, q.confidence));
             match interval {
                 Ok((lo, hi, kept)) => {
                     out.mean_interval_ns = Some((lo, hi));
@@ -583,21 +582,95 @@ fn answer(
     Ok(out)
 }
 
-/// Every cell of one vector's queried epochs at both points, as a flow's foreign part (module
-/// doc, "The confidence interval"): each cell's part in the estimator's numerator — `x − (r₀ −
-/// r_ref)·y`, linear in the query's reference `r₀` — its packets at the sender, and its
-/// sender's minus receiver's packet counts. Only cells a packet touched are listed; every other
-/// cell has the `empty` part.
+/// One point's epochs of one vector summed counter by counter, for a [`NoiseTable`]: each
+/// counter's part in the estimator's numerator (relative to `r_ref`) and its packets. Epochs
+/// are added one at a time, so a point's part costs 16 bytes a counter whatever the number of
+/// epochs.
+#[derive(Clone, Debug)]
+pub struct PointNoise {
+    n: usize,
+    m: usize,
+    paper: bool,
+    sender: bool,
+    r_ref: u64,
+    x: Vec<f64>,
+    c: Vec<u64>,
+    /// An empty counter's part in the numerator, and its coefficient of `r₀ − r_ref`.
+    empty: (f64, f64),
+    unit: u64,
+    epochs: usize,
+}
+
+impl PointNoise {
+    /// An empty part for the `sender` point (or the receiver) of vectors of `n` counters,
+    /// subvectors of `m`, `paper`'s estimator or the raw one, sums relative to `r_ref`.
+    pub fn new(n: usize, m: usize, paper: bool, sender: bool, r_ref: u64) -> PointNoise {
+        PointNoise {
+            n,
+            m,
+            paper,
+            sender,
+            r_ref,
+            x: vec![0.0; n],
+            c: vec![0; n],
+            empty: (0.0, 0.0),
+            unit: 0,
+            epochs: 0,
+        }
+    }
+
+    /// Add one epoch.
+    pub fn add(&mut self, e: &Epoch) -> Result<(), String> {
+        if e.n as usize != self.n {
+            return Err(
+                "the epochs do not all have the same n, so a counter is not the same counter at both points"
+                    .into(),
+            );
+        }
+        let sign = if self.sender { -1.0 } else { 1.0 };
+        let (nf, mf) = (self.n as f64, self.m as f64);
+        let unit = e.unit_ns as f64;
+        let shift = e.base_ns as f64 - self.r_ref as f64;
+        if self.paper {
+            // Theorem 2, one counter: (n·A[i] − A_tot)/(n − m); an empty one keeps −A_tot/(n − m)
+            let a_tot = unit * e.sum as f64 + shift * e.packets as f64;
+            self.empty.0 -= sign * a_tot / (nf - mf);
+            self.empty.1 -= sign * e.packets as f64 / (nf - mf);
+        }
+        let scale = if self.paper { nf / (nf - mf) } else { 1.0 };
+        for (i, (&ts, &c)) in e.ts.iter().zip(&e.counts).enumerate() {
+            if c == 0 && ts == 0 {
+                continue;
+            }
+            self.x[i] += sign * scale * (unit * ts as f64 + shift * c as f64);
+            self.c[i] += c as u64;
+        }
+        self.unit = self.unit.max(e.unit_ns);
+        self.epochs += 1;
+        Ok(())
+    }
+
+    /// Epochs added.
+    pub fn epochs(&self) -> usize {
+        self.epochs
+    }
+}
+
+/// Every counter of one vector's queried epochs at both points, as a flow's foreign part (module
+/// doc, "The confidence interval"): each counter's part in the estimator's numerator — `x − (r₀
+/// − r_ref)·y`, linear in the query's reference `r₀`, with `y` following from its packet counts
+/// — its packets at the sender, and its sender's minus receiver's packet counts. Only counters a
+/// packet touched are listed; every other counter has the `empty` part.
 #[derive(Clone, Debug)]
 pub struct NoiseTable {
     n: usize,
     m: usize,
     paper: bool,
     r_ref: u64,
-    /// `(x, y)` of an empty cell.
+    /// `(x, y)` of an empty counter.
     empty: (f64, f64),
-    /// `(index, x, y, sender packets, diff)`, by index.
-    cells: Vec<(u32, f64, f64, u64, i64)>,
+    /// `(index, x, sender packets, sender minus receiver packets)`, by index.
+    cells: Vec<(u32, f64, u64, i64)>,
     /// The largest timestamp unit of the epochs.
     unit: f64,
 }
@@ -614,80 +687,56 @@ impl NoiseTable {
         let Some(first) = sender.first() else {
             return Err("no epoch at the sender".into());
         };
-        let n = first.n as usize;
-        if sender.iter().chain(receiver).any(|e| e.n as usize != n) {
-            return Err(
-                "the epochs do not all have the same n, so a cell is not the same cell at both points"
-                    .into(),
-            );
-        }
+        let (n, m) = (first.n as usize, m as usize);
         let r_ref = sender.iter().map(|e| e.first_ns).min().unwrap_or(0);
-        let (nf, mf) = (n as f64, m as f64);
-        let mut empty = (0.0, 0.0);
-        let mut parts: Vec<(u32, f64, f64, u64, i64)> = Vec::new();
-        for (point, sign) in [(sender, -1.0), (receiver, 1.0)] {
-            let is_s = sign < 0.0;
-            for e in point.iter() {
-                let unit = e.unit_ns as f64;
-                let shift = e.base_ns as f64 - r_ref as f64;
-                if paper {
-                    // Theorem 2, one cell: (n·A[i] − A_tot)/(n − m); an empty cell keeps
-                    // −A_tot/(n − m)
-                    let a_tot = unit * e.sum as f64 + shift * e.packets as f64;
-                    empty.0 -= sign * a_tot / (nf - mf);
-                    empty.1 -= sign * e.packets as f64 / (nf - mf);
-                }
-                let scale = if paper { nf / (nf - mf) } else { 1.0 };
-                for (i, (&ts, &c)) in e.ts.iter().zip(&e.counts).enumerate() {
-                    if c == 0 && ts == 0 {
-                        continue;
-                    }
-                    let a = unit * ts as f64 + shift * c as f64;
-                    parts.push((
-                        i as u32,
-                        sign * scale * a,
-                        sign * scale * c as f64,
-                        if is_s { c as u64 } else { 0 },
-                        if is_s { c as i64 } else { -(c as i64) },
-                    ));
-                }
+        let mut s = PointNoise::new(n, m, paper, true, r_ref);
+        let mut r = PointNoise::new(n, m, paper, false, r_ref);
+        for e in sender {
+            s.add(e)?;
+        }
+        for e in receiver {
+            r.add(e)?;
+        }
+        NoiseTable::from_points(s, r)
+    }
+
+    /// The table of a sender's and a receiver's parts (built apart, each with its own
+    /// reference).
+    pub fn from_points(s: PointNoise, mut r: PointNoise) -> Result<NoiseTable, String> {
+        if !s.sender || r.sender || s.n != r.n || s.m != r.m || s.paper != r.paper {
+            return Err("the two parts are not a sender's and a receiver's of one vector".into());
+        }
+        let (nf, mf) = (s.n as f64, s.m as f64);
+        let scale = if s.paper { nf / (nf - mf) } else { 1.0 };
+        // the receiver's sums, moved to the sender's reference
+        let delta = s.r_ref as f64 - r.r_ref as f64;
+        r.empty.0 -= delta * r.empty.1;
+        let mut cells = Vec::new();
+        for i in 0..s.n {
+            let (cs, cr) = (s.c[i], r.c[i]);
+            if cs == 0 && cr == 0 {
+                continue;
             }
+            let xr = r.x[i] - delta * scale * cr as f64;
+            cells.push((
+                i as u32,
+                s.x[i] + xr + s.empty.0 + r.empty.0,
+                cs,
+                cs as i64 - cr as i64,
+            ));
         }
-        parts.sort_unstable_by_key(|p| p.0);
-        let mut cells: Vec<(u32, f64, f64, u64, i64)> = Vec::new();
-        for p in parts {
-            match cells.last_mut() {
-                Some(c) if c.0 == p.0 => {
-                    c.1 += p.1;
-                    c.2 += p.2;
-                    c.3 += p.3;
-                    c.4 += p.4;
-                }
-                _ => cells.push(p),
-            }
-        }
-        for c in &mut cells {
-            c.1 += empty.0;
-            c.2 += empty.1;
-        }
-        let unit = sender
-            .iter()
-            .chain(receiver)
-            .map(|e| e.unit_ns)
-            .max()
-            .unwrap_or(0) as f64;
         Ok(NoiseTable {
-            n,
-            m: m as usize,
-            paper,
-            r_ref,
-            empty,
+            n: s.n,
+            m: s.m,
+            paper: s.paper,
+            r_ref: s.r_ref,
+            empty: (s.empty.0 + r.empty.0, s.empty.1 + r.empty.1),
             cells,
-            unit,
+            unit: s.unit.max(r.unit) as f64,
         })
     }
 
-    /// Cells some packet touched (the rest are empty).
+    /// Counters some packet touched (the rest are empty).
     pub fn touched(&self) -> usize {
         self.cells.len()
     }
@@ -709,7 +758,7 @@ impl NoiseTable {
         if n < 4 * m {
             return Err(format!("{n} counters are too few for subvectors of {m}"));
         }
-        // the flow's own cells are not foreign: leave them out of the draws
+        // the flow's own counters are not foreign: leave them out of the draws
         let map = Mapping::new(seed, m as u32, &[1.0]);
         let own: Vec<usize> = (0..m)
             .filter_map(|j| {
@@ -717,6 +766,8 @@ impl NoiseTable {
                 self.cells.binary_search_by_key(&i, |c| c.0).ok()
             })
             .collect();
+        let (nf, mf) = (n as f64, m as f64);
+        let scale = if self.paper { nf / (nf - mf) } else { 1.0 };
         let shift = r0 as f64 - self.r_ref as f64;
         let empty = self.empty.0 - shift * self.empty.1;
         let mut rng = Pcg64Mcg::seed_from_u64(mix(flow_hash ^ seed ^ 0x6e6f_6973));
@@ -726,11 +777,13 @@ impl NoiseTable {
             let (mut f, mut phi, mut d) = (0.0, 0u64, 0i64);
             let mut taken = 0;
             while taken < m {
-                // the touched cells first, then the empty ones: a uniform cell of the vector
+                // the touched counters first, then the empty ones: a uniform counter
                 let u = rng.random_range(0..n);
                 match self.cells.get(u) {
                     Some(_) if own.contains(&u) => continue,
-                    Some(&(_, x, y, cs, diff)) => {
+                    Some(&(_, x, cs, diff)) => {
+                        // y: the receiver's minus the sender's packets, scaled, and the empty part
+                        let y = -scale * diff as f64 + self.empty.1;
                         f += x - shift * y;
                         phi += cs;
                         d += diff;
@@ -759,12 +812,8 @@ impl NoiseTable {
         groups.sort_by_key(|g| std::cmp::Reverse(g.len()));
         let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
         let mut held = 0usize;
-        // the flow's own packets at the sender cancel Theorem 2's share of them: (n − m)/n
-        let own_share = if self.paper {
-            n as f64 / (n - m) as f64
-        } else {
-            1.0
-        };
+        // Theorem 2 subtracts the flow's own share of t_X too: its packets count n/(n − m)
+        let own_share = scale;
         for g in groups {
             if held as f64 >= (1.0 - delta) * kept as f64 {
                 break;
@@ -775,11 +824,10 @@ impl NoiseTable {
                 continue;
             }
             let p = (raw - phi) as f64 * own_share;
+            // F sorted within the group: its tails at `tail`, the extremes when it is small
             let at = |q: f64| g[((q * (g.len() - 1) as f64).round() as usize).min(g.len() - 1)].1;
-            // F sorted within the group: its tails at `tail`, the extremes when the group is small
-            let (f_lo, f_hi) = (at(tail), at(1.0 - tail));
-            lo = lo.min((num - f_hi) / p);
-            hi = hi.max((num - f_lo) / p);
+            lo = lo.min((num - at(1.0 - tail)) / p);
+            hi = hi.max((num - at(tail)) / p);
         }
         if lo > hi {
             return Err(
