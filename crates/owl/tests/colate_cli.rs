@@ -79,14 +79,18 @@ fn record_query_and_stats() {
         f["dst"].as_str().unwrap(),
         f["dport"]
     );
-    let q = ok(&[
-        "query",
-        "--flow",
-        &flow,
-        ss.to_str().unwrap(),
-        rs.to_str().unwrap(),
-        "--json",
-    ]);
+    // `owl query --flow FLOW ARGS… S.db R.db`
+    let stores = [ss.to_str().unwrap(), rs.to_str().unwrap()];
+    let query = |args: &[&str]| -> Vec<String> {
+        ["query", "--flow", &flow]
+            .iter()
+            .chain(args)
+            .chain(&stores)
+            .map(|a| a.to_string())
+            .collect()
+    };
+    let run = |args: &[&str]| ok(&query(args).iter().map(String::as_str).collect::<Vec<_>>());
+    let q = run(&["--json"]);
     let v: Value = serde_json::from_str(&q).unwrap();
     let (t, e) = (
         f["truth"]["mean_ns"].as_f64().unwrap(),
@@ -99,80 +103,34 @@ fn record_query_and_stats() {
         "{v}"
     );
     // the measured interval, asked for: it holds the truth here, and the same mean
-    let with = ok(&[
-        "query",
-        "--flow",
-        &flow,
-        "--confidence",
-        "0.95",
-        ss.to_str().unwrap(),
-        rs.to_str().unwrap(),
-        "--json",
-    ]);
-    let w: Value = serde_json::from_str(&with).unwrap();
+    let w: Value = serde_json::from_str(&run(&["--confidence", "0.95", "--json"])).unwrap();
     assert_eq!(w["mean_ns"], v["mean_ns"]);
     let iv = &w["mean_interval_ns"];
     let (lo, hi) = (iv[0].as_f64().unwrap(), iv[1].as_f64().unwrap());
     assert!(lo <= t && t <= hi, "{lo} {t} {hi}: {w}");
     assert!(w["noise_draws"].as_u64().unwrap() > 1_000, "{w}");
     assert!(w["certified"]["within"].is_boolean(), "{w}");
+    let bad = query(&["--confidence", "1.5"]);
     fails(
-        &[
-            "query",
-            "--flow",
-            &flow,
-            "--confidence",
-            "1.5",
-            ss.to_str().unwrap(),
-            rs.to_str().unwrap(),
-        ],
+        &bad.iter().map(String::as_str).collect::<Vec<_>>(),
         "--confidence 1.5",
     );
     assert!(v["reliability"]["alpha"].as_f64().is_some());
     assert!(v["sender"]["epochs"].as_u64().unwrap() >= 3);
     // a time range before the capture holds no epoch
-    let none = ok(&[
-        "query",
-        "--flow",
-        &flow,
-        "--to",
-        "1000s",
-        ss.to_str().unwrap(),
-        rs.to_str().unwrap(),
-    ]);
+    let none = run(&["--to", "1000s"]);
     assert!(none.contains("mean     -"), "{none}");
     // text
-    let text = ok(&[
-        "query",
-        "--flow",
-        &flow,
-        ss.to_str().unwrap(),
-        rs.to_str().unwrap(),
-    ]);
+    let text = run(&[]);
     assert!(text.contains("mean") && text.contains("plan"), "{text}");
-    let text = ok(&[
-        "query",
-        "--flow",
-        &flow,
-        "--confidence",
-        "0.9",
-        ss.to_str().unwrap(),
-        rs.to_str().unwrap(),
-    ]);
+    let text = run(&["--confidence", "0.9"]);
     assert!(
         text.contains("interval ") && text.contains("90 % confidence"),
         "{text}"
     );
     // a reader that stops early (`owl query … | head -1`) ends owl quietly, not in a panic
     let mut child = Command::new(env!("CARGO_BIN_EXE_owl"))
-        .args([
-            "query",
-            "--flow",
-            &flow,
-            "--json",
-            ss.to_str().unwrap(),
-            rs.to_str().unwrap(),
-        ])
+        .args(query(&["--json"]))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
