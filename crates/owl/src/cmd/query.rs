@@ -34,7 +34,8 @@ Examples:
   owl record --method colate --store S.db --point s S.pcap
   owl record --method colate --store R.db --point r R.pcap
   owl query --flow 'tcp 10.0.0.1 40000 10.0.0.2 443' S.db R.db
-  owl query --flow 'udp 10.0.0.1 53 10.0.0.2 5353' --from 1767225600s --to 1767225660s S.db R.db";
+  owl query --flow 'udp 10.0.0.1 53 10.0.0.2 5353' --from 1767225600s --to 1767225660s S.db R.db
+  owl query --flow 'tcp 10.0.0.1 40000 10.0.0.2 443' --confidence 0.95 --json S.db R.db";
 
 #[derive(Args, Clone, Debug)]
 #[command(after_help = AFTER_HELP)]
