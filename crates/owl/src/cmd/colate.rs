@@ -2,8 +2,6 @@
 
 use std::path::PathBuf;
 
-use std::io::Write;
-
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use owl_core::colate::plan::{self, Form, Requirement};
@@ -69,8 +67,6 @@ pub fn run(a: ColateArgs) -> Result<()> {
 }
 
 fn plan_cmd(a: PlanArgs) -> Result<()> {
-    // written, not printed: a closed pipe (`owl query … | head`) is an error main() ends quietly
-    let mut out = std::io::stdout().lock();
     let mut req = Requirement {
         memory_bits: a.memory as f64 * 8.0,
         alpha: a.alpha,
@@ -89,11 +85,10 @@ fn plan_cmd(a: PlanArgs) -> Result<()> {
     };
     let p = plan::solve(&req)?;
     if a.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&p)?)?;
+        say!("{}", serde_json::to_string_pretty(&p)?)?;
         return Ok(());
     }
-    writeln!(
-        out,
+    say!(
         "requirement  M = {} ({} bits), α = {}, β = {}, ratio = {} → A = {:.4}, B = {}, k = {:.4}",
         format_bytes(a.memory),
         req.memory_bits,
@@ -104,18 +99,20 @@ fn plan_cmd(a: PlanArgs) -> Result<()> {
         p.big_b,
         p.k
     )?;
-    writeln!(
-        out,
+    say!(
         "             t_min = {:.0}, t_max = {:.0} (timestamp units), Eq. 22 {}",
-        req.t_min, req.t_max, req.form
+        req.t_min,
+        req.t_max,
+        req.form
     )?;
-    writeln!(
-        out,
+    say!(
         "solution     n = {:.1}, m = {:.3}, b = {:.4}, T = {:.4e}",
-        p.n_exact, p.m_exact, p.b_exact, p.threshold_exact
+        p.n_exact,
+        p.m_exact,
+        p.b_exact,
+        p.threshold_exact
     )?;
-    writeln!(
-        out,
+    say!(
         "deployed     n = {}, m = {}, b = {}, T = {} ({} of counters)",
         p.n,
         p.m,
@@ -123,21 +120,24 @@ fn plan_cmd(a: PlanArgs) -> Result<()> {
         p.threshold,
         format_bytes(p.memory_bits().div_ceil(8))
     )?;
-    writeln!(
-        out,
+    say!(
         "config       --method-config colate:n={} --method-config colate:m={} --method-config colate:b={} --method-config colate:threshold={}",
-        p.n, p.m, p.b, p.threshold
+        p.n,
+        p.m,
+        p.b,
+        p.threshold
     )?;
     Ok(())
 }
 
 fn stats_cmd(a: StatsArgs) -> Result<()> {
-    // written, not printed: a closed pipe (`owl query … | head`) is an error main() ends quietly
-    let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
+    say!(
         "{:<24} {:>8} {:>14} {:>12} {:>12}",
-        "store#point", "epochs", "packets", "bytes", "bits/packet"
+        "store#point",
+        "epochs",
+        "packets",
+        "bytes",
+        "bits/packet"
     )?;
     for path in &a.stores {
         let st = Store::open_read(path)?;
@@ -147,8 +147,7 @@ fn stats_cmd(a: StatsArgs) -> Result<()> {
         }
         for p in st.points()? {
             let s = st.stats(&p)?;
-            writeln!(
-                out,
+            say!(
                 "{:<24} {:>8} {:>14} {:>12} {:>12.4}",
                 format!("{}#{}", path.display(), p.name),
                 s.epochs,

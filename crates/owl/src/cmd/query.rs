@@ -3,8 +3,6 @@
 
 use std::path::Path;
 
-use std::io::Write;
-
 use anyhow::Result;
 use clap::Args;
 use owl_core::colate::{Estimator, Query};
@@ -78,8 +76,6 @@ pub struct QueryArgs {
 }
 
 pub fn run(a: QueryArgs) -> Result<()> {
-    // written, not printed: a closed pipe (`owl query … | head`) is an error main() ends quietly
-    let mut out = std::io::stdout().lock();
     let flow = parse_flow(&a.flow)?;
     let from = a.from.as_deref().map(parse_time).transpose()?.unwrap_or(0);
     let to =
@@ -149,12 +145,11 @@ pub fn run(a: QueryArgs) -> Result<()> {
             })),
             "notes": l.notes,
         });
-        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        say!("{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(());
     }
-    writeln!(out, "flow     {flow}")?;
-    writeln!(
-        out,
+    say!("flow     {flow}")?;
+    say!(
         "epochs   {} at the sender ({}#{}), {} at the receiver ({}#{})",
         l.sender_epochs,
         ss.path().display(),
@@ -165,13 +160,12 @@ pub fn run(a: QueryArgs) -> Result<()> {
     )?;
     let opt = |v: Option<f64>| v.map_or("-".to_string(), format_ns);
     match l.packets {
-        Some(p) => writeln!(out, "packets  {p:.1} (count vector)")?,
-        None => writeln!(out, "packets  -")?,
+        Some(p) => say!("packets  {p:.1} (count vector)")?,
+        None => say!("packets  -")?,
     }
-    writeln!(out, "mean     {} ({estimator} estimator)", opt(l.mean_ns))?;
+    say!("mean     {} ({estimator} estimator)", opt(l.mean_ns))?;
     if let Some((lo, hi)) = l.mean_interval_ns {
-        writeln!(
-            out,
+        say!(
             "interval {} .. {} ({:.0} % confidence, {} noise draws); {} within ±{:.0} %",
             format_ns(lo),
             format_ns(hi),
@@ -186,16 +180,14 @@ pub fn run(a: QueryArgs) -> Result<()> {
         )?;
     }
     if a.gamma > 0 {
-        writeln!(
-            out,
+        say!(
             "std      {} (γ = {} virtual repetitions)",
             opt(l.std_ns),
             a.gamma
         )?;
     }
     if let Some((alpha, beta, t_min)) = g {
-        writeln!(
-            out,
+        say!(
             "plan     P(|mean error| ≤ {:.0} %) ≥ {:.0} % for flows whose timestamp sum reaches t_min = {t_min:.0} units (paper's noise model); this flow's: {:.0} units, {}",
             beta * 100.0,
             alpha * 100.0,
@@ -208,7 +200,7 @@ pub fn run(a: QueryArgs) -> Result<()> {
         )?;
     }
     for n in &l.notes {
-        writeln!(out, "note     {n}")?;
+        say!("note     {n}")?;
     }
     Ok(())
 }

@@ -362,8 +362,8 @@ fn run_store(a: &RecordArgs, path: &std::path::Path) -> Result<()> {
             if let Some(t) = &r.truncated {
                 eprintln!("owl: warning: {}: {t}", a.capture.display());
             }
-            println!("{summary}");
-            println!("  {}", rec.memory.describe());
+            say!("{summary}")?;
+            say!("  {}", rec.memory.describe())?;
             Ok(())
         }
         Err(e) => Err(e.context(format!("{summary}, before the error"))),
