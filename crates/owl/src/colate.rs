@@ -217,6 +217,9 @@ fn side(
     };
     let mut map: Option<(Mapping, u64)> = None;
     let mut r_ref = None;
+    // vectors whose epochs changed n: no part, for good (a part of the later epochs alone
+    // would be the wrong noise)
+    let mut broken: Vec<bool> = Vec::new();
     let paper = q.estimator == owl_core::colate::Estimator::Paper;
     store.each_epoch(point, from, to, |e| {
         let (mp, fh) = map.get_or_insert_with(|| {
@@ -236,12 +239,17 @@ fn side(
         let v = e.vector as usize;
         if out.parts.len() <= v {
             out.parts.resize(v + 1, None);
+            broken.resize(v + 1, false);
+        }
+        if broken[v] {
+            return Ok(());
         }
         let part = out.parts[v]
             .get_or_insert_with(|| PointNoise::new(e.n as usize, e.m as usize, paper, sender, r0));
         // a point whose n changed has no table; the query says why
         if part.add(&e).is_err() {
             out.parts[v] = None;
+            broken[v] = true;
         }
         Ok(())
     })?;

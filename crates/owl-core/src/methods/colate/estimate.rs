@@ -38,7 +38,8 @@
 //! The interval at confidence `c` inverts a region fixed by the draws alone, whatever the
 //! flow: the likeliest foreign counts `φ`, holding `1 − δ` of the draws, and for each the
 //! central `1 − 2t` of `F` given `φ`, with `δ = (1 − c)/2` and `(1 − δ)(1 − 2t) = c`. The flow's
-//! own `(φ, F)` falls in it with probability at least `c`, and then its mean is among
+//! own `(φ, F)` falls in it with probability at least `c` (up to the region's estimate from the
+//! draws; a group that crosses `1 − δ` is taken whole), and then its mean is among
 //! `(num − F)/p'` with `p = R − φ`, so the interval is the hull of those over the region's
 //! `φ < R`. It is always bounded (`p ≥ 1`), and a flow whose own foreign part could not lie in
 //! the region gets none (a note) — which only raises the coverage of those reported. It is
@@ -60,11 +61,12 @@
 //! most draws, so the intervals it reported were those of the flows whose counters hold
 //! foreign packets (0.77–0.80 for 0.90, though 0.916 over all flows).
 //!
-//! The table lists only the cells some packet touched, plus one value for all the empty ones,
-//! so it costs memory in proportion to the packets; it is built once per set of epochs and
-//! shared by the flows that query them ([`NoiseCache`]). The two points must use the same `n`
-//! (a cell is then the same cell at both), and the epochs are needed whole ([`query_flow`],
-//! over a flow's cells alone, gives no interval).
+//! Each point's part is summed counter by counter as its epochs come, one at a time (16 bytes
+//! a counter, [`PointNoise`]); the joined table lists only the cells some packet touched, plus
+//! one value for all the empty ones. It is built once per set of epochs and shared by the flows
+//! that query them ([`NoiseCache`]). The two points must use the same `n` (a cell is then the
+//! same cell at both), and the epochs are needed whole ([`query_flow`], over a flow's cells
+//! alone, gives no interval).
 //!
 //! # Packet losses (§1.4)
 //!

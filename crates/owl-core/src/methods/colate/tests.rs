@@ -550,6 +550,19 @@ fn different_ram_at_the_two_points() {
     eprintln!("median relative error: same n {a}, different n {b}");
     assert!(a < 0.02, "{a}");
     assert!(b > 3.0 * a, "same n: {a}, different n: {b}");
+    // the measured interval needs the same counters at both points: a mean, no interval, why
+    let big = t.iter().max_by_key(|(_, v)| v.0).unwrap().0;
+    let l = query(
+        &es,
+        &er_other,
+        &Query {
+            confidence: 0.9,
+            ..q(*big, 0)
+        },
+    )
+    .unwrap();
+    assert!(l.mean_ns.is_some() && l.mean_interval_ns.is_none(), "{l:?}");
+    assert!(l.notes.iter().any(|n| n.contains("same n")), "{l:?}");
     // m must agree
     let bad = cfg(1 << 16, 12, u64::MAX, unit, 5);
     let er_bad = record(&bad, &r);
