@@ -268,7 +268,7 @@ fn with_interval(
         || side(rs, rp, (from, r_to), q, false),
     );
     let (mut s, mut r) = (s?, r?);
-    let mut tables = |v: usize, _paper: bool| -> std::result::Result<_, String> {
+    let mut tables = |v: usize| -> std::result::Result<_, String> {
         let take = |p: &mut Vec<Option<PointNoise>>| p.get_mut(v).and_then(Option::take);
         match (take(&mut s.parts), take(&mut r.parts)) {
             (Some(a), Some(b)) => NoiseTable::from_points(a, b).map(std::sync::Arc::new),

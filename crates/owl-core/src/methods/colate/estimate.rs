@@ -409,8 +409,8 @@ pub fn query_cached(
             .filter(|e| e.vector as usize == v)
             .collect()
     }
-    let m = map.m;
-    query_flow_with(&cells(&s), &cells(&r), q, &mut |v, paper| {
+    let (m, paper) = (map.m, q.estimator == Estimator::Paper);
+    query_flow_with(&cells(&s), &cells(&r), q, &mut |v| {
         cache.table(&of(&s, v), &of(&r, v), m, paper)
     })
 }
@@ -419,14 +419,14 @@ pub fn query_cached(
 /// query's range at each point: what the epoch store reads). It gives no interval: that needs
 /// the epochs whole.
 pub fn query_flow(s: &[FlowEpoch], r: &[FlowEpoch], q: &Query) -> Result<FlowLatency, MethodError> {
-    query_flow_with(s, r, q, &mut |_, _| {
+    query_flow_with(s, r, q, &mut |_| {
         Err("it needs the epochs whole (owl query --confidence reads them)".into())
     })
 }
 
-/// Where a query's noise tables come from: the vector and the estimator (paper or not) in,
-/// the table or why there is none out.
-pub type Tables<'a> = dyn FnMut(usize, bool) -> Result<std::sync::Arc<NoiseTable>, String> + 'a;
+/// Where a query's noise tables come from, for its estimator: the vector in, the table or why
+/// there is none out.
+pub type Tables<'a> = dyn FnMut(usize) -> Result<std::sync::Arc<NoiseTable>, String> + 'a;
 
 /// [`query_flow`] with the noise tables of the epochs, for the interval.
 pub fn query_flow_with(
@@ -535,8 +535,8 @@ pub fn query_flow_with(
             } else {
                 pr.raw_t - ps.raw_t
             };
-            let interval = tables(v, paper)
-                .and_then(|t| t.interval(num, ps.raw_counts, r0, fh, map.seed, q.confidence));
+            let interval =
+                tables(v).and_then(|t| t.interval(num, ps.raw_counts, r0, fh, &map, q.confidence));
             match interval {
                 Ok((lo, hi, kept)) => {
                     out.mean_interval_ns = Some((lo, hi));
@@ -584,6 +584,16 @@ pub fn query_flow_with(
     Ok(out)
 }
 
+/// What one counter's sum weighs in the estimator's numerator: `n/(n − m)` in Theorem 2 (each
+/// counter's `n·A[i]` over `n − m`), 1 in the raw variant.
+fn counter_scale(paper: bool, n: usize, m: usize) -> f64 {
+    if paper {
+        n as f64 / (n - m) as f64
+    } else {
+        1.0
+    }
+}
+
 /// One point's epochs of one vector summed counter by counter, for a [`NoiseTable`]: each
 /// counter's part in the estimator's numerator (relative to `r_ref`) and its packets. Epochs
 /// are added one at a time, so a point's part costs 16 bytes a counter whatever the number of
@@ -600,7 +610,6 @@ pub struct PointNoise {
     /// An empty counter's part in the numerator, and its coefficient of `r₀ − r_ref`.
     empty: (f64, f64),
     unit: u64,
-    epochs: usize,
 }
 
 impl PointNoise {
@@ -617,7 +626,6 @@ impl PointNoise {
             c: vec![0; n],
             empty: (0.0, 0.0),
             unit: 0,
-            epochs: 0,
         }
     }
 
@@ -639,7 +647,7 @@ impl PointNoise {
             self.empty.0 -= sign * a_tot / (nf - mf);
             self.empty.1 -= sign * e.packets as f64 / (nf - mf);
         }
-        let scale = if self.paper { nf / (nf - mf) } else { 1.0 };
+        let scale = counter_scale(self.paper, self.n, self.m);
         for (i, (&ts, &c)) in e.ts.iter().zip(&e.counts).enumerate() {
             if c == 0 && ts == 0 {
                 continue;
@@ -648,13 +656,7 @@ impl PointNoise {
             self.c[i] += c as u64;
         }
         self.unit = self.unit.max(e.unit_ns);
-        self.epochs += 1;
         Ok(())
-    }
-
-    /// Epochs added.
-    pub fn epochs(&self) -> usize {
-        self.epochs
     }
 }
 
@@ -708,8 +710,7 @@ impl NoiseTable {
         if !s.sender || r.sender || s.n != r.n || s.m != r.m || s.paper != r.paper {
             return Err("the two parts are not a sender's and a receiver's of one vector".into());
         }
-        let (nf, mf) = (s.n as f64, s.m as f64);
-        let scale = if s.paper { nf / (nf - mf) } else { 1.0 };
+        let scale = counter_scale(s.paper, s.n, s.m);
         // the receiver's sums, moved to the sender's reference
         let delta = s.r_ref as f64 - r.r_ref as f64;
         r.empty.0 -= delta * r.empty.1;
@@ -738,11 +739,6 @@ impl NoiseTable {
         })
     }
 
-    /// Counters some packet touched (the rest are empty).
-    pub fn touched(&self) -> usize {
-        self.cells.len()
-    }
-
     /// The interval at confidence `c` for a flow whose counters gave the estimator's numerator
     /// `num` (relative to `r0`) and `raw` packets at the sender, and the draws kept (module
     /// doc): the union, over the foreign packet counts `φ < raw` the region admits, of the means
@@ -753,7 +749,7 @@ impl NoiseTable {
         raw: u64,
         r0: u64,
         flow_hash: u64,
-        seed: u64,
+        map: &Mapping,
         c: f64,
     ) -> Result<(f64, f64, usize), String> {
         let (n, m) = (self.n, self.m);
@@ -761,18 +757,16 @@ impl NoiseTable {
             return Err(format!("{n} counters are too few for subvectors of {m}"));
         }
         // the flow's own counters are not foreign: leave them out of the draws
-        let map = Mapping::new(seed, m as u32, &[1.0]);
         let own: Vec<usize> = (0..m)
             .filter_map(|j| {
                 let i = map.index(flow_hash, j, n) as u32;
                 self.cells.binary_search_by_key(&i, |c| c.0).ok()
             })
             .collect();
-        let (nf, mf) = (n as f64, m as f64);
-        let scale = if self.paper { nf / (nf - mf) } else { 1.0 };
+        let scale = counter_scale(self.paper, n, m);
         let shift = r0 as f64 - self.r_ref as f64;
         let empty = self.empty.0 - shift * self.empty.1;
-        let mut rng = Pcg64Mcg::seed_from_u64(mix(flow_hash ^ seed ^ 0x6e6f_6973));
+        let mut rng = Pcg64Mcg::seed_from_u64(mix(flow_hash ^ map.seed ^ 0x6e6f_6973));
         // draws (φ, F) whose packet counts agree at both points, as the flow's must
         let mut draws: Vec<(u64, f64)> = Vec::with_capacity(NOISE_DRAWS);
         for _ in 0..NOISE_DRAWS {
@@ -814,8 +808,6 @@ impl NoiseTable {
         groups.sort_by_key(|g| std::cmp::Reverse(g.len()));
         let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
         let mut held = 0usize;
-        // Theorem 2 subtracts the flow's own share of t_X too: its packets count n/(n − m)
-        let own_share = scale;
         for g in groups {
             if held as f64 >= (1.0 - delta) * kept as f64 {
                 break;
@@ -825,7 +817,8 @@ impl NoiseTable {
             if phi >= raw {
                 continue;
             }
-            let p = (raw - phi) as f64 * own_share;
+            // Theorem 2 subtracts the flow's own share of t_X too: its packets count n/(n − m)
+            let p = (raw - phi) as f64 * scale;
             // F sorted within the group: its tails at `tail`, the extremes when it is small
             let at = |q: f64| g[((q * (g.len() - 1) as f64).round() as usize).min(g.len() - 1)].1;
             lo = lo.min((num - at(1.0 - tail)) / p);
