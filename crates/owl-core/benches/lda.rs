@@ -1,6 +1,7 @@
 //! LDA per-packet record cost and estimate cost (issue 3: ≥ 100 M records/s on one core for the
 //! default two-bank LDA; estimate of 1024 rows in microseconds), and the probe emulation's
-//! sender for comparison.
+//! sender for comparison. The default carries the identity digest (16-byte rows); the
+//! `*_digest_off` cases are the paper's LDA (12-byte rows), for the digest's cost.
 
 use std::hint::black_box;
 
@@ -43,12 +44,22 @@ fn record(c: &mut Criterion) {
     let configs = [
         ("default_2x512", Config::paper_default(1)),
         (
+            "default_2x512_digest_off",
+            Config::paper_default(1).with_digest(false),
+        ),
+        (
             "leading_zeros_2x512",
             Config::tuned_leading_zeros(512, &[0.005, 0.1], 5_000_000, 1).unwrap(),
         ),
         (
             "every_packet_1x1024",
             Config::new(1024, Sampling::Probabilities(vec![1.0]), 1).unwrap(),
+        ),
+        (
+            "every_packet_1x1024_digest_off",
+            Config::new(1024, Sampling::Probabilities(vec![1.0]), 1)
+                .unwrap()
+                .with_digest(false),
         ),
     ];
     for (name, cfg) in &configs {
@@ -99,22 +110,29 @@ fn estimate_cost(c: &mut Criterion) {
     c.bench_function("lda_estimate/1x1024_rows", |b| {
         b.iter(|| estimate(black_box(&s), black_box(&r)).unwrap())
     });
-    let cfg = Config::paper_default(1);
-    let (mut s, mut r) = (Synopsis::new(&cfg), Synopsis::new(&cfg));
-    for (i, rec) in recs.iter().enumerate() {
-        s.record(rec.id, rec.ts_ns);
-        if i % 500 != 0 {
-            r.record(rec.id, rec.ts_ns + 200);
+    for (name, cfg) in [
+        ("default_2x512_rows", Config::paper_default(1)),
+        (
+            "default_2x512_rows_digest_off",
+            Config::paper_default(1).with_digest(false),
+        ),
+    ] {
+        let (mut s, mut r) = (Synopsis::new(&cfg), Synopsis::new(&cfg));
+        for (i, rec) in recs.iter().enumerate() {
+            s.record(rec.id, rec.ts_ns);
+            if i % 500 != 0 {
+                r.record(rec.id, rec.ts_ns + 200);
+            }
         }
+        c.bench_function(&format!("lda_estimate/{name}"), |b| {
+            b.iter(|| estimate(black_box(&s), black_box(&r)).unwrap())
+        });
+        let mut bytes = Vec::new();
+        s.encode(&mut bytes);
+        c.bench_function(&format!("lda_decode/{name}"), |b| {
+            b.iter(|| Synopsis::decode(&cfg, black_box(&bytes)).unwrap())
+        });
     }
-    c.bench_function("lda_estimate/default_2x512_rows", |b| {
-        b.iter(|| estimate(black_box(&s), black_box(&r)).unwrap())
-    });
-    let mut bytes = Vec::new();
-    s.encode(&mut bytes);
-    c.bench_function("lda_decode/default_2x512_rows", |b| {
-        b.iter(|| Synopsis::decode(&cfg, black_box(&bytes)).unwrap())
-    });
 }
 
 criterion_group!(benches, record, estimate_cost);

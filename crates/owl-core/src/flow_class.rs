@@ -256,6 +256,51 @@ impl PointSynopsis for ClassTap {
     fn shipped_len(&self) -> Option<u64> {
         Some(0)
     }
+    /// `later`'s identities taken in as if its packets came after this tap's: an identity
+    /// both hold keeps its class here and loses it (a collision) where `later` saw it with
+    /// another; a new one is kept while there is room and counted in `overflow` past it;
+    /// counts are added. As recording in order gives (identities, classes, `overflow`,
+    /// `collisions`) while the merged tap stays within its capacity and `later` overflowed
+    /// nothing. Past the capacity, recording keeps `later`'s new identities in the order of
+    /// their packets, which `later`'s table no longer has: as many are kept (the capacity),
+    /// but which ones follows the table, and each one left out counts once in `overflow`,
+    /// however often it was seen (and `later`'s own overflowed packets count as overflow even
+    /// where their identity is here). The tap has no payload; its classes are local state.
+    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
+        let later = crate::method::downcast::<ClassTap>(later, "class-tap")?;
+        if later.capacity != self.capacity {
+            return Err(MethodError::ConfigMismatch {
+                field: "capacity".into(),
+                sender: self.capacity.to_string(),
+                receiver: later.capacity.to_string(),
+            });
+        }
+        self.overflow += later.overflow;
+        self.collisions += later.collisions;
+        for (id, c) in later.classes {
+            let full = self.classes.len() >= self.capacity;
+            match self.classes.entry(id) {
+                hashbrown::hash_map::Entry::Occupied(mut o) => match (*o.get(), c) {
+                    // `later` counted a collision this tap had already counted
+                    (None, None) => self.collisions = self.collisions.saturating_sub(1),
+                    (Some(a), Some(b)) if a != b => {
+                        self.collisions += 1;
+                        o.insert(None);
+                    }
+                    // `later` saw two classes: its collision is the one recording counts
+                    (Some(_), None) => {
+                        o.insert(None);
+                    }
+                    _ => {}
+                },
+                hashbrown::hash_map::Entry::Vacant(_) if full => self.overflow += 1,
+                hashbrown::hash_map::Entry::Vacant(v) => {
+                    v.insert(c);
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The [`ClassTap`] as a point's pipeline takes it: a [`Method`] whose synopses are taps,
@@ -473,6 +518,52 @@ mod tests {
                 )]
             )
         );
+    }
+
+    /// A tap merged from two is the tap of both streams in order while it has room
+    /// (collisions across the split included); past its capacity it keeps as many
+    /// identities, and counts each identity left out once.
+    #[test]
+    fn merged_taps_are_the_tap_of_both_streams() {
+        let rec = |id: u64, dport: u16| PacketRecord {
+            id,
+            flow: flow(17, 50_000, dport),
+            ..Default::default()
+        };
+        let a: Vec<PacketRecord> = (0..300).map(|k| rec(k, 53 + (k % 3) as u16)).collect();
+        let mut b: Vec<PacketRecord> = (200..500).map(|k| rec(k, 53 + (k % 3) as u16)).collect();
+        // across the split: the same class, another class; within b: two classes
+        b.extend([
+            rec(5, 53 + 2),
+            rec(6, 99),
+            rec(400, 7),
+            rec(401, 7),
+            rec(401, 8),
+        ]);
+        let tap = |cap: usize, recs: &[&[PacketRecord]]| {
+            let mut t = ClassTap::new(cap);
+            for r in recs.iter().flat_map(|r| r.iter()) {
+                t.record_packet(r);
+            }
+            t
+        };
+        let whole = tap(1_000, &[&a, &b]);
+        let mut merged = tap(1_000, &[&a]);
+        merged.merge(Box::new(tap(1_000, &[&b]))).unwrap();
+        assert_eq!(merged.classes, whole.classes);
+        assert_eq!(
+            (merged.overflow, merged.collisions),
+            (whole.overflow, whole.collisions)
+        );
+        assert!(whole.collisions >= 3, "{}", whole.collisions);
+        // past the capacity: as many kept; every identity left out counted at least once,
+        // a repeated sighting of one only in recording
+        let whole = tap(400, &[&a, &b]);
+        let mut merged = tap(400, &[&a]);
+        merged.merge(Box::new(tap(400, &[&b]))).unwrap();
+        assert_eq!(merged.classes.len(), whole.classes.len());
+        assert!(merged.overflow <= whole.overflow && merged.overflow >= 100);
+        assert!(tap(400, &[&a]).merge(Box::new(ClassTap::new(401))).is_err());
     }
 
     #[test]

@@ -1,11 +1,11 @@
-//! Clock-delimited, pipelined measurement intervals (RDA §III-A, §VIII-A).
+//! The grid of pipelined measurement intervals (RDA §III-A, §VIII-A).
 //!
-//! Each point cuts its own packet stream by its own clock: interval `i` is
-//! `[t0 + i·T, t0 + (i+1)·T)`, with `t0` agreed by both points (by default `t0 = 0`, so
-//! intervals are aligned to multiples of `T` since the Unix epoch and any two points with the same
-//! `T` agree without talking). Packets in flight at a boundary are therefore recorded in interval
-//! `i` at S and in interval `i + 1` at R: they look lost at S and unexpected at R, exactly as in a
-//! real deployment. `T = 0` means a single interval holding the whole capture.
+//! Interval `i` is `[t0 + i·T, t0 + (i+1)·T)`, with `t0` agreed by both points (by default
+//! `t0 = 0`, so intervals are aligned to multiples of `T` since the Unix epoch and any two points
+//! with the same `T` agree without talking). S cuts its stream on this grid by its clock; R either
+//! does the same (a clock cut: packets in flight at a boundary are then in interval `i` at S and
+//! in `i + 1` at R) or cuts at S's delimiters ([`crate::cut`]), so that both hold the same
+//! packets. `T = 0` means a single interval holding the whole capture.
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;

@@ -594,6 +594,23 @@ pub trait PointSynopsis: Any + Send {
     fn shipped_len(&self) -> Option<u64> {
         Some(self.encoded_len() as u64)
     }
+    /// Take in `later`, a synopsis of the same method, configuration and point whose packets
+    /// all came after this one's: the result is the synopsis of the two streams one after the
+    /// other, byte for byte what recording them in that order gives (`later` may have been
+    /// decoded from its payload, and recording may go on after). A receiver point builds an
+    /// interval from the packets it held around the interval's first cut, the rest of the
+    /// interval and the packets it held around the next cut this way, once the sender has
+    /// named the cuts' delimiters ([`crate::cut`]). An error names why (`later` is of another
+    /// method, configuration or point).
+    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError>;
+    /// What a point's own synopsis file holds for it (`owl record`): the payload, unless the
+    /// payload is lossy and a receiver's file must let `owl estimate` go on recording and
+    /// merge (its interval's core, assembled with the packets held at the cuts): then a form it
+    /// can, which [`Method::decode_point`] reads too. Local state, never shipped:
+    /// [`shipped_len`](Self::shipped_len) still says what would cross.
+    fn encode_local(&self, out: &mut Vec<u8>) {
+        self.encode(out)
+    }
 }
 
 /// A per-flow estimate, from methods that give one.

@@ -125,6 +125,121 @@ mod tests {
         assert!(find("lda").is_some() && find("nope").is_none());
     }
 
+    /// Every method's synopsis merges as the contract says (`PointSynopsis::merge`): at a
+    /// receiver, recording `a`, merging a synopsis of `b` (kept, or decoded from what its file
+    /// holds, `encode_local`, as `owl estimate` reads it) and recording `c` gives, byte for
+    /// byte, the synopsis of `a ++ b ++ c` — for splits anywhere, empty parts included, over
+    /// traffic with several flows, duplicated packets and timestamps out of order. A sender
+    /// (whose cut needs no merge) merges the same way or refuses with an error.
+    #[test]
+    fn merging_is_recording_in_order() {
+        use crate::record::{FlowKey, PacketRecord};
+        let mut all: Vec<PacketRecord> = (0..6_000u64)
+            .map(|i| PacketRecord {
+                ts_ns: 1_000_000_000 + i * 10_000 + (i % 13) * 3_000,
+                id: i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i >> 7),
+                len: 60 + (i % 1400) as u32,
+                flow: FlowKey {
+                    proto: 17,
+                    sport: (i % 11) as u16,
+                    dport: 53,
+                    ..FlowKey::default()
+                },
+            })
+            .collect();
+        // duplicates, one of them across a split
+        for k in [17usize, 2_999, 3_001, 5_500] {
+            let mut d = all[k];
+            d.ts_ns += 7;
+            all.insert(k + 3, d);
+        }
+        let received: Vec<PacketRecord> = all
+            .iter()
+            .filter(|r| r.id % 40 != 0)
+            .map(|r| PacketRecord {
+                ts_ns: r.ts_ns + 1_000_000 + (r.id % 17) * 1_000,
+                ..*r
+            })
+            .collect();
+        let splits = [
+            (0, 0),
+            (0, 3_000),
+            (1, 2),
+            (1_000, 3_000),
+            (3_000, 3_000),
+            (2_500, 6_004),
+        ];
+        let mut refused = Vec::new();
+        for info in METHODS {
+            let m = (info.build)(&BuildOptions {
+                seed: 5,
+                memory: None,
+            })
+            .unwrap();
+            let mut whole_pair = Vec::new();
+            for (role, recs) in [(Role::Sender, &all), (Role::Receiver, &received)] {
+                let mut whole = m.new_point(role);
+                whole.record_batch(recs);
+                let mut want = Vec::new();
+                whole.encode(&mut want);
+                for &(x, y) in &splits {
+                    let (x, y) = (x.min(recs.len()), y.min(recs.len()));
+                    for decoded in [false, true] {
+                        let mut head = m.new_point(role);
+                        head.record_batch(&recs[..x]);
+                        let mut mid = m.new_point(role);
+                        mid.record_batch(&recs[x..y]);
+                        if decoded {
+                            let mut b = Vec::new();
+                            mid.encode_local(&mut b);
+                            mid = m.decode_point(role, &b).unwrap();
+                        }
+                        if let Err(e) = head.merge(mid) {
+                            assert_eq!(
+                                role,
+                                Role::Sender,
+                                "{}: a receiver refused to merge ({x}, {y}, decoded {decoded}): {e}",
+                                info.name
+                            );
+                            refused.push(info.name);
+                            continue;
+                        }
+                        head.record_batch(&recs[y..]);
+                        let mut got = Vec::new();
+                        head.encode(&mut got);
+                        assert!(
+                            got == want,
+                            "{} {role:?}: split at {x}, {y} (decoded {decoded}): the merged synopsis differs from the whole",
+                            info.name
+                        );
+                    }
+                }
+                whole_pair.push(whole);
+            }
+            // a synopsis of another point, or of another method, is refused
+            let mut s = m.new_point(Role::Sender);
+            let other = (crate::registry::METHODS
+                [(METHODS.iter().position(|i| i.name == info.name).unwrap() + 1) % METHODS.len()]
+            .build)(&BuildOptions {
+                seed: 5,
+                memory: None,
+            })
+            .unwrap();
+            assert!(
+                s.merge(other.new_point(Role::Sender)).is_err(),
+                "{}: merged another method's synopsis",
+                info.name
+            );
+            let r = whole_pair.pop().unwrap();
+            let s = whole_pair.pop().unwrap();
+            assert!(m.estimate(s, r).is_ok(), "{}", info.name);
+        }
+        // senders that keep state chosen from their own stream refuse (probing, RLI's
+        // references, OPA's group hashes)
+        refused.dedup();
+        assert_eq!(refused, ["probe", "rli", "opa", "opa-wavelet"]);
+    }
+
     /// What `owl record` says crosses the network is what the pair estimate counts: where both
     /// points keep a synopsis, one sends it to the other, so a pair's `bytes` is the larger
     /// point's; methods whose traffic depends on the exchange (RDA) say so with `None` at both.

@@ -87,6 +87,14 @@ impl<'a> WireWriter<'a> {
         let h = xxh64(self.buf, 0);
         self.u64(h);
     }
+    /// LEB128: 7 bits a byte, least significant first.
+    pub fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.buf.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.buf.push(v as u8);
+    }
     pub fn str(&mut self, s: &str) {
         let b = s.as_bytes();
         let n = b.len().min(u16::MAX as usize);
@@ -148,6 +156,21 @@ impl<'a> WireReader<'a> {
     pub fn f64(&mut self, what: &'static str) -> Result<f64, DecodeError> {
         Ok(f64::from_le_bytes(self.take(8, what)?.try_into().unwrap()))
     }
+    /// A LEB128 integer ([`WireWriter::varint`]); more than 64 bits is refused.
+    pub fn varint(&mut self, what: &'static str) -> Result<u64, DecodeError> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let b = self.u8(what)?;
+            if i == 9 && b > 1 {
+                return Err(self.invalid(format!("{what}: varint longer than 64 bits")));
+            }
+            v |= ((b & 0x7f) as u64) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(self.invalid(format!("{what}: varint longer than 64 bits")))
+    }
     pub fn str(&mut self, what: &'static str) -> Result<String, DecodeError> {
         let n = self.u16(what)? as usize;
         let off = self.offset();
@@ -188,6 +211,9 @@ pub struct SynopsisFile {
     pub identity_bytes: Option<u32>,
     /// The method's configuration, by field name, in the method's order.
     pub config: Vec<(String, String)>,
+    /// How both points cut intervals, by field name (`crate::cut::Cut::pairs`); empty: each
+    /// point by its clock (files before version 4 were all recorded so).
+    pub cut: Vec<(String, String)>,
     /// `(interval index, method payload)`, ascending.
     pub points: Vec<(u64, Vec<u8>)>,
 }
@@ -213,6 +239,13 @@ impl SynopsisFile {
         for (k, v) in &self.config {
             w.str(k);
             w.str(v);
+        }
+        if version >= 4 {
+            w.u32(self.cut.len() as u32);
+            for (k, v) in &self.cut {
+                w.str(k);
+                w.str(v);
+            }
         }
     }
 
@@ -308,6 +341,18 @@ impl SynopsisFile {
             let v = r.str("configuration value")?;
             config.push((k, v));
         }
+        let mut cut = Vec::new();
+        if version >= 4 {
+            let n = r.u32("cut fields")? as usize;
+            if n > 16 {
+                return Err(r.invalid(format!("{n} cut fields is absurd")));
+            }
+            for _ in 0..n {
+                let k = r.str("cut field")?;
+                let v = r.str("cut value")?;
+                cut.push((k, v));
+            }
+        }
         Ok(SynopsisFile {
             method,
             role,
@@ -318,6 +363,7 @@ impl SynopsisFile {
             identity_seed,
             identity_bytes,
             config,
+            cut,
             points: Vec::new(),
         })
     }
@@ -379,6 +425,25 @@ impl SynopsisFile {
                 says(receiver.identity_bytes),
             );
         }
+        // the cut (an absent one is a clock cut)
+        let cut = |f: &SynopsisFile| -> Vec<(String, String)> {
+            if f.cut.is_empty() {
+                vec![("cut".into(), "clock".into())]
+            } else {
+                f.cut.clone()
+            }
+        };
+        let (sc, rc) = (cut(sender), cut(receiver));
+        for (k, v) in &sc {
+            match rc.iter().find(|(k2, _)| k2 == k) {
+                Some((_, v2)) if v2 == v => {}
+                Some((_, v2)) => return mm(k, v.clone(), v2.clone()),
+                None => return mm(k, v.clone(), "absent".into()),
+            }
+        }
+        if let Some((k, v)) = rc.iter().find(|(k, _)| !sc.iter().any(|(k2, _)| k2 == k)) {
+            return mm(k, "absent".into(), v.clone());
+        }
         for (k, v) in &sender.config {
             match receiver.config.iter().find(|(k2, _)| k2 == k) {
                 Some((_, v2)) if v2 == v => {}
@@ -409,6 +474,7 @@ mod tests {
             identity_seed: 7,
             identity_bytes: None,
             config: vec![("rows".into(), "1024".into()), ("seed".into(), "1".into())],
+            cut: Vec::new(),
             points: vec![(5, vec![1, 2, 3]), (6, vec![])],
         }
     }
@@ -478,9 +544,10 @@ mod tests {
     }
 }
 
-/// Version of the streamed synopsis file `owl record` writes: 3 carries the identity byte limit
-/// and each interval's packet count; 2 (without them) is still read.
-pub const STREAM_VERSION: u16 = 3;
+/// Version of the streamed synopsis file `owl record` writes: 4 carries the interval cut and
+/// each block's cut data; 3 carries the identity byte limit and each interval's packet count;
+/// 3 and 2 (without them) are still read, as files recorded with clock cuts.
+pub const STREAM_VERSION: u16 = 4;
 /// The first streamed version, read without identity byte limit or packet counts.
 const STREAM_VERSION_2: u16 = 2;
 const TAG_BLOCK: u8 = 1;
@@ -491,17 +558,22 @@ const TAG_END: u8 = 2;
 /// written before it. Little-endian throughout:
 ///
 /// ```text
-/// magic "OWLSYN\r\n" | u16 version 3 | str method | u8 role | u64 interval length ns
+/// magic "OWLSYN\r\n" | u16 version 4 | str method | u8 role | u64 interval length ns
 /// | u64 interval origin ns | u64 identity seed | u32 identity bytes (0: every captured byte)
-/// | u32 n, n × (str field, str value) | u64 xxh64 of the header so far
+/// | u32 n, n × (str field, str value) | u32 c, c × (str field, str value) of the cut
+/// | u64 xxh64 of the header so far
 /// then per interval:  u8 1 | u64 interval index | u64 packets | u32 len
-///                     | len bytes of method payload | u64 xxh64 of the block so far
+///                     | len bytes of method payload | u32 m | m bytes of cut data
+///                     | u64 xxh64 of the block so far
 /// closing block:      u8 2 | u64 number of interval blocks | u64 xxh64 of the block so far
 /// ```
 ///
 /// `packets` is how many packets the point's interval took (every method's synopsis of the
-/// interval recorded them all): the sent and received counts `owl estimate` reports. Version 2
-/// has neither the identity bytes nor the packet counts.
+/// interval recorded them all): the sent and received counts `owl estimate` reports. The cut
+/// data is `crate::cut::encode_point_cut`'s: S's delimiters, or the packets R held around the
+/// interval's start (with a receiver's payload, its core, in the method's local form:
+/// `PointSynopsis::encode_local`). Version 3 has no cut (each point cut by its clock);
+/// version 2 has neither the identity bytes nor the packet counts.
 ///
 /// A block whose length runs past the end of the file or whose checksum fails (a torn write)
 /// ends the readable part: [`StreamReader::next_block`] reports it once, and every block before
@@ -517,8 +589,8 @@ impl SynopsisFile {
     }
 
     /// One interval's block of a streamed file: the interval's index, the packets the point
-    /// took in it, and the method's payload.
-    pub fn encode_stream_block(index: u64, packets: u64, payload: &[u8]) -> Vec<u8> {
+    /// took in it, the method's payload and the point's cut data.
+    pub fn encode_stream_block(index: u64, packets: u64, payload: &[u8], cut: &[u8]) -> Vec<u8> {
         let mut buf = Vec::new();
         let mut w = WireWriter::new(&mut buf);
         w.u8(TAG_BLOCK);
@@ -526,6 +598,8 @@ impl SynopsisFile {
         w.u64(packets);
         w.u32(payload.len() as u32);
         w.bytes(payload);
+        w.u32(cut.len() as u32);
+        w.bytes(cut);
         w.checksum();
         buf
     }
@@ -566,6 +640,8 @@ pub struct Block {
     pub packets: Option<u64>,
     /// The method's payload.
     pub payload: Vec<u8>,
+    /// The point's cut data (empty before version 4: a clock cut).
+    pub cut: Vec<u8>,
 }
 
 /// Reads a synopsis file block by block: streamed files (versions 2 and 3) from any byte
@@ -641,7 +717,7 @@ impl<R: std::io::Read> StreamReader<R> {
                 ended: false,
             });
         }
-        if version != STREAM_VERSION && version != STREAM_VERSION_2 {
+        if !(STREAM_VERSION_2..=STREAM_VERSION).contains(&version) {
             return Err(DecodeError::Invalid {
                 offset: 8,
                 what: format!(
@@ -695,6 +771,22 @@ impl<R: std::io::Read> StreamReader<R> {
             let l = str_len(&buf[at..]);
             need(&mut src, &mut buf, l, "configuration")?;
         }
+        if version >= 4 {
+            let at = need(&mut src, &mut buf, 4, "cut size")?;
+            let c = u32::from_le_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
+            if c > 16 {
+                return Err(DecodeError::Invalid {
+                    offset: buf.len() - 4,
+                    what: format!("{c} cut fields is absurd"),
+                }
+                .into());
+            }
+            for _ in 0..2 * c {
+                let at = need(&mut src, &mut buf, 2, "cut")?;
+                let l = str_len(&buf[at..]);
+                need(&mut src, &mut buf, l, "cut")?;
+            }
+        }
         let body = buf.len();
         let at = need(&mut src, &mut buf, 8, "header checksum")?;
         let h = u64::from_le_bytes(buf[at..at + 8].try_into().unwrap());
@@ -728,6 +820,7 @@ impl<R: std::io::Read> StreamReader<R> {
                 index,
                 packets: None,
                 payload,
+                cut: Vec::new(),
             }));
         }
         if self.ended {
@@ -767,40 +860,64 @@ impl<R: std::io::Read> StreamReader<R> {
                 let packets =
                     (head == 20).then(|| u64::from_le_bytes(h[8..16].try_into().unwrap()));
                 let len = u32::from_le_bytes(h[head - 4..].try_into().unwrap()) as usize;
-                let mut payload = Vec::new();
                 // read in steps, so a hostile length cannot allocate before the bytes exist
-                let mut left = len;
-                let mut chunk = vec![0u8; len.min(1 << 20)];
-                while left > 0 {
-                    let n = left.min(chunk.len());
-                    match read_exact_or_eof(&mut self.src, &mut chunk[..n]) {
-                        Ok(got) if got == n => payload.extend_from_slice(&chunk[..n]),
-                        _ => {
-                            return torn(
-                                self,
-                                format!("{len} bytes announced, the file ends first"),
-                            );
+                let read = |src: &mut R, len: usize| -> Option<Vec<u8>> {
+                    let mut out = Vec::new();
+                    let mut left = len;
+                    let mut chunk = vec![0u8; len.min(1 << 20)];
+                    while left > 0 {
+                        let n = left.min(chunk.len());
+                        match read_exact_or_eof(src, &mut chunk[..n]) {
+                            Ok(got) if got == n => out.extend_from_slice(&chunk[..n]),
+                            _ => return None,
                         }
+                        left -= n;
                     }
-                    left -= n;
-                }
+                    Some(out)
+                };
+                let Some(payload) = read(&mut self.src, len) else {
+                    return torn(self, format!("{len} bytes announced, the file ends first"));
+                };
+                // the cut data (from version 4)
+                let mut cut_len = [0u8; 4];
+                let cut = if self.version >= 4 {
+                    if read_exact_or_eof(&mut self.src, &mut cut_len).ok() != Some(4) {
+                        return torn(self, "its cut data is cut".into());
+                    }
+                    let m = u32::from_le_bytes(cut_len) as usize;
+                    let Some(c) = read(&mut self.src, m) else {
+                        return torn(
+                            self,
+                            format!("{m} bytes of cut data announced, the file ends first"),
+                        );
+                    };
+                    c
+                } else {
+                    Vec::new()
+                };
                 let mut sum = [0u8; 8];
                 if read_exact_or_eof(&mut self.src, &mut sum).ok() != Some(8) {
                     return torn(self, "its checksum is cut".into());
                 }
-                let mut whole = Vec::with_capacity(1 + head + len);
+                let mut whole = Vec::with_capacity(1 + head + len + 4 + cut.len());
                 whole.push(TAG_BLOCK);
                 whole.extend_from_slice(&hb[..head]);
                 whole.extend_from_slice(&payload);
+                if self.version >= 4 {
+                    whole.extend_from_slice(&cut_len);
+                    whole.extend_from_slice(&cut);
+                }
                 if xxh64(&whole, 0) != u64::from_le_bytes(sum) {
                     return torn(self, "checksum mismatch".into());
                 }
-                self.offset += (1 + head + 8 + len) as u64;
+                let cut_bytes = if self.version >= 4 { 4 + cut.len() } else { 0 };
+                self.offset += (1 + head + 8 + len + cut_bytes) as u64;
                 self.blocks += 1;
                 Ok(Some(Block {
                     index,
                     packets,
                     payload,
+                    cut,
                 }))
             }
             TAG_END => {
@@ -842,6 +959,7 @@ mod stream_tests {
             identity_seed: 7,
             identity_bytes: Some(80),
             config: vec![("rows".into(), "512".into())],
+            cut: vec![("cut".into(), "delimiter".into())],
             points: Vec::new(),
         }
     }
@@ -854,6 +972,7 @@ mod stream_tests {
                 10 + i,
                 1000 + i,
                 &vec![i as u8; 100 + i as usize],
+                &[7, 7],
             ));
         }
         if close {
@@ -888,7 +1007,8 @@ mod stream_tests {
             Block {
                 index: 12,
                 packets: Some(1002),
-                payload: vec![2u8; 102]
+                payload: vec![2u8; 102],
+                cut: vec![7, 7],
             }
         );
         assert_eq!(end, None);
@@ -897,14 +1017,14 @@ mod stream_tests {
         // cut is reported once
         for cut in header..b.len() {
             let (blocks, end) = read_all(&b[..cut]);
-            let whole = [header + 129, header + 129 + 130, header + 129 + 130 + 131];
+            let whole = [header + 135, header + 135 + 136, header + 135 + 136 + 137];
             let want = whole.iter().filter(|&&e| e <= cut).count();
             assert_eq!(blocks.len(), want, "cut at {cut}");
             assert!(end.is_some(), "cut at {cut} reported");
         }
         // a flipped byte in the second block: the first stays readable
         let mut bad = b.clone();
-        bad[header + 129 + 30] ^= 1;
+        bad[header + 135 + 30] ^= 1;
         let (blocks, end) = read_all(&bad);
         assert_eq!(blocks.len(), 1);
         assert!(matches!(end, Some(StreamEnd::Torn { .. })));
@@ -917,6 +1037,7 @@ mod stream_tests {
     #[test]
     fn version_1_files_still_read() {
         let mut f = file();
+        f.cut.clear();
         f.points = vec![(4, vec![1, 2, 3])];
         let b = f.encode();
         let mut r = StreamReader::open(&b[..]).unwrap();
@@ -924,6 +1045,7 @@ mod stream_tests {
             index: 4,
             packets: None,
             payload: vec![1, 2, 3],
+            cut: Vec::new(),
         };
         assert_eq!(r.next_block(), Ok(Some(want)));
         assert_eq!(r.next_block(), Ok(None));
@@ -934,6 +1056,7 @@ mod stream_tests {
         // version 2 as owl wrote it: no identity bytes in the header, no packets in blocks
         let mut f = file();
         f.identity_bytes = None;
+        f.cut.clear();
         let mut b = Vec::new();
         let mut w = WireWriter::new(&mut b);
         f.write_header(&mut w, 2);
@@ -953,14 +1076,15 @@ mod stream_tests {
             index: 4,
             packets: None,
             payload: vec![1, 2, 3],
+            cut: Vec::new(),
         };
         assert_eq!(r.next_block(), Ok(Some(want)));
         assert_eq!(r.next_block(), Ok(None));
         // and a version this owl does not know is refused, naming the versions it reads
-        b[8] = 4;
+        b[8] = 5;
         let e = StreamReader::open(&b[..]).err().unwrap().to_string();
         assert!(
-            e.contains("version 4, this owl reads versions 1 to 3"),
+            e.contains("version 5, this owl reads versions 1 to 4"),
             "{e}"
         );
     }

@@ -40,6 +40,13 @@ impl PointSynopsis for Synopsis {
         w.u128(self.sum_ns);
         w.u64(self.packets);
     }
+    /// The sums and the counts added.
+    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
+        let later = downcast::<Synopsis>(later, "one-cell")?;
+        self.sum_ns = self.sum_ns.wrapping_add(later.sum_ns);
+        self.packets = self.packets.wrapping_add(later.packets);
+        Ok(())
+    }
 }
 
 /// `scale` is a configuration field only so that the round trip through a synopsis file's
@@ -203,6 +210,7 @@ fn a_method_defined_outside_the_crate_follows_the_contract() {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
                 .collect(),
+            cut: Vec::new(),
             points: vec![(0, payload)],
         }
         .encode()

@@ -3,11 +3,16 @@
 //! method's payload format (or of what it records) fails here; if it is deliberate, bump the
 //! synopsis file version (`owl_core::wire`) so that old files are refused with a clear message,
 //! and re-bless with `OWL_BLESS=1 cargo test -p owl-core --test golden`.
+//!
+//! Beside each registered method's defaults, [`variants`] pins configurations whose payload
+//! format differs from the default's: `lda-digest-off` is the paper's LDA (`lda:digest=off`,
+//! tag `LDA1`), byte for byte the `lda` payload from before the identity digest existed.
 
 use std::path::PathBuf;
 
 use owl_core::PacketRecord;
-use owl_core::method::{BuildOptions, Role};
+use owl_core::lda::{self, LdaMethod};
+use owl_core::method::{BuildOptions, Method, Role};
 use owl_core::registry::METHODS;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
@@ -51,24 +56,49 @@ fn golden(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// `--memory` of the pinned synopses (where the method is sized by it) and their seed.
+const MEMORY: u64 = 4096;
+const SEED: u64 = 11;
+
+/// Pinned configurations beside the registry's defaults, by golden file name.
+fn variants() -> Vec<(String, Box<dyn Method>)> {
+    // the paper's LDA at the same --memory: 170 rows of 12 bytes a bank, tag LDA1
+    let paper = lda::Config::for_memory_layout(
+        MEMORY,
+        &lda::DEFAULT_TARGETS,
+        lda::PAPER_PACKETS,
+        SEED,
+        false,
+    )
+    .unwrap();
+    vec![("lda-digest-off".into(), Box::new(LdaMethod::new(paper)))]
+}
+
 #[test]
 fn every_method_payload_is_pinned() {
     let (s, r) = records();
     let bless = std::env::var_os("OWL_BLESS").is_some();
     let mut failed = Vec::new();
-    for info in METHODS {
-        // small where --memory sizes the method; its defaults otherwise
-        let m = (info.build)(&BuildOptions {
-            seed: 11,
-            memory: Some(4096),
-        })
-        .or_else(|_| {
-            (info.build)(&BuildOptions {
-                seed: 11,
-                memory: None,
+    let mut methods: Vec<(String, Box<dyn Method>)> = METHODS
+        .iter()
+        .map(|info| {
+            // small where --memory sizes the method; its defaults otherwise
+            let m = (info.build)(&BuildOptions {
+                seed: SEED,
+                memory: Some(MEMORY),
             })
+            .or_else(|_| {
+                (info.build)(&BuildOptions {
+                    seed: SEED,
+                    memory: None,
+                })
+            })
+            .unwrap();
+            (info.name.to_string(), m)
         })
-        .unwrap();
+        .collect();
+    methods.extend(variants());
+    for (name, m) in &methods {
         for (role, recs, tag) in [
             (Role::Sender, &s, "sender"),
             (Role::Receiver, &r, "receiver"),
@@ -77,8 +107,8 @@ fn every_method_payload_is_pinned() {
             p.record_batch(recs);
             let mut bytes = Vec::new();
             p.encode(&mut bytes);
-            assert_eq!(bytes.len(), p.encoded_len(), "{} {tag}", info.name);
-            let path = golden(&format!("{}-{tag}.bin", info.name));
+            assert_eq!(bytes.len(), p.encoded_len(), "{name} {tag}");
+            let path = golden(&format!("{name}-{tag}.bin"));
             if bless {
                 std::fs::write(&path, &bytes).unwrap();
                 continue;
@@ -90,11 +120,49 @@ fn every_method_payload_is_pinned() {
                 )
             });
             if want != bytes {
-                failed.push(format!("{} {tag}", info.name));
+                failed.push(format!("{name} {tag}"));
             }
             // and what was pinned still decodes
-            assert!(m.decode_point(role, &want).is_ok(), "{} {tag}", info.name);
+            assert!(m.decode_point(role, &want).is_ok(), "{name} {tag}");
         }
     }
     assert!(failed.is_empty(), "payload bytes changed: {failed:?}");
+}
+
+/// A synopsis file recorded before LDA's identity digest existed: its configuration has no
+/// `digest` field (read as `on`) and its payload is `LDA1` (the pinned `lda-digest-off` files).
+/// It decodes as a synopsis without digests, re-encodes byte for byte, and estimates with the
+/// counters only, saying so.
+#[test]
+fn lda_payload_from_before_the_digest_still_reads() {
+    let (_, paper) = variants().into_iter().next().unwrap();
+    let old: Vec<(String, String)> = paper
+        .config()
+        .into_iter()
+        .filter(|(k, _)| *k != "digest")
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    let m = (lda::INFO.from_config)(&old).unwrap();
+    assert!(m.config().contains(&("digest", "on".to_string())));
+    let mut points = Vec::new();
+    for (role, tag) in [(Role::Sender, "sender"), (Role::Receiver, "receiver")] {
+        let want = std::fs::read(golden(&format!("lda-digest-off-{tag}.bin"))).unwrap();
+        assert_eq!(&want[..4], b"LDA1");
+        let p = m.decode_point(role, &want).unwrap();
+        let mut again = Vec::new();
+        p.encode(&mut again);
+        assert_eq!(again, want, "{tag}");
+        points.push(p);
+    }
+    let r = points.pop().unwrap();
+    let s = points.pop().unwrap();
+    let e = m.estimate(s, r).unwrap();
+    assert!(e.mean_ns.is_some());
+    assert!(
+        e.notes
+            .iter()
+            .any(|n| n.starts_with("identity digest not used")),
+        "{:?}",
+        e.notes
+    );
 }

@@ -164,6 +164,26 @@ impl PointSynopsis for Synopsis {
     fn encoded_len(&self) -> usize {
         self.sums.len() * CELL_BYTES
     }
+    /// Cells added to cells, saturating as recording adds (a saturated sum of non-negative
+    /// values is the same in any grouping). Both must have the same rows, width and seed.
+    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
+        let later = downcast::<Synopsis>(later, "countmin")?;
+        let (a, b) = (self.cfg.pairs(), later.cfg.pairs());
+        if let Some(((field, x), (_, y))) = a.into_iter().zip(b).find(|(x, y)| x.1 != y.1) {
+            return Err(MethodError::ConfigMismatch {
+                field: field.into(),
+                sender: x,
+                receiver: y,
+            });
+        }
+        for (s, l) in self.sums.iter_mut().zip(&later.sums) {
+            *s = s.saturating_add(*l);
+        }
+        for (n, l) in self.counts.iter_mut().zip(&later.counts) {
+            *n = n.saturating_add(*l);
+        }
+        Ok(())
+    }
     fn encode(&self, out: &mut Vec<u8>) {
         let mut w = WireWriter::new(out);
         w.reserve(self.encoded_len());

@@ -660,6 +660,12 @@ pub mod method {
                 w.u64(ts);
             }
         }
+        /// Both logs one after the other: `later`'s packets appended in their capture order.
+        fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
+            let later = downcast::<Synopsis>(later, "exact")?;
+            self.packets.extend_from_slice(&later.packets);
+            Ok(())
+        }
     }
 
     /// `exact`: the store-everything method, which has no configuration.

@@ -385,6 +385,49 @@ impl PointSynopsis for Synopsis {
     fn shipped_len(&self) -> Option<u64> {
         Some(self.buckets.len() as u64 * BUCKET_BYTES)
     }
+    /// Buckets added to buckets (timestamp sums wrapping, counts added, parities XORed: each
+    /// a sum over its packets in any order). The receiver's stash is the first `stash`
+    /// packets of the interval, so it keeps its own and takes `later`'s first ones while it
+    /// has room: `later`'s stash holds its first packets, as many as this one can still need.
+    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
+        let later = downcast::<Synopsis>(later, "finecomb")?;
+        check_same(&self.cfg, &later.cfg)?;
+        if later.role != self.role {
+            return Err(MethodError::Invalid(format!(
+                "finecomb: a {:?} synopsis cannot be merged into a {:?} one",
+                later.role, self.role
+            )));
+        }
+        for (b, l) in self.buckets.iter_mut().zip(&later.buckets) {
+            b.ts = b.ts.wrapping_add(l.ts);
+            b.count = b.count.checked_add(l.count).ok_or_else(|| {
+                MethodError::Invalid("finecomb: merged bucket count overflows".into())
+            })?;
+            b.parity ^= l.parity;
+        }
+        if self.role == Role::Receiver {
+            let room = self.cfg.stash.saturating_sub(self.stash.len());
+            self.stash.extend(later.stash.iter().take(room).copied());
+        }
+        Ok(())
+    }
+}
+
+/// The error naming the first field in which `later`'s configuration differs (a merge).
+fn check_same(ours: &Config, later: &Config) -> Result<(), MethodError> {
+    match ours
+        .pairs()
+        .into_iter()
+        .zip(later.pairs())
+        .find(|(a, b)| a.1 != b.1)
+    {
+        Some(((field, a), (_, b))) => Err(MethodError::ConfigMismatch {
+            field: field.into(),
+            sender: a,
+            receiver: b,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// What the repair did.
@@ -783,6 +826,54 @@ mod tests {
     use super::*;
     use rand::{RngExt, SeedableRng};
     use rand_pcg::Pcg64Mcg;
+
+    /// The receiver's stash is the interval's first `stash` packets: merged, it keeps its own
+    /// and takes the later synopsis's first ones while it has room, as recording does, and
+    /// the buckets are those of both streams (a duplicate recorded twice, as ever).
+    #[test]
+    fn merged_stash_keeps_the_first_packets() {
+        let cfg = Config::new(16, 10, 3, Enumeration::PerBucket, 1 << 10).unwrap();
+        let recs: Vec<(u64, u64)> = (0..40u64)
+            .map(|i| {
+                (
+                    i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
+                    1_000 + i * 7 - i % 4,
+                )
+            })
+            .chain([(5, 2_000), (5, 2_001)])
+            .collect();
+        for role in [Role::Receiver, Role::Sender] {
+            let point = |r: &[(u64, u64)]| {
+                let mut p = Synopsis::new(&cfg, role).unwrap();
+                r.iter().for_each(|&(id, ts)| p.record_packet(id, ts));
+                p
+            };
+            let whole = point(&recs);
+            // the stash fills in the first part, in the second, across both, or not at all
+            for (x, y) in [(3, 30), (12, 20), (0, 5), (0, 0), (9, 11), (20, 42)] {
+                let mut head = point(&recs[..x]);
+                head.merge(Box::new(point(&recs[x..y]))).unwrap();
+                recs[y..]
+                    .iter()
+                    .for_each(|&(id, ts)| head.record_packet(id, ts));
+                assert_eq!(head, whole, "{role:?} split {x}, {y}");
+            }
+            assert_eq!(
+                whole.stash().len(),
+                if role == Role::Receiver { 10 } else { 0 }
+            );
+        }
+        let mut r = Synopsis::new(&cfg, Role::Receiver).unwrap();
+        assert!(
+            r.merge(Box::new(Synopsis::new(&cfg, Role::Sender).unwrap()))
+                .is_err()
+        );
+        let other = Config::new(16, 11, 3, Enumeration::PerBucket, 1 << 10).unwrap();
+        let e = r
+            .merge(Box::new(Synopsis::new(&other, Role::Receiver).unwrap()))
+            .unwrap_err();
+        assert!(e.to_string().contains("stash"), "{e}");
+    }
 
     /// `n` packets at S; R misses `lost` of them and first records `extra` packets of the
     /// previous interval (in its stash). Returns the points and the true mean.

@@ -124,6 +124,7 @@ pub struct FlowRecord {
 /// One router's flow cache for one interval.
 #[derive(Clone, Debug)]
 pub struct Synopsis {
+    cfg: Config,
     sample: HashFn,
     cut: u64,
     all: bool,
@@ -133,6 +134,7 @@ pub struct Synopsis {
 impl Synopsis {
     pub fn new(cfg: &Config) -> Synopsis {
         Synopsis {
+            cfg: cfg.clone(),
             sample: HashFamily::new(cfg.seed).member(SAMPLE),
             cut: (cfg.rate * 18_446_744_073_709_551_616.0).min(u64::MAX as f64) as u64,
             all: cfg.rate >= 1.0,
@@ -170,6 +172,38 @@ impl PointSynopsis for Synopsis {
     /// A NetFlow v5 record (48 B) per sampled flow; the file's records carry the full flow key.
     fn shipped_len(&self) -> Option<u64> {
         Some(RECORD_BYTES * self.records.len() as u64)
+    }
+    /// Flow records merged flow by flow, as a router's cache would have grown them: a
+    /// flow's first timestamp is the smaller of the two, its last the larger (the minimum and
+    /// maximum over its sampled packets, as recording keeps them whatever the order of
+    /// timestamps), its packets added; a flow only one side recorded is taken as it is. Both
+    /// must sample alike (rate and seed).
+    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
+        let later = downcast::<Synopsis>(later, "mpe")?;
+        let (a, b) = (self.cfg.pairs(), later.cfg.pairs());
+        if let Some(((field, x), (_, y))) = a.into_iter().zip(b).find(|(x, y)| x.1 != y.1) {
+            return Err(MethodError::ConfigMismatch {
+                field: field.into(),
+                sender: x,
+                receiver: y,
+            });
+        }
+        for (k, l) in later.records {
+            match self.records.entry(k) {
+                hashbrown::hash_map::Entry::Occupied(mut o) => {
+                    let r = o.get_mut();
+                    r.first_ns = r.first_ns.min(l.first_ns);
+                    r.last_ns = r.last_ns.max(l.last_ns);
+                    r.packets = r.packets.checked_add(l.packets).ok_or_else(|| {
+                        MethodError::Invalid("mpe: merged packet count overflows".into())
+                    })?;
+                }
+                hashbrown::hash_map::Entry::Vacant(v) => {
+                    v.insert(l);
+                }
+            }
+        }
+        Ok(())
     }
     fn encode(&self, out: &mut Vec<u8>) {
         let mut v: Vec<(&FlowKey, &FlowRecord)> = self.records.iter().collect();
@@ -433,6 +467,54 @@ pub const ONE_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
 mod tests {
     use super::*;
     use crate::lds::tests::{key, traffic};
+
+    /// A flow's record merged from two keeps the earliest first and the latest last
+    /// timestamp wherever they fell (timestamps out of order across the split included) and
+    /// the packets of both: the record of both streams. Another rate is refused.
+    #[test]
+    fn merged_records_keep_the_first_and_last_timestamps() {
+        let m = MpeMethod::new("mpe", Config { rate: 1.0, seed: 1 }).unwrap();
+        let pk = |id: u64, ts: u64, f: u32| PacketRecord {
+            ts_ns: ts,
+            id,
+            flow: key(f),
+            len: 1,
+        };
+        // flow 0's earliest packet comes after the split, its latest before; flow 1 only after
+        let a = [pk(1, 500, 0), pk(2, 900, 0), pk(3, 600, 2)];
+        let b = [pk(4, 300, 0), pk(5, 700, 0), pk(6, 800, 1), pk(7, 100, 2)];
+        let mut whole = m.new_point(Role::Sender);
+        whole.record_batch(&a);
+        whole.record_batch(&b);
+        let mut head = m.new_point(Role::Sender);
+        head.record_batch(&a);
+        let mut later = m.new_point(Role::Sender);
+        later.record_batch(&b);
+        head.merge(later).unwrap();
+        let records = |p: &dyn PointSynopsis| {
+            let s = downcast_ref::<Synopsis>(p, "mpe").unwrap();
+            let mut v: Vec<_> = s.records.iter().map(|(k, r)| (*k, *r)).collect();
+            v.sort_by_key(|x| x.0);
+            v
+        };
+        assert_eq!(records(&*head), records(&*whole));
+        let f0 = records(&*head)
+            .into_iter()
+            .find(|x| x.0 == key(0))
+            .unwrap()
+            .1;
+        assert_eq!((f0.first_ns, f0.last_ns, f0.packets), (300, 900, 4));
+        let one = MpeMethod::new(
+            "mpe1",
+            Config {
+                rate: 0.01,
+                seed: 1,
+            },
+        )
+        .unwrap();
+        let e = head.merge(one.new_point(Role::Sender)).unwrap_err();
+        assert!(e.to_string().contains("rate"), "{e}");
+    }
 
     #[test]
     fn coordinated_sampling_and_multiflow_window() {

@@ -108,6 +108,23 @@ impl Config {
     }
 }
 
+/// The error naming the first field in which `later`'s configuration differs (a merge).
+fn check_same(ours: &Config, later: &Config) -> Result<(), MethodError> {
+    match ours
+        .pairs()
+        .into_iter()
+        .zip(later.pairs())
+        .find(|(a, b)| a.1 != b.1)
+    {
+        Some(((field, a), (_, b))) => Err(MethodError::ConfigMismatch {
+            field: field.into(),
+            sender: a,
+            receiver: b,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// One emulated probe: the identity and S timestamp of the packet that carried it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Probe {
@@ -124,6 +141,8 @@ pub struct SenderSynopsis {
     next_ns: u64,
     probes: Vec<Probe>,
     unemulated: u64,
+    /// Decoded from a payload: its process is gone.
+    decoded: bool,
 }
 
 impl SenderSynopsis {
@@ -134,6 +153,7 @@ impl SenderSynopsis {
             next_ns: 0,
             probes: Vec::new(),
             unemulated: 0,
+            decoded: false,
         }
     }
 
@@ -229,6 +249,7 @@ impl SenderSynopsis {
                 .map(|(id, ts_ns)| Probe { id, ts_ns })
                 .collect(),
             unemulated,
+            decoded: true,
         })
     }
 }
@@ -398,6 +419,28 @@ impl PointSynopsis for SenderSynopsis {
     fn shipped_len(&self) -> Option<u64> {
         Some(self.instants() * PROBE_BYTES)
     }
+    /// Only where one side saw no packet. The Poisson process runs over the whole stream:
+    /// which of `later`'s packets carry a probe depends on the process as this point's
+    /// packets left it and on every timestamp of `later`, which kept only its own probes (its
+    /// process started afresh at its first packet). So an empty recording `later` changes
+    /// nothing, an empty recording point becomes `later` (a recording one: a decoded point has
+    /// lost its process, which recording after the merge needs), and anything else is refused
+    /// with an error saying why. The receiver keeps every arrival, and merges exactly.
+    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
+        let later = downcast::<SenderSynopsis>(later, "probe")?;
+        check_same(&self.config, &later.config)?;
+        let empty = |s: &SenderSynopsis| !s.decoded && s.rng.is_none();
+        if empty(&later) {
+            return Ok(());
+        }
+        if empty(self) && !later.decoded {
+            *self = *later;
+            return Ok(());
+        }
+        Err(MethodError::Invalid(
+            "probe: a sender's probes follow one Poisson process over all its packets, and a sender point keeps only the packets it probed: two sender points that saw packets cannot be merged into the probes of one stream (merge the receivers)".into(),
+        ))
+    }
 }
 
 impl PointSynopsis for ReceiverSynopsis {
@@ -413,6 +456,15 @@ impl PointSynopsis for ReceiverSynopsis {
     /// Nothing: the log of arrivals is emulation data.
     fn shipped_len(&self) -> Option<u64> {
         Some(0)
+    }
+    /// Every packet's first arrival: `later`'s packets are added where this point has not
+    /// seen their identity (an earlier arrival is the first).
+    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
+        let later = downcast::<ReceiverSynopsis>(later, "probe")?;
+        for (id, ts) in later.seen {
+            self.seen.entry(id).or_insert(ts);
+        }
+        Ok(())
     }
 }
 
@@ -514,6 +566,52 @@ mod tests {
     use super::*;
 
     const T0: u64 = 1_767_225_600_000_000_000;
+
+    /// The receiver merges every first arrival exactly; a sender merges only where one side
+    /// saw nothing (its probes depend on the process over every packet), and says so.
+    #[test]
+    fn merging_points() {
+        let cfg = Config::new(10_000.0, 3).unwrap();
+        let recs: Vec<PacketRecord> = (0..20_000u64)
+            .map(|i| PacketRecord {
+                ts_ns: T0 + i * 1_000,
+                id: i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i % 3),
+                ..Default::default()
+            })
+            .collect();
+        let bytes = |p: &dyn PointSynopsis| {
+            let mut b = Vec::new();
+            p.encode(&mut b);
+            b
+        };
+        let mut whole = ReceiverSynopsis::new();
+        whole.record_batch(&recs);
+        let mut head = ReceiverSynopsis::new();
+        head.record_batch(&recs[..7_000]);
+        let mut mid = ReceiverSynopsis::new();
+        mid.record_batch(&recs[6_000..15_000]); // arrivals seen on both sides: the first kept
+        let mid = ReceiverSynopsis::decode(&bytes(&mid)).unwrap();
+        head.merge(Box::new(mid)).unwrap();
+        head.record_batch(&recs[15_000..]);
+        assert_eq!(bytes(&head), bytes(&whole));
+        // senders: an empty side merges, two that saw packets are refused
+        let sender = |r: &[PacketRecord]| {
+            let mut s = SenderSynopsis::new(&cfg);
+            s.record_batch(r);
+            s
+        };
+        let whole = sender(&recs);
+        let mut s = sender(&[]);
+        s.merge(Box::new(sender(&recs[..9_000]))).unwrap();
+        s.merge(Box::new(sender(&[]))).unwrap();
+        s.record_batch(&recs[9_000..]);
+        assert_eq!(bytes(&s), bytes(&whole));
+        let e = s.merge(Box::new(sender(&recs[..10]))).unwrap_err();
+        assert!(e.to_string().contains("Poisson"), "{e}");
+        let other = SenderSynopsis::new(&Config::new(144.0, 3).unwrap());
+        let e = s.merge(Box::new(other)).unwrap_err();
+        assert!(e.to_string().contains("rate_hz"), "{e}");
+    }
 
     /// A steady stream: one packet every µs for `secs` seconds, delay 100 + (i mod 50) ns,
     /// every `loss_every`-th packet lost (0 = none).

@@ -184,6 +184,8 @@ pub struct SenderSynopsis {
     win_bits: f64,
     /// Sum of the gaps used, for the report.
     gap_sum: u64,
+    /// Decoded from a payload: its count and windows are gone.
+    decoded: bool,
 }
 
 impl SenderSynopsis {
@@ -196,6 +198,7 @@ impl SenderSynopsis {
             win_start: None,
             win_bits: 0.0,
             gap_sum: 0,
+            decoded: false,
         }
     }
 
@@ -244,6 +247,37 @@ impl PointSynopsis for SenderSynopsis {
     fn shipped_len(&self) -> Option<u64> {
         Some(self.refs.len() as u64 * PROBE_BYTES)
     }
+    /// Only where one side saw no packet. Which of `later`'s packets are references depends
+    /// on the packets since the last reference and on the load of the utilisation windows,
+    /// both carried over from this point's packets, and on every one of `later`'s packets,
+    /// of which it kept only its own references (chosen afresh from its first packet). So an
+    /// empty recording `later` changes nothing, an empty recording point becomes `later`, and
+    /// anything else is refused with an error saying why. The receiver logs every arrival,
+    /// and merges exactly.
+    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
+        let later = downcast::<SenderSynopsis>(later, "rli")?;
+        if later.cfg != self.cfg {
+            let (a, b) = (self.cfg.pairs(), later.cfg.pairs());
+            if let Some(((field, x), (_, y))) = a.into_iter().zip(b).find(|(x, y)| x.1 != y.1) {
+                return Err(MethodError::ConfigMismatch {
+                    field: field.into(),
+                    sender: x,
+                    receiver: y,
+                });
+            }
+        }
+        let empty = |s: &SenderSynopsis| !s.decoded && s.win_start.is_none();
+        if empty(&later) {
+            return Ok(());
+        }
+        if empty(self) && !later.decoded {
+            *self = *later;
+            return Ok(());
+        }
+        Err(MethodError::Invalid(
+            "rli: a sender's references are chosen by a count and a load carried over all its packets, and a sender point keeps only its references: two sender points that saw packets cannot be merged into the references of one stream (merge the receivers)".into(),
+        ))
+    }
 }
 
 /// The receiver point: every arrival `(identity, arrival time, flow hash)`.
@@ -273,6 +307,19 @@ impl PointSynopsis for ReceiverSynopsis {
     /// Nothing: a deployed receiver interpolates as packets pass; the log is emulation data.
     fn shipped_len(&self) -> Option<u64> {
         Some(0)
+    }
+    /// Both logs of arrivals one after the other (their flow hashes of the same seed).
+    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
+        let later = downcast::<ReceiverSynopsis>(later, "rli")?;
+        if later.seed != self.seed {
+            return Err(MethodError::ConfigMismatch {
+                field: "seed".into(),
+                sender: self.seed.to_string(),
+                receiver: later.seed.to_string(),
+            });
+        }
+        self.log.extend_from_slice(&later.log);
+        Ok(())
     }
 }
 
@@ -430,6 +477,7 @@ impl Method for RliMethod {
                     .into_iter()
                     .map(|[a, b]| (a, b))
                     .collect();
+                s.decoded = true;
                 Box::new(s)
             }
             Role::Receiver => Box::new(ReceiverSynopsis {
@@ -549,6 +597,57 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
 mod tests {
     use super::*;
     use crate::lds::tests::key;
+
+    /// The receiver's log merges exactly; a sender merges only where one side saw nothing
+    /// (its references depend on the count and load over every packet), and says so.
+    #[test]
+    fn merging_points() {
+        let m = RliMethod::new(Config::paper(2)).unwrap();
+        let recs: Vec<PacketRecord> = (0..5_000u64)
+            .map(|i| {
+                rec(
+                    i,
+                    1_000_000 + i * 800,
+                    (i % 7) as u32,
+                    100 + (i % 1_300) as u32,
+                )
+            })
+            .collect();
+        let bytes = |p: &dyn PointSynopsis| {
+            let mut b = Vec::new();
+            p.encode(&mut b);
+            b
+        };
+        for role in [Role::Receiver, Role::Sender] {
+            let mut whole = m.new_point(role);
+            whole.record_batch(&recs);
+            let mut head = m.new_point(role);
+            let (x, y) = if role == Role::Receiver {
+                (1_000, 3_000)
+            } else {
+                (0, 3_000)
+            };
+            head.record_batch(&recs[..x]);
+            let mut mid = m.new_point(role);
+            mid.record_batch(&recs[x..y]);
+            head.merge(mid).unwrap();
+            head.merge(m.new_point(role)).unwrap();
+            head.record_batch(&recs[y..]);
+            assert_eq!(bytes(&*head), bytes(&*whole), "{role:?}");
+        }
+        let mut s = m.new_point(Role::Sender);
+        s.record_batch(&recs[..10]);
+        let mut t = m.new_point(Role::Sender);
+        t.record_batch(&recs[10..20]);
+        let e = s.merge(t).unwrap_err();
+        assert!(e.to_string().contains("references"), "{e}");
+        let other = RliMethod::new(Config::paper(3)).unwrap();
+        assert!(
+            m.new_point(Role::Receiver)
+                .merge(other.new_point(Role::Receiver))
+                .is_err()
+        );
+    }
 
     fn rec(i: u64, ts: u64, flow: u32, len: u32) -> PacketRecord {
         PacketRecord {

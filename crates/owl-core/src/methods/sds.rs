@@ -242,6 +242,12 @@ impl PointSynopsis for SenderSynopsis {
     fn shipped_len(&self) -> Option<u64> {
         Some(self.stamps.len() as u64 * STAMP_BYTES)
     }
+    /// Both logs of stamps one after the other.
+    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
+        let later = downcast::<SenderSynopsis>(later, "sds")?;
+        self.stamps.extend_from_slice(&later.stamps);
+        Ok(())
+    }
 }
 
 impl PointSynopsis for ReceiverSynopsis {
@@ -259,6 +265,19 @@ impl PointSynopsis for ReceiverSynopsis {
     /// Nothing: the arrival log is emulation data (a deployed receiver updates its sketch).
     fn shipped_len(&self) -> Option<u64> {
         Some(0)
+    }
+    /// Both logs of arrivals one after the other (their flow hashes of the same seed).
+    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
+        let later = downcast::<ReceiverSynopsis>(later, "sds")?;
+        if later.seed != self.seed {
+            return Err(MethodError::ConfigMismatch {
+                field: "seed".into(),
+                sender: self.seed.to_string(),
+                receiver: later.seed.to_string(),
+            });
+        }
+        self.arrivals.extend_from_slice(&later.arrivals);
+        Ok(())
     }
 }
 

@@ -9,10 +9,12 @@
 //!             └─► StreamingTruth: exact matching within the horizon ──────────── closed interval ─┘
 //! ```
 //!
-//! - Each point cuts its own stream into clock-delimited intervals (RDA §III-A, §VIII-A) and
+//! - Each point cuts its stream into intervals on the agreed grid (RDA §III-A, §VIII-A) and
 //!   closes interval `i` once its stream has passed the interval's end plus the capture-disorder
-//!   tolerance ([`point::PointStream`]). Packets in flight at a boundary land in the next interval
-//!   at R, as in a deployment; waiting longer would not change any synopsis.
+//!   tolerance ([`point::PointStream`]); under a delimiter cut ([`crate::cut`]) S names each
+//!   interval's first packets and R holds the packets around each boundary until they are cut
+//!   at those delimiters, where the two points' intervals meet ([`join_interval`]), so both hold
+//!   the same packets.
 //! - A closed interval pair is estimated by every method at once ([`estimate_pair`]) and freed.
 //! - The exact truth ([`truth::StreamingTruth`]) waits a **horizon** (the largest one-way delay
 //!   accepted) for each packet's second sighting; its interval `i` is final about two horizons
@@ -28,6 +30,7 @@ pub mod truth;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
+use crate::cut::{Cut, IntervalCut, PointCut};
 use crate::exact::IntervalTruth;
 use crate::interval::Intervals;
 use crate::method::{Estimate, Method, MethodError, PointSynopsis, Role};
@@ -75,11 +78,12 @@ impl PairHook for NoHook {
     }
 }
 
-/// Estimate one closed interval pair with every method (the synopses are consumed).
+/// Estimate one closed interval pair with every method (the synopses are consumed); a
+/// receiver synopsis that could not be assembled gives its method that error.
 pub fn estimate_pair(
     methods: &[Arc<dyn Method>],
     sender: Synopses,
-    receiver: Synopses,
+    receiver: Vec<Result<Box<dyn PointSynopsis>, MethodError>>,
     timer: &mut dyn Timer,
 ) -> Vec<Result<Estimate, MethodError>> {
     methods
@@ -87,6 +91,7 @@ pub fn estimate_pair(
         .zip(sender.into_iter().zip(receiver))
         .enumerate()
         .map(|(k, (m, (s, r)))| {
+            let r = r?;
             let mut out = None;
             let mut pair = Some((s, r));
             timer.charge(k, &mut || {
@@ -99,7 +104,121 @@ pub fn estimate_pair(
         .collect()
 }
 
-/// How a pair pipeline cuts and bounds.
+/// One point's side of an interval, as it closed there: its packets, synopses and cut data.
+pub struct PointSide {
+    pub packets: u64,
+    pub synopses: Synopses,
+    pub cut: PointCut,
+}
+
+impl From<ClosedInterval> for PointSide {
+    fn from(c: ClosedInterval) -> PointSide {
+        PointSide {
+            packets: c.packets,
+            synopses: c.synopses,
+            cut: c.cut,
+        }
+    }
+}
+
+/// An interval with both points' synopses over the same packets, ready for
+/// [`estimate_pair`].
+pub struct JoinedInterval {
+    pub sender: Synopses,
+    /// R's synopses, assembled at the cut ([`crate::cut::assemble`]).
+    pub receiver: Vec<Result<Box<dyn PointSynopsis>, MethodError>>,
+    /// Packets each point's interval took.
+    pub packets: [u64; 2],
+    /// How R's side was cut (a delimiter cut and a receiver side).
+    pub cut: Option<IntervalCut>,
+}
+
+/// The join of interval `index` at both points, the one rule `owl compare`, `owl estimate` and
+/// the live receiver share: a point with no side gets empty synopses; under a delimiter cut
+/// R's windows are cut at S's delimiters of the interval's two boundaries — S's own, or where S
+/// has no side, those its neighbours named: `neighbours` are S's delimiters of this interval's
+/// start from its interval `index − 1` and of its end from its interval `index + 1`, each
+/// `Some(&[])` where S is known to have sent nothing there and `None` where unknown (R's clock
+/// then cuts, and says so).
+pub fn join_interval(
+    methods: &[Arc<dyn Method>],
+    intervals: &Intervals,
+    index: u64,
+    sender: Option<PointSide>,
+    receiver: Option<PointSide>,
+    neighbours: [Option<&[u64]>; 2],
+    timer: &mut dyn Timer,
+) -> JoinedInterval {
+    let fresh = |role| -> Synopses { methods.iter().map(|m| m.new_point(role)).collect() };
+    let (lists, sent, s) = match sender {
+        Some(PointSide {
+            packets,
+            synopses,
+            cut: PointCut::Sender { start, end },
+        }) => (Some((Some(start), Some(end))), packets, synopses),
+        Some(p) => (None, p.packets, p.synopses),
+        None => (
+            Some((
+                neighbours[0].map(<[u64]>::to_vec),
+                neighbours[1].map(<[u64]>::to_vec),
+            )),
+            0,
+            fresh(Role::Sender),
+        ),
+    };
+    let Some(r) = receiver else {
+        return JoinedInterval {
+            sender: s,
+            receiver: fresh(Role::Receiver).into_iter().map(Ok).collect(),
+            packets: [sent, 0],
+            cut: None,
+        };
+    };
+    let PointCut::Receiver { head, tail } = &r.cut else {
+        return JoinedInterval {
+            sender: s,
+            receiver: r.synopses.into_iter().map(Ok).collect(),
+            packets: [sent, r.packets],
+            cut: None,
+        };
+    };
+    let (start, end) = lists.unwrap_or((None, None));
+    let split = crate::cut::split(
+        intervals,
+        index,
+        head,
+        tail,
+        start.as_deref(),
+        end.as_deref(),
+    );
+    let receiver = methods
+        .iter()
+        .zip(r.synopses)
+        .enumerate()
+        .map(|(k, (m, core))| {
+            let mut out = None;
+            let mut core = Some(core);
+            timer.charge(k, &mut || {
+                if let Some(c) = core.take() {
+                    out = Some(crate::cut::assemble(&**m, Some(c), &split));
+                }
+            });
+            out.expect("the timer runs the work")
+        })
+        .collect();
+    JoinedInterval {
+        sender: s,
+        receiver,
+        packets: [sent, r.packets + split.packets()],
+        cut: Some(IntervalCut {
+            start: split.start,
+            end: split.end,
+            held_in: split.packets(),
+        }),
+    }
+}
+
+/// How a pair pipeline cuts and bounds (the cut itself: [`PairPipeline::with_cut`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PipelineConfig {
     pub intervals: Intervals,
@@ -118,6 +237,17 @@ pub struct IntervalOutcome {
     /// One per method, in the order given; `None` where neither point had a record in the
     /// interval.
     pub estimates: Vec<Option<Result<Estimate, MethodError>>>,
+    /// Packets each point's interval took (S's, and R's once cut), where a point had any.
+    pub packets: Option<[u64; 2]>,
+    /// How R's side was cut, under a delimiter cut.
+    pub cut: Option<IntervalCut>,
+}
+
+/// An interval estimated, waiting for its truth.
+struct Estimated {
+    estimates: Vec<Option<Result<Estimate, MethodError>>>,
+    packets: [u64; 2],
+    cut: Option<IntervalCut>,
 }
 
 /// Two point streams, the truth, and the join of their closed intervals.
@@ -127,9 +257,11 @@ pub struct PairPipeline {
     points: [PointStream; 2],
     truth: Option<StreamingTruth>,
     /// Closed at one point, waiting for the other.
-    waiting: BTreeMap<u64, [Option<Synopses>; 2]>,
+    waiting: BTreeMap<u64, [Option<ClosedInterval>; 2]>,
+    /// S's delimiters of the end of the last interval S closed, and its index.
+    sender_end: Option<(u64, Vec<u64>)>,
     /// Estimated, waiting for the truth.
-    estimated: BTreeMap<u64, Vec<Option<Result<Estimate, MethodError>>>>,
+    estimated: BTreeMap<u64, Estimated>,
     /// Truth closed, waiting for the estimates.
     truths: BTreeMap<u64, IntervalTruth>,
     ready: VecDeque<IntervalOutcome>,
@@ -151,12 +283,39 @@ impl PairPipeline {
             methods,
             truth: truth.map(StreamingTruth::new),
             waiting: BTreeMap::new(),
+            sender_end: None,
             estimated: BTreeMap::new(),
             truths: BTreeMap::new(),
             ready: VecDeque::new(),
             closed: Vec::new(),
             peak_held: 0,
         }
+    }
+
+    /// Cut intervals by `cut` at both points (a clock cut unless set). Under a delimiter cut
+    /// the truth counts a matched packet in the interval S sent it in.
+    pub fn with_cut(mut self, cut: Cut) -> PairPipeline {
+        let [s, r] = std::mem::replace(
+            &mut self.points,
+            [
+                PointStream::new(Role::Sender, self.cfg.intervals, 0, Vec::new()),
+                PointStream::new(Role::Receiver, self.cfg.intervals, 0, Vec::new()),
+            ],
+        );
+        self.points = [s.with_cut(cut), r.with_cut(cut)];
+        if let (Some(t), Cut::Delimiter(d)) = (self.truth.as_mut(), *self.points[0].cut()) {
+            // the truth cuts R's stream where the methods do; with no method, where S does
+            if self.methods.is_empty() {
+                t.set_sender_cut(true);
+            } else {
+                t.set_receiver_cuts(d);
+            }
+        }
+        self
+    }
+
+    pub fn cut(&self) -> &Cut {
+        self.points[0].cut()
     }
 
     pub fn methods(&self) -> &[Arc<dyn Method>] {
@@ -218,28 +377,114 @@ impl PairPipeline {
     fn collect(&mut self, role: Role, timer: &mut dyn Timer, hook: &mut dyn PairHook) {
         let side = role as usize;
         for c in std::mem::take(&mut self.closed) {
-            self.waiting.entry(c.index).or_insert([None, None])[side] = Some(c.synopses);
+            let i = c.index;
+            self.waiting.entry(i).or_insert([None, None])[side] = Some(c);
         }
         // a pair is complete once both points closed it (an empty side gets fresh synopses)
         let below = self.points[0]
             .closed_below()
             .min(self.points[1].closed_below());
+        let delimited = matches!(self.cut(), Cut::Delimiter(_));
         while let Some((&i, w)) = self.waiting.first_key_value() {
             let both = w[0].is_some() && w[1].is_some();
             if !both && i >= below {
                 break;
             }
+            // R's side without S's, under a delimiter cut: the end is cut at S's delimiters
+            // of the next interval, so wait until S has closed it or passed it
+            let next_sender = self
+                .waiting
+                .get(&(i + 1))
+                .and_then(|n| n[0].as_ref())
+                .map(|n| match &n.cut {
+                    PointCut::Sender { start, .. } => start.clone(),
+                    _ => Vec::new(),
+                });
+            if delimited
+                && w[0].is_none()
+                && w[1].is_some()
+                && next_sender.is_none()
+                && self.points[0].closed_below() <= i + 1
+            {
+                break;
+            }
             let (_, [s, r]) = self.waiting.pop_first().unwrap();
-            let fresh =
-                |role| -> Synopses { self.methods.iter().map(|m| m.new_point(role)).collect() };
-            let s = s.unwrap_or_else(|| fresh(Role::Sender));
-            let r = r.unwrap_or_else(|| fresh(Role::Receiver));
-            hook.closed_pair(i, &self.methods, &s, &r);
-            let est = estimate_pair(&self.methods, s, r, timer);
-            self.estimated
-                .insert(i, est.into_iter().map(Some).collect());
+            let previous_end = self
+                .sender_end
+                .as_ref()
+                .filter(|(k, _)| k + 1 == i)
+                .map(|(_, l)| l.as_slice())
+                // S closed nothing at `i − 1`: it sent nothing there, as far as it saw
+                .or(Some(&[][..]));
+            let sender_absent = s.is_none();
+            let next_end = match &s {
+                Some(ClosedInterval {
+                    cut: PointCut::Sender { end, .. },
+                    ..
+                }) => Some((i, end.clone())),
+                _ => None,
+            };
+            let joined = join_interval(
+                &self.methods,
+                &self.cfg.intervals,
+                i,
+                s.map(PointSide::from),
+                r.map(PointSide::from),
+                [previous_end, Some(next_sender.as_deref().unwrap_or(&[]))],
+                timer,
+            );
+            if next_end.is_some() {
+                self.sender_end = next_end;
+            }
+            if let (Some(t), Some(c)) = (self.truth.as_mut(), joined.cut) {
+                for (j, b) in [(i, c.start), (i + 1, c.end)] {
+                    if let Some(d) = b.and_then(|b| b.decision) {
+                        t.learn_cut(j, d);
+                    }
+                }
+            }
+            // an interval S never had whose held packets all belong to its neighbours
+            if delimited && sender_absent && joined.packets == [0, 0] {
+                continue;
+            }
+            // the hook reads every receiver synopsis: one that could not be assembled is
+            // shown to it empty, and its method's estimate is the error
+            let mut failed = Vec::new();
+            let receiver: Synopses = joined
+                .receiver
+                .into_iter()
+                .enumerate()
+                .map(|(k, r)| {
+                    r.unwrap_or_else(|e| {
+                        failed.push((k, e));
+                        self.methods[k].new_point(Role::Receiver)
+                    })
+                })
+                .collect();
+            hook.closed_pair(i, &self.methods, &joined.sender, &receiver);
+            let mut est = estimate_pair(
+                &self.methods,
+                joined.sender,
+                receiver.into_iter().map(Ok).collect(),
+                timer,
+            );
+            for (k, e) in failed {
+                est[k] = Err(e);
+            }
+            self.estimated.insert(
+                i,
+                Estimated {
+                    estimates: est.into_iter().map(Some).collect(),
+                    packets: joined.packets,
+                    cut: joined.cut,
+                },
+            );
         }
         if let Some(t) = self.truth.as_mut() {
+            // every pair below the first still waiting is done: the boundaries up to it that
+            // no pair cut held no record of the methods
+            let done = below.min(self.waiting.keys().next().copied().unwrap_or(u64::MAX));
+            t.cuts_known_below(done.saturating_add(1));
             for it in t.drain_closed() {
                 self.truths.insert(it.index, it);
             }
@@ -274,16 +519,18 @@ impl PairPipeline {
             if !all && (next >= methods_below || next >= truth_below) {
                 break;
             }
-            let estimates = self
-                .estimated
-                .remove(&next)
-                .unwrap_or_else(|| self.methods.iter().map(|_| None).collect());
+            let (estimates, packets, cut) = match self.estimated.remove(&next) {
+                Some(e) => (e.estimates, Some(e.packets), e.cut),
+                None => (self.methods.iter().map(|_| None).collect(), None, None),
+            };
             let truth = self.truths.remove(&next);
             self.ready.push_back(IntervalOutcome {
                 index: next,
                 start_ns: self.cfg.intervals.start_ns(next),
                 truth,
                 estimates,
+                packets,
+                cut,
             });
         }
     }

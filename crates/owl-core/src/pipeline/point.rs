@@ -1,9 +1,11 @@
-//! One observation point's synopses, cut into clock-delimited intervals and closed as the point's
-//! own stream passes them.
+//! One observation point's synopses, cut into intervals and closed as the point's own stream
+//! passes them: by its clock, or, at a receiver under a delimiter cut, with the packets around
+//! each boundary held until the sender's delimiters place the cut ([`crate::cut`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::cut::{Cut, HOLD_CAP, Held, PointCut};
 use crate::interval::Intervals;
 use crate::method::{Method, PointSynopsis, Role};
 use crate::record::PacketRecord;
@@ -15,17 +17,23 @@ pub type Synopses = Vec<Box<dyn PointSynopsis>>;
 
 /// One interval closed at a point: its index, the packets it took (every method's synopsis
 /// recorded each of them: the point's packet counter, which `owl record` writes beside the
-/// synopses so that `owl estimate` reports what was sent and received), and the synopses.
+/// synopses so that `owl estimate` reports what was sent and received), the synopses, and what
+/// the cut needs ([`PointCut`]). At a receiver under a delimiter cut, `packets` and `synopses`
+/// are the interval's core: its windows' packets are added once the cut is known
+/// ([`crate::cut::split`], [`crate::cut::assemble`]).
 pub struct ClosedInterval {
     pub index: u64,
     pub packets: u64,
     pub synopses: Synopses,
+    pub cut: PointCut,
 }
 
 /// An interval still open at a point.
 struct Open {
     packets: u64,
     synopses: Synopses,
+    /// Sender, delimiter cut: its first packets' identities (the delimiters of its start).
+    delimiters: Vec<u64>,
 }
 
 /// What a point's stream held besides the records its intervals took.
@@ -42,25 +50,50 @@ pub struct PointCounters {
     pub intervals: u64,
     /// Records outside the window set by [`PointStream::trim`]: in no interval.
     pub trimmed: u64,
+    /// Receiver, delimiter cut: records held around a boundary until the cut is known.
+    pub held: u64,
+    /// ... and records past a window's cap ([`HOLD_CAP`]), put in intervals by the clock.
+    pub held_overflow: u64,
+}
+
+/// Where one record goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dest {
+    /// Counted, in no interval.
+    Skip,
+    /// Into interval `i`'s synopses.
+    Interval(u64),
+    /// Held in a boundary's window (done by [`PointStream::dest`]).
+    Held,
 }
 
 /// Every method's synopsis of each open interval at one point.
 ///
 /// Interval `i` closes once this point's stream has passed its end plus the disorder tolerance
-/// (the records of a capture are nearly, not exactly, in timestamp order). Memory: the open
-/// intervals, about `1 + disorder / T` of them, times the methods' synopses.
+/// (the records of a capture are nearly, not exactly, in timestamp order); under a delimiter
+/// cut, a sender also waits until it has its delimiters of the next interval (or has passed the
+/// next boundary by the cut's window), and a receiver until it has passed its window of the
+/// next boundary. Memory: the open intervals, about `1 + (disorder + window) / T` of them,
+/// times the methods' synopses, and at a receiver the packets of at most two windows.
 pub struct PointStream {
     role: Role,
     intervals: Intervals,
     disorder_ns: u64,
+    cut: Cut,
     methods: Vec<Arc<dyn Method>>,
     open: BTreeMap<u64, Open>,
+    /// Receiver, delimiter cut: windows still filling, by boundary.
+    held: BTreeMap<u64, Held>,
+    /// ... and windows complete, kept for the interval they open.
+    frozen: BTreeMap<u64, Arc<Held>>,
     watermark: Option<u64>,
     closed_below: u64,
     counters: PointCounters,
     done: bool,
     /// Records are taken only within `[window.0, window.1]`.
     window: (u64, u64),
+    /// Where each record of the batch being pushed goes (kept to reuse its allocation).
+    dests: Vec<Dest>,
 }
 
 impl PointStream {
@@ -74,18 +107,41 @@ impl PointStream {
             role,
             intervals,
             disorder_ns,
+            cut: Cut::Clock,
             methods,
             open: BTreeMap::new(),
+            held: BTreeMap::new(),
+            frozen: BTreeMap::new(),
             watermark: None,
             closed_below: 0,
             counters: PointCounters::default(),
             done: false,
             window: (0, u64::MAX),
+            dests: Vec::new(),
         }
+    }
+
+    /// Cut intervals by `cut` (a clock cut unless set; one interval over the whole capture
+    /// has no boundary to cut).
+    pub fn with_cut(mut self, cut: Cut) -> PointStream {
+        if !self.intervals.is_whole() {
+            self.cut = cut;
+        }
+        self
     }
 
     pub fn role(&self) -> Role {
         self.role
+    }
+
+    pub fn cut(&self) -> &Cut {
+        &self.cut
+    }
+
+    /// Packets held in windows now (a receiver under a delimiter cut).
+    pub fn held_now(&self) -> usize {
+        self.held.values().map(|h| h.records.len()).sum::<usize>()
+            + self.frozen.values().map(|h| h.records.len()).sum::<usize>()
     }
 
     pub fn counters(&self) -> PointCounters {
@@ -117,66 +173,120 @@ impl PointStream {
         self.window = (from, to);
     }
 
+    /// Where record `r` goes (a record a window holds is held here and now).
+    #[inline]
+    fn dest(&mut self, r: &PacketRecord, seq: u64) -> Dest {
+        let (lo, hi) = self.window;
+        if r.ts_ns < lo || r.ts_ns > hi {
+            self.counters.trimmed += 1;
+            return Dest::Skip;
+        }
+        if let (Role::Receiver, Cut::Delimiter(d)) = (self.role, &self.cut)
+            && let Some(j) = d.window_of(&self.intervals, r.ts_ns)
+        {
+            if self.done || self.closed_below >= j.max(1) {
+                self.counters.out_of_order += 1;
+                return Dest::Skip;
+            }
+            let h = self.held.entry(j).or_default();
+            if h.records.len() < HOLD_CAP {
+                h.records.push(*r);
+                h.seqs.push(seq);
+                self.counters.held += 1;
+                return Dest::Held;
+            }
+            h.overflowed = true;
+            self.counters.held_overflow += 1;
+        }
+        match self.intervals.index(r.ts_ns) {
+            None => {
+                self.counters.before_origin += 1;
+                Dest::Skip
+            }
+            Some(i) if i < self.closed_below || self.done => {
+                self.counters.out_of_order += 1;
+                Dest::Skip
+            }
+            Some(i) => Dest::Interval(i),
+        }
+    }
+
     /// Feed a batch in capture order: each run of records of one interval goes to every
-    /// method's synopsis of that interval (hash once, feed many).
+    /// method's synopsis of that interval (hash once, feed many); a receiver under a delimiter
+    /// cut holds the records of its windows.
     pub fn push(&mut self, batch: &[PacketRecord], timer: &mut dyn Timer) {
+        let first_seq = self.counters.records;
         self.counters.records += batch.len() as u64;
         if let Some(newest) = batch.iter().map(|r| r.ts_ns).max() {
             self.watermark = Some(self.watermark.map_or(newest, |w| w.max(newest)));
         }
-        let (lo, hi) = self.window;
-        let inside = |ts: u64| lo <= ts && ts <= hi;
+        let mut dests = std::mem::take(&mut self.dests);
+        dests.clear();
+        dests.extend(
+            batch
+                .iter()
+                .enumerate()
+                .map(|(k, r)| self.dest(r, first_seq + k as u64)),
+        );
         let mut start = 0;
         while start < batch.len() {
-            let ts = batch[start].ts_ns;
-            if !inside(ts) {
-                self.counters.trimmed += 1;
-                start += 1;
-                continue;
-            }
-            let i = match self.intervals.index(ts) {
-                None => {
-                    self.counters.before_origin += 1;
+            let i = match dests[start] {
+                Dest::Skip | Dest::Held => {
                     start += 1;
                     continue;
                 }
-                Some(i) if i < self.closed_below || self.done => {
-                    self.counters.out_of_order += 1;
-                    start += 1;
-                    continue;
-                }
-                Some(i) => i,
+                Dest::Interval(i) => i,
             };
             let mut end = start + 1;
-            while end < batch.len()
-                && inside(batch[end].ts_ns)
-                && self.intervals.index(batch[end].ts_ns) == Some(i)
-            {
+            while end < batch.len() && dests[end] == Dest::Interval(i) {
                 end += 1;
             }
-            let run = &batch[start..end];
-            let open = match self.open.entry(i) {
-                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-                std::collections::btree_map::Entry::Vacant(v) => {
-                    self.counters.intervals += 1;
-                    let role = self.role;
-                    let mut made = Vec::with_capacity(self.methods.len());
-                    for (k, m) in self.methods.iter().enumerate() {
-                        let mut s = None;
-                        timer.charge(k, &mut || s = Some(m.new_point(role)));
-                        made.extend(s);
-                    }
-                    v.insert(Open {
-                        packets: 0,
-                        synopses: made,
-                    })
-                }
-            };
-            open.packets += run.len() as u64;
-            for (k, s) in open.synopses.iter_mut().enumerate() {
-                timer.charge(k, &mut || s.record_batch(run));
-            }
+            self.take_run(i, &batch[start..end], timer);
             start = end;
+        }
+        self.dests = dests;
+    }
+
+    /// Every method's synopsis of interval `i` takes `run`.
+    fn take_run(&mut self, i: u64, run: &[PacketRecord], timer: &mut dyn Timer) {
+        let delimiting = match (self.role, &self.cut) {
+            (Role::Sender, Cut::Delimiter(d)) => Some((
+                d.count as usize,
+                self.intervals.start_ns(i).saturating_add(d.after_ns),
+            )),
+            _ => None,
+        };
+        let open = match self.open.entry(i) {
+            std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                self.counters.intervals += 1;
+                let role = self.role;
+                let mut made = Vec::with_capacity(self.methods.len());
+                for (k, m) in self.methods.iter().enumerate() {
+                    let mut s = None;
+                    timer.charge(k, &mut || s = Some(m.new_point(role)));
+                    made.extend(s);
+                }
+                v.insert(Open {
+                    packets: 0,
+                    synopses: made,
+                    delimiters: Vec::new(),
+                })
+            }
+        };
+        open.packets += run.len() as u64;
+        if let Some((count, until)) = delimiting {
+            for r in run {
+                if open.delimiters.len() >= count {
+                    break;
+                }
+                if r.ts_ns < until && !open.delimiters.contains(&r.id) {
+                    open.delimiters.push(r.id);
+                }
+            }
+        }
+        for (k, s) in open.synopses.iter_mut().enumerate() {
+            timer.charge(k, &mut || s.record_batch(run));
         }
     }
 
@@ -187,26 +297,132 @@ impl PointStream {
         self.watermark = Some(self.watermark.map_or(now_ns, |w| w.max(now_ns)));
     }
 
+    /// How far past an interval's end this point waits before closing it: the disorder
+    /// tolerance, and under a delimiter cut the window past the next boundary (a sender waits
+    /// that long only while it lacks its delimiters of the next interval).
+    fn lag(&self) -> u64 {
+        match &self.cut {
+            Cut::Clock => self.disorder_ns,
+            Cut::Delimiter(d) => self.disorder_ns.saturating_add(d.after_ns),
+        }
+    }
+
+    /// The next interval a receiver under a delimiter cut has to close: its first open
+    /// interval, or the interval a held window opens or ends.
+    fn next_receiver_candidate(&self) -> Option<u64> {
+        let open = self.open.keys().next().copied();
+        let frozen = self.frozen.keys().next().copied();
+        let held = self
+            .held
+            .keys()
+            .next()
+            .map(|&j| j.saturating_sub(1).max(self.closed_below));
+        [open, frozen, held].into_iter().flatten().min()
+    }
+
+    /// Close receiver interval `c` (delimiter cut): its core, the window it opens and the one
+    /// it ends (kept for the next interval). Nothing is emitted when all three are empty.
+    fn close_receiver(&mut self, c: u64, out: &mut Vec<ClosedInterval>) {
+        let core = self.open.remove(&c);
+        let head = self
+            .frozen
+            .remove(&c)
+            .or_else(|| self.held.remove(&c).map(Arc::new))
+            .unwrap_or_default();
+        let tail = match self.held.remove(&(c + 1)) {
+            Some(h) => {
+                let h = Arc::new(h);
+                self.frozen.insert(c + 1, h.clone());
+                h
+            }
+            None => Arc::new(Held::default()),
+        };
+        self.closed_below = self.closed_below.max(c + 1);
+        if core.is_none() && head.is_empty() && tail.is_empty() {
+            return;
+        }
+        let (packets, synopses) = match core {
+            Some(o) => (o.packets, o.synopses),
+            None => (
+                0,
+                self.methods
+                    .iter()
+                    .map(|m| m.new_point(Role::Receiver))
+                    .collect(),
+            ),
+        };
+        out.push(ClosedInterval {
+            index: c,
+            packets,
+            synopses,
+            cut: PointCut::Receiver { head, tail },
+        });
+    }
+
+    /// Close the first open interval (a sender, or any point under a clock cut).
+    fn close_first(&mut self, out: &mut Vec<ClosedInterval>) {
+        let Some((i, o)) = self.open.pop_first() else {
+            return;
+        };
+        self.closed_below = self.closed_below.max(i + 1);
+        let cut = match &self.cut {
+            Cut::Clock => PointCut::None,
+            Cut::Delimiter(_) => PointCut::Sender {
+                start: o.delimiters,
+                end: self
+                    .open
+                    .get(&(i + 1))
+                    .map(|n| n.delimiters.clone())
+                    .unwrap_or_default(),
+            },
+        };
+        out.push(ClosedInterval {
+            index: i,
+            packets: o.packets,
+            synopses: o.synopses,
+            cut,
+        });
+    }
+
     /// Close the intervals this point's stream has passed, in index order.
     pub fn drain_closed(&mut self, out: &mut Vec<ClosedInterval>) {
         if self.intervals.is_whole() {
             return;
         }
         let Some(w) = self.watermark else { return };
-        while let Some((&i, _)) = self.open.first_key_value() {
-            let end = self
-                .intervals
-                .start_ns(i)
-                .saturating_add(self.intervals.length_ns);
-            if w < end.saturating_add(self.disorder_ns) {
-                break;
+        let end_of = |iv: &Intervals, i: u64| iv.start_ns(i).saturating_add(iv.length_ns);
+        match (self.role, self.cut) {
+            (Role::Receiver, Cut::Delimiter(_)) => {
+                while let Some(c) = self.next_receiver_candidate() {
+                    if w < end_of(&self.intervals, c).saturating_add(self.lag()) {
+                        break;
+                    }
+                    self.close_receiver(c, out);
+                }
             }
-            let (i, o) = self.open.pop_first().unwrap();
-            self.closed_below = i + 1;
-            out.push(o.close(i));
+            (_, cut) => {
+                while let Some((&i, _)) = self.open.first_key_value() {
+                    let end = end_of(&self.intervals, i);
+                    if w < end.saturating_add(self.disorder_ns) {
+                        break;
+                    }
+                    if let Cut::Delimiter(d) = cut {
+                        // the delimiters of the next interval's start, unless the stream has
+                        // passed the time S names them in
+                        let named = self
+                            .open
+                            .get(&(i + 1))
+                            .is_some_and(|n| n.delimiters.len() >= d.count as usize);
+                        if !named && w < end.saturating_add(self.lag()) {
+                            break;
+                        }
+                    }
+                    self.close_first(out);
+                }
+            }
         }
         // intervals with no record are closed too, as the stream passes them
-        if let Some(i) = self.intervals.index(w.saturating_sub(self.disorder_ns)) {
+        if let Some(i) = self.intervals.index(w.saturating_sub(self.lag())) {
             self.closed_below = self.closed_below.max(i);
         }
     }
@@ -214,18 +430,17 @@ impl PointStream {
     /// The stream has ended: every open interval, in index order.
     pub fn finish(&mut self, out: &mut Vec<ClosedInterval>) {
         self.done = true;
-        while let Some((i, o)) = self.open.pop_first() {
-            out.push(o.close(i));
-        }
-    }
-}
-
-impl Open {
-    fn close(self, index: u64) -> ClosedInterval {
-        ClosedInterval {
-            index,
-            packets: self.packets,
-            synopses: self.synopses,
+        match (self.role, self.cut) {
+            (Role::Receiver, Cut::Delimiter(_)) => {
+                while let Some(c) = self.next_receiver_candidate() {
+                    self.close_receiver(c, out);
+                }
+            }
+            _ => {
+                while !self.open.is_empty() {
+                    self.close_first(out);
+                }
+            }
         }
     }
 }

@@ -77,7 +77,10 @@ fn read_everything(
                     .map(|m| m.new_point(Role::Receiver))
                     .collect()
             });
-            (k, estimate_pair(methods, a, b, &mut NoTimer))
+            (
+                k,
+                estimate_pair(methods, a, b.into_iter().map(Ok).collect(), &mut NoTimer),
+            )
         })
         .collect()
 }
@@ -205,6 +208,11 @@ mod contract {
         }
         fn encode(&self, out: &mut Vec<u8>) {
             WireWriter::new(out).u64(self.0);
+        }
+        /// The counts added.
+        fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
+            self.0 += downcast::<Counted>(later, "count")?.0;
+            Ok(())
         }
     }
 

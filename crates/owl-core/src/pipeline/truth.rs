@@ -127,7 +127,14 @@ struct FlowState {
 struct Arrival {
     ts: u64,
     id: u64,
+    /// The interval R's clock puts it in.
     interval: u64,
+    /// Under R's cuts: the boundary whose window holds it, and the other interval it may
+    /// belong to (pending there too until its cut is known); `NO_INTERVAL` otherwise.
+    window: u64,
+    other: u64,
+    /// Its position in R's stream.
+    seq: u64,
 }
 
 #[derive(Debug, Default)]
@@ -389,6 +396,15 @@ pub struct StreamTruth {
 #[derive(Debug)]
 pub struct StreamingTruth {
     cfg: TruthConfig,
+    /// A matched packet counts in the interval S sent it in (a delimiter cut whose cuts the
+    /// truth is not told).
+    sender_cut: bool,
+    /// R's stream is cut where the methods' pair pipeline cut it (a delimiter cut): the
+    /// windows, each boundary's decision once known, and the boundaries below which every
+    /// decision is known (an unknown one is R's clock).
+    receiver_cuts: Option<crate::cut::Delimiters>,
+    decisions: std::collections::BTreeMap<u64, crate::cut::Decision>,
+    decided_below: u64,
     sent: VecDeque<Sent>,
     first_seq: u64,
     by_id: HashMap<u64, u64>,
@@ -447,6 +463,10 @@ impl StreamingTruth {
     pub fn new(cfg: TruthConfig) -> StreamingTruth {
         StreamingTruth {
             cfg,
+            sender_cut: false,
+            receiver_cuts: None,
+            decisions: std::collections::BTreeMap::new(),
+            decided_below: 0,
             sent: VecDeque::new(),
             first_seq: 0,
             by_id: HashMap::new(),
@@ -496,6 +516,56 @@ impl StreamingTruth {
 
     pub fn config(&self) -> &TruthConfig {
         &self.cfg
+    }
+
+    /// Count each matched packet in the interval S sent it in, as a delimiter cut does
+    /// ([`crate::cut`]): interval `i` is then the packets S sent in it, wherever R's clock put
+    /// them, and none is "left" for the next interval. (Packets only R saw stay where R's clock
+    /// puts them.) Set it before the first record.
+    pub fn set_sender_cut(&mut self, on: bool) {
+        self.sender_cut = on;
+    }
+
+    /// Cut R's stream where the pair pipeline cut it ([`crate::cut`]): a receiver record within
+    /// `d`'s window of a boundary counts in the interval before or after it as that boundary's
+    /// [`learn_cut`](Self::learn_cut) says (it waits for it), so that the truth of interval `i`
+    /// holds exactly the packets the methods' interval `i` holds at R — packets reordered across
+    /// a cut are `left`, as they are for the methods. Set it before the first record.
+    pub fn set_receiver_cuts(&mut self, d: crate::cut::Delimiters) {
+        self.receiver_cuts = Some(d);
+    }
+
+    /// Where R's stream was cut at boundary `j` (the first word is kept).
+    pub fn learn_cut(&mut self, j: u64, d: crate::cut::Decision) {
+        self.decisions.entry(j).or_insert(d);
+        self.advance();
+    }
+
+    /// No decision will come for a boundary below `b`: R's records of such a window (none the
+    /// methods held) are cut by R's clock.
+    pub fn cuts_known_below(&mut self, b: u64) {
+        if b > self.decided_below {
+            self.decided_below = b;
+            self.advance();
+        }
+    }
+
+    /// The interval an arrival counts in, given the interval S sent its packet in (`si`).
+    fn receiver_interval(&self, a: &Arrival, si: u64) -> u64 {
+        use crate::cut::Decision;
+        if a.window != NO_INTERVAL {
+            let j = a.window;
+            return match self.decisions.get(&j) {
+                Some(Decision::At(p)) if a.seq >= *p => j,
+                Some(Decision::At(_)) | Some(Decision::Before) if j > 0 => j - 1,
+                _ => a.interval,
+            };
+        }
+        if self.sender_cut && si != NO_INTERVAL {
+            si
+        } else {
+            a.interval
+        }
     }
 
     /// Packets held: sender packets awaiting resolution and receiver packets awaiting a match.
@@ -606,16 +676,39 @@ impl StreamingTruth {
     pub fn push_receiver(&mut self, batch: &[PacketRecord]) {
         self.closed_below_cached = self.closed_below();
         for rec in batch {
+            let seq = self.receiver_records;
             self.receiver_records += 1;
             self.note_wm(1, rec.ts_ns);
             let interval = self.interval_of(1, rec.ts_ns);
             if interval != NO_INTERVAL {
                 self.open_at(interval).pending += 1;
             }
+            let (mut window, mut other) = (NO_INTERVAL, NO_INTERVAL);
+            if interval != NO_INTERVAL
+                && let Some(j) = self
+                    .receiver_cuts
+                    .and_then(|d| d.window_of(&self.cfg.intervals, rec.ts_ns))
+            {
+                window = j;
+                // the clock's interval is j − 1 or j; the cut may put it in the other
+                other = if interval == j {
+                    j.checked_sub(1).unwrap_or(NO_INTERVAL)
+                } else {
+                    j
+                };
+                if other != NO_INTERVAL && other >= self.closed_below_cached {
+                    self.open_at(other).pending += 1;
+                } else {
+                    other = NO_INTERVAL;
+                }
+            }
             self.arrivals.push_back(Arrival {
                 ts: rec.ts_ns,
                 id: rec.id,
                 interval,
+                window,
+                other,
+                seq,
             });
         }
         self.advance();
@@ -743,9 +836,16 @@ impl StreamingTruth {
 
     fn advance(&mut self) {
         let h = self.cfg.horizon_ns;
-        // Receiver packets, in R's order, once S has passed every timestamp they could match.
+        // Receiver packets, in R's order, once S has passed every timestamp they could match
+        // (and, under R's cuts, once their window's cut is known).
         while let Some(a) = self.arrivals.front().copied() {
             if !self.passed(0, a.ts.saturating_add(h)) {
+                break;
+            }
+            if a.window != NO_INTERVAL
+                && a.window >= self.decided_below
+                && !self.decisions.contains_key(&a.window)
+            {
                 break;
             }
             self.arrivals.pop_front();
@@ -782,43 +882,52 @@ impl StreamingTruth {
     }
 
     fn match_arrival(&mut self, a: Arrival) {
+        let sent_in = self
+            .by_id
+            .get(&a.id)
+            .and_then(|&q| {
+                self.sent
+                    .get(usize::try_from(q.checked_sub(self.first_seq)?).ok()?)
+            })
+            .map_or(NO_INTERVAL, |s| s.interval);
+        let ri = self.receiver_interval(&a, sent_in);
         let Some(&seq) = self.by_id.get(&a.id) else {
             if self.lost_recent.contains(&a.id) {
                 self.late += 1;
-                self.settle(a.interval);
+                self.settle_arrival(&a);
                 return;
             }
             if !self.strangers.insert(a.id) {
                 self.receiver_duplicates += 1;
-                self.settle(a.interval);
+                self.settle_arrival(&a);
                 return;
             }
             self.stranger_order.push_back((a.ts, a.id));
             if self.outside(1, a.ts) {
                 self.trimmed[1] += 1;
-                if a.interval != NO_INTERVAL {
-                    self.open_at(a.interval).truth.trimmed += 1;
+                if ri != NO_INTERVAL {
+                    self.open_at(ri).truth.trimmed += 1;
                 }
-                self.settle(a.interval);
+                self.settle_arrival(&a);
                 return;
             }
             self.unexpected += 1;
             if self.cfg.keep_unmatched {
                 self.unexpected_ids.push(a.id);
             }
-            if a.interval != NO_INTERVAL {
-                let o = self.open_at(a.interval);
+            if ri != NO_INTERVAL {
+                let o = self.open_at(ri);
                 o.truth.received += 1;
                 o.truth.unexpected += 1;
             }
-            self.settle(a.interval);
+            self.settle_arrival(&a);
             return;
         };
         let h = self.cfg.horizon_ns;
         let s = &mut self.sent[(seq - self.first_seq) as usize];
         if s.recv != NOT_RECEIVED {
             self.receiver_duplicates += 1;
-            self.settle(a.interval);
+            self.settle_arrival(&a);
             return;
         }
         // Outside [−H, H]: the packet is lost to the truth and this sighting is late, whatever
@@ -830,7 +939,7 @@ impl StreamingTruth {
             } else {
                 self.receiver_duplicates += 1;
             }
-            self.settle(a.interval);
+            self.settle_arrival(&a);
             return;
         }
         // A timestamp of u64::MAX would read as "not received": nudge it (2554 AD).
@@ -844,10 +953,10 @@ impl StreamingTruth {
             _ => self.max_send_rank = Some(seq),
         }
         let whole = self.cfg.intervals.is_whole();
-        if a.interval != NO_INTERVAL {
-            self.open_at(a.interval).truth.received += 1;
+        if ri != NO_INTERVAL {
+            self.open_at(ri).truth.received += 1;
         }
-        if si != NO_INTERVAL && si == a.interval {
+        if si != NO_INTERVAL && si == ri {
             let o = self.open_at(si);
             o.truth.matched += 1;
             // one interval: its delays are the whole run's, kept once
@@ -858,11 +967,18 @@ impl StreamingTruth {
             if si != NO_INTERVAL {
                 self.open_at(si).truth.left += 1;
             }
-            if a.interval != NO_INTERVAL {
-                self.open_at(a.interval).truth.unexpected += 1;
+            if ri != NO_INTERVAL {
+                self.open_at(ri).truth.unexpected += 1;
             }
         }
+        self.settle_arrival(&a);
+    }
+
+    /// A receiver packet is accounted for: in the interval its clock gave it, and in the other
+    /// one its window's cut could have given it.
+    fn settle_arrival(&mut self, a: &Arrival) {
         self.settle(a.interval);
+        self.settle(a.other);
     }
 
     /// One pending packet of interval `i` is accounted for.
@@ -944,7 +1060,9 @@ impl StreamingTruth {
             } else {
                 iv.start_ns(i).saturating_add(iv.length_ns)
             };
-            let both_done = self.done[0] && self.done[1];
+            // (both streams done: every interval closes, once no receiver packet waits for
+            // its window's cut)
+            let both_done = self.done[0] && self.done[1] && self.arrivals.is_empty();
             if !both_done
                 && (iv.is_whole() || o.pending > 0 || !self.passed(0, end) || !self.passed(1, end))
             {
@@ -961,6 +1079,13 @@ impl StreamingTruth {
             }
             self.in_interval.extend_sorted(&o.delays);
             self.closed_below = i + 1;
+            // a boundary's cut is needed until both intervals it separates are closed
+            while let Some((&j, _)) = self.decisions.first_key_value() {
+                if j > i {
+                    break;
+                }
+                self.decisions.pop_first();
+            }
             self.closed.push_back(o.truth);
         }
     }
@@ -1001,6 +1126,7 @@ impl StreamingTruth {
     /// first), the whole-run truth.
     pub fn finish(mut self) -> (StreamTruth, Vec<IntervalTruth>) {
         self.done = [true, true];
+        self.decided_below = u64::MAX;
         self.advance();
         let rest: Vec<IntervalTruth> = self.closed.drain(..).collect();
         let (delay, exact_a) = self.all.summary();

@@ -311,6 +311,26 @@ impl Cells {
         true
     }
 
+    /// Set counter `i` to `(ts, cnt)`, the high parts to the spill where they are not 0
+    /// (where [`add`](Self::add) would have put them); `false` (nothing changed) where a high
+    /// part outgrows 32 bits or the spill cannot take a new one. The counters only grow, so a
+    /// value `add` reaches, `put` takes, and what `put` refuses `add` refused on the way.
+    pub(crate) fn put(&mut self, i: usize, ts: u64, cnt: u32) -> bool {
+        let (hi_ts, hi_c) = (ts >> self.b, (cnt as u64) >> self.c);
+        let (Ok(hi_ts), Ok(hi_c), Ok(key)) =
+            (u32::try_from(hi_ts), u32::try_from(hi_c), u32::try_from(i))
+        else {
+            return false;
+        };
+        if ((hi_ts, hi_c) != (0, 0) || self.spill.get(key) != (0, 0))
+            && !self.spill.set(key, hi_ts, hi_c)
+        {
+            return false;
+        }
+        self.write_low(i, ts & ones(self.b), cnt as u64 & ones(self.c));
+        true
+    }
+
     fn write_low(&mut self, i: usize, ts: u64, cnt: u64) {
         let bit = i * self.w as usize;
         let (at, sh) = (bit >> 3, (bit & 7) as u32);

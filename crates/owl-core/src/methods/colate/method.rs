@@ -21,6 +21,11 @@ use super::estimate::{Query, aggregate_heads, query_flow, shared_mapping};
 use super::vector::{Layout, Recorder};
 
 pub const PAYLOAD_TAG: &[u8; 4] = b"COL1";
+/// A point's own file: the payload and its open vectors' early packets
+/// ([`PointSynopsis::encode_local`]).
+pub const LOCAL_TAG: &[u8; 4] = b"COLL";
+/// Most early packets a local form may list.
+pub const MAX_EARLY: u32 = 1 << 24;
 /// Most epochs one payload may list.
 pub const MAX_EPOCHS: u32 = 1 << 20;
 
@@ -42,6 +47,43 @@ impl PointSynopsis for Recorder {
     fn shipped_len(&self) -> Option<u64> {
         let sealed: usize = self.sealed().iter().map(|e| e.bytes.len()).sum();
         Some((sealed + self.open_encoded_len()) as u64)
+    }
+    /// Vector by vector, what recording both streams gives ([`Recorder::append`]: an empty
+    /// vector takes `later`'s as it is; an open one adds `later`'s counters moved to its
+    /// base), or an error where that cannot be had from what `later` kept (a dump that would
+    /// fall within its packets, bases not a whole number of units apart, early packets a
+    /// decoded `later` no longer has). Both points must have the same configuration, `n`, `b`,
+    /// `T` and unit included.
+    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
+        let later = downcast::<Recorder>(later, "colate")?;
+        let (a, b) = (self.layout().cfg.pairs(), later.layout().cfg.pairs());
+        if let Some(((field, x), (_, y))) = a.into_iter().zip(b).find(|(x, y)| x.1 != y.1) {
+            return Err(MethodError::ConfigMismatch {
+                field: field.into(),
+                sender: x,
+                receiver: y,
+            });
+        }
+        self.append(*later).map_err(MethodError::Invalid)
+    }
+    /// `"COLL" | u32 len, len bytes of the COL1 payload | u32 m, m × (u32 vector, u32 counter,
+    /// u64 timestamp)`: the payload and the early packets of the vectors it dumped open, which
+    /// an epoch counts but does not keep, so that `owl estimate` merges the decoded recorder
+    /// exactly (local state: the epochs are what a point stores).
+    fn encode_local(&self, out: &mut Vec<u8>) {
+        let mut payload = Vec::new();
+        self.encode(&mut payload);
+        let early = self.early_packets();
+        let mut w = WireWriter::new(out);
+        w.bytes(LOCAL_TAG);
+        w.u32(payload.len() as u32);
+        w.bytes(&payload);
+        w.u32(early.len() as u32);
+        for (v, i, ts) in early {
+            w.u32(v);
+            w.u32(i);
+            w.u64(ts);
+        }
     }
     fn encode(&self, out: &mut Vec<u8>) {
         let epochs = self.snapshot_sealed();
@@ -143,8 +185,27 @@ impl Method for ColateMethod {
         _role: Role,
         bytes: &[u8],
     ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        let epochs = decode_sealed(bytes)?;
-        Ok(Box::new(Recorder::with_epochs(self.layout.clone(), epochs)))
+        if !bytes.starts_with(LOCAL_TAG) {
+            let epochs = decode_sealed(bytes)?;
+            return Ok(Box::new(Recorder::with_epochs(self.layout.clone(), epochs)));
+        }
+        let mut r = WireReader::new(bytes);
+        r.take(4, "tag")?;
+        let len = r.u32("payload length")? as usize;
+        let epochs = decode_sealed(r.take(len, "payload")?)?;
+        let m = r.u32("early packets")?;
+        if m > MAX_EARLY || m as usize * 16 != r.remaining() {
+            return Err(r.invalid(format!("{m} early packets do not fit the bytes left")));
+        }
+        let mut rec = Recorder::with_epochs(self.layout.clone(), epochs);
+        for _ in 0..m {
+            let (v, i, ts) = (r.u32("vector")?, r.u32("counter")?, r.u64("timestamp")?);
+            if v as usize >= self.layout.cfg.vectors().len() || i >= self.layout.cfg.n() {
+                return Err(r.invalid(format!("early packet at vector {v}, counter {i}")));
+            }
+            rec.carried_early.push((v, i, ts));
+        }
+        Ok(Box::new(rec))
     }
     fn estimate(
         &self,

@@ -772,3 +772,106 @@ fn the_interval_covers_its_confidence() {
         }
     }
 }
+
+/// Merging recorders (the method's `PointSynopsis::merge`): an open vector takes the later
+/// counters moved to its base, early packets (timestamps out of order) included from RAM; a
+/// decoded later part has lost its early packets' timestamps and is refused where it had
+/// some; a later part whose vector was dumped (by `T`) is taken as it is where this vector is
+/// empty and refused where recording would have dumped at another packet.
+#[test]
+fn merged_recorders_are_the_recorder_of_both_streams() {
+    use crate::method::PointSynopsis;
+    let recs: Vec<PacketRecord> = (0..3_000u64)
+        .map(|i| PacketRecord {
+            ts_ns: 1_000_000_000 + i * 10_000 + (i % 13) * 3_000,
+            id: i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i >> 5),
+            flow: FlowKey {
+                proto: 17,
+                sport: (i % 11) as u16,
+                ..FlowKey::default()
+            },
+            len: 100,
+        })
+        .collect();
+    let bytes = |p: &dyn PointSynopsis| {
+        let mut b = Vec::new();
+        p.encode(&mut b);
+        b
+    };
+    let one = cfg(4_001, 4, 1 << 40, 1_000, 5);
+    let two = one.clone().with_vectors(vec![0.5, 0.5]).unwrap();
+    // packet 519 is the 12th of a run of 13 rising timestamps: 520 and 521 are older
+    for (c, early_refused) in [(&one, true), (&two, false)] {
+        let m = ColateMethod::new(c.clone()).unwrap();
+        let mut whole = m.new_point(Role::Sender);
+        whole.record_batch(&recs);
+        for (x, y) in [
+            (0, 3_000),
+            (130, 2_600),
+            (519, 2_000),
+            (1, 2),
+            (3_000, 3_000),
+        ] {
+            for decoded in [false, true] {
+                let mut head = m.new_point(Role::Sender);
+                head.record_batch(&recs[..x]);
+                let mut mid = m.new_point(Role::Sender);
+                mid.record_batch(&recs[x..y]);
+                if decoded {
+                    mid = m.decode_point(Role::Sender, &bytes(&*mid)).unwrap();
+                }
+                match head.merge(mid) {
+                    Err(e) => {
+                        assert!(
+                            decoded && e.to_string().contains("older than its base"),
+                            "{e}"
+                        );
+                        assert!(x == 519 || !early_refused, "split {x}, {y}: {e}");
+                        continue;
+                    }
+                    Ok(()) => assert!(!(decoded && x == 519 && early_refused)),
+                }
+                head.record_batch(&recs[y..]);
+                assert!(
+                    bytes(&*head) == bytes(&*whole),
+                    "split {x}, {y} ({decoded})"
+                );
+            }
+        }
+    }
+    // dumps by T: a later part dumped while this vector is open is refused; into an empty
+    // recorder, its dumps are taken (and numbered on) as they are
+    let small = cfg(4_001, 4, 2_000_000, 1_000, 5);
+    let m = ColateMethod::new(small).unwrap();
+    let mut whole = m.new_point(Role::Sender);
+    whole.record_batch(&recs);
+    let dumps = |p: &dyn PointSynopsis| {
+        crate::method::downcast_ref::<Recorder>(p, "colate")
+            .unwrap()
+            .dumps
+    };
+    assert!(dumps(&*whole) > 3);
+    let mut head = m.new_point(Role::Sender);
+    head.record_batch(&recs[..700]);
+    let mut mid = m.new_point(Role::Sender);
+    mid.record_batch(&recs[700..2_000]);
+    let e = head.merge(mid).unwrap_err();
+    assert!(e.to_string().contains("dumped"), "{e}");
+    for decoded in [false, true] {
+        let mut head = m.new_point(Role::Sender);
+        let mut mid = m.new_point(Role::Sender);
+        mid.record_batch(&recs[..2_000]);
+        if decoded {
+            mid = m.decode_point(Role::Sender, &bytes(&*mid)).unwrap();
+        }
+        head.merge(mid).unwrap();
+        head.record_batch(&recs[2_000..]);
+        assert!(bytes(&*head) == bytes(&*whole), "decoded {decoded}");
+    }
+    // another configuration is refused, naming the field
+    let e = m
+        .new_point(Role::Sender)
+        .merge(ColateMethod::new(one).unwrap().new_point(Role::Sender))
+        .unwrap_err();
+    assert!(e.to_string().contains("threshold"), "{e}");
+}

@@ -179,6 +179,10 @@ pub struct CounterVector {
     pub first_ns: u64,
     pub last_ns: u64,
     pub early: u64,
+    /// Counter and timestamp of each packet counted in `early`, in RAM only (never dumped):
+    /// what a merge needs to give them their relative timestamp against an earlier base.
+    /// Shorter than `early` in a vector reopened from its epoch.
+    pub early_at: Vec<(u32, u64)>,
 }
 
 impl CounterVector {
@@ -192,6 +196,7 @@ impl CounterVector {
             first_ns: u64::MAX,
             last_ns: 0,
             early: 0,
+            early_at: Vec::new(),
         }
     }
 
@@ -204,6 +209,7 @@ impl CounterVector {
         self.first_ns = u64::MAX;
         self.last_ns = 0;
         self.early = 0;
+        self.early_at.clear();
     }
 }
 
@@ -238,6 +244,9 @@ pub struct Recorder {
     pub dumps: u64,
     /// Dumps forced before `T` because a counter would overflow with the spill full (§3.1).
     pub overflow_dumps: u64,
+    /// Decoded from a point's own file ([`Recorder::early_packets`]): the early packets of its
+    /// open vectors, `(vector, counter, timestamp)`, given back to them when they are reopened.
+    pub carried_early: Vec<(u32, u32, u64)>,
 }
 
 impl Recorder {
@@ -252,7 +261,20 @@ impl Recorder {
             packets: 0,
             dumps: 0,
             overflow_dumps: 0,
+            carried_early: Vec::new(),
         }
+    }
+
+    /// The early packets (older than their vector's base, counted as 0) of every open vector,
+    /// `(vector, counter, timestamp)`: what a point's own file keeps beside its epochs so that a
+    /// decoded recorder merges exactly.
+    pub fn early_packets(&self) -> Vec<(u32, u32, u64)> {
+        self.vectors
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.packets > 0)
+            .flat_map(|(k, v)| v.early_at.iter().map(move |&(i, ts)| (k as u32, i, ts)))
+            .collect()
     }
 
     /// A recorder holding `epochs` as dumped and nothing open (a decoded synopsis).
@@ -326,7 +348,10 @@ impl Recorder {
                 let cfg = &layout.cfg;
                 vec.cells = Cells::new(n, cfg.b(), cfg.count_bits(), cfg.spill() as usize);
             }
-            vec.base_ns = ts_ns;
+            // on the unit's grid, so that the relative timestamps of two recorders of one
+            // stream add up exactly ([`Recorder::append`]: a receiver's interval is assembled
+            // from its parts at the cuts)
+            vec.base_ns = ts_ns - ts_ns % layout.cfg.unit_ns();
             vec.first_ns = ts_ns;
         }
         let rel = match ts_ns.checked_sub(vec.base_ns) {
@@ -336,7 +361,10 @@ impl Recorder {
         if !vec.cells.add(i, rel) {
             return self.dump_then_update(v, i, ts_ns);
         }
-        vec.early += (ts_ns < vec.base_ns) as u64;
+        if ts_ns < vec.base_ns {
+            vec.early += 1;
+            vec.early_at.push((i as u32, ts_ns));
+        }
         vec.first_ns = vec.first_ns.min(ts_ns);
         vec.last_ns = vec.last_ns.max(ts_ns);
         vec.sum += rel as u128;
@@ -455,6 +483,215 @@ impl Recorder {
             .filter(|v| v.packets > 0)
             .map(|v| super::epoch::encoded_len_of(b, v.packets, v.cells.iter()))
             .sum()
+    }
+
+    /// Take in `later`, a recorder of the same configuration whose packets all came after
+    /// this one's (the method's [`PointSynopsis::merge`](crate::method::PointSynopsis::merge)):
+    /// what recording both streams in order gives, or an error saying why it cannot be had.
+    ///
+    /// A decoded recorder holds only epochs: its last epoch of each vector that stayed below
+    /// `T` (its tail) was its open vector, dumped for the payload, and is reopened first, on
+    /// both sides. Then, vector by vector:
+    ///
+    /// - this vector empty: `later`'s packets of it started afresh, as recording them here
+    ///   would: its dumps and its open vector are taken as they are, the dumps numbered on
+    ///   from this recorder's;
+    /// - this vector open and `later` holding packets of it: recording would have added them
+    ///   to this vector, each `⌊(ts − base)/unit⌋` against this vector's base. That is
+    ///   `later`'s relative timestamp plus `(base′ − base)/unit` when the bases are a whole
+    ///   number of units apart and `base′ ≥ base`, and for each packet `later` recorded as
+    ///   early (before its own base, as 0) its own timestamp against this base (kept in RAM:
+    ///   a vector reopened from its epoch has lost them). Each counter is then set to its sum
+    ///   (spilling as recording does). Recording would have dumped this vector within
+    ///   `later`'s packets where the merged sum reaches `T`, where a counter outgrows the
+    ///   spill, or where `later` itself dumped it; those dumps fall at packets `later` no
+    ///   longer has, and are refused.
+    ///
+    /// So merging is exact unless it is refused: it is refused where the bases are not a
+    /// whole number of units apart or `later`'s base is the earlier (a unit of 1 ns, or
+    /// timestamps in order across the split, avoid both), where a decoded `later` recorded
+    /// early packets in a vector this recorder has open, and where a vector would have been
+    /// dumped within `later`'s packets. (A recorder whose epochs were dumped by
+    /// [`dump_open`](Self::dump_open), not by `T`, is reopened like a decoded one.)
+    pub fn append(&mut self, later: Recorder) -> Result<(), String> {
+        let mut later = later;
+        self.reopen()?;
+        later.reopen()?;
+        let cfg = &self.layout.cfg;
+        let (unit, threshold) = (cfg.unit_ns(), cfg.threshold() as u128);
+        let mut merged = Vec::with_capacity(self.vectors.len());
+        for (v, (a, o)) in self.vectors.iter().zip(&later.vectors).enumerate() {
+            let dumped = later.sealed.iter().any(|e| e.head.vector as usize == v);
+            if a.packets == 0 || (o.packets == 0 && !dumped) {
+                merged.push(None);
+                continue;
+            }
+            let fail = |why: &str| Err(format!("colate: vector {v}: {why}"));
+            if dumped {
+                return fail(
+                    "the later recorder dumped it, so recording both streams would have dumped it at a packet the later one no longer has",
+                );
+            }
+            let gap = o.base_ns.checked_sub(a.base_ns).filter(|d| d % unit == 0);
+            let Some(gap) = gap.map(|d| d / unit) else {
+                return fail(
+                    "the later base is earlier, or not a whole number of units after this one: its relative timestamps cannot be moved to this base",
+                );
+            };
+            if o.early_at.len() as u64 != o.early {
+                return fail(
+                    "the later recorder was decoded with packets older than its base, whose timestamps its epoch no longer has",
+                );
+            }
+            // each packet of `o` adds its relative timestamp plus `gap`; an early one (0 in
+            // `o`) adds its own timestamp against this base instead, and stays early if it is
+            // older than this base too
+            let mut cv = a.clone();
+            let mut early: hashbrown::HashMap<u32, (u128, u128)> = hashbrown::HashMap::new();
+            for &(i, ts) in &o.early_at {
+                let e = early.entry(i).or_default();
+                e.0 += 1;
+                e.1 += ts.checked_sub(a.base_ns).map_or(0, |d| d / unit) as u128;
+                if ts < a.base_ns {
+                    cv.early += 1;
+                    cv.early_at.push((i, ts));
+                }
+            }
+            let mut sum = a.sum;
+            for (i, (ts, count)) in o.cells.iter().enumerate() {
+                if count == 0 {
+                    continue;
+                }
+                let (k, own) = early.get(&(i as u32)).copied().unwrap_or_default();
+                let extra = ts as u128 + (count as u128).saturating_sub(k) * gap as u128 + own;
+                let (ats, acount) = cv.cells.get(i);
+                let (Ok(total), Some(n)) = (
+                    u64::try_from(ats as u128 + extra),
+                    acount.checked_add(count),
+                ) else {
+                    return fail("a counter outgrows 64 bits");
+                };
+                if !cv.cells.put(i, total, n) {
+                    return fail(
+                        "a counter outgrows the spill: recording both streams would have dumped it within the later packets",
+                    );
+                }
+                sum += extra;
+            }
+            if sum >= threshold {
+                return fail(
+                    "both streams' sum reaches T: recording them would have dumped it within the later packets",
+                );
+            }
+            cv.sum = sum;
+            cv.packets += o.packets;
+            cv.first_ns = a.first_ns.min(o.first_ns);
+            cv.last_ns = a.last_ns.max(o.last_ns);
+            merged.push(Some(cv));
+        }
+        // nothing refused: commit
+        for (v, m) in merged.into_iter().enumerate() {
+            let o = std::mem::replace(&mut later.vectors[v], CounterVector::new(cfg));
+            match m {
+                Some(cv) => self.vectors[v] = cv,
+                None if o.packets > 0 => self.vectors[v] = o,
+                None => {}
+            }
+        }
+        for e in later.sealed {
+            let seq = self.seq;
+            self.seq += 1;
+            self.sealed.push(if e.head.seq == seq {
+                e
+            } else {
+                let mut ep = e.decode();
+                ep.head.seq = seq;
+                let mut bytes = Vec::new();
+                ep.encode(&mut bytes);
+                Sealed {
+                    head: ep.head,
+                    bytes,
+                    overflows: e.overflows,
+                }
+            });
+        }
+        self.packets += later.packets;
+        self.dumps += later.dumps;
+        self.overflow_dumps += later.overflow_dumps;
+        Ok(())
+    }
+
+    /// A recorder holding epochs and no open vector (decoded): its tail of epochs below `T`,
+    /// one per vector at most, in vector order and numbered on — the open vectors its payload
+    /// dumped ([`snapshot_sealed`](Self::snapshot_sealed)) — reopened as vectors, and its
+    /// numbering and counts of dumps set from the rest.
+    fn reopen(&mut self) -> Result<(), String> {
+        if self.open_packets() > 0 || self.sealed.is_empty() {
+            return Ok(());
+        }
+        let cfg = &self.layout.cfg;
+        let mut tail = self.sealed.len();
+        while tail > 0 {
+            let h = &self.sealed[tail - 1].head;
+            let next = self.sealed.get(tail).map(|e| &e.head);
+            if h.sum >= cfg.threshold() as u128
+                || next.is_some_and(|n| n.vector <= h.vector || n.seq != h.seq.wrapping_add(1))
+            {
+                break;
+            }
+            tail -= 1;
+        }
+        let fits = |h: &EpochHead| {
+            (h.vector as usize) < self.vectors.len()
+                && (h.n, h.b, h.unit_ns) == (cfg.n(), cfg.b(), cfg.unit_ns())
+        };
+        if !self.sealed[tail..].iter().all(|e| fits(&e.head)) {
+            return Err("colate: an epoch of another shape than the configuration's".into());
+        }
+        let mut reopened = Vec::with_capacity(self.sealed.len() - tail);
+        for e in &self.sealed[tail..] {
+            let ep = e.decode();
+            let mut v = CounterVector::new(cfg);
+            v.cells = Cells::new(
+                cfg.n() as usize,
+                cfg.b(),
+                cfg.count_bits(),
+                cfg.spill() as usize,
+            );
+            for (i, (&ts, &count)) in ep.ts.iter().zip(&ep.counts).enumerate() {
+                if !v.cells.put(i, ts, count) {
+                    return Err("colate: an epoch's counter outgrows the spill".into());
+                }
+            }
+            let h = &ep.head;
+            (v.sum, v.packets, v.base_ns) = (h.sum, h.packets, h.base_ns);
+            (v.first_ns, v.last_ns, v.early) = (h.first_ns, h.last_ns, h.early);
+            v.early_at = self
+                .carried_early
+                .iter()
+                .filter(|e| e.0 as usize == h.vector as usize)
+                .map(|&(_, i, ts)| (i, ts))
+                .collect();
+            reopened.push((h.vector as usize, v));
+        }
+        // numbered on from the open vectors' first number, or from the last dump
+        self.seq = match self.sealed.get(tail) {
+            Some(e) => e.head.seq,
+            None => self
+                .sealed
+                .last()
+                .map_or(self.seq, |e| e.head.seq.wrapping_add(1)),
+        };
+        self.sealed.truncate(tail);
+        for (v, cv) in reopened {
+            self.vectors[v] = cv;
+        }
+        if self.dumps == 0 {
+            let t = cfg.threshold() as u128;
+            self.dumps = self.sealed.len() as u64;
+            self.overflow_dumps = self.sealed.iter().filter(|e| e.head.sum < t).count() as u64;
+        }
+        Ok(())
     }
 
     /// The RAM of the vectors as configured ([`Config::memory`]) and as allocated now.

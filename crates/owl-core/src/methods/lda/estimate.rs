@@ -1,9 +1,13 @@
 //! The pair estimators of §III-D (mean, effective sample size, eq. (1) bound) and §III-E
 //! (second moment from collapsed rows, eq. (3)–(5), and the standard deviation by the estimator
 //! the configuration names, [`super::variance`]), and the loss count from the counters.
+//!
+//! A row is usable when its packet counters agree (§III-D) and, when both synopses carry
+//! identity digests (`digest=on`, the module doc), its digests agree too; a row whose counters
+//! agree and digests differ is a *foreign row*, counted and left out of everything.
 
 use super::variance::{Pair, Row, StdEstimator, Usable, VarianceEstimate};
-use super::{Config, Synopsis};
+use super::{Bucket, Config, Synopsis};
 use crate::method::MethodError;
 
 /// Confidence of the interval reported for the mean (Fig. 4(b): 98 %).
@@ -15,8 +19,15 @@ pub struct BankReport {
     /// Probability with which the bank samples a packet.
     pub probability: f64,
     pub rows: usize,
-    /// Rows with equal packet counters at both points (`u_ij = 1`).
+    /// Rows with equal packet counters at both points (`u_ij = 1`), and equal identity digests
+    /// when the digests are used ([`LdaEstimate::digest_used`]).
     pub usable_rows: usize,
+    /// Rows with equal packet counters but different identity digests: R recorded packets S
+    /// did not (in exchange for as many S recorded and R did not) — a packet reordered across
+    /// an interval cut, a duplicate, a cut that fell back to a clock. LDA alone would use them
+    /// and be off by their timestamp differences; they are left out of the mean and the std.
+    /// Always 0 when the digests are not used.
+    pub foreign_rows: usize,
     /// Rows where R counted *more* packets than S: packets R saw and S did not (reordering
     /// across an interval boundary, duplicates), which LDA's FIFO assumption excludes.
     pub excess_rows: usize,
@@ -31,6 +42,9 @@ pub struct BankReport {
 #[derive(Clone, Debug, PartialEq)]
 pub struct LdaEstimate {
     pub banks: Vec<BankReport>,
+    /// Whether rows were checked by their identity digests too: both synopses carry digests
+    /// (`digest=on`, and neither decoded from an `LDA1` payload recorded before the field).
+    pub digest_used: bool,
     /// Effective sample size `S = Σ u_ij S_A[i, j]` (§III-D).
     pub effective_samples: u64,
     /// `T_B − T_A` over the usable rows, ns (exact: module doc).
@@ -97,7 +111,8 @@ pub fn hoeffding_half_width(sigma: f64, samples: u64, confidence: f64) -> f64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum CollapseRule {
     /// As the paper writes it: a collapsed pair is usable when its *summed* counters agree,
-    /// `S̃_A(i, j) = S̃_B(i, j)`.
+    /// `S̃_A(i, j) = S̃_B(i, j)` (and, when the digests are used, its summed digests: the pair
+    /// is a merged row).
     Paper,
     /// owl's default: both rows of the pair must be usable on their own
     /// (`S_A[2i−1, j] = S_B[2i−1, j]` and `S_A[2i, j] = S_B[2i, j]`). Under LDA's assumptions
@@ -107,7 +122,8 @@ pub enum CollapseRule {
     /// a lost packet in one row and an extra one in the other balances its sum while the two
     /// absolute timestamps add instead of cancelling, and a single such pair inflates `F` by
     /// ~10¹⁸ ns² (the relative std error of 10¹¹ the RDA experiments showed). The per-row rule
-    /// drops such pairs.
+    /// drops such pairs. With the identity digests "usable" is the digest rule too: a pair
+    /// whose rows are both usable by their counters but one of which is foreign is dropped.
     #[default]
     PerRow,
 }
@@ -135,6 +151,11 @@ pub fn estimate_with(
     let c = sender.config();
     let m = c.rows();
     let probs = c.bank_probabilities();
+    // digests only when both points kept them (an LDA1 payload, recorded before the field,
+    // has none; comparing its zeros with real digests would reject every row)
+    let digest_used = sender.has_digests() && receiver.has_digests();
+    let same = |x: &Bucket, y: &Bucket| !digest_used || x.digest == y.digest;
+    let usable = |x: &Bucket, y: &Bucket| x.count == y.count && same(x, y);
     let mut banks = Vec::with_capacity(c.banks());
     let mut s_total = 0u64;
     let mut sum: i128 = 0;
@@ -149,6 +170,7 @@ pub fn estimate_with(
             probability: p,
             rows: m,
             usable_rows: 0,
+            foreign_rows: 0,
             excess_rows: 0,
             samples: 0,
             sent_sampled: 0,
@@ -159,6 +181,10 @@ pub fn estimate_with(
             rep.sent_sampled += x.count as u64;
             rep.received_sampled += y.count as u64;
             if x.count == y.count {
+                if !same(x, y) {
+                    rep.foreign_rows += 1;
+                    continue;
+                }
                 rep.usable_rows += 1;
                 rep.samples += x.count as u64;
                 // exact while the row's delay sum is in [−2⁶³, 2⁶³) (module doc)
@@ -182,9 +208,17 @@ pub fn estimate_with(
             if sa != sb || sa == 0 {
                 continue;
             }
-            let (u0, u1) = (x0.count == y0.count, x1.count == y1.count);
-            if rule == CollapseRule::PerRow && !(u0 && u1) {
-                continue;
+            let (u0, u1) = (usable(&x0, &y0), usable(&x1, &y1));
+            match rule {
+                CollapseRule::PerRow if !(u0 && u1) => continue,
+                CollapseRule::Paper
+                    if digest_used
+                        && x0.digest.wrapping_add(x1.digest)
+                            != y0.digest.wrapping_add(y1.digest) =>
+                {
+                    continue;
+                }
+                _ => {}
             }
             let ta = x1.ts_sum.wrapping_sub(x0.ts_sum);
             let tb = y1.ts_sum.wrapping_sub(y0.ts_sum);
@@ -238,6 +272,7 @@ pub fn estimate_with(
     };
     Ok(LdaEstimate {
         banks,
+        digest_used,
         effective_samples: s_total,
         delay_sum_ns: sum,
         mean_ns: mean,

@@ -37,6 +37,14 @@ impl PointSynopsis for Synopsis {
     fn encode(&self, out: &mut Vec<u8>) {
         Synopsis::encode(self, out)
     }
+    /// Rows added to rows (timestamp sums, counters and digests, wrapping as recording adds):
+    /// an aggregator is a sum over its packets, whatever their order. The configuration (rows,
+    /// sampling, seed, …) must be the same, and both must carry digests or neither
+    /// ([`Synopsis::merge_rows`]).
+    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
+        let later = downcast::<Synopsis>(later, "lda")?;
+        self.merge_rows(&later)
+    }
 }
 
 impl Method for LdaMethod {
@@ -71,7 +79,18 @@ impl Method for LdaMethod {
         let s = downcast::<Synopsis>(sender, "lda")?;
         let r = downcast::<Synopsis>(receiver, "lda")?;
         let e = estimate(&s, &r)?;
-        Ok(to_estimate(&e, s.encoded_len() as u64))
+        let mut est = to_estimate(&e, s.encoded_len() as u64);
+        if s.config().digest() && !e.digest_used {
+            let which = match (s.has_digests(), r.has_digests()) {
+                (false, false) => "neither synopsis carries one (LDA1 payloads",
+                (false, true) => "the sender's synopsis carries none (an LDA1 payload",
+                _ => "the receiver's synopsis carries none (an LDA1 payload",
+            };
+            est.notes.push(format!(
+                "identity digest not used: {which}, recorded before the digest existed); rows are checked by their counters only"
+            ));
+        }
+        Ok(est)
     }
 }
 
@@ -81,8 +100,13 @@ impl Method for LdaMethod {
 pub fn to_estimate(e: &super::LdaEstimate, bytes: u64) -> Estimate {
     let mut notes = Vec::new();
     for (j, b) in e.banks.iter().enumerate() {
+        let foreign = if b.foreign_rows > 0 {
+            format!(", {} foreign", b.foreign_rows)
+        } else {
+            String::new()
+        };
         notes.push(format!(
-            "bank {} (p = {:.3e}): {}/{} rows usable, {} samples",
+            "bank {} (p = {:.3e}): {}/{} rows usable{foreign}, {} samples",
             j + 1,
             b.probability,
             b.usable_rows,
@@ -90,6 +114,7 @@ pub fn to_estimate(e: &super::LdaEstimate, bytes: u64) -> Estimate {
             b.samples
         ));
     }
+    let foreign: usize = e.banks.iter().map(|b| b.foreign_rows).sum();
     let sent: u64 = e.banks.iter().map(|b| b.sent_sampled).sum();
     let received: u64 = e.banks.iter().map(|b| b.received_sampled).sum();
     if e.mean_ns.is_none() {
@@ -97,7 +122,7 @@ pub fn to_estimate(e: &super::LdaEstimate, bytes: u64) -> Estimate {
         let rows: usize = e.banks.iter().map(|b| b.rows).sum();
         let usable: usize = e.banks.iter().map(|b| b.usable_rows).sum();
         let excess: usize = e.banks.iter().map(|b| b.excess_rows).sum();
-        let lossy = rows - usable - excess;
+        let lossy = rows - usable - excess - foreign;
         notes.push(if sent == 0 && received == 0 {
             "no packet sampled at either point: nothing to measure in this interval".into()
         } else if sent == 0 {
@@ -108,9 +133,9 @@ pub fn to_estimate(e: &super::LdaEstimate, bytes: u64) -> Estimate {
             format!(
                 "no packet sampled at the receiver, {sent} at the sender: every packet lost, or R recorded nothing of this interval (a point not capturing)"
             )
-        } else if excess >= lossy {
+        } else if excess + foreign >= lossy {
             format!(
-                "no usable row: {excess} rows hold more packets at the receiver than at the sender, {lossy} fewer: the points did not see the same packets (unrelated captures, or intervals that do not line up)"
+                "no usable row: {excess} rows hold more packets at the receiver than at the sender, {foreign} other packets than the sender's with equal counters (identity digest), {lossy} fewer: the points did not see the same packets (unrelated captures, or intervals that do not line up)"
             )
         } else {
             "no usable row holds a packet: every sampled row saw a loss (tune a bank toward a higher loss rate)".into()
@@ -139,10 +164,20 @@ pub fn to_estimate(e: &super::LdaEstimate, bytes: u64) -> Estimate {
             v.estimator, v.units
         )),
     }
+    if foreign > 0 {
+        notes.push(format!(
+            "{foreign} rows hold packets the other point did not see with equal counters: left out (identity digest)"
+        ));
+    }
     let excess: usize = e.banks.iter().map(|b| b.excess_rows).sum();
     if excess > 0 {
         notes.push(format!(
-            "{excess} rows hold more packets at the receiver than at the sender: packets crossed the interval boundary or were duplicated, which LDA assumes away; rows with equal counters may hide such packets too (RDA §III-C)"
+            "{excess} rows hold more packets at the receiver than at the sender: packets crossed the interval boundary or were duplicated, which LDA assumes away; {}",
+            if e.digest_used {
+                "rows where such packets hide behind equal counters are found by the identity digest and left out"
+            } else {
+                "rows with equal counters may hide such packets too (RDA §III-C; lda:digest=on finds them)"
+            }
         ));
     }
     Estimate {
@@ -160,13 +195,14 @@ pub fn to_estimate(e: &super::LdaEstimate, bytes: u64) -> Estimate {
 }
 
 /// `lda`: the paper's recommended two banks tuned toward loss rates 0.005 and 0.1 for 5 M
-/// packets per interval (§IV-B); `--memory B` gives each bank `⌊(B − 10)/24⌋` rows (even),
-/// 12 bytes a row, and retunes the sampling for that many rows.
+/// packets per interval (§IV-B), with owl's identity digest; `--memory B` gives each bank
+/// `⌊(B − 10)/32⌋` rows (even), 16 bytes a row, and retunes the sampling for that many rows.
+/// `lda:digest=off` is the paper's LDA (12-byte rows).
 pub const INFO: MethodInfo = MethodInfo {
     name: "lda",
-    summary: "Lossy Difference Aggregator (Kompella et al.): 2 banks x 512 rows tuned toward 0.5 % and 10 % loss of 5 M packets, 12 B a row (--memory sets the rows); mean, loss, std with a 95 % interval by the between-row estimator (lda:std=rows, default; lda:std=paper is eq. 5, lda:std=centred); assumes FIFO",
+    summary: "Lossy Difference Aggregator (Kompella et al.): 2 banks x 512 rows tuned toward 0.5 % and 10 % loss of 5 M packets, 16 B a row with an identity digest that leaves out rows holding packets the other point did not see (lda:digest=off: the paper's 12 B rows; --memory sets the rows); mean, loss, std with a 95 % interval by the between-row estimator (lda:std=rows, default; lda:std=paper is eq. 5, lda:std=centred); assumes FIFO",
     per_flow: false,
-    crosses: "each point's aggregator (12 B a row), one way; no round trip",
+    crosses: "each point's aggregator (16 B a row; 12 B with lda:digest=off), one way; no round trip",
     per_packet: false,
     recovers_delays: false,
     build: |o| {

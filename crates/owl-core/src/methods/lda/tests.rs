@@ -11,12 +11,12 @@ use crate::method::{Method, Role};
 use crate::wire::SynopsisFile;
 
 /// 2026-01-01 in ns since the epoch: realistic absolute timestamps make every accumulator wrap.
-const T0: u64 = 1_767_225_600_000_000_000;
+pub(super) const T0: u64 = 1_767_225_600_000_000_000;
 
 /// Distinct identities that land in the given rows (one per entry), for a one-bank, p = 1
 /// configuration: found by trying identities in turn, so the worked examples go through the
 /// real hashes and the real update procedure.
-fn ids_for_rows(a: &Synopsis, rows: &[usize]) -> Vec<u64> {
+pub(super) fn ids_for_rows(a: &Synopsis, rows: &[usize]) -> Vec<u64> {
     let mut out = Vec::new();
     let mut next = 1u64;
     for &want in rows {
@@ -32,7 +32,7 @@ fn ids_for_rows(a: &Synopsis, rows: &[usize]) -> Vec<u64> {
     out
 }
 
-fn one_bank_all(rows: usize) -> Config {
+pub(super) fn one_bank_all(rows: usize) -> Config {
     Config::new(rows, Sampling::Probabilities(vec![1.0]), 7).unwrap()
 }
 
@@ -40,7 +40,14 @@ fn one_bank_all(rows: usize) -> Config {
 /// (180 − 120) + (37 − 15) + (14 − 6) = 90 over 5 + 2 + 1 = 8 packets: 90/8 = 11.25.
 #[test]
 fn fig2_worked_example() {
-    let c = one_bank_all(4);
+    // owl's default (identity digest) and the paper's LDA give the same numbers: the points
+    // saw the same packets but one loss
+    fig2_worked_example_with(true);
+    fig2_worked_example_with(false);
+}
+
+fn fig2_worked_example_with(digest: bool) {
+    let c = one_bank_all(4).with_digest(digest);
     let mut s = Synopsis::new(&c);
     let mut r = Synopsis::new(&c);
     // (row, sender timestamp, receiver timestamp or None if lost), rows 0-based
@@ -81,7 +88,9 @@ fn fig2_worked_example() {
         "the aggregators hold Fig. 2's numbers"
     );
     let e = estimate(&s, &r).unwrap();
+    assert_eq!(e.digest_used, digest);
     assert_eq!(e.banks[0].usable_rows, 3);
+    assert_eq!(e.banks[0].foreign_rows, 0);
     assert_eq!(e.effective_samples, 8);
     assert_eq!(e.delay_sum_ns, 90);
     assert_eq!(e.mean_ns, Some(11.25));
@@ -112,7 +121,9 @@ fn fig2_worked_example() {
     assert_eq!(e.std_ns, Some(6.75f64.sqrt()));
     let [lo, hi] = e.std_ci95_ns.unwrap();
     assert!(lo < 6.75f64.sqrt() && 6.75f64.sqrt() < hi, "{lo} {hi}");
-    let c = one_bank_all(4).with_std(StdEstimator::Paper);
+    let c = one_bank_all(4)
+        .with_std(StdEstimator::Paper)
+        .with_digest(digest);
     let (mut s2, mut r2) = (Synopsis::new(&c), Synopsis::new(&c));
     for i in 0..4 {
         s2.set_bucket(0, i, s.bucket(0, i));
@@ -137,11 +148,13 @@ fn fig2_worked_example() {
 /// ((420 − 270) + (260 − 150) + (390 − 250) + (760 − 310) + (450 − 330)) / 6 = 161.67, while the
 /// packets delivered in the interval (P1–P4, P6) have a mean delay of 520/5 = 104. This test
 /// documents the failure: LDA is wrong under reordering across the interval boundary, and
-/// nothing in its counters can tell (RDA's set reconciliation exists for this).
+/// nothing in its counters can tell (RDA's set reconciliation exists for this). With owl's
+/// identity digest (the default) the fooling row is found and left out, and the estimate is the
+/// truth: the second half of the test.
 #[test]
 fn rda_fig2_reordering_fools_lda() {
     // the figure has five buckets; rows must be even here (§III-E pairs), so a sixth stays empty
-    let c = one_bank_all(6);
+    let c = one_bank_all(6).with_digest(false);
     let mut s = Synopsis::new(&c);
     let mut r = Synopsis::new(&c);
     // (name, row, sender ts, receiver ts)
@@ -181,11 +194,39 @@ fn rda_fig2_reordering_fools_lda() {
         "LDA is off by more than 50 % and cannot know it"
     );
     assert_eq!(e.lost, Some(0.0), "the loss is masked too");
+
+    // the same packets with the identity digest: row 3 holds P5 at S and P9 at R, equal
+    // counters over different packets; it is left out and named, and the other five rows are
+    // exactly the packets delivered in the interval
+    let c = one_bank_all(6);
+    let (mut s2, mut r2) = (Synopsis::new(&c), Synopsis::new(&c));
+    for (id, &(_, _, st, rt)) in ids.iter().zip(&packets) {
+        if let Some(t) = st {
+            s2.record(*id, t);
+        }
+        if let Some(t) = rt {
+            r2.record(*id, t);
+        }
+    }
+    let e = estimate(&s2, &r2).unwrap();
+    assert!(e.digest_used);
+    assert_eq!((e.banks[0].usable_rows, e.banks[0].foreign_rows), (5, 1));
+    assert_eq!(e.effective_samples, 5);
+    assert_eq!(e.delay_sum_ns, 520);
+    assert_eq!(e.mean_ns, Some(truth));
+    let est = method::to_estimate(&e, 0);
+    assert!(
+        est.notes.iter().any(|n| n
+            == "1 rows hold packets the other point did not see with equal counters: left out (identity digest)"),
+        "{est:?}"
+    );
+    // the counters still mask the loss: the digest names the row, it cannot count packets
+    assert_eq!(e.lost, Some(0.0));
 }
 
 /// A FIFO trace in the style of §IV-A: `n` packets, Weibull delays, uniform loss; one packet in
 /// flight at a time (each packet leaves after the previous one arrived), so no reordering.
-struct Trace {
+pub(super) struct Trace {
     ids: Vec<u64>,
     send: Vec<u64>,
     recv_ids: Vec<u64>,
@@ -195,7 +236,7 @@ struct Trace {
     lost: u64,
 }
 
-fn weibull_trace(n: usize, scale: f64, shape: f64, loss: f64, seed: u64) -> Trace {
+pub(super) fn weibull_trace(n: usize, scale: f64, shape: f64, loss: f64, seed: u64) -> Trace {
     let mut rng = Pcg64Mcg::seed_from_u64(seed);
     let w = Weibull::new(scale, shape).unwrap();
     let (mut ids, mut send, mut recv_ids, mut recv) = (vec![], vec![], vec![], vec![]);
@@ -275,8 +316,8 @@ proptest::proptest! {
         let mut want: i128 = 0;
         for &(ts, d) in &packets {
             let ts = ts.min(u64::MAX - d);
-            s.set_bucket(0, 0, Bucket { ts_sum: s.bucket(0, 0).ts_sum.wrapping_add(ts), count: s.bucket(0, 0).count + 1 });
-            r.set_bucket(0, 0, Bucket { ts_sum: r.bucket(0, 0).ts_sum.wrapping_add(ts + d), count: r.bucket(0, 0).count + 1 });
+            s.set_bucket(0, 0, Bucket { ts_sum: s.bucket(0, 0).ts_sum.wrapping_add(ts), count: s.bucket(0, 0).count + 1, ..Bucket::default() });
+            r.set_bucket(0, 0, Bucket { ts_sum: r.bucket(0, 0).ts_sum.wrapping_add(ts + d), count: r.bucket(0, 0).count + 1, ..Bucket::default() });
             want += d as i128;
         }
         let e = estimate(&s, &r).unwrap();
@@ -323,7 +364,7 @@ fn mean_is_unbiased_and_within_eq1_bound() {
     );
 }
 
-fn mean_se(xs: &[f64]) -> (f64, f64) {
+pub(super) fn mean_se(xs: &[f64]) -> (f64, f64) {
     let n = xs.len() as f64;
     let m = xs.iter().sum::<f64>() / n;
     let var = xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0);
@@ -399,7 +440,8 @@ fn tuning_follows_the_paper() {
     let p = c.bank_probabilities();
     assert!((p[0] - 256.0 / 25_001.0).abs() < 1e-15, "{p:?}");
     assert!((p[1] - 256.0 / 500_001.0).abs() < 1e-15, "{p:?}");
-    assert_eq!(c.encoded_len(), 10 + 12 * 1024);
+    assert_eq!(c.encoded_len(), 10 + 16 * 1024);
+    assert_eq!(c.clone().with_digest(false).encoded_len(), 10 + 12 * 1024);
     // one bank, L < m/2: p capped at 1
     assert_eq!(tuned_probability(1024, 0.0001, 1000), 1.0);
     // targets asking for more than every packet are scaled to sum to 1
@@ -409,12 +451,34 @@ fn tuning_follows_the_paper() {
     // leading zeros: nearest powers of 1/2 (p ≈ 2^-6.6 and 2^-10.9)
     let c = Config::tuned_leading_zeros(512, &DEFAULT_TARGETS, PAPER_PACKETS, 1).unwrap();
     assert_eq!(c.sampling(), &Sampling::LeadingZeros(vec![7, 11]));
-    // --memory: 12 KiB + header = the default 2 × 512
-    let c = Config::for_memory(12 * 1024 + 10, &DEFAULT_TARGETS, PAPER_PACKETS, 1).unwrap();
-    assert_eq!(c.rows(), 512);
+    // --memory: 16 KiB + header = the default 2 × 512 (16-byte rows with the digest)
+    let c = Config::for_memory(16 * 1024 + 10, &DEFAULT_TARGETS, PAPER_PACKETS, 1).unwrap();
+    assert_eq!((c.rows(), c.digest()), (512, true));
+    assert_eq!(c, Config::paper_default(1));
     let c = Config::for_memory(1000, &DEFAULT_TARGETS, PAPER_PACKETS, 1).unwrap();
-    assert_eq!(c.rows(), 40); // (1000 − 10) / 24 = 41 → even
+    assert_eq!(c.rows(), 30); // (1000 − 10) / 32 = 30
+    assert_eq!(c.encoded_len(), 10 + 16 * 60);
+    // without the digest: 12 KiB + header, (1000 − 10) / 24 = 41 → even
+    let off = |b| Config::for_memory_layout(b, &DEFAULT_TARGETS, PAPER_PACKETS, 1, false);
+    let c = off(12 * 1024 + 10).unwrap();
+    assert_eq!((c.rows(), c.digest()), (512, false));
+    assert_eq!(c, Config::paper_default(1).with_digest(false));
+    assert_eq!(off(1000).unwrap().rows(), 40);
     assert!(Config::for_memory(50, &DEFAULT_TARGETS, PAPER_PACKETS, 1).is_err());
+    // the smallest budgets: 10 + 2·2·16 = 74 B with the digest, 10 + 2·2·12 = 58 B without
+    assert!(Config::for_memory(73, &DEFAULT_TARGETS, PAPER_PACKETS, 1).is_err());
+    assert_eq!(
+        Config::for_memory(74, &DEFAULT_TARGETS, PAPER_PACKETS, 1)
+            .unwrap()
+            .rows(),
+        2
+    );
+    assert!(off(57).is_err());
+    assert_eq!(off(58).unwrap().rows(), 2);
+    let e = Config::for_memory(73, &DEFAULT_TARGETS, PAPER_PACKETS, 1)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("rows of 16 B") && e.contains("(74 B)"), "{e}");
 }
 
 #[test]
@@ -430,6 +494,7 @@ fn config_pairs_roundtrip_and_bad_configs_are_errors() {
         Config::tuned(100, &[0.01, 0.05, 0.2], 123_456, 9).unwrap(),
         Config::new(8, Sampling::LeadingZeros(vec![0]), 0).unwrap(),
         Config::new(8, Sampling::LeadingZeros(vec![3, 7]), u64::MAX).unwrap(),
+        Config::paper_default(5).with_digest(false),
     ] {
         assert_eq!(Config::from_pairs(&to_owned(&c)).unwrap(), c);
     }
@@ -474,6 +539,8 @@ fn config_pairs_roundtrip_and_bad_configs_are_errors() {
             vec![("colour", "blue")],
             "unknown LDA config field 'colour'",
         ),
+        (vec![("colour", "blue")], "std, digest)"),
+        (vec![("digest", "yes")], "digest=yes: expected on or off"),
     ] {
         let e = Config::from_pairs(&p(&bad)).unwrap_err().to_string();
         assert!(e.contains(want), "{bad:?}: {e}");
@@ -518,6 +585,7 @@ fn config_mismatch_names_the_field() {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
                 .collect(),
+            cut: Vec::new(),
             points: vec![(0, payload)],
         }
     };
@@ -581,7 +649,7 @@ fn method_interface() {
     let s = m.decode_point(Role::Sender, &bs).unwrap();
     let r = m.decode_point(Role::Receiver, &br).unwrap();
     let e = m.estimate(s, r).unwrap();
-    assert_eq!(e.bytes, 10 + 12 * 1024);
+    assert_eq!(e.bytes, 10 + 16 * 1024);
     assert!(e.samples > 0);
     let [lo, hi] = e.mean_ci98_ns.unwrap();
     assert!(lo <= t.mean && t.mean <= hi, "{e:?} vs {}", t.mean);
@@ -632,7 +700,7 @@ fn excess_at_receiver_is_noted() {
 /// assumptions (R only misses packets) both rules agree.
 #[test]
 fn per_row_collapse_rule_survives_extra_packets() {
-    let c = one_bank_all(4);
+    let c = one_bank_all(4).with_digest(false);
     let mut s = Synopsis::new(&c);
     let mut r = Synopsis::new(&c);
     // rows 0 and 1 form collapsed pair 0; rows 2 and 3 pair 1
@@ -663,6 +731,26 @@ fn per_row_collapse_rule_survives_extra_packets() {
     );
     assert_eq!(strict.collapsed_usable, 1);
     assert_eq!(paper.collapsed_usable, 2);
+    // with the identity digest the pair's summed digests differ too (row 0's lost packet is not
+    // row 1's extra one): the paper's rule drops it as well
+    let cd = one_bank_all(4);
+    let (mut sd, mut rd) = (Synopsis::new(&cd), Synopsis::new(&cd));
+    for (k, &id) in ids[1..6].iter().enumerate() {
+        sd.record(id, T0 + 1_000 * k as u64);
+        rd.record(id, T0 + 1_000 * k as u64 + delay[k]);
+    }
+    sd.record(ids[0], T0 + 9_000);
+    rd.record(extra, T0 + 9_500);
+    assert_eq!(
+        estimate_with(&sd, &rd, CollapseRule::Paper).unwrap(),
+        estimate_with(&sd, &rd, CollapseRule::PerRow).unwrap()
+    );
+    assert_eq!(
+        estimate_with(&sd, &rd, CollapseRule::Paper)
+            .unwrap()
+            .collapsed_usable,
+        1
+    );
 
     // with loss only, the rules agree exactly
     let mut r2 = Synopsis::new(&c);
@@ -901,6 +989,7 @@ fn std_is_a_config_field() {
         identity_seed: 7,
         identity_bytes: None,
         config,
+        cut: Vec::new(),
         points: vec![],
     };
     let new: Vec<(String, String)> = Config::paper_default(1)

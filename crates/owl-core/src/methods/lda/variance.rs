@@ -16,8 +16,11 @@
 //! relative difference `1/(R − 1)` is below `1/ν` — smaller than the estimator's own spread
 //! `√(2/ν)` by far — and is not corrected.)
 //!
-//! Notation: a usable row `i` (§III-D, `S_A[i, j] = S_B[i, j]`) holds `n_i` packets and the
-//! exact difference `Δ_i = T_B[i, j] − T_A[i, j] = Σ_{x∈i} w_x`; `S = Σ n_i` is the effective
+//! Notation: a usable row `i` (§III-D, `S_A[i, j] = S_B[i, j]`, and equal identity digests when
+//! both points keep them: a foreign row, equal counters over different packets, is never a
+//! unit of any estimator below, nor are the collapsed rows it belongs to under the default
+//! per-row rule) holds `n_i` packets and the exact difference
+//! `Δ_i = T_B[i, j] − T_A[i, j] = Σ_{x∈i} w_x`; `S = Σ n_i` is the effective
 //! sample size, `T = Σ Δ_i`, and `D = T/S` the mean of §III-D. A usable collapsed row `k`
 //! (§III-E) holds `ñ_k = n₊ + n₋` packets, `n₊` in its odd row (sign `+`) and `n₋` in its even
 //! row; its difference is `d_k = T̃_B(k) − T̃_A(k) = Σ_x s_x w_x`, and `c_k = n₊ − n₋` is its

@@ -372,6 +372,20 @@ impl PointSynopsis for Synopsis {
     fn encode(&self, out: &mut Vec<u8>) {
         self.encode_into(out);
     }
+    /// Cells added to cells: sums wrapping, counts saturating at the overflow mark (both as
+    /// recording adds, and a saturated sum of non-negative counts is the same in any
+    /// grouping), digests XORed. The three variants share this sketch and differ in their
+    /// configuration, which must be the same.
+    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), crate::method::MethodError> {
+        let later = crate::method::downcast::<Synopsis>(later, "lds")?;
+        super::estimate::check_pair(self, &later)?;
+        for (c, l) in self.cells.iter_mut().zip(&later.cells) {
+            c.s = c.s.wrapping_add(l.s);
+            c.n = c.n.saturating_add(l.n);
+            c.d ^= l.d;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

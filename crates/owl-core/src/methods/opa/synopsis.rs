@@ -432,6 +432,54 @@ impl PointSynopsis for Sender {
     fn encode(&self, out: &mut Vec<u8>) {
         self.write(out);
     }
+    /// `later`'s packets appended to this point's, in sending order: its packets before its
+    /// first delimiter continue this point's open segment (each group's count grows, and
+    /// their positions follow this point's in the group), its delimiters open the same
+    /// segments after it. The CAHs and the timestamp stream are computed from the packets
+    /// when the payload is written, so the merged payload is the one of both streams, the
+    /// codec's whatever it is.
+    ///
+    /// That needs the packets' hashes and exact timestamps, which only a recording point
+    /// holds: a decoded payload carries CAHs whose augmented hashes are `Hash(identity ++ j)`
+    /// for its own positions `j`, which shift when its first segment continues another's,
+    /// and (wavelet) timestamps it no longer has exactly. So merging a decoded point is
+    /// refused with an error saying so, unless one side holds no packet (an empty `later`
+    /// changes nothing; an empty point becomes a recording `later`).
+    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), crate::method::MethodError> {
+        let later = *crate::method::downcast::<Sender>(later, "opa")?;
+        Config::check_pair(&self.cfg, &later.cfg)?;
+        let empty = |s: &Sender| match &s.decoded {
+            Some(w) => w.packets() == 0,
+            None => s.ts.is_empty(),
+        };
+        if empty(&later) {
+            return Ok(());
+        }
+        if empty(self) && later.decoded.is_none() {
+            *self = later;
+            return Ok(());
+        }
+        if self.decoded.is_some() || later.decoded.is_some() {
+            return Err(crate::method::MethodError::Invalid(
+                "opa: a decoded sender payload holds its groups' CAHs at its own positions and its timestamps compressed, not its packets' hashes: it cannot continue another sender's segment (merge the recording points, or the receivers)".into(),
+            ));
+        }
+        self.wire = std::sync::OnceLock::new();
+        let base = self.ts.len();
+        let mut segments = later.segments.into_iter();
+        if let (Some(first), Some(open)) = (segments.next(), self.segments.last_mut()) {
+            for (t, l) in open.tuples.iter_mut().zip(&first.tuples) {
+                t.w = t.w.wrapping_add(l.w);
+            }
+        }
+        self.segments.extend(segments);
+        self.starts
+            .extend(later.starts.iter().skip(1).map(|&s| s + base));
+        self.ts.extend(later.ts);
+        self.xs.extend(later.xs);
+        self.grp.extend(later.grp);
+        Ok(())
+    }
 }
 
 /// One segment at the receiver: each group's packets `(identity, arrival time)` in arrival
@@ -629,6 +677,26 @@ impl PointSynopsis for Receiver {
     fn shipped_len(&self) -> Option<u64> {
         Some(0)
     }
+    /// `later`'s packets appended in arrival order: those before its first delimiter to each
+    /// group of this point's last segment (their positions follow this point's), its other
+    /// segments after it. A decoded receiver holds every identity and exact arrival time, so
+    /// either kind merges exactly.
+    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), crate::method::MethodError> {
+        let later = *crate::method::downcast::<Receiver>(later, "opa")?;
+        Config::check_pair(&self.cfg, &later.cfg)?;
+        for seg in later.segments {
+            match self.segments.last_mut() {
+                Some(open) if seg.key.is_none() => {
+                    for (g, l) in open.groups.iter_mut().zip(seg.groups) {
+                        g.extend(l);
+                    }
+                }
+                _ => self.segments.push(seg),
+            }
+        }
+        self.cache = RecoveryCache::default();
+        Ok(())
+    }
 }
 
 fn write_key(w: &mut WireWriter, k: Key) {
@@ -675,4 +743,75 @@ fn read_varint(r: &mut WireReader<'_>, what: &'static str) -> Result<u64, Decode
         }
     }
     Err(r.invalid(format!("{what}: varint longer than 64 bits")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes(p: &dyn PointSynopsis) -> Vec<u8> {
+        let mut b = Vec::new();
+        p.encode(&mut b);
+        b
+    }
+
+    /// Segments across the split: packets before the later part's first delimiter continue
+    /// the open segment (positions in each group follow on), its delimiters open the same
+    /// segments, the CAHs and timestamps come out of the packets as recording gives them —
+    /// with several groups, at both points, whatever the codec; a receiver merges decoded
+    /// too, a decoded sender is refused with an error.
+    #[test]
+    fn merged_segments_are_the_segments_of_both_streams() {
+        let recs: Vec<PacketRecord> = (0..1_500u64)
+            .map(|i| PacketRecord {
+                ts_ns: 1_000_000 + i * 1_000 + (i % 5) * 300,
+                id: i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i >> 3),
+                ..Default::default()
+            })
+            .collect();
+        for codec in [Config::lossless(4), Config::wavelet(4)] {
+            let cfg = Arc::new(Config {
+                groups: 3,
+                delimiter_bits: 5,
+                ..codec
+            });
+            let delims = recs.iter().filter(|r| cfg.is_delimiter(r.id)).count();
+            assert!(delims > 20, "{delims}");
+            let sender = || -> Box<dyn PointSynopsis> { Box::new(Sender::new(cfg.clone())) };
+            let receiver = || -> Box<dyn PointSynopsis> { Box::new(Receiver::new(cfg.clone())) };
+            for (point, decodes) in [(&sender as &dyn Fn() -> _, false), (&receiver, true)] {
+                let mut whole = point();
+                whole.record_batch(&recs);
+                for (x, y) in [(0, 700), (1, 2), (333, 1_200), (900, 900), (1_000, 1_500)] {
+                    for decoded in [false, true] {
+                        let mut head = point();
+                        head.record_batch(&recs[..x]);
+                        let mut mid = point();
+                        mid.record_batch(&recs[x..y]);
+                        if decoded {
+                            let b = bytes(&*mid);
+                            mid = match decodes {
+                                true => Box::new(Receiver::decode(cfg.clone(), &b).unwrap()),
+                                false => Box::new(Sender::decode(cfg.clone(), &b).unwrap()),
+                            };
+                        }
+                        match head.merge(mid) {
+                            Ok(()) => {}
+                            // a decoded sender is refused unless its part is empty
+                            Err(e) if decoded && !decodes => {
+                                assert!(x < y && e.to_string().contains("decoded"), "{e}");
+                                continue;
+                            }
+                            Err(e) => panic!("split {x}, {y}: {e}"),
+                        }
+                        head.record_batch(&recs[y..]);
+                        assert!(
+                            bytes(&*head) == bytes(&*whole),
+                            "split {x}, {y} ({decoded})"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

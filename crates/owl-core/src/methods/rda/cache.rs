@@ -206,6 +206,23 @@ impl IntervalCache {
         &self.sampler
     }
 
+    /// Count `duplicates` and `unsampled` more (a merged cache takes those of the later one),
+    /// leaving both counts room for `headroom` more; `None`, and nothing changed, where they
+    /// would not have it (a forged payload).
+    pub(crate) fn add_counts(
+        &mut self,
+        duplicates: u64,
+        unsampled: u64,
+        headroom: u64,
+    ) -> Option<()> {
+        let d = self.duplicates.checked_add(duplicates)?;
+        let u = self.unsampled.checked_add(unsampled)?;
+        d.checked_add(headroom)?;
+        u.checked_add(headroom)?;
+        (self.duplicates, self.unsampled) = (d, u);
+        Some(())
+    }
+
     /// Rebuild a sealed cache from its parts (decoding a point file). The caller has checked
     /// that entries are strictly increasing, within capacity and sampled at `level`.
     pub(crate) fn from_parts(

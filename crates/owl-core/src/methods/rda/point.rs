@@ -254,6 +254,47 @@ impl crate::method::PointSynopsis for Synopsis {
     fn shipped_len(&self) -> Option<u64> {
         None
     }
+    /// The cache's own rules replayed: this point is first brought to `later`'s sampling
+    /// level (recording both streams reaches at least it), then `later`'s cached packets are
+    /// recorded here in their order (its log, or its sealed first sightings), so the capacity
+    /// raises the level where recording would and the fixed RDA gets and loses what the
+    /// cache does; `later`'s duplicates and unsampled packets are added to this point's. An
+    /// identity seen on both sides keeps this point's sighting, the first.
+    ///
+    /// Exact (payload, fixed RDA, and recording after) when `later` is a recording point:
+    /// its log holds every sighting of an identity sampled at its level, which are all the
+    /// sightings of it that recording both streams keeps. The corner: a sealed point (decoded
+    /// from its payload, or sealed to estimate) has removed its duplicate sightings from its
+    /// log and only counts them, where recording keeps them in the log until the end of the
+    /// interval and counts them against the capacity. Merging such a point that holds `D`
+    /// duplicates (or into one) can leave the cache at a *lower* level than recording, never a
+    /// higher one, and only when some level's sightings come within `D` of the capacity;
+    /// brought to the same level (as the pair estimate brings both points), the cached packets
+    /// are the same, and `duplicates + unsampled` is too (a duplicate counted at the seal of
+    /// an identity later evicted stays in `duplicates` where recording counts it unsampled).
+    /// With no duplicates, or far from the capacity (the 4 Mi packets of the default), it is
+    /// exact. (`rda::point::tests::merging_a_sealed_cache_near_its_capacity` shows it.)
+    fn merge(&mut self, later: Box<dyn crate::method::PointSynopsis>) -> Result<(), MethodError> {
+        let later = crate::method::downcast::<Synopsis>(later, "rda")?;
+        Config::check_pair(&self.cfg, &later.cfg)?;
+        if later.role != self.role {
+            return Err(MethodError::Invalid(format!(
+                "rda: a {:?} synopsis cannot be merged into a {:?} one",
+                later.role, self.role
+            )));
+        }
+        // counted first, with room for every sighting the replay and a seal may count
+        let headroom = (self.cache.len() + later.cache.len()) as u64;
+        let (d, u) = (later.cache.duplicates(), later.cache.unsampled());
+        self.cache.add_counts(d, u, headroom).ok_or_else(|| {
+            MethodError::Invalid("rda: merged duplicate or unsampled counts overflow".into())
+        })?;
+        self.raise_level(later.cache.level());
+        for (id, ts) in later.cache.iter() {
+            self.record_packet(id, ts);
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -297,6 +338,112 @@ mod tests {
             p.encode(&mut b3);
             assert_eq!(b, b3);
         }
+    }
+
+    fn bytes(p: &Synopsis) -> Vec<u8> {
+        let mut b = Vec::new();
+        p.encode(&mut b);
+        b
+    }
+
+    /// Merging replays the cache's rules: the level the capacity forces, first sightings
+    /// across the split, duplicates and unsampled packets counted, the fixed RDA filled as it
+    /// is — byte for byte the synopsis of recording in order, recording going on after.
+    #[test]
+    fn merging_replays_the_cache_rules() {
+        use crate::method::PointSynopsis;
+        // 1 100 sightings into 100: several levels; every 9th packet seen again 40 later
+        let mut recs: Vec<(u64, u64)> = (0..1_000u64)
+            .map(|i| {
+                (
+                    i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 7,
+                    1_000 + i * 10 - i % 3,
+                )
+            })
+            .collect();
+        for k in (0..900).step_by(9).rev() {
+            let (id, ts) = recs[k];
+            recs.insert(k + 40, (id, ts + 400));
+        }
+        for cfg in [
+            Config::fixed(64).with_cache_capacity(100).unwrap(),
+            Config::default().with_cache_capacity(100).unwrap(),
+        ] {
+            let record = |p: &mut Synopsis, r: &[(u64, u64)]| {
+                r.iter().for_each(|&(id, ts)| {
+                    p.record_packet(id, ts);
+                })
+            };
+            let mut whole = Synopsis::new(&cfg, Role::Receiver).unwrap();
+            record(&mut whole, &recs);
+            assert!(whole.cache().level() >= 3 && whole.cache().duplicates_after_seal() > 0);
+            for (x, y) in [(0, 600), (30, 31), (300, 900), (500, 1_100), (1_100, 1_100)] {
+                let mut head = Synopsis::new(&cfg, Role::Receiver).unwrap();
+                record(&mut head, &recs[..x]);
+                let mut mid = Synopsis::new(&cfg, Role::Receiver).unwrap();
+                record(&mut mid, &recs[x..y]);
+                head.merge(Box::new(mid)).unwrap();
+                record(&mut head, &recs[y..]);
+                assert_eq!(bytes(&head), bytes(&whole), "split {x}, {y}");
+                assert_eq!(head.rda(), whole.rda(), "split {x}, {y}");
+                assert_eq!(head.cache().level(), whole.cache().level());
+            }
+            // a point of the other role, or of another sizing, is refused
+            let mut s = Synopsis::new(&cfg, Role::Sender).unwrap();
+            let r = Synopsis::new(&cfg, Role::Receiver).unwrap();
+            assert!(s.merge(Box::new(r)).is_err());
+            let other = Config::fixed(65).with_cache_capacity(100).unwrap();
+            let e = s
+                .merge(Box::new(Synopsis::new(&other, Role::Sender).unwrap()))
+                .unwrap_err();
+            assert!(
+                e.to_string().contains("buckets") || e.to_string().contains("sizing"),
+                "{e}"
+            );
+        }
+    }
+
+    /// The corner of the merge's doc: a sealed (decoded) cache counts its duplicates without
+    /// holding their sightings, which recording counts against the capacity. Near the
+    /// capacity the merged cache stays at a lower level than recording; brought to the same
+    /// level, it holds the same packets, and `duplicates + unsampled` is the same.
+    #[test]
+    fn merging_a_sealed_cache_near_its_capacity() {
+        use crate::method::PointSynopsis;
+        let cfg = Config::default().with_cache_capacity(8).unwrap();
+        let id = |i: u64| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let a: Vec<(u64, u64)> = (0..4).map(|i| (id(i), 100 + i)).collect();
+        // b: two packets, each seen twice; c: one more packet
+        let b: Vec<(u64, u64)> = [4, 5, 4, 5].iter().map(|&i| (id(i), 200 + i)).collect();
+        let c = [(id(6), 300)];
+        let mut whole = Synopsis::new(&cfg, Role::Receiver).unwrap();
+        for &(i, t) in a.iter().chain(&b).chain(&c) {
+            whole.record_packet(i, t);
+        }
+        let mut part = Synopsis::new(&cfg, Role::Receiver).unwrap();
+        for &(i, t) in &b {
+            part.record_packet(i, t);
+        }
+        let decoded = Synopsis::decode(&cfg, Role::Receiver, &bytes(&part)).unwrap();
+        assert_eq!(decoded.cache().duplicates(), 2);
+        let mut merged = Synopsis::new(&cfg, Role::Receiver).unwrap();
+        for &(i, t) in &a {
+            merged.record_packet(i, t);
+        }
+        merged.merge(Box::new(decoded)).unwrap();
+        merged.record_packet(c[0].0, c[0].1);
+        // recording held 8 sightings when c came and raised the level; the merge held 6
+        let level = whole.cache().level();
+        assert!(merged.cache().level() < level, "{level}");
+        merged.raise_level(level);
+        merged.seal();
+        whole.seal();
+        assert_eq!(
+            merged.cache().iter().collect::<Vec<_>>(),
+            whole.cache().iter().collect::<Vec<_>>()
+        );
+        let left_out = |p: &Synopsis| p.cache().duplicates() + p.cache().unsampled();
+        assert_eq!(left_out(&merged), left_out(&whole));
     }
 
     #[test]

@@ -18,6 +18,12 @@
 //! Samples sharing a cell keep the order of their full hashes at both points, which is what
 //! lets the estimator pair them (see the estimator in the parent module).
 //!
+//! `cell_bits` is the configuration's: derived from `false_matches` and the capacity (22 at the
+//! defaults, `log₂(capacity/ε)`: the parent module's *Sizing the cells*) or fixed
+//! (`cell_bits=8`, the compact cells). Only the shift it gives crosses, in each payload, so the
+//! decoder needs neither rule and the layout is `SMP2` as before: `cell_bits=8` ships the
+//! bytes it always did.
+//!
 //! **Timestamps**, in the cells' order (hash order: random in time, so each costs the bits of
 //! the sampled time span): rounded down to the configuration's resolution (1 ns: exact), then
 //! offsets from the earliest, divided by their greatest common divisor `unit` (a capture of
@@ -25,8 +31,8 @@
 //! largest.
 //!
 //! Decoding checks every count against the bytes left before it allocates, every shift and
-//! width against 64 bits, every timestamp against overflow, and that the stream ends exactly
-//! where its padding does.
+//! width against 64 bits, that the cells ascend, every timestamp against overflow, and that
+//! the stream ends exactly where its padding does.
 
 use crate::wire::{DecodeError, WireReader, WireWriter};
 
@@ -228,6 +234,11 @@ impl Shipped {
                 )));
             }
             *c |= hi << low_bits;
+        }
+        // the estimator walks the cells in order: a low part below the previous one's in the
+        // same high part is no sorted list
+        if !cells.is_sorted() {
+            return Err(invalid("cells out of order".into()));
         }
         let mut times = Vec::with_capacity(n);
         for _ in 0..n {

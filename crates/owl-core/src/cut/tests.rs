@@ -1,0 +1,346 @@
+use super::*;
+use crate::exact::method::{ExactMethod, Synopsis as ExactSynopsis};
+use crate::method::downcast_ref;
+use crate::pipeline::{NoHook, NoTimer, PairPipeline, PipelineConfig, TruthConfig};
+
+fn rec(ts_ns: u64, id: u64) -> PacketRecord {
+    PacketRecord {
+        ts_ns,
+        id,
+        flow: FlowKey::default(),
+        len: 100,
+    }
+}
+
+fn held(records: Vec<PacketRecord>) -> Held {
+    Held {
+        records,
+        seqs: Vec::new(),
+        overflowed: false,
+    }
+}
+
+const MS: u64 = 1_000_000;
+
+#[test]
+fn windows_sit_around_each_boundary() {
+    let iv = Intervals::aligned(100 * MS);
+    let Cut::Delimiter(d) = Cut::delimiter(10 * MS, 8, iv).unwrap() else {
+        panic!("a delimiter cut");
+    };
+    assert_eq!((d.before_ns, d.after_ns), (2 * MS, 10 * MS));
+    assert_eq!(d.window_of(&iv, 0), Some(0));
+    assert_eq!(d.window_of(&iv, 10 * MS - 1), Some(0));
+    assert_eq!(d.window_of(&iv, 10 * MS), None);
+    assert_eq!(d.window_of(&iv, 98 * MS - 1), None);
+    assert_eq!(d.window_of(&iv, 98 * MS), Some(1));
+    assert_eq!(d.window_of(&iv, 109 * MS), Some(1));
+    // a window that would meet the next one is refused; one interval has no boundary
+    assert!(matches!(
+        Cut::delimiter(90 * MS, 8, iv),
+        Err(CutError::WindowTooLong { .. })
+    ));
+    assert!(Cut::delimiter(10 * MS, 0, iv).is_err());
+    assert_eq!(Cut::delimiter(10 * MS, 8, Intervals::WHOLE), Ok(Cut::Clock));
+    // the default fits half of a short interval, and holds no longer than the horizon
+    let fitted = |t: u64, h: u64| match Cut::delimiter_fitted(Intervals::aligned(t), h) {
+        Cut::Delimiter(f) => (f.before_ns, f.after_ns),
+        Cut::Clock => panic!("a delimiter cut"),
+    };
+    let (b, a) = fitted(50 * MS, 1_000 * MS);
+    assert!(b + a <= 25 * MS && a > 20 * MS, "{b} {a}");
+    assert_eq!(fitted(250 * MS, 1_000 * MS), (10 * MS, 104_166_665));
+    assert_eq!(fitted(1_000 * MS, 1_000 * MS), (10 * MS, DEFAULT_AFTER_NS));
+    assert_eq!(fitted(1_000 * MS, 80 * MS), (10 * MS, 80 * MS));
+    // pairs round-trip, and an absent cut reads as a clock cut (older files)
+    for cut in [Cut::Clock, Cut::Delimiter(d)] {
+        let pairs: Vec<(String, String)> = cut
+            .pairs()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        assert_eq!(Cut::from_pairs(&pairs), Ok(cut));
+    }
+    assert_eq!(Cut::from_pairs(&[]), Ok(Cut::Clock));
+    assert!(Cut::from_pairs(&[("cut".into(), "sometimes".into())]).is_err());
+}
+
+/// The cut is R's first sighting of any of S's delimiters; the packets held before it go
+/// before the boundary, whatever R's clock said.
+#[test]
+fn the_first_delimiter_seen_cuts() {
+    let iv = Intervals::aligned(100 * MS);
+    // boundary 1 at 100 ms; S's first packets of interval 1 are 10, 11, 12
+    let head = held(vec![
+        rec(99 * MS, 1),
+        rec(101 * MS, 2), // in flight: sent before the boundary, received after it
+        rec(102 * MS, 3),
+        rec(103 * MS, 10),
+        rec(104 * MS, 4), // reordered across the cut: it goes after it
+        rec(105 * MS, 11),
+    ]);
+    let s = split(
+        &iv,
+        1,
+        &head,
+        &Held::default(),
+        Some(&[10, 11, 12]),
+        Some(&[]),
+    );
+    assert_eq!(s.head.iter().map(|r| r.id).collect::<Vec<_>>(), [10, 4, 11]);
+    let b = s.start.unwrap();
+    assert_eq!(b.cut, BoundaryCut::Delimiter { nth: 0 });
+    assert_eq!((b.held, b.crossed), (6, 2));
+    // the first delimiter lost: the second cuts at the same place
+    let lost: Vec<PacketRecord> = head
+        .records
+        .iter()
+        .copied()
+        .filter(|r| r.id != 10)
+        .collect();
+    let s = split(
+        &iv,
+        1,
+        &held(lost),
+        &Held::default(),
+        Some(&[10, 11, 12]),
+        None,
+    );
+    assert_eq!(s.start.unwrap().cut, BoundaryCut::Delimiter { nth: 1 });
+    assert_eq!(s.head.iter().map(|r| r.id).collect::<Vec<_>>(), [11]);
+    // the tail of interval 0 is the complement
+    let t = split(&iv, 0, &Held::default(), &head, None, Some(&[10, 11, 12]));
+    assert_eq!(t.tail.iter().map(|r| r.id).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(t.end.unwrap().cut, BoundaryCut::Delimiter { nth: 0 });
+}
+
+#[test]
+fn silence_and_fallbacks() {
+    let iv = Intervals::aligned(100 * MS);
+    let head = held(vec![rec(99 * MS, 1), rec(101 * MS, 2)]);
+    // S named none: everything R held was sent before the boundary
+    let s = split(&iv, 1, &head, &Held::default(), Some(&[]), None);
+    assert!(s.head.is_empty());
+    assert_eq!(s.start.unwrap().cut, BoundaryCut::Silent);
+    assert_eq!(s.start.unwrap().crossed, 1);
+    // S named some, none arrived: R's clock, said
+    let s = split(&iv, 1, &head, &Held::default(), Some(&[7, 8]), None);
+    assert_eq!(s.head.iter().map(|r| r.id).collect::<Vec<_>>(), [2]);
+    assert_eq!(s.start.unwrap().fell_back(), Some(Fallback::NotSeen));
+    // unknown delimiters, an overflowed hold
+    let s = split(&iv, 1, &head, &Held::default(), None, None);
+    assert_eq!(s.start.unwrap().fell_back(), Some(Fallback::Unnamed));
+    let over = Held {
+        overflowed: true,
+        ..head.clone()
+    };
+    let s = split(&iv, 1, &over, &Held::default(), Some(&[2]), None);
+    assert_eq!(s.start.unwrap().fell_back(), Some(Fallback::Overflow));
+    // nothing held, nothing named: nothing to report
+    let s = split(&iv, 1, &Held::default(), &Held::default(), None, None);
+    assert_eq!((s.start, s.end), (None, None));
+}
+
+#[test]
+fn cut_data_round_trips_and_refuses_hostile_bytes() {
+    let flows = [
+        FlowKey::default(),
+        FlowKey {
+            proto: 6,
+            src: "10.0.0.1".parse().unwrap(),
+            dst: "2001:db8::2".parse().unwrap(),
+            sport: 1,
+            dport: 443,
+        },
+    ];
+    let records: Vec<PacketRecord> = (0..500u64)
+        .map(|i| PacketRecord {
+            ts_ns: 5 * MS + i * 1_000,
+            id: i.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            flow: flows[(i % 2) as usize],
+            len: 40 + i as u32,
+        })
+        .collect();
+    let cuts = [
+        PointCut::None,
+        PointCut::Sender {
+            start: vec![1, 2, 3],
+            end: vec![],
+        },
+        PointCut::Receiver {
+            head: Arc::new(held(records.clone())),
+            tail: Arc::new(Held::default()),
+        },
+    ];
+    for c in &cuts {
+        let mut b = Vec::new();
+        encode_point_cut(c, 5 * MS, &mut b);
+        let mut r = WireReader::new(&b);
+        assert_eq!(&decode_point_cut(&mut r).unwrap(), c);
+        r.finish("cut").unwrap();
+        // every truncation is an error, never a panic
+        for n in 0..b.len() {
+            assert!(decode_point_cut(&mut WireReader::new(&b[..n])).is_err());
+        }
+    }
+    // a count that cannot fit is refused before anything is allocated
+    let mut b = vec![CUT_RECEIVER, 0];
+    b.extend_from_slice(&0u64.to_le_bytes());
+    WireWriter::new(&mut b).varint(u64::MAX / 2);
+    assert!(decode_point_cut(&mut WireReader::new(&b)).is_err());
+    assert!(decode_point_cut(&mut WireReader::new(&[9])).is_err());
+}
+
+/// A FIFO path with delays of up to 8 ms across 50 ms boundaries, 1 % loss: under the
+/// delimiter cut R's interval `i` is S's interval `i` less its lost packets, in every
+/// interval; under the clock cut the packets in flight at each boundary are in the next one.
+#[test]
+fn a_delimiter_cut_gives_both_points_the_same_packets() {
+    let iv = Intervals::aligned(50 * MS);
+    let mut x = 0x1234_5678_9abc_def0u64;
+    let mut rnd = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut sent = Vec::new();
+    let mut received = Vec::new();
+    let mut last_arrival = 0u64;
+    for k in 0..40_000u64 {
+        let ts = 1_000 * MS + k * 10_000; // 100 kpps, 8 intervals
+        let id = rnd();
+        sent.push(rec(ts, id));
+        if rnd() % 100 == 0 {
+            continue;
+        }
+        // FIFO: a queue that drains in order
+        let arrival = (ts + MS + rnd() % (7 * MS)).max(last_arrival + 1);
+        last_arrival = arrival;
+        received.push(rec(arrival, id));
+    }
+    let methods: Vec<Arc<dyn crate::method::Method>> = vec![Arc::new(ExactMethod)];
+    let run = |cut: Cut| {
+        let mut p = PairPipeline::new(
+            PipelineConfig {
+                intervals: iv,
+                disorder_ns: MS,
+            },
+            methods.clone(),
+            Some(TruthConfig::new(iv, 100 * MS)),
+        )
+        .with_cut(cut);
+        // the two streams in lock-step, a few packets at a time
+        let (mut a, mut b) = (0, 0);
+        while a < sent.len() || b < received.len() {
+            let take_s =
+                b >= received.len() || (a < sent.len() && sent[a].ts_ns <= received[b].ts_ns);
+            if take_s {
+                let e = (a + 64).min(sent.len());
+                p.push(Role::Sender, &sent[a..e], &mut NoTimer, &mut NoHook);
+                a = e;
+            } else {
+                let e = (b + 64).min(received.len());
+                p.push(Role::Receiver, &received[b..e], &mut NoTimer, &mut NoHook);
+                b = e;
+            }
+        }
+        p.finish_point(Role::Sender, &mut NoTimer, &mut NoHook);
+        p.finish_point(Role::Receiver, &mut NoTimer, &mut NoHook);
+        let mut out: Vec<_> = p.drain().collect();
+        let (rest, _, _) = p.finish();
+        out.extend(rest);
+        out
+    };
+    let delivered: std::collections::HashSet<u64> = received.iter().map(|r| r.id).collect();
+    let by_interval = |i: u64| -> Vec<u64> {
+        sent.iter()
+            .filter(|r| iv.index(r.ts_ns) == Some(i) && delivered.contains(&r.id))
+            .map(|r| r.id)
+            .collect()
+    };
+    let d = Cut::delimiter(20 * MS, 8, iv).unwrap();
+    // R's windows open intervals in the truth on either side of the 8 intervals the packets
+    // were sent in, for the cut to put their packets in: they hold nothing, and no point has
+    // a side of them (compare does not report them)
+    let (outcomes, empty): (Vec<_>, Vec<_>) = run(d).into_iter().partition(|o| {
+        let t = o.truth.as_ref().unwrap();
+        o.packets.is_some() || t.sent + t.received > 0
+    });
+    assert_eq!(outcomes.len(), 8);
+    assert!(empty.len() <= 2);
+    let mut crossed = 0;
+    for o in &outcomes {
+        let truth = o.truth.as_ref().expect("a truth");
+        assert_eq!(
+            truth.left, 0,
+            "interval {}: nothing left to the next",
+            o.index
+        );
+        let Some(Ok(e)) = &o.estimates[0] else {
+            panic!("interval {}: no exact estimate", o.index)
+        };
+        // the exact method's samples are the packets both points put in the interval
+        assert_eq!(
+            e.samples,
+            by_interval(o.index).len() as u64,
+            "interval {}",
+            o.index
+        );
+        assert_eq!(e.samples, truth.matched, "interval {}", o.index);
+        let c = o.cut.expect("a cut report");
+        if let Some(b) = c.start {
+            assert!(
+                matches!(b.cut, BoundaryCut::Delimiter { .. }),
+                "interval {}: {b:?}",
+                o.index
+            );
+            crossed += b.crossed;
+        }
+        let [s, r] = o.packets.unwrap();
+        assert_eq!(s - r, truth.lost, "interval {}", o.index);
+    }
+    // about 4 ms of 100 kpps in flight at each of 7 inner boundaries
+    assert!(crossed > 7 * 200, "{crossed} packets crossed");
+    // the same path cut by each point's clock: packets in flight land in the next interval
+    let outcomes = run(Cut::Clock);
+    let left: u64 = outcomes
+        .iter()
+        .map(|o| o.truth.as_ref().unwrap().left)
+        .sum();
+    assert!(left > 7 * 200, "{left} left");
+    assert!(outcomes.iter().all(|o| o.cut.is_none()));
+}
+
+/// R's synopsis assembled from its core and the two windows is the one of its packets in
+/// order, and a receiver stream closed under a delimiter cut keeps every record exactly once.
+#[test]
+fn a_receiver_keeps_every_record_once() {
+    let iv = Intervals::aligned(50 * MS);
+    let cut = Cut::delimiter(20 * MS, 4, iv).unwrap();
+    let methods: Vec<Arc<dyn crate::method::Method>> = vec![Arc::new(ExactMethod)];
+    let mut p =
+        crate::pipeline::PointStream::new(Role::Receiver, iv, MS, methods.clone()).with_cut(cut);
+    let recs: Vec<PacketRecord> = (0..3_000u64)
+        .map(|k| rec(1_000 * MS + k * 100_000, k))
+        .collect();
+    let mut closed = Vec::new();
+    for c in recs.chunks(100) {
+        p.push(c, &mut NoTimer);
+        p.drain_closed(&mut closed);
+    }
+    p.finish(&mut closed);
+    // with every boundary "silent" at S, each held packet belongs before its boundary
+    let mut seen = Vec::new();
+    for c in closed {
+        let PointCut::Receiver { head, tail } = &c.cut else {
+            panic!("receiver cut data")
+        };
+        let s = split(&iv, c.index, head, tail, Some(&[]), Some(&[]));
+        let syn = assemble(&ExactMethod, c.synopses.into_iter().next(), &s).unwrap();
+        let e = downcast_ref::<ExactSynopsis>(&*syn, "exact").unwrap();
+        seen.extend(e.packets.iter().map(|p| p.0));
+    }
+    assert_eq!(seen, (0..3_000).collect::<Vec<_>>());
+    assert!(p.counters().held > 0);
+}
