@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, bounded, select, unbounded};
 use hashbrown::HashMap;
+use owl_core::cut::{Cut, CutTally, IntervalCut, PointCut};
 use owl_core::flow_class::{
     ClassBook, ClassDelays, ClassTap, ClassTapMethod, DEFAULT_MAX_CLASSES, DEFAULT_TAP_CAPACITY,
 };
@@ -65,6 +66,8 @@ pub const MAX_PAYLOAD: usize = MAX_FRAME - HEADER_BYTES - TAG_BYTES - 16;
 pub struct AgentOptions {
     pub methods: Vec<Arc<dyn Method>>,
     pub intervals: Intervals,
+    /// How both points cut intervals ([`owl_core::cut`]).
+    pub cut: Cut,
     pub identity_seed: u64,
     /// `--identity-bytes`: identify packets on their first this many IP bytes.
     pub identity_bytes: Option<u32>,
@@ -109,6 +112,7 @@ impl AgentOptions {
             self.identity_bytes,
             self.filter.as_ref(),
             bpf,
+            self.cut,
         )
     }
 }
@@ -346,6 +350,7 @@ fn capture_options(o: &AgentOptions, role: Role) -> CaptureOptions {
         duration: o.duration,
         role,
         intervals: o.intervals,
+        cut: o.cut,
         disorder_ns: o.disorder_ns,
         identity_seed: o.identity_seed,
         identity_bytes: o.identity_bytes,
@@ -396,6 +401,8 @@ struct Announced {
     lost: Option<Lost>,
     packets: u64,
     kernel_drops: Option<u64>,
+    /// A delimiter cut: S's delimiters of its start and of its end.
+    delimiters: Option<(Vec<u64>, Vec<u64>)>,
     /// Its one-way methods' frames (synopses, or why one could not be sent), kept until R
     /// releases the interval, to send again after a broken connection.
     frames: Vec<Msg>,
@@ -469,6 +476,7 @@ impl SenderState {
                     lost: a.lost,
                     packets: a.packets,
                     kernel_drops: a.kernel_drops,
+                    delimiters: a.delimiters.clone(),
                 },
             )?;
         }
@@ -479,12 +487,17 @@ impl SenderState {
             let (k, packets) = (c.index, c.packets);
             let kernel_drops = c.kernel.map(|ks| ks.drops);
             let slot = c.synopses.is_some();
+            let delimiters = match c.cut {
+                PointCut::Sender { start, end } => Some((start, end)),
+                _ => None,
+            };
             self.announced.push_back(Announced {
                 index: k,
                 slot,
                 lost: (!slot).then_some(Lost::Overload),
                 packets,
                 kernel_drops,
+                delimiters: delimiters.clone(),
                 frames: Vec::new(),
             });
             match c.synopses {
@@ -495,6 +508,7 @@ impl SenderState {
                         lost: Some(Lost::Overload),
                         packets,
                         kernel_drops,
+                        delimiters,
                     },
                 )?,
                 Some(syn) => {
@@ -541,6 +555,7 @@ impl SenderState {
                             lost: None,
                             packets,
                             kernel_drops,
+                            delimiters,
                         },
                     )?;
                 }
@@ -740,6 +755,10 @@ pub struct IntervalLine {
     /// never applied.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clock: Option<ClockReport>,
+    /// How R cut its side (a delimiter cut, estimated intervals): each boundary's rule, the
+    /// packets R held there and those in flight at it ([`owl_core::cut`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut: Option<IntervalCut>,
     /// One per method, in the agents' order (estimated intervals only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub methods: Vec<MethodResult>,
@@ -836,12 +855,16 @@ pub struct ReceiverSummary {
     pub reconnects: u64,
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// How the boundaries were cut (a delimiter cut).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuts: Option<CutTally>,
 }
 
 /// An interval being estimated (RDA's exchanges in flight).
 struct Work {
     start_ns: u64,
     packets: [u64; 2],
+    cut: Option<IntervalCut>,
     kernel_drops: Option<[Option<u64>; 2]>,
     results: Vec<Option<Result<Estimate, String>>>,
     responders: Vec<Option<Responder<Box<RdaSynopsis>>>>,
@@ -871,10 +894,12 @@ pub fn run_receiver(
     let mut r = ReceiverState {
         rda: o.methods.iter().map(|m| rda_config(&**m)).collect(),
         methods: o.methods.clone(),
+        capture_methods: capture_options(&o, Role::Receiver).methods,
         intervals: o.intervals,
         window: o.queue.max(1),
         join: Join::new(),
         local: BTreeMap::new(),
+        delimiters: BTreeMap::new(),
         packets: BTreeMap::new(),
         kernel_drops: BTreeMap::new(),
         remote: BTreeMap::new(),
@@ -889,6 +914,7 @@ pub fn run_receiver(
         pinging: false,
         had_sender: false,
         live: matches!(o.input, Input::Live { .. }),
+        recorded: false,
         resumed: false,
         stale_below: 0,
         per_class: o.per_class,
@@ -896,6 +922,7 @@ pub fn run_receiver(
         log: o.log.clone(),
         summary: ReceiverSummary {
             kind: "summary",
+            cuts: matches!(o.cut, Cut::Delimiter(_)).then(CutTally::default),
             ..Default::default()
         },
         handoff: handoff.clone(),
@@ -924,6 +951,16 @@ pub fn run_receiver(
                 }
                 for c in t.closed {
                     let k = c.index;
+                    // before its first interval with a packet outside its windows, R's blocks
+                    // hold only what it received around the boundary it started next to (a
+                    // lead-in of its windows): R starts with that interval, as `owl estimate`
+                    if !r.recorded && c.packets == 0 && matches!(c.cut, PointCut::Receiver { .. }) {
+                        if c.synopses.is_some() {
+                            handoff.release(1);
+                        }
+                        continue;
+                    }
+                    r.recorded = true;
                     r.packets.entry(k).or_default()[RECEIVER] = c.packets;
                     if let Some(ks) = c.kernel {
                         r.kernel_drops.entry(k).or_default()[RECEIVER] = Some(ks.drops);
@@ -931,7 +968,7 @@ pub fn run_receiver(
                     match c.synopses {
                         Some(s) => {
                             r.join.have(RECEIVER, k, Held::Data).map_err(AgentError::Capture)?;
-                            r.local.insert(k, s);
+                            r.local.insert(k, (s, c.cut));
                         }
                         None => {
                             r.join.have(RECEIVER, k, Held::Dropped).map_err(AgentError::Capture)?;
@@ -1103,8 +1140,13 @@ struct ReceiverState {
     intervals: Intervals,
     window: usize,
     join: Join,
-    /// R's closed intervals with packets, until decided.
-    local: BTreeMap<u64, Synopses>,
+    /// The methods R's capture runs (the agents', and the class tap after them).
+    capture_methods: Vec<Arc<dyn Method>>,
+    /// R's closed intervals with packets (synopses and cut data), until decided.
+    local: BTreeMap<u64, (Synopses, PointCut)>,
+    /// S's delimiters of each announced interval's start and end (a delimiter cut), until the
+    /// interval after it is decided.
+    delimiters: BTreeMap<u64, (Vec<u64>, Vec<u64>)>,
     /// Packets each point recorded in an interval, until decided.
     packets: BTreeMap<u64, [u64; 2]>,
     /// Live capture: packets each point's kernel dropped since its previous interval closed,
@@ -1132,6 +1174,8 @@ struct ReceiverState {
     had_sender: bool,
     /// R captures an interface (not a replay).
     live: bool,
+    /// R has announced an interval with a packet outside its cut windows.
+    recorded: bool,
     /// Whether this connection's `Resume` came (the first message of every connection).
     resumed: bool,
     /// S announces again what it announced before its connection broke: below this, R has
@@ -1261,7 +1305,11 @@ impl ReceiverState {
                 lost,
                 packets,
                 kernel_drops,
+                delimiters,
             } => {
+                if let Some(d) = delimiters {
+                    self.delimiters.insert(interval, d);
+                }
                 if self.outstanding.len() >= self.window {
                     return Err(proto(format!(
                         "interval {interval} beyond the window of {} intervals",
@@ -1400,6 +1448,13 @@ impl ReceiverState {
         out: &mut dyn Write,
     ) -> Result<(), AgentError> {
         while let Some((k, v)) = self.join.decide() {
+            // S's delimiters are needed until the intervals on either side are decided
+            while let Some((&j, _)) = self.delimiters.first_key_value() {
+                if j + 1 >= k {
+                    break;
+                }
+                self.delimiters.pop_first();
+            }
             let local = self.local.remove(&k);
             let remote = self.remote.remove(&k);
             let errors = self.remote_results.remove(&k).unwrap_or_default();
@@ -1418,9 +1473,14 @@ impl ReceiverState {
                 received,
                 kernel_drops,
                 clock: None,
+                cut: None,
                 methods: Vec::new(),
             };
             match v {
+                // R held packets around a boundary of an interval S had none of, and recorded
+                // none outside its windows: nothing to measure, no line (as `owl estimate`)
+                Verdict::Trimmed { sender: false }
+                    if received == 0 && matches!(&local, Some((_, PointCut::Receiver { .. }))) => {}
                 Verdict::Trimmed { sender } => {
                     self.summary.trimmed[usize::from(!sender)] += 1;
                     let l = line(
@@ -1489,6 +1549,7 @@ impl ReceiverState {
                     received: work.packets[1],
                     kernel_drops: work.kernel_drops,
                     clock: None,
+                    cut: work.cut,
                     methods,
                 },
             );
@@ -1574,29 +1635,121 @@ impl ReceiverState {
     }
 
     /// Estimate interval `k`: one-way methods at once, RDA by starting its exchange.
+    /// R's synopses of interval `k` cut at S's delimiters (a delimiter cut): its core, the
+    /// packets it held after the start's cut and before the end's ([`owl_core::cut`], the
+    /// rule `owl estimate` applies to two files). S's delimiters are those S announced with
+    /// `k`, or where S has no interval `k`, its previous interval's for the start (none
+    /// announced: S sent nothing there) and its next one's for the end (not announced yet:
+    /// R's clock cuts, and the line says so). A synopsis that cannot be assembled is an error
+    /// of its method.
+    #[allow(clippy::type_complexity)]
+    fn cut_local(
+        &self,
+        k: u64,
+        synopses: Synopses,
+        cut: PointCut,
+    ) -> (
+        Vec<Result<Box<dyn PointSynopsis>, String>>,
+        u64,
+        Option<IntervalCut>,
+    ) {
+        let PointCut::Receiver { head, tail } = cut else {
+            return (synopses.into_iter().map(Ok).collect(), 0, None);
+        };
+        let (start, end) = match self.delimiters.get(&k) {
+            Some((a, b)) => (Some(a.clone()), Some(b.clone())),
+            None => (
+                Some(
+                    k.checked_sub(1)
+                        .and_then(|p| self.delimiters.get(&p))
+                        .map(|d| d.1.clone())
+                        .unwrap_or_default(),
+                ),
+                self.delimiters.get(&(k + 1)).map(|d| d.0.clone()),
+            ),
+        };
+        let split = owl_core::cut::split(
+            &self.intervals,
+            k,
+            &head,
+            &tail,
+            start.as_deref(),
+            end.as_deref(),
+        );
+        let assembled = self
+            .capture_methods
+            .iter()
+            .zip(synopses)
+            .map(|(m, core)| {
+                owl_core::cut::assemble(&**m, Some(core), &split).map_err(|e| e.to_string())
+            })
+            .collect();
+        (
+            assembled,
+            split.packets(),
+            Some(IntervalCut {
+                start: split.start,
+                end: split.end,
+                held_in: split.packets(),
+            }),
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn start(
         &mut self,
         mut w: Option<&mut LinkWriter>,
         k: u64,
-        local: Option<Synopses>,
+        local: Option<(Synopses, PointCut)>,
         remote: Option<Vec<Option<Vec<u8>>>>,
         errors: Vec<(u16, String)>,
-        packets: [u64; 2],
+        mut packets: [u64; 2],
     ) -> Result<(), AgentError> {
         let n = self.methods.len();
-        let mut local: Vec<Option<Box<dyn PointSynopsis>>> = match local {
-            Some(s) => s.into_iter().map(Some).collect(),
-            None => (0..n).map(|_| None).collect(),
+        let mut failed: Vec<(usize, String)> = Vec::new();
+        let (mut local, cut): (Vec<Option<Box<dyn PointSynopsis>>>, _) = match local {
+            Some((s, c)) => {
+                let (assembled, held_in, cut) = self.cut_local(k, s, c);
+                packets[1] += held_in;
+                let local = assembled
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, r)| match r {
+                        Ok(s) => Some(s),
+                        Err(e) => {
+                            failed.push((i, e));
+                            None
+                        }
+                    })
+                    .collect();
+                (local, cut)
+            }
+            None => ((0..n).map(|_| None).collect(), None),
         };
+        if let (Some(t), Some(c)) = (self.summary.cuts.as_mut(), &cut) {
+            t.add(k, c);
+        }
+        if packets == [0, 0] && cut.is_some() {
+            // only R held packets here, and the cut put every one in a neighbouring interval:
+            // nothing to measure (no line, as `owl estimate` writes none; a later line's quiet
+            // stretch covers it)
+            return Ok(());
+        }
         let mut remote = remote.unwrap_or_else(|| vec![None; n]);
         let mut work = Work {
             start_ns: self.intervals.start_ns(k),
             packets,
+            cut,
             kernel_drops: None,
             results: (0..n).map(|_| None).collect(),
             responders: (0..n).map(|_| None).collect(),
             classes: (0..n).map(|_| None).collect(),
         };
+        for (i, e) in failed {
+            if let Some(r) = work.results.get_mut(i) {
+                *r = Some(Err(format!("the receiver's side at the cut: {e}")));
+            }
+        }
         // the class tap is the synopsis after the methods' (capture_options)
         let tap = match (self.per_class, local.len() > n) {
             (true, true) => local

@@ -30,6 +30,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
+use owl_core::cut::{Cut, PointCut};
 use owl_core::interval::Intervals;
 use owl_core::method::{Method, Role};
 use owl_core::pipeline::{ClosedInterval, NoTimer, PointCounters, PointStream, Synopses};
@@ -73,6 +74,9 @@ pub struct Closed {
     pub index: u64,
     /// Every method's synopsis; `None`: dropped (the queue was full).
     pub synopses: Option<Synopses>,
+    /// What the cut needs: S's delimiters, R's held windows (kept when the synopses are
+    /// dropped: a neighbouring interval's cut needs them).
+    pub cut: PointCut,
     /// Packets the point recorded in the interval.
     pub packets: u64,
     /// Live capture: what the kernel counted since the previous interval closed (packets it
@@ -315,6 +319,8 @@ pub struct CaptureOptions {
     pub duration: Option<Duration>,
     pub role: Role,
     pub intervals: Intervals,
+    /// How the two points cut intervals (both agents agree on it in the handshake).
+    pub cut: Cut,
     pub disorder_ns: u64,
     pub identity_seed: u64,
     /// Identify packets on their first this many IP bytes (`--identity-bytes`).
@@ -380,7 +386,8 @@ fn run_replay(
         .map_err(|e| format!("{path}: {e}"))?;
     let mut rr = RecordReader::new(reader, o.identity_seed);
     rr.set_identity_bytes(o.identity_bytes);
-    let mut point = PointStream::new(o.role, o.intervals, o.disorder_ns, o.methods.clone());
+    let mut point =
+        PointStream::new(o.role, o.intervals, o.disorder_ns, o.methods.clone()).with_cut(o.cut);
     let mut batch = Vec::with_capacity(BATCH);
     let mut closed = Vec::new();
     let mut summary = CaptureSummary::default();
@@ -494,7 +501,8 @@ fn run_source(
         identity_bytes: o.identity_bytes,
         ..ReadOptions::with_seed(o.identity_seed)
     });
-    let mut point = PointStream::new(o.role, o.intervals, o.disorder_ns, o.methods.clone());
+    let mut point =
+        PointStream::new(o.role, o.intervals, o.disorder_ns, o.methods.clone()).with_cut(o.cut);
     let mut batch = Vec::with_capacity(BATCH);
     let mut closed = Vec::new();
     let mut summary = CaptureSummary::default();
@@ -621,6 +629,7 @@ fn hand(
             index: k,
             packets,
             synopses: syn,
+            cut,
         },
     ) in closed.drain(..).enumerate()
     {
@@ -653,6 +662,7 @@ fn hand(
             s.closed.push_back(Closed {
                 index: k,
                 synopses: Some(syn),
+                cut,
                 packets,
                 kernel,
             });
@@ -667,6 +677,7 @@ fn hand(
             s.closed.push_back(Closed {
                 index: k,
                 synopses: None,
+                cut,
                 packets,
                 kernel,
             });
@@ -693,6 +704,7 @@ mod tests {
             duration: None,
             role: Role::Sender,
             intervals: Intervals::aligned(1_000_000),
+            cut: Cut::Clock,
             disorder_ns: 0,
             identity_seed: 0,
             identity_bytes: None,
@@ -708,6 +720,7 @@ mod tests {
             index,
             packets,
             synopses: Vec::new(),
+            cut: PointCut::None,
         }
     }
 

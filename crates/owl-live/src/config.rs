@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use owl_core::cut::Cut;
 use owl_core::interval::Intervals;
 use owl_core::method::{Method, Role};
 use owl_core::wire::{DecodeError, SynopsisFile, WireReader, WireWriter};
@@ -30,6 +31,8 @@ pub struct AgentConfig {
     /// The `--bpf` pre-filter (libpcap's expression text as given); empty: none. The kernel
     /// applies it before owl sees a frame, so both points must give the same one.
     pub bpf: String,
+    /// How both points cut intervals (`--cut`, `--cut-window`).
+    pub cut: Cut,
 }
 
 impl AgentConfig {
@@ -40,8 +43,10 @@ impl AgentConfig {
         identity_bytes: Option<u32>,
         filter: Option<&crate::filter::Filter>,
         bpf: Option<&str>,
+        cut: Cut,
     ) -> AgentConfig {
         AgentConfig {
+            cut,
             intervals,
             identity_seed,
             identity_bytes,
@@ -79,6 +84,12 @@ impl AgentConfig {
         }
         w.str(&self.filter);
         w.str(&self.bpf);
+        let cut = self.cut.pairs();
+        w.u16(cut.len() as u16);
+        for (k, v) in cut {
+            w.str(k);
+            w.str(&v);
+        }
         b
     }
 
@@ -107,6 +118,15 @@ impl AgentConfig {
         }
         let filter = r.str("filter")?;
         let bpf = r.str("bpf")?;
+        let n = r.u16("cut fields")? as usize;
+        if n > 16 {
+            return Err(r.invalid(format!("{n} cut fields (at most 16)")));
+        }
+        let mut cut = Vec::with_capacity(n);
+        for _ in 0..n {
+            cut.push((r.str("cut field")?, r.str("cut value")?));
+        }
+        let cut = Cut::from_pairs(&cut).map_err(|e| r.invalid(e))?;
         r.finish("configuration")?;
         Ok(AgentConfig {
             intervals: Intervals {
@@ -118,6 +138,7 @@ impl AgentConfig {
             methods,
             filter,
             bpf,
+            cut,
         })
     }
 
@@ -134,6 +155,7 @@ impl AgentConfig {
             identity_seed: self.identity_seed,
             identity_bytes: self.identity_bytes,
             config,
+            cut: Vec::new(),
             points: Vec::new(),
         }
     }
@@ -176,6 +198,20 @@ impl AgentConfig {
                 ));
             }
         }
+        if sender.cut != receiver.cut {
+            let pairs = |c: &Cut| {
+                c.pairs()
+                    .into_iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            return Err(format!(
+                "configuration mismatch between sender and receiver: the interval cut is {} at the sender but {} at the receiver (--cut and --cut-window must be the same at both points)",
+                pairs(&sender.cut),
+                pairs(&receiver.cut)
+            ));
+        }
         if names(sender) != names(receiver) {
             return Err(format!(
                 "configuration mismatch between sender and receiver: methods is {} at the sender but {} at the receiver",
@@ -212,6 +248,7 @@ mod tests {
             ],
             filter: "(proto 17 and dst port 9000)".into(),
             bpf: "udp".into(),
+            cut: Cut::delimiter_fitted(Intervals::aligned(1_000_000_000), 1_000_000_000),
         }
     }
 
@@ -247,6 +284,14 @@ mod tests {
         let e = AgentConfig::check_pair(&s, &r).unwrap_err();
         assert!(
             e.contains("methods is lda,rda at the sender but lda at the receiver"),
+            "{e}"
+        );
+        let mut r = cfg();
+        r.cut = Cut::Clock;
+        let e = AgentConfig::check_pair(&s, &r).unwrap_err();
+        assert!(
+            e.contains("the interval cut is cut=delimiter cut_delimiters=8")
+                && e.contains("but cut=clock at the receiver"),
             "{e}"
         );
         let mut r = cfg();

@@ -32,7 +32,7 @@ use crate::key::Key;
 /// Protocol version in every frame (2: `Have` carries the sender's kernel drop count; 3: the
 /// receiver's `Ping` and the sender's `Pong`, the clock-offset exchange; 4: the sender's
 /// `Resume` after every accept, and `Have` says why a synopsis is lost).
-pub const VERSION: u8 = 4;
+pub const VERSION: u8 = 5;
 /// Largest body of an authenticated connection, bytes.
 pub const MAX_FRAME: usize = 64 << 20;
 /// Largest body before the peer is authenticated, bytes.

@@ -19,6 +19,9 @@
 //! owl_intervals_total{pair,status}                  counter  intervals stored: estimated, missing, left_out
 //! owl_decode_failures_total{pair,method}            counter  intervals the method could not estimate
 //! owl_kernel_drops_total{pair,point}                counter  packets the capture ring dropped at S, R
+//! owl_cut_boundaries_total{pair,by}                 counter  interval boundaries R cut: delimiter, silent, fallback
+//! owl_cut_crossed_packets_total{pair}               counter  packets in flight at a cut, put where S sent them
+//! owl_cut_unpaired_intervals_total{pair}            counter  intervals a boundary of which fell back to R's clock
 //! owl_reports_refused_total                         counter  reports the collector could not store
 //! owl_metric_pairs_dropped_total                    counter  reports of pairs beyond the cap, left out of the metrics
 //! owl_metric_class_series_dropped_total             counter  class histograms beyond their cap, left out
@@ -184,6 +187,12 @@ struct PointLabels {
     point: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CutLabels {
+    pair: String,
+    by: String,
+}
+
 /// A line's histogram in fixed buckets: `le_ns`, `weights` and `sum_ns`.
 fn buckets(h: &Value) -> Option<(Vec<f64>, Vec<f64>, f64)> {
     let nums =
@@ -221,6 +230,9 @@ pub struct Metrics {
     intervals: Family<StatusLabels, Counter>,
     decode_failures: Family<MethodLabels, Counter>,
     kernel_drops: Family<PointLabels, Counter>,
+    cut_boundaries: Family<CutLabels, Counter>,
+    cut_crossed: Family<PairLabel, Counter>,
+    cut_unpaired: Family<PairLabel, Counter>,
     refused: Counter,
     pairs_dropped: Counter,
     /// Each tracked pair's latest interval index and the methods its gauges show.
@@ -255,6 +267,9 @@ impl Metrics {
             intervals: Family::default(),
             decode_failures: Family::default(),
             kernel_drops: Family::default(),
+            cut_boundaries: Family::default(),
+            cut_crossed: Family::default(),
+            cut_unpaired: Family::default(),
             refused: Counter::default(),
             pairs_dropped: Counter::default(),
             latest: Mutex::new(HashMap::new()),
@@ -341,6 +356,21 @@ impl Metrics {
             m.kernel_drops.clone(),
         );
         registry.register(
+            "owl_cut_boundaries",
+            "Interval boundaries the receiver cut, by how: at S's delimiters, where S sent nothing (silent), or by its clock (fallback: a lost or late delimiter)",
+            m.cut_boundaries.clone(),
+        );
+        registry.register(
+            "owl_cut_crossed_packets",
+            "Packets in flight at an interval cut, which the delimiter put in the interval S sent them in",
+            m.cut_crossed.clone(),
+        );
+        registry.register(
+            "owl_cut_unpaired_intervals",
+            "Intervals one of whose boundaries fell back to the receiver's clock: their packets at R may not be S's",
+            m.cut_unpaired.clone(),
+        );
+        registry.register(
             "owl_reports_refused",
             "Reports the collector could not store",
             m.refused.clone(),
@@ -399,6 +429,34 @@ impl Metrics {
                         })
                         .inc_by(d);
                 }
+            }
+        }
+        if let Some(cut) = line.get("cut") {
+            if let Some(start) = cut.get("start").filter(|b| !b.is_null()) {
+                let by = start
+                    .get("cut")
+                    .and_then(|c| c.get("by"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                self.cut_boundaries
+                    .get_or_create(&CutLabels {
+                        pair: pair.into(),
+                        by: by.into(),
+                    })
+                    .inc();
+                if let Some(n) = start.get("crossed").and_then(Value::as_u64) {
+                    self.cut_crossed.get_or_create(&p).inc_by(n);
+                }
+            }
+            let fell = |k: &str| {
+                cut.get(k)
+                    .and_then(|b| b.get("cut"))
+                    .and_then(|c| c.get("by"))
+                    .and_then(Value::as_str)
+                    == Some("fallback")
+            };
+            if fell("start") || fell("end") {
+                self.cut_unpaired.get_or_create(&p).inc();
             }
         }
         let count = |k: &str| line.get(k).and_then(Value::as_u64);

@@ -12,11 +12,13 @@
 //!                 below it on an earlier connection of this sender process, so S resumes there
 //!                 (has = 0: this sender never had a receiver). started (live = 1): the interval
 //!                 S's live capture began in, the first S recorded only part of
-//! S → R  Have     u64 interval | u8 lost | u64 packets | u8 live | u64 kernel_drops: S
-//!                 closed this interval with packets in it (after its Synopsis frames); lost =
-//!                 0: S sent its synopses, 1: S dropped them (overload); live = 1: S
-//!                 captures an interface, and its kernel dropped kernel_drops packets since its
-//!                 previous interval closed
+//! S → R  Have     u64 interval | u8 lost | u64 packets | u8 live | u64 kernel_drops
+//!                 | u8 cut | (cut = 1) u8 n, n × u64 | u8 m, m × u64: S closed this interval
+//!                 with packets in it (after its Synopsis frames); lost = 0: S sent its
+//!                 synopses, 1: S dropped them (overload); live = 1: S captures an interface,
+//!                 and its kernel dropped kernel_drops packets since its previous interval
+//!                 closed; cut = 1 (a delimiter cut): S's delimiters of the interval's start
+//!                 and of its end (owl_core::cut), sent even when the synopses were dropped
 //! S → R  Below    u64 n: S will announce no interval below n
 //! S → R  Done     S's capture ended; every interval is announced
 //! both   Rda      u64 interval | u16 method | one message of RDA's exchange (owl_core rda::session)
@@ -80,6 +82,8 @@ pub enum Msg {
         packets: u64,
         /// Live capture: packets S's kernel dropped since S's previous interval closed.
         kernel_drops: Option<u64>,
+        /// A delimiter cut: S's delimiters of the interval's start and of its end.
+        delimiters: Option<(Vec<u64>, Vec<u64>)>,
     },
     Below(u64),
     Done,
@@ -144,6 +148,7 @@ impl Msg {
                 lost,
                 packets,
                 kernel_drops,
+                delimiters,
             } => {
                 w.u64(*interval);
                 w.u8(match lost {
@@ -153,6 +158,18 @@ impl Msg {
                 w.u64(*packets);
                 w.u8(u8::from(kernel_drops.is_some()));
                 w.u64(kernel_drops.unwrap_or(0));
+                match delimiters {
+                    None => w.u8(0),
+                    Some((start, end)) => {
+                        w.u8(1);
+                        for list in [start, end] {
+                            w.u8(list.len() as u8);
+                            for &id in list {
+                                w.u64(id);
+                            }
+                        }
+                    }
+                }
                 kind::HAVE
             }
             Msg::Below(n) => {
@@ -232,6 +249,22 @@ impl Msg {
                     (0, _) => None,
                     (1, n) => Some(n),
                     (x, _) => return Err(r.invalid(format!("live flag {x}"))),
+                },
+                delimiters: if flag(&mut r, "cut")? {
+                    let mut lists = [Vec::new(), Vec::new()];
+                    for list in &mut lists {
+                        let n = r.u8("delimiter count")?;
+                        if n > owl_core::cut::MAX_DELIMITERS {
+                            return Err(r.invalid(format!("{n} delimiters for one boundary")));
+                        }
+                        for _ in 0..n {
+                            list.push(r.u64("delimiter")?);
+                        }
+                    }
+                    let [start, end] = lists;
+                    Some((start, end))
+                } else {
+                    None
                 },
             },
             kind::RESUME => {
@@ -480,12 +513,14 @@ mod tests {
                 lost: Some(Lost::Overload),
                 packets: 77,
                 kernel_drops: Some(3),
+                delimiters: Some((vec![1, 2, u64::MAX], vec![])),
             },
             Msg::Have {
                 interval: 11,
                 lost: None,
                 packets: 1,
                 kernel_drops: None,
+                delimiters: None,
             },
             Msg::Resume {
                 released: Some(0),

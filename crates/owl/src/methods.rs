@@ -138,6 +138,40 @@ pub fn build_configured(name: &str, opts: &Options, over: &Overrides) -> Result<
     from_config(name, &pairs).map_err(|e| anyhow::anyhow!("--method-config for {name}: {e}"))
 }
 
+/// [`build_configured`], then with the run's `--horizon` for every method whose configuration
+/// has a `horizon_ns` field (`sample`: a match whose delay is beyond it is no delay), unless
+/// `--method-config` set that field itself.
+pub fn build_with_horizon(
+    name: &str,
+    opts: &Options,
+    over: &Overrides,
+    horizon_ns: u64,
+) -> Result<Box<dyn Method>> {
+    let m = build_configured(name, opts, over)?;
+    let pairs: Vec<(String, String)> = m
+        .config()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    if !pairs.iter().any(|(k, _)| k == "horizon_ns")
+        || over.for_method(name).iter().any(|(k, _)| k == "horizon_ns")
+    {
+        return Ok(m);
+    }
+    let pairs: Vec<(String, String)> = pairs
+        .into_iter()
+        .map(|(k, v)| {
+            let v = if k == "horizon_ns" {
+                horizon_ns.to_string()
+            } else {
+                v
+            };
+            (k, v)
+        })
+        .collect();
+    from_config(name, &pairs)
+}
+
 /// Rebuild a method from the configuration stored in a synopsis file (`owl estimate`).
 pub fn from_config(name: &str, pairs: &[(String, String)]) -> Result<Box<dyn Method>> {
     let Some(m) = registry::find(name) else {
@@ -350,12 +384,13 @@ mod tests {
             "lda",
             &Options {
                 seed: 1,
-                memory: Some(24 * 1024 + 10),
+                memory: Some(32 * 1024 + 10),
             },
         )
         .unwrap();
+        // two banks of 16-byte rows (12 without the identity digest)
         assert!(m.config().contains(&("rows", "1024".to_string())));
-        assert_eq!(m.new_point(Role::Sender).encoded_len(), 24 * 1024 + 10);
+        assert_eq!(m.new_point(Role::Sender).encoded_len(), 32 * 1024 + 10);
         let tiny = Options {
             seed: 1,
             memory: Some(20),

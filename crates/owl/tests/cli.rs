@@ -125,16 +125,37 @@ fn intervals_split_and_account_for_every_packet() {
     };
     assert_eq!(sum("sent"), j["truth"]["sent"].as_u64().unwrap());
     assert_eq!(sum("lost"), j["truth"]["lost"].as_u64().unwrap());
-    // every received packet is matched in its interval or crossed a boundary
+    // the delimiter cut: every received packet is in the interval S sent it in, and the
+    // packets in flight at each boundary are counted where R's clock would have put them
+    assert_eq!(sum("matched"), j["truth"]["received"].as_u64().unwrap());
+    assert_eq!(sum("left"), 0);
+    let crossed: u64 = ivs
+        .iter()
+        .filter_map(|i| i["cut"]["start"]["crossed"].as_u64())
+        .sum();
+    assert!(crossed > 0, "100us delays cross 20ms boundaries sometimes");
+    let cuts = &j["checks"]["cuts"];
+    assert_eq!(cuts["rule"], "delimiter");
+    assert_eq!(cuts["crossed"].as_u64().unwrap(), crossed);
+    assert_eq!(cuts["fell_back"], serde_json::json!([0, 0, 0]));
+    assert_eq!(cuts["status"], "ok");
+    assert_eq!(j["interval_ns"], 20_000_000);
+    // each point's clock: every received packet is matched in its interval or crossed a
+    // boundary, and the check says how many crossed
+    let j = compare_json(&s, &r, &["--interval", "20ms", "--cut", "clock"]);
+    let ivs = j["intervals"].as_array().unwrap();
+    let sum = |k: &str| {
+        ivs.iter()
+            .map(|i| i["truth"][k].as_u64().unwrap())
+            .sum::<u64>()
+    };
     assert_eq!(
         sum("matched") + sum("left"),
         j["truth"]["received"].as_u64().unwrap()
     );
-    assert!(
-        sum("left") > 0,
-        "100us delays cross 20ms boundaries sometimes"
-    );
-    assert_eq!(j["interval_ns"], 20_000_000);
+    assert!(sum("left") > 0);
+    assert_eq!(j["checks"]["cuts"]["left"].as_u64().unwrap(), sum("left"));
+    assert_eq!(j["checks"]["cuts"]["status"], "warning");
 }
 
 #[test]
@@ -572,7 +593,8 @@ fn lda_and_probe_end_to_end() {
     let ci = lda["mean_ci98_ns"].as_array().unwrap();
     let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
     assert!(lo <= truth && truth <= hi, "{lda} vs {truth}");
-    assert_eq!(lda["bytes"], 10 + 12 * 1024);
+    // two banks of 512 rows of 16 bytes (timestamp sum, count, identity digest)
+    assert_eq!(lda["bytes"], 10 + 16 * 1024);
     assert!(lda["samples"].as_u64().unwrap() > 100);
     let probe = m("probe");
     assert_eq!(probe["bytes"].as_u64().unwrap() % 64, 0);
@@ -599,7 +621,7 @@ fn lda_and_probe_end_to_end() {
     let r3 = rec(&r, "receiver", "R3.owl", &["--memory", "6KiB"]);
     fails(
         &["estimate", so.to_str().unwrap(), r3.to_str().unwrap()],
-        "rows is 512 at the sender but 254 at the receiver",
+        "rows is 512 at the sender but 190 at the receiver",
     );
 }
 

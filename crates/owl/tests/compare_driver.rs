@@ -63,6 +63,10 @@ fn driver_reports_every_packet_of_a_simulated_pair() {
         },
         overrides: methods::Overrides::default(),
         intervals: Intervals::aligned(50_000_000),
+        cut: owl_core::cut::Cut::delimiter_fitted(
+            Intervals::aligned(50_000_000),
+            owl_core::pipeline::truth::DEFAULT_HORIZON_NS,
+        ),
         read: [read; 2],
         horizon_ns: owl_core::pipeline::truth::DEFAULT_HORIZON_NS,
         disorder_ns: owl_core::pipeline::truth::DEFAULT_DISORDER_NS,

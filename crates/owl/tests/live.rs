@@ -243,9 +243,12 @@ fn assert_same_as_files(
             "{m}: intervals"
         );
         for (g, w) in got.iter().zip(&want) {
+            // R cut its side of the interval where `owl estimate` cut the files
+            assert_eq!(g.get("cut"), w.get("cut"), "{m}: interval {}", w["index"]);
             let mut g = g["methods"][i].clone();
             assert_eq!(g["method"], *m);
             let mut w = w.clone();
+            w.as_object_mut().unwrap().remove("cut");
             // the packet counts `owl estimate` reads from the files' interval headers
             // (sent, received, loss_rate) are not exchanged by the agents yet (issue 14)
             for k in ["type", "index", "start_ns", "sent", "received", "loss_rate"] {
@@ -714,6 +717,33 @@ fn the_collector_stores_what_the_receiver_reports() {
         )),
         "{scraped}"
     );
+    // the cuts: every estimated interval's start boundary counted by how R cut it, and the
+    // packets in flight at the cuts
+    let cut_by = |by: &str| {
+        run.lines
+            .iter()
+            .filter(|l| l["cut"]["start"]["cut"]["by"] == by)
+            .count()
+    };
+    let delimiters = cut_by("delimiter");
+    assert!(delimiters > 0, "no boundary cut at a delimiter");
+    assert!(
+        scraped.contains(&format!(
+            "owl_cut_boundaries_total{{pair=\"s→r\",by=\"delimiter\"}} {delimiters}\n"
+        )),
+        "{scraped}"
+    );
+    let crossed: u64 = run
+        .lines
+        .iter()
+        .filter_map(|l| l["cut"]["start"]["crossed"].as_u64())
+        .sum();
+    assert!(
+        scraped.contains(&format!(
+            "owl_cut_crossed_packets_total{{pair=\"s→r\"}} {crossed}\n"
+        )),
+        "{scraped}"
+    );
     let log = stop(c.0.take().unwrap());
     assert!(log.contains("s→r"), "{log}");
     let rep = report_json(&db, "s→r");
@@ -1132,7 +1162,15 @@ fn assert_estimated_as_files(
                 continue;
             }
             let mut w = w.clone();
-            for f in ["type", "index", "start_ns", "sent", "received", "loss_rate"] {
+            for f in [
+                "type",
+                "index",
+                "start_ns",
+                "sent",
+                "received",
+                "loss_rate",
+                "cut",
+            ] {
                 w.as_object_mut().unwrap().remove(f);
             }
             g.as_object_mut().unwrap().remove("method");

@@ -257,7 +257,12 @@ pub fn run(a: AgentArgs) -> Result<()> {
     let opts = a.agreed.options();
     let mut built: Vec<Arc<dyn Method>> = Vec::new();
     for &n in &names {
-        built.push(Arc::from(methods::build_configured(n, &opts, &overrides)?));
+        built.push(Arc::from(methods::build_with_horizon(
+            n,
+            &opts,
+            &overrides,
+            a.agreed.horizon,
+        )?));
     }
     if a.per_class
         && !names
@@ -332,9 +337,11 @@ pub fn run(a: AgentArgs) -> Result<()> {
         AgentRole::Sender => "sender",
         AgentRole::Receiver => "receiver",
     };
+    let intervals = a.agreed.intervals()?;
     let o = AgentOptions {
         methods: built,
-        intervals: a.agreed.intervals()?,
+        intervals,
+        cut: a.agreed.cut(intervals)?,
         identity_seed: a.agreed.identity_seed,
         identity_bytes: a.agreed.identity_bytes,
         disorder_ns: a.disorder,

@@ -1,8 +1,9 @@
 //! What both observation points must agree on — intervals, method configuration, seeds — as
 //! the command-line flags `owl compare` and `owl record` share.
 
-use anyhow::Result;
-use clap::Args;
+use anyhow::{Result, bail};
+use clap::{Args, ValueEnum};
+use owl_core::cut::{Cut, DEFAULT_DELIMITERS};
 use owl_core::interval::Intervals;
 use owl_core::units::{parse_bytes, parse_duration_u64};
 use owl_trace::identity::DEFAULT_IDENTITY_SEED;
@@ -21,6 +22,35 @@ pub struct Agreed {
     /// from the epoch.
     #[arg(long, value_parser = crate::numbers::u64_arg, value_name = "NS")]
     pub origin_ns: Option<u64>,
+    /// How the two points cut their streams into intervals (both must use the same).
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = CutRule::Delimiter,
+        value_name = "RULE",
+        long_help = "How the two points cut their streams into intervals (both points must use \
+the same). delimiter (default): S cuts by its clock and names each interval's first 8 packets, \
+its delimiters; R holds what it receives around each boundary (--cut-window: by default up to \
+250 ms past it, set it above the path's largest delay) and cuts at the first of them it receives, so on a FIFO path both points' interval i holds the same packets \
+(less losses, and packets reordered across the cut itself). A boundary none of whose \
+delimiters reaches R within its window is cut by R's clock, and reported (the cuts check). \
+clock: each point cuts by its own clock, as RDA does (§III-A): the packets in flight at a \
+boundary are in S's interval and in R's next, which aggregate synopses (lda, mpe, countmin, \
+...) cannot tell from real packets of the interval. Without --interval there is no boundary \
+and both rules are the same."
+    )]
+    pub cut: CutRule,
+    /// R's window for the delimiter cut: R holds what it receives from T/5 ahead of each
+    /// boundary to T past it (its clock); a boundary none of whose delimiters arrives within it
+    /// is cut by R's clock and reported [default: min(250ms, --horizon, 5/12 of --interval)
+    /// past and min(10ms, 1/20 of --interval) ahead]. Set it above the path's largest delay.
+    #[arg(long, value_parser = parse_duration_u64, value_name = "T")]
+    pub cut_window: Option<u64>,
+    /// Largest one-way delay accepted (plus reordering): the truth counts a later sighting
+    /// lost and late, and methods that match packets (sample) leave out matches beyond it (both
+    /// points must use the same).
+    #[arg(long, default_value = "1s", value_parser = parse_duration_u64, value_name = "T")]
+    pub horizon: u64,
     /// Synopsis budget per interval (e.g. 32KiB): sizes every method to the same bytes, so
     /// comparisons are fair.
     #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
@@ -54,6 +84,15 @@ IPv6 header); 64 or more also covers the transport header. Default: every captur
     pub identity_bytes: Option<u32>,
 }
 
+/// The interval cuts `--cut` offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CutRule {
+    /// S by its clock, R at S's delimiters.
+    Delimiter,
+    /// Each point by its own clock.
+    Clock,
+}
+
 /// Fewest IP bytes an identity may rest on: an IPv6 header.
 const MIN_IDENTITY_BYTES: u32 = 40;
 
@@ -73,6 +112,9 @@ impl Agreed {
         Agreed {
             interval: 0,
             origin_ns: None,
+            cut: CutRule::Delimiter,
+            cut_window: None,
+            horizon: owl_core::pipeline::truth::DEFAULT_HORIZON_NS,
             memory: None,
             method_config: Vec::new(),
             seed,
@@ -92,6 +134,20 @@ impl Agreed {
             }
             Some(o) => Intervals::with_origin(self.interval, o)?,
         })
+    }
+
+    /// The cut both points use for `intervals` (`--cut`, `--cut-window`).
+    pub fn cut(&self, intervals: Intervals) -> Result<Cut> {
+        match (self.cut, self.cut_window) {
+            (CutRule::Clock, Some(_)) => {
+                bail!("--cut-window sets the delimiter cut's window: drop it with --cut clock")
+            }
+            (CutRule::Clock, None) => Ok(Cut::Clock),
+            (CutRule::Delimiter, None) => Ok(Cut::delimiter_fitted(intervals, self.horizon)),
+            (CutRule::Delimiter, Some(w)) => {
+                Ok(Cut::delimiter(w, DEFAULT_DELIMITERS as u64, intervals)?)
+            }
+        }
     }
 
     /// How each capture is read, for the identities both points agree on and the interface

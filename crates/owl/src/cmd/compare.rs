@@ -35,11 +35,17 @@ Horizon:
   timestamp disorder a capture may have); a record older than that is counted, in no interval.
 
 Intervals:
-  --interval 0 (default) measures the whole capture as one interval. --interval T cuts each
-  capture by its own clock into [t0 + iT, t0 + (i+1)T) for every integer i, t0 = 0 (aligned to
-  T since the epoch) unless --origin-ns shifts the grid (a packet before t0 is in the interval
-  before it): packets in flight at a boundary look lost at S and unexpected at R, as in a real
-  deployment, and the JSON gets a per-interval breakdown.
+  --interval 0 (default) measures the whole capture as one interval. --interval T cuts S's
+  capture by its clock into [t0 + iT, t0 + (i+1)T) for every integer i, t0 = 0 (aligned to T
+  since the epoch) unless --origin-ns shifts the grid (a packet before t0 is in the interval
+  before it), and the JSON gets a per-interval breakdown. R cuts at S's delimiters (--cut
+  delimiter, the default): S names its first packets of each interval, R holds what it
+  receives within --cut-window of each boundary and cuts at the first of them it sees, so both
+  points measure the same packets; a boundary whose delimiters R never saw is cut by R's clock
+  and reported (checks: cuts; the interval's unpaired). --cut clock cuts each capture by its
+  own clock, as RDA does: the packets in flight at a boundary look lost at S and unexpected at
+  R, and aggregate methods take them for packets of the interval. The truth counts a packet in
+  the interval S sent it in (--cut clock: in R's interval too, else it left).
 
 Checks:
   The text starts with a checks block, the JSON has a checks object: snaplen (captures that
@@ -154,9 +160,6 @@ pub struct CompareArgs {
     /// Print one JSON object per interval as it closes, then a summary object (JSON Lines).
     #[arg(long, conflicts_with = "json")]
     pub jsonl: bool,
-    /// Largest one-way delay accepted (plus reordering): later sightings count lost and late.
-    #[arg(long, default_value = "1s", value_parser = parse_duration_u64, value_name = "T")]
-    pub horizon: u64,
     /// Timestamp disorder tolerated within one capture before an interval closes.
     #[arg(long, default_value = "10ms", value_parser = parse_duration_u64, value_name = "T")]
     pub disorder: u64,
@@ -190,6 +193,7 @@ impl CompareArgs {
     fn options(&self, mode: Mode) -> Result<CompareOptions> {
         let names = methods::parse_list(&self.methods)?;
         let intervals = self.agreed.intervals()?;
+        let cut = self.agreed.cut(intervals)?;
         let build = self.agreed.options();
         let overrides = self.agreed.overrides()?;
         for m in overrides.methods() {
@@ -208,8 +212,9 @@ impl CompareArgs {
             build,
             overrides,
             intervals,
+            cut,
             read: [read(self.sender_interface), read(self.receiver_interface)],
-            horizon_ns: self.horizon,
+            horizon_ns: self.agreed.horizon,
             disorder_ns: self.disorder,
             exact_quantiles: self.exact_quantiles,
             per_flow: self.per_flow,

@@ -113,7 +113,6 @@ pub fn run(a: DemoArgs) -> Result<()> {
         allow_truncated: false,
         allow_negative_delay: false,
         jsonl: false,
-        horizon: owl_core::pipeline::truth::DEFAULT_HORIZON_NS,
         disorder: owl_core::pipeline::truth::DEFAULT_DISORDER_NS,
         exact_quantiles: owl_core::pipeline::truth::DEFAULT_EXACT_QUANTILES,
         rows: None,

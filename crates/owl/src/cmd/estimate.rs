@@ -5,7 +5,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
+use std::sync::Arc;
+
+use owl_core::cut::{Cut, CutTally, Held, PointCut, decode_point_cut};
 use owl_core::method::{Combiner, Estimate, Method, PointSynopsis, Role};
+use owl_core::pipeline::{NoTimer, PointSide, join_interval};
 use owl_core::units::format_ns;
 use owl_core::wire::{Block, StreamReader, SynopsisFile};
 use owl_trace::lockstep::Source;
@@ -135,6 +139,7 @@ impl Tally {
             },
         };
         EstimateChecks {
+            cuts: None,
             intervals: spans,
             trimmed,
             clock,
@@ -162,27 +167,97 @@ fn next(f: &mut StreamReader<Box<dyn std::io::Read + Send>>, path: &Path) -> Opt
     }
 }
 
-/// One point's synopsis of interval `k` and the packets it took: the file's current block if
-/// it is `k` (then the next block is read), else an empty synopsis (that point recorded nothing
-/// in `k`). Packets are `None` in files older than version 3, which do not count them.
-fn point(
-    method: &dyn Method,
-    role: Role,
-    k: u64,
-    current: &mut Option<Block>,
-    f: &mut StreamReader<Box<dyn std::io::Read + Send>>,
-    path: &Path,
-) -> Result<(Box<dyn PointSynopsis>, Option<u64>)> {
-    match current.take_if(|x| x.index == k) {
-        Some(b) => {
-            let p = method
-                .decode_point(role, &b.payload)
-                .map_err(|e| anyhow!("{}: interval {k}: {e}", path.display()))?;
-            *current = next(f, path);
-            Ok((p, b.packets))
-        }
-        None => Ok((method.new_point(role), (f.version >= 3).then_some(0))),
+/// One file, read block by block, each block's cut data decoded as it is read (so that a
+/// receiver's interval can take its tail from the next block's head).
+struct Points {
+    f: StreamReader<Box<dyn std::io::Read + Send>>,
+    path: PathBuf,
+    current: Option<(Block, PointCut)>,
+}
+
+impl Points {
+    fn new(f: StreamReader<Box<dyn std::io::Read + Send>>, path: &Path) -> Result<Points> {
+        let mut p = Points {
+            f,
+            path: path.to_path_buf(),
+            current: None,
+        };
+        p.advance()?;
+        Ok(p)
     }
+
+    /// Read the next block (warning once where a cut-short or torn file ends).
+    fn advance(&mut self) -> Result<()> {
+        self.current = match next(&mut self.f, &self.path) {
+            None => None,
+            Some(b) => {
+                let cut = if b.cut.is_empty() {
+                    PointCut::None
+                } else {
+                    let mut r = owl_core::wire::WireReader::new(&b.cut);
+                    decode_point_cut(&mut r)
+                        .and_then(|c| r.finish("cut data").map(|_| c))
+                        .map_err(|e| {
+                            anyhow!(
+                                "{}: interval {}: cut data: {e}",
+                                self.path.display(),
+                                b.index
+                            )
+                        })?
+                };
+                Some((b, cut))
+            }
+        };
+        Ok(())
+    }
+
+    fn index(&self) -> Option<u64> {
+        self.current.as_ref().map(|(b, _)| b.index)
+    }
+
+    /// The point's side of interval `k` (its block, if it is `k`; then the next one is read):
+    /// synopsis, packets (`None` in files older than version 3, which do not count them) and
+    /// cut data.
+    fn take(&mut self, method: &dyn Method, role: Role, k: u64) -> Result<Option<Side>> {
+        if self.index() != Some(k) {
+            return Ok(None);
+        }
+        let (b, cut) = self.current.take().expect("checked");
+        let p = method
+            .decode_point(role, &b.payload)
+            .map_err(|e| anyhow!("{}: interval {k}: {e}", self.path.display()))?;
+        self.advance()?;
+        Ok(Some(Side {
+            synopsis: p,
+            packets: b.packets,
+            cut,
+        }))
+    }
+
+    /// The head this file's next block holds if it is interval `k` (what R held around its
+    /// start).
+    fn head_of(&self, k: u64) -> Arc<Held> {
+        match &self.current {
+            Some((b, PointCut::Receiver { head, .. })) if b.index == k => head.clone(),
+            _ => Arc::new(Held::default()),
+        }
+    }
+
+    /// S's delimiters of the start of interval `k`, from its next block if it is `k` (none:
+    /// S has no interval `k`, it sent nothing there).
+    fn start_of(&self, k: u64) -> Vec<u64> {
+        match &self.current {
+            Some((b, PointCut::Sender { start, .. })) if b.index == k => start.clone(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// One point's side of an interval as its file holds it.
+struct Side {
+    synopsis: Box<dyn PointSynopsis>,
+    packets: Option<u64>,
+    cut: PointCut,
 }
 
 pub fn run(a: EstimateArgs) -> Result<()> {
@@ -191,12 +266,14 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             "only one of the two files can be standard input (-)"
         ));
     }
-    let mut s = open(&a.sender)?;
-    let mut r = open(&a.receiver)?;
+    let s = open(&a.sender)?;
+    let r = open(&a.receiver)?;
     SynopsisFile::check_pair(&s.header, &r.header)
         .map_err(|e| anyhow!("{} and {}: {e}", a.sender.display(), a.receiver.display()))?;
-    let method = methods::from_config(&s.header.method, &s.header.config)
-        .with_context(|| a.sender.display().to_string())?;
+    let method: Arc<dyn Method> = Arc::from(
+        methods::from_config(&s.header.method, &s.header.config)
+            .with_context(|| a.sender.display().to_string())?,
+    );
     let header = s.header.clone();
     let iv = header.intervals;
     let stdout = std::io::stdout();
@@ -209,34 +286,51 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     // each interval is printed as it is estimated.
     let mut combiner = Combiner::default();
     let mut kept: Vec<EstimateInterval> = Vec::new();
-    let mut sb = next(&mut s, &a.sender);
-    let mut rb = next(&mut r, &a.receiver);
+    let cut = Cut::from_pairs(&header.cut)
+        .map_err(|e| anyhow!("{}: the interval cut: {e}", a.sender.display()))?;
+    let delimited = matches!(cut, Cut::Delimiter(_));
+    let counted = s.version >= 3 && r.version >= 3;
+    let mut sp = Points::new(s, &a.sender)?;
+    let mut rp = Points::new(r, &a.receiver)?;
+    // R's blocks before its first interval with a packet outside its windows hold only what it
+    // received around the boundary it started next to (a lead-in of its windows: the packets of
+    // that interval before it started are missing): R starts recording with its first such
+    // interval, as the live receiver does
+    while delimited
+        && rp
+            .current
+            .as_ref()
+            .is_some_and(|(b, _)| b.packets == Some(0))
+    {
+        rp.advance()?;
+    }
     // Each file's first and newest interval: an interval only one point recorded before the
     // other's first or after the other's last is a lead-in or lead-out (that point was not
-    // recording), not loss. Packets in flight cross into the next interval at R, so S's
-    // interval just before R's first and R's just after S's last are kept.
-    let first = [sb.as_ref().map(|b| b.index), rb.as_ref().map(|b| b.index)];
+    // recording), not loss. S's interval just before R's first and R's just after S's last are
+    // kept (under a clock cut the packets in flight cross into R's next interval; under a
+    // delimiter cut R's window around the boundary holds them), as the live receiver's join.
+    let first = [sp.index(), rp.index()];
     let mut last = first;
     let mut tally = Tally::default();
+    let mut cuts = CutTally::default();
+    // S's delimiters of the end of the last interval taken from its file, and its index
+    let mut sender_end: Option<(u64, Vec<u64>)> = None;
     // packets over the intervals estimated, per point (`None` once a file does not count them)
     let mut totals = [Some(0u64); 2];
     loop {
-        let k = match (&sb, &rb) {
+        let k = match (sp.index(), rp.index()) {
             (None, None) => break,
-            (Some(x), None) => x.index,
-            (None, Some(y)) => y.index,
-            (Some(x), Some(y)) => x.index.min(y.index),
+            (Some(x), None) => x,
+            (None, Some(y)) => y,
+            (Some(x), Some(y)) => x.min(y),
         };
-        let has = [
-            sb.as_ref().is_some_and(|b| b.index == k),
-            rb.as_ref().is_some_and(|b| b.index == k),
-        ];
+        let has = [sp.index() == Some(k), rp.index() == Some(k)];
         for p in 0..2 {
             if has[p] {
                 last[p] = Some(k);
             }
         }
-        let ended = [sb.is_none(), rb.is_none()];
+        let ended = [sp.index().is_none(), rp.index().is_none()];
         // is interval k, which only the other point recorded, outside point p's recording?
         let outside = |p: usize| {
             let (before, after) = if p == 1 { (1, 0) } else { (0, 1) };
@@ -245,16 +339,86 @@ pub fn run(a: EstimateArgs) -> Result<()> {
                     || (ended[p] && last[p].is_some_and(|l| k > l.saturating_add(after)))
             })
         };
-        let (sp, sent) = point(&*method, Role::Sender, k, &mut sb, &mut s, &a.sender)?;
-        let (rp, received) = point(&*method, Role::Receiver, k, &mut rb, &mut r, &a.receiver)?;
+        let s_side = sp.take(&*method, Role::Sender, k)?;
+        let r_side = rp.take(&*method, Role::Receiver, k)?;
+        // R held packets around a boundary of an interval S had none of and R recorded none
+        // of outside its windows: what it held belongs to the intervals S had, or to none (a
+        // lead-in or lead-out of the windows): nothing to measure, nothing to say
+        if delimited && s_side.is_none() && r_side.as_ref().is_some_and(|x| x.packets == Some(0)) {
+            continue;
+        }
         if !a.no_trim && has[0] != has[1] && outside(usize::from(has[0])) {
             // (has[0]: only S recorded k, so ask whether R was recording)
             tally.trimmed[usize::from(has[1])] += 1;
             continue;
         }
+        let (sent, received) = (
+            s_side
+                .as_ref()
+                .map_or((counted).then_some(0), |x| x.packets),
+            r_side
+                .as_ref()
+                .map_or((counted).then_some(0), |x| x.packets),
+        );
+        let next_sender_end = match &s_side {
+            Some(Side {
+                cut: PointCut::Sender { end, .. },
+                ..
+            }) => Some((k, end.clone())),
+            _ => None,
+        };
+        let previous_end = sender_end
+            .as_ref()
+            .filter(|(j, _)| j + 1 == k)
+            .map(|(_, l)| l.clone())
+            .unwrap_or_default();
+        let next_start = sp.start_of(k + 1);
+        let side = |x: Option<Side>, tail: Option<Arc<Held>>| {
+            x.map(|x| PointSide {
+                packets: x.packets.unwrap_or(0),
+                synopses: vec![x.synopsis],
+                cut: match (x.cut, tail) {
+                    (PointCut::Receiver { head, .. }, Some(tail)) => {
+                        PointCut::Receiver { head, tail }
+                    }
+                    (c, _) => c,
+                },
+            })
+        };
+        let sender_absent = s_side.is_none();
+        let joined = join_interval(
+            std::slice::from_ref(&method),
+            &iv,
+            k,
+            side(s_side, None),
+            side(r_side, Some(rp.head_of(k + 1))),
+            [Some(&previous_end), Some(&next_start)],
+            &mut NoTimer,
+        );
+        if next_sender_end.is_some() {
+            sender_end = next_sender_end;
+        }
+        // R held packets here that the cut put in a neighbouring interval, and S had none:
+        // nothing to measure (a window's interval, not one a point recorded)
+        if delimited && sender_absent && joined.packets == [0, 0] {
+            continue;
+        }
         tally.intervals[usize::from(has[0]) + 2 * usize::from(has[1]) - 1] += 1;
+        if let Some(c) = &joined.cut {
+            cuts.add(k, c);
+        }
+        let (sent, received) = (
+            sent.map(|_| joined.packets[0]),
+            received.map(|_| joined.packets[1]),
+        );
+        let mut receivers = joined.receiver.into_iter();
+        let rs = receivers
+            .next()
+            .expect("one method")
+            .map_err(|e| anyhow!("interval {k}: the receiver's side at the cut: {e}"))?;
+        let ss = joined.sender.into_iter().next().expect("one method");
         let e = method
-            .estimate(sp, rp)
+            .estimate(ss, rs)
             .map_err(|e| anyhow!("interval {k}: {e}"))?;
         match e.mean_ns {
             Some(m) if m < 0.0 => tally.negative += 1,
@@ -274,6 +438,7 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             index: k,
             start_ns: iv.start_ns(k),
             packets: PacketCounts::new(sent, received),
+            cut: joined.cut,
             estimate: e,
         };
         if a.json {
@@ -310,7 +475,10 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             overall.mean_ns.map(format_ns).unwrap_or_else(|| "-".into())
         );
     }
-    let checks = tally.checks(&header.method, !a.no_trim, &overall);
+    let mut checks = tally.checks(&header.method, !a.no_trim, &overall);
+    if !iv.is_whole() {
+        checks.cuts = Some(report::checks::cuts(&cut, &cuts, None));
+    }
     for (name, status, summary) in checks.lines() {
         if status == Status::Warning {
             eprintln!("owl: warning: {name}: {summary}");

@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
 use clap::{Args, ValueEnum};
+use owl_core::cut::{Cut, PointCut, encode_point_cut, window_start};
+use owl_core::interval::Intervals;
 use owl_core::method::{Method, Role};
 use owl_core::pipeline::{ClosedInterval, NoTimer, PointStream};
 use owl_core::units::{format_bytes, parse_duration_u64};
@@ -33,6 +35,13 @@ warns when its capture cut packets below N, and says when packets were cut with 
 
 Each interval's block also holds the number of packets the point took in it: estimate reports
 them as sent and received.
+
+Cuts (--cut delimiter, the default with --interval): the sender's file names each interval's
+first packets, its delimiters (a few bytes an interval). The receiver cannot know where S cut
+while it records, so its file holds, raw, the packets it received within --cut-window of each
+boundary (about 20 bytes each, local state: never shipped) beside each interval's synopsis;
+estimate cuts them at S's delimiters, so both points' intervals hold the same packets. Both
+points must use the same --cut and --cut-window (estimate refuses a pair that differs).
 
 A pcapng file with several interfaces is recorded as one stream only if they are alike (link
 type, snaplen, timestamp resolution); otherwise record stops naming them: --interface N picks
@@ -113,6 +122,14 @@ struct Out {
     /// Of `payload`, what would cross the network (`None` once a block's depends on the
     /// exchange with the other point).
     shipped: Option<u64>,
+    /// Bytes of cut data: S's delimiters, or the packets R held around each boundary (local
+    /// state, never shipped).
+    cut_bytes: u64,
+    /// Packets R held around the boundaries.
+    held: u64,
+    role: Role,
+    cut: Cut,
+    intervals: Intervals,
 }
 
 impl Out {
@@ -141,10 +158,27 @@ impl Out {
         for c in closed.drain(..) {
             let s = &c.synopses[0];
             let mut p = Vec::with_capacity(s.encoded_len());
-            s.encode(&mut p);
+            // R's core is merged with what it held at the cuts when estimated: its file keeps
+            // it in a form it can be merged from (a lossy payload is kept whole)
+            match self.role {
+                Role::Sender => s.encode(&mut p),
+                Role::Receiver => s.encode_local(&mut p),
+            }
             self.payload += p.len() as u64;
             self.shipped = self.shipped.zip(s.shipped_len()).map(|(a, b)| a + b);
-            self.write(&SynopsisFile::encode_stream_block(c.index, c.packets, &p))?;
+            let mut cut = Vec::new();
+            encode_point_cut(
+                &c.cut,
+                window_start(&self.cut, &self.intervals, c.index),
+                &mut cut,
+            );
+            if let PointCut::Receiver { head, .. } = &c.cut {
+                self.held += head.records.len() as u64;
+            }
+            self.cut_bytes += cut.len() as u64;
+            self.write(&SynopsisFile::encode_stream_block(
+                c.index, c.packets, &p, &cut,
+            ))?;
             self.blocks += 1;
         }
         Ok(())
@@ -167,13 +201,15 @@ pub fn run(a: RecordArgs) -> Result<()> {
             a.method
         ));
     }
-    let method: Arc<dyn Method> = Arc::from(methods::build_configured(
+    let method: Arc<dyn Method> = Arc::from(methods::build_with_horizon(
         &a.method,
         &a.agreed.options(),
         &overrides,
+        a.agreed.horizon,
     )?);
     let info = methods::info(&a.method)?;
     let iv = a.agreed.intervals()?;
+    let cut = a.agreed.cut(iv)?;
     let role = match role {
         RoleArg::Sender => Role::Sender,
         RoleArg::Receiver => Role::Receiver,
@@ -189,6 +225,11 @@ pub fn run(a: RecordArgs) -> Result<()> {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
+        cut: cut
+            .pairs()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
         points: Vec::new(),
     };
     let mut out = Out {
@@ -199,8 +240,13 @@ pub fn run(a: RecordArgs) -> Result<()> {
         bytes: 0,
         payload: 0,
         shipped: Some(0),
+        cut_bytes: 0,
+        held: 0,
+        role,
+        cut,
+        intervals: iv,
     };
-    let mut point = PointStream::new(role, iv, a.disorder, vec![method]);
+    let mut point = PointStream::new(role, iv, a.disorder, vec![method]).with_cut(cut);
     let mut closed = Vec::new();
     let read = read_capture(
         &a.capture,
@@ -270,6 +316,21 @@ pub fn run(a: RecordArgs) -> Result<()> {
                     header.method,
                     info.crosses
                 )?,
+            }
+            match (&cut, role) {
+                (Cut::Delimiter(_), Role::Sender) => say!(
+                    "  cuts: the delimiters of each boundary, {} in the file (they cross the network with each interval)",
+                    format_bytes(out.cut_bytes)
+                )?,
+                (Cut::Delimiter(_), Role::Receiver) => say!(
+                    "  cuts: {} packets held around the boundaries until S's delimiters place them, {} in the file (local state, never shipped)",
+                    out.held,
+                    format_bytes(out.cut_bytes)
+                )?,
+                (Cut::Clock, _) if !iv.is_whole() => say!(
+                    "  cuts: by this point's clock (--cut clock): packets in flight at a boundary are in S's interval and R's next"
+                )?,
+                _ => {}
             }
             Ok(())
         }

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use owl_core::PacketRecord;
+use owl_core::cut::{Cut, CutTally};
 use owl_core::exact::{IntervalTruth, MatchedPacket, Truth};
 use owl_core::interval::Intervals;
 use owl_core::method::{Combiner, Estimate, Method, PointSynopsis, Role};
@@ -57,6 +58,8 @@ pub struct CompareOptions {
     /// `--method-config` fields, each of a method among `methods`.
     pub overrides: methods::Overrides,
     pub intervals: Intervals,
+    /// How both points cut their streams into intervals (`--cut`).
+    pub cut: Cut,
     /// How S's and R's captures are read (identity seed and bytes, interface). Without
     /// `identity_bytes` the two readers agree on the IP bytes both captures keep.
     pub read: [ReadOptions; 2],
@@ -314,6 +317,10 @@ struct Filed {
     kept: Vec<IntervalReport>,
     /// Intervals reported.
     reported: u64,
+    /// How R's side of each interval was cut.
+    cuts: CutTally,
+    /// Packets the truth saw R put in a later interval than S.
+    left: u64,
 }
 
 /// Compare the captures `opts` names: the exact truth and every method, interval by interval.
@@ -325,10 +332,11 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
     let mut built: Vec<Arc<dyn Method>> = Vec::new();
     for &n in names {
         if n != EXACT {
-            built.push(Arc::from(methods::build_configured(
+            built.push(Arc::from(methods::build_with_horizon(
                 n,
                 &opts.build,
                 &opts.overrides,
+                opts.horizon_ns,
             )?));
         }
     }
@@ -337,6 +345,8 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
         exact: MethodResult::new(EXACT),
         kept: Vec::new(),
         reported: 0,
+        cuts: CutTally::default(),
+        left: 0,
     };
     let mut timer = WallTimer {
         per_method: vec![Duration::ZERO; built.len()],
@@ -358,12 +368,13 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
         },
         built.clone(),
         Some(truth_cfg),
-    );
+    )
+    .with_cut(opts.cut);
     let mut per_flow = opts.per_flow.then(|| PerFlow::new(iv, opts.horizon_ns));
     let mut per_packet = PerPacket::new(sinks.per_packet.take(), &built, opts.exact_quantiles)?;
     let mut per_class = opts
         .per_class
-        .then(|| PerClass::new(iv, &built, opts.exact_quantiles));
+        .then(|| PerClass::new(iv, &opts.cut, &built, opts.exact_quantiles));
     let mut delays = match sinks.delays.take() {
         Some(out) => {
             let mut csv = out.open()?;
@@ -582,12 +593,15 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
             format_ns(stream.delay.map(|d| d.p50_ns as f64).unwrap_or(0.0))
         );
     }
+    let cuts =
+        (!iv.is_whole()).then(|| report::checks::cuts(&opts.cut, &filed.cuts, Some(filed.left)));
     let checks = report::checks::compare(
         [&s_end.stats, &r_end.stats],
         &points,
         &stream,
         opts.trim,
         opts.read[0].identity_bytes,
+        cuts,
     );
     for (name, status, summary) in checks.lines() {
         if status == Status::Warning {
@@ -620,6 +634,7 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
         mut exact,
         kept,
         reported,
+        ..
     } = filed;
     exact.time = exact_time;
     for ((m, time), hook) in results.iter_mut().zip(&timer.per_method).zip(&hook_time) {
@@ -692,6 +707,7 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
         horizon_ns: stream.horizon_ns,
         interval_ns: iv.length_ns,
         origin_ns: iv.origin_ns,
+        cut: opts.cut,
         seed: opts.build.seed,
         identity_seed: opts.read[0].identity_seed,
         memory: opts.build.memory,
@@ -771,11 +787,13 @@ fn take_outcome(
     sinks: &mut CompareSinks,
 ) -> Result<()> {
     let iv = opts.intervals;
-    // an interval wholly outside the window both points captured: nothing to measure
+    // an interval wholly outside the window both points captured, or one R's clock opened
+    // for packets a delimiter cut put in the interval before: nothing to measure
     if let Some(t) = &o.truth
-        && t.trimmed > 0
+        && (t.trimmed > 0 || o.packets.is_none())
         && t.sent == 0
         && t.received == 0
+        && t.unexpected == 0
     {
         return Ok(());
     }
@@ -784,6 +802,10 @@ fn take_outcome(
         && !iv.is_whole()
     {
         filed.exact.combiner.add(&exact_estimate(t));
+        filed.left += t.left;
+    }
+    if let Some(c) = &o.cut {
+        filed.cuts.add(o.index, c);
     }
     let mut ests: Vec<Option<Estimate>> = Vec::new();
     for (m, e) in filed.results.iter_mut().zip(o.estimates) {
@@ -820,7 +842,8 @@ fn take_outcome(
             named.push((n, e));
         }
     }
-    let report = IntervalReport::new(&truth, named);
+    let mut report = IntervalReport::new(&truth, named);
+    report.cut = o.cut;
     if let Some(s) = sinks.intervals.as_mut() {
         s.interval(&report)?;
     }

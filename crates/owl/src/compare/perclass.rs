@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use hashbrown::HashMap;
 use owl_core::PacketRecord;
+use owl_core::cut::{Cut, Delimiters};
 use owl_core::exact::MatchedPacket;
 use owl_core::flow_class::{
     ClassBook, ClassDelays, ClassTap, DEFAULT_MAX_CLASSES, DEFAULT_TAP_CAPACITY, FlowClass,
@@ -45,6 +46,9 @@ struct MethodAcc {
 /// The classes' truth and every recovering method's delays per class.
 pub struct PerClass {
     iv: Intervals,
+    /// A delimiter cut: R's records within its window of a boundary may belong to the
+    /// interval on either side, so they are noted in both.
+    cut: Option<Delimiters>,
     book: ClassBook,
     /// R's records of each open interval: identity → class.
     taps: HashMap<u64, ClassTap>,
@@ -62,10 +66,16 @@ pub struct PerClass {
 impl PerClass {
     /// Books for `methods`' classes; the truth keeps up to `exact_quantiles` delays for exact
     /// quantiles, shared among the classes.
-    pub fn new(iv: Intervals, methods: &[Arc<dyn Method>], exact_quantiles: usize) -> PerClass {
+    pub fn new(
+        iv: Intervals,
+        cut: &Cut,
+        methods: &[Arc<dyn Method>],
+        exact_quantiles: usize,
+    ) -> PerClass {
         let book = ClassBook::new(DEFAULT_MAX_CLASSES);
         PerClass {
             iv,
+            cut: cut.delimiters().copied(),
             truth_limit: (exact_quantiles / book.slots()).max(1),
             book,
             taps: HashMap::new(),
@@ -76,23 +86,33 @@ impl PerClass {
         }
     }
 
-    /// Note the class of each of a batch of R's records, by the interval R's clock puts it in.
+    /// Note the class of each of a batch of R's records, by the interval R's clock puts it in
+    /// (and under a delimiter cut, within a boundary's window, in the interval on its other
+    /// side too: the cut may put it there).
     pub fn observe_receiver(&mut self, batch: &[PacketRecord]) {
         for r in batch {
             let Some(i) = self.iv.index(r.ts_ns) else {
                 continue;
             };
-            self.taps
-                .entry(i)
-                .or_insert_with(|| ClassTap::new(DEFAULT_TAP_CAPACITY))
-                .record_packet(r);
+            let other = self
+                .cut
+                .and_then(|d| d.window_of(&self.iv, r.ts_ns))
+                .and_then(|j| if j == i { i.checked_sub(1) } else { Some(j) });
+            for k in std::iter::once(i).chain(other) {
+                self.taps
+                    .entry(k)
+                    .or_insert_with(|| ClassTap::new(DEFAULT_TAP_CAPACITY))
+                    .record_packet(r);
+            }
         }
     }
 
     /// Add a matched packet to its class's truth, when both points recorded it in the same
-    /// interval.
+    /// interval: under a clock cut, the two clocks' intervals; under a delimiter cut, which
+    /// puts a delivered packet in the interval S sent it in, every one (but those reordered
+    /// across a cut, a handful).
     pub fn add_matched(&mut self, m: &MatchedPacket) {
-        if self.iv.index(m.sender_ns) != self.iv.index(m.receiver_ns) {
+        if self.cut.is_none() && self.iv.index(m.sender_ns) != self.iv.index(m.receiver_ns) {
             return;
         }
         let s = self.book.slot_of(FlowClass::of(&m.flow), 0);

@@ -7,6 +7,7 @@
 //! paper's setup.
 
 pub mod colate;
+pub mod intervals;
 pub mod lda;
 pub mod lda_std;
 pub mod lds;
@@ -132,6 +133,12 @@ pub const EXPERIMENTS: &[Experiment] = &[
     opa::PER_PACKET,
     opa::VERSUS,
     tails::TAILS,
+    Experiment {
+        name: "intervals",
+        summary: "every method per interval against the interval's truth, delimiter vs clock cuts: FIFO paths, 50 ms-1 s intervals, 0-1 % loss, delays 2 us-10 ms; error and bound coverage",
+        files: "intervals.csv, intervals-summary.csv",
+        run: intervals::run,
+    },
 ];
 
 /// The help after the options: the files each experiment writes, and examples.

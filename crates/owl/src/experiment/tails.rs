@@ -176,14 +176,13 @@ fn build(arm: &Arm, packets: usize, seed: u64) -> Result<Box<dyn Method>> {
         "sample" | SAMPLE_US => {
             let bits = arm.budget_bits.expect("sample has a budget");
             let resolution = if arm.method == SAMPLE_US { 1_000 } else { 1 };
-            let cfg = sample::Config::new(1, seed)?.with_resolution_ns(resolution)?;
-            // the samples span the trace: its duration at the rate
+            let cfg = sample::Config::new(2, seed)?.with_resolution_ns(resolution)?;
+            // the samples span the trace: its duration at the rate; a sample's cells grow with
+            // the capacity (the false-match target), so the largest capacity that fits is found
             let span_ns = (packets as f64 / RATE_PPS * 1e9) as u64;
             let payload = bits * packets as f64 - 8.0 * sample::HEADER_BYTES as f64;
-            let k = (payload / cfg.expected_bits_per_sample(span_ns)).floor();
-            Box::new(SampleMethod::new(
-                sample::Config::new((k as usize).max(2), seed)?.with_resolution_ns(resolution)?,
-            ))
+            let cfg = cfg.for_payload_bits(payload, span_ns).unwrap_or(cfg);
+            Box::new(SampleMethod::new(cfg))
         }
         "opa-wavelet" => Box::new(OpaMethod::new(searched(OpaConfig::wavelet(seed)))?),
         "opa" => Box::new(OpaMethod::new(searched(OpaConfig::lossless(seed)))?),

@@ -1,6 +1,7 @@
 //! What `owl compare` verifies about a pair of captures, from what the readers and the truth
 //! counted: one [`Check`] per assumption the figures rest on.
 
+use owl_core::cut::{Cut, CutTally};
 use owl_core::pipeline::{PointCounters, StreamTruth};
 use owl_core::units::format_ns;
 use owl_trace::dissect::linktype_name;
@@ -8,7 +9,8 @@ use owl_trace::identity::identity_bytes;
 use owl_trace::records::InputStats;
 
 use super::{
-    Check, Checks, ClockCheck, InvalidCheck, LateCheck, SnaplenCheck, SpanCheck, Status, TrimCheck,
+    Check, Checks, ClockCheck, CutCheck, InvalidCheck, LateCheck, SnaplenCheck, SpanCheck, Status,
+    TrimCheck,
 };
 
 const POINT: [&str; 2] = ["S", "R"];
@@ -326,13 +328,98 @@ fn clock(stream: &StreamTruth) -> Check<ClockCheck> {
     }
 }
 
-/// Every check of a compared pair.
+/// The `cuts` check: how the boundaries were cut, and the intervals a fallback left unpaired.
+/// `left` is, under a clock cut in `owl compare`, the packets the truth saw R put in a later
+/// interval than S (none is known elsewhere).
+pub fn cuts(cut: &Cut, tally: &CutTally, left: Option<u64>) -> Check<CutCheck> {
+    let (rule, status, summary) = match cut {
+        Cut::Clock => (
+            "clock",
+            match left {
+                Some(n) if n > 0 => Status::Warning,
+                _ => Status::Ok,
+            },
+            match left {
+                Some(n) if n > 0 => format!(
+                    "by each point's clock (--cut clock): {n} packets in flight at a boundary are in S's interval and R's next, which aggregate methods take for packets of the interval (--cut delimiter cuts both at the same packets)"
+                ),
+                _ => "by each point's clock (--cut clock): packets in flight at a boundary are in S's interval and R's next".into(),
+            },
+        ),
+        Cut::Delimiter(_) => {
+            let t = tally;
+            let mut s = format!(
+                "{} boundaries: {} at S's delimiters, {} where S sent nothing past them",
+                t.boundaries, t.delimiter, t.silent
+            );
+            if t.crossed > 0 {
+                s.push_str(&format!(
+                    "; {} packets in flight at a cut (at most {} at one) put where S sent them",
+                    t.crossed, t.crossed_max
+                ));
+            }
+            if t.fallbacks() == 0 {
+                ("delimiter", Status::Ok, s)
+            } else {
+                let [seen, named, over] = t.fell_back;
+                let mut why = Vec::new();
+                if seen > 0 {
+                    why.push(format!(
+                        "{seen} whose delimiters never reached R within its window (lost, later than --cut-window, or clocks further apart)"
+                    ));
+                }
+                if named > 0 {
+                    why.push(format!(
+                        "{named} where S recorded nothing of the interval"
+                    ));
+                }
+                if over > 0 {
+                    why.push(format!("{over} whose window overflowed R's hold"));
+                }
+                let listed = t
+                    .unpaired_intervals
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                s.push_str(&format!(
+                    "; {} cut by R's clock: {}; {} intervals unpaired (their packets at R may not be S's: {listed}{})",
+                    t.fallbacks(),
+                    why.join(", "),
+                    t.unpaired,
+                    if t.unpaired as usize > t.unpaired_intervals.len() {
+                        ", …"
+                    } else {
+                        ""
+                    }
+                ));
+                ("delimiter", Status::Warning, s)
+            }
+        }
+    };
+    Check {
+        status,
+        summary,
+        data: CutCheck {
+            rule,
+            tally: tally.clone(),
+            left: if matches!(cut, Cut::Clock) {
+                left
+            } else {
+                None
+            },
+        },
+    }
+}
+
+/// Every check of a compared pair (`cuts`: with intervals).
 pub fn compare(
     stats: [&InputStats; 2],
     points: &[PointCounters; 2],
     stream: &StreamTruth,
     trim: bool,
     identity_bytes: Option<u32>,
+    cuts: Option<Check<CutCheck>>,
 ) -> Checks {
     Checks {
         snaplen: snaplen(stats, identity_bytes),
@@ -341,6 +428,7 @@ pub fn compare(
         late: late(stream),
         invalid: invalid(stats, points),
         clock: clock(stream),
+        cuts,
     }
 }
 

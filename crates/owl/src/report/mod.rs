@@ -11,6 +11,7 @@ pub mod text;
 
 use std::collections::BTreeMap;
 
+use owl_core::cut::{Cut, CutTally, IntervalCut};
 use owl_core::exact::{IntervalTruth, Truth};
 use owl_core::method::{Estimate, FlowEstimate, Quantiles};
 use owl_core::pipeline::truth::QUANTILE_RELATIVE_ERROR;
@@ -273,6 +274,10 @@ pub struct IntervalReport {
     pub index: u64,
     pub start_ns: u64,
     pub truth: IntervalTruthReport,
+    /// How R cut its side (a delimiter cut): each boundary's rule, the packets R held there and
+    /// those in flight at it (`crossed`), and the packets the windows added.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut: Option<IntervalCut>,
     /// The methods that gave an estimate, in the order of `--methods`.
     pub methods: Vec<MethodReport>,
 }
@@ -297,6 +302,7 @@ impl IntervalReport {
                 .into_iter()
                 .map(|(n, e)| MethodReport::new(n, e, it.delay))
                 .collect(),
+            cut: None,
         }
     }
 }
@@ -410,6 +416,8 @@ pub struct CompareReport {
     pub horizon_ns: u64,
     pub interval_ns: u64,
     pub origin_ns: u64,
+    /// How the two points cut intervals (`rule`: `delimiter` or `clock`).
+    pub cut: Cut,
     pub seed: u64,
     pub identity_seed: u64,
     pub memory: Option<u64>,
@@ -477,6 +485,9 @@ pub struct EstimateInterval {
     pub start_ns: u64,
     #[serde(flatten)]
     pub packets: PacketCounts,
+    /// How R's side was cut (a delimiter cut).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut: Option<IntervalCut>,
     #[serde(flatten)]
     pub estimate: Estimate,
 }
@@ -527,15 +538,26 @@ pub struct EstimateChecks {
     pub intervals: Check<IntervalsCheck>,
     pub trimmed: Check<EstimateTrimCheck>,
     pub clock: Check<EstimateClockCheck>,
+    /// Absent for one interval over the whole capture (no boundary).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuts: Option<Check<CutCheck>>,
 }
 
 impl EstimateChecks {
     pub fn lines(&self) -> Vec<(&'static str, Status, &str)> {
-        vec![
-            ("intervals", self.intervals.status, &self.intervals.summary),
+        let mut v = vec![
+            (
+                "intervals",
+                self.intervals.status,
+                self.intervals.summary.as_str(),
+            ),
             ("trimmed", self.trimmed.status, &self.trimmed.summary),
             ("clock", self.clock.status, &self.clock.summary),
-        ]
+        ];
+        if let Some(c) = &self.cuts {
+            v.push(("cuts", c.status, &c.summary));
+        }
+        v
     }
 }
 
@@ -643,6 +665,19 @@ pub struct ClockCheck {
     pub min_delay_ns: Option<i64>,
 }
 
+/// How the intervals were cut: each boundary's rule, the packets in flight at the cuts, the
+/// intervals left unpaired (`owl compare`, `owl estimate`, agents).
+#[derive(Clone, Debug, Serialize)]
+pub struct CutCheck {
+    /// `delimiter` or `clock`.
+    pub rule: &'static str,
+    #[serde(flatten)]
+    pub tally: CutTally,
+    /// Clock cut, `owl compare`: packets the truth saw R put in a later interval than S's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub left: Option<u64>,
+}
+
 /// What owl verified about the pair of captures (`owl compare`).
 #[derive(Clone, Debug, Serialize)]
 pub struct Checks {
@@ -652,19 +687,30 @@ pub struct Checks {
     pub late: Check<LateCheck>,
     pub invalid: Check<InvalidCheck>,
     pub clock: Check<ClockCheck>,
+    /// Absent for one interval over the whole capture (no boundary).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuts: Option<Check<CutCheck>>,
 }
 
 impl Checks {
     /// `(name, status, summary)` of every check, in order.
     pub fn lines(&self) -> Vec<(&'static str, Status, &str)> {
-        vec![
-            ("snaplen", self.snaplen.status, &self.snaplen.summary),
+        let mut v = vec![
+            (
+                "snaplen",
+                self.snaplen.status,
+                self.snaplen.summary.as_str(),
+            ),
             ("spans", self.spans.status, &self.spans.summary),
             ("trimmed", self.trimmed.status, &self.trimmed.summary),
             ("late", self.late.status, &self.late.summary),
             ("invalid", self.invalid.status, &self.invalid.summary),
             ("clock", self.clock.status, &self.clock.summary),
-        ]
+        ];
+        if let Some(c) = &self.cuts {
+            v.push(("cuts", c.status, &c.summary));
+        }
+        v
     }
 }
 
