@@ -317,6 +317,9 @@ impl Method for ClassTapMethod {
     fn config(&self) -> Vec<(&'static str, String)> {
         vec![("capacity", self.capacity.to_string())]
     }
+    fn foreign(&self) -> crate::method::Foreign {
+        crate::method::Foreign::Matches("it only notes each identity's class")
+    }
     fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
         Box::new(ClassTap::new(self.capacity))
     }

@@ -79,6 +79,12 @@ pub struct Estimate {
     pub std_ci95_ns: Option<[f64; 2]>,
     /// Human-readable remarks (decoding failures, unusable rows, …).
     pub notes: Vec<String>,
+    /// Why figures the method normally gives are withheld (`null`) in this interval: the
+    /// interval breaks a rule its estimate rests on (a cut that fell back, for a method that
+    /// assumes both points aggregate the same packets; too few packets placed, …). `None`
+    /// where nothing is withheld.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// Delay quantiles, from methods that recover individual delays (in the JSON, the fields of
     /// [`Quantiles`] sit beside `mean_ns`, and are absent for methods without them).
     #[serde(flatten)]
@@ -647,6 +653,36 @@ impl PacketEstimate {
     }
 }
 
+/// How a method copes with packets that only one point's interval holds (in flight across a
+/// cut that fell back to a clock, reordered across a cut, duplicated, or never seen by the
+/// other point): what its descriptor and `--help` state ([`Method::foreign`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Foreign {
+    /// It pairs packets by identity: such a packet is unmatched (lost or unexpected), never
+    /// taken for another — and what it compares says how.
+    Matches(&'static str),
+    /// It aggregates, with an identity digest beside each aggregate: an aggregate that holds
+    /// such a packet is detected and left out.
+    Detects(&'static str),
+    /// It aggregates with no identity: it assumes both points aggregate the same packets but
+    /// for losses, and cannot tell such a packet from one of the interval. Its estimate of an
+    /// interval whose cut fell back is withheld.
+    AssumesNone(&'static str),
+}
+
+impl Foreign {
+    /// The sentence `--help` prints.
+    pub fn describe(&self) -> String {
+        match self {
+            Foreign::Matches(how) => format!("matches packets by identity ({how})"),
+            Foreign::Detects(how) => format!("detects them ({how})"),
+            Foreign::AssumesNone(why) => format!(
+                "assumes none ({why}): its estimate of an interval whose cut fell back is withheld"
+            ),
+        }
+    }
+}
+
 /// An aggregate latency method, object-safe.
 pub trait Method: Send + Sync {
     /// Short name used on the command line and in reports (`lda`, `rda`, …).
@@ -654,6 +690,8 @@ pub trait Method: Send + Sync {
     /// Everything both points must agree on, by field name (written into synopsis files and
     /// compared field by field).
     fn config(&self) -> Vec<(&'static str, String)>;
+    /// How it copes with packets only one point's interval holds ([`Foreign`]).
+    fn foreign(&self) -> Foreign;
     /// A fresh synopsis for one point and one interval.
     fn new_point(&self, role: Role) -> Box<dyn PointSynopsis>;
     /// Decode a payload written by [`PointSynopsis::encode`] of this method and configuration.

@@ -62,6 +62,9 @@ impl Method for OneCell {
     fn config(&self) -> Vec<(&'static str, String)> {
         vec![("scale", self.scale.to_string())]
     }
+    fn foreign(&self) -> owl_core::method::Foreign {
+        owl_core::method::Foreign::AssumesNone("test: one sum")
+    }
     fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
         Box::new(Synopsis::default())
     }

@@ -1827,7 +1827,14 @@ impl ReceiverState {
                     .collect();
                 work.classes[i] = Some((buckets, c.unclassified));
             }
-            work.results[i] = Some(s.and_then(|s| m.estimate(s, r).map_err(|e| e.to_string())));
+            let cut = work.cut;
+            work.results[i] = Some(
+                s.and_then(|s| m.estimate(s, r).map_err(|e| e.to_string()))
+                    .map(|mut e| {
+                        owl_core::pipeline::withhold_unpaired(&**m, cut.as_ref(), &mut e);
+                        e
+                    }),
+            );
         }
         self.work.insert(k, work);
         Ok(())

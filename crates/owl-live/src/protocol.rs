@@ -23,6 +23,7 @@
 //! S → R  Done     S's capture ended; every interval is announced
 //! both   Rda      u64 interval | u16 method | one message of RDA's exchange (owl_core rda::session)
 //! S → R  Result   u64 interval | u16 method | an estimate (S decodes RDA, §VIII-A) or an error
+//!                 (the estimate ends with u8 has | str reason: why figures are withheld)
 //! R → S  Release  u64 n: every interval below n is finished; S frees what it held for them
 //! R → S  Bye      everything is exchanged: S may exit
 //! R → S  Ping     i64 t1: R's clock when sent (crate::clock)
@@ -416,6 +417,13 @@ pub fn encode_estimate(w: &mut WireWriter, e: &Estimate) {
         }
         None => w.u8(0),
     }
+    match &e.reason {
+        Some(why) => {
+            w.u8(1);
+            w.str(why);
+        }
+        None => w.u8(0),
+    }
 }
 
 pub fn decode_estimate(r: &mut WireReader) -> Result<Estimate, DecodeError> {
@@ -458,7 +466,13 @@ pub fn decode_estimate(r: &mut WireReader) -> Result<Estimate, DecodeError> {
     } else {
         None
     };
+    let reason = if flag(r, "reason")? {
+        Some(r.str("reason")?)
+    } else {
+        None
+    };
     Ok(Estimate {
+        reason,
         mean_ns,
         std_ns,
         samples,
@@ -479,6 +493,7 @@ mod tests {
 
     fn est() -> Estimate {
         Estimate {
+            reason: Some("loss withheld: a test".into()),
             mean_ns: Some(1234.5678),
             std_ns: None,
             samples: 99,

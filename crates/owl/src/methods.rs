@@ -223,6 +223,25 @@ pub fn help(list: bool) -> String {
             s.push_str(&format!("  {:<w$}  {}\n", e.name, samples_meaning(e.name)));
         }
     }
+    s.push_str(&foreign_help());
+    s
+}
+
+/// How each method copes with packets only one point's interval holds (in flight across a cut
+/// that fell back to R's clock, reordered across a cut, duplicated, or never seen by the other
+/// point), at its defaults.
+pub fn foreign_help() -> String {
+    let mut s = String::from(
+        "\nPackets only one point's interval holds (a cut that fell back to R's clock, reordering \
+         across a cut, duplicates), per method:\n",
+    );
+    let w = ALL.iter().map(|e| e.name.len()).max().unwrap_or(0);
+    for e in ALL {
+        let Ok(m) = (e.build)(&Options::default()) else {
+            continue;
+        };
+        s.push_str(&format!("  {:<w$}  {}\n", e.name, m.foreign().describe()));
+    }
     s
 }
 

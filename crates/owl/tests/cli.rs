@@ -1091,3 +1091,74 @@ fn every_method_meets_its_accuracy_end_to_end() {
         }
     }
 }
+
+/// A path whose delay (about 100 ms through its FIFO queue) is longer than the cut window
+/// asked for: the delimiters arrive after it, every boundary falls back to R's clock and says
+/// so, the intervals are unpaired, and the methods that assume both points aggregate the same
+/// packets withhold their figures there, with the reason, named on stderr; those that match or
+/// detect packets still answer.
+#[test]
+fn late_delimiters_fall_back_and_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    ok(&[
+        "simulate",
+        "--out",
+        d,
+        "--packets",
+        "40k",
+        "--rate",
+        "8k",
+        "--delay",
+        "weibull-mean:10ms:0.7",
+    ]);
+    let (s, r) = (
+        dir.path().join("sender.pcap"),
+        dir.path().join("receiver.pcap"),
+    );
+    let o = owl(&[
+        "compare",
+        s.to_str().unwrap(),
+        r.to_str().unwrap(),
+        "--interval",
+        "250ms",
+        "--cut-window",
+        "20ms",
+        "--methods",
+        "exact,lda,mpe,countmin,rda",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cuts = &j["checks"]["cuts"];
+    assert_eq!(cuts["status"], "warning", "{cuts}");
+    assert!(cuts["fell_back"][0].as_u64().unwrap() > 0, "{cuts}");
+    assert!(cuts["unpaired"].as_u64().unwrap() > 0, "{cuts}");
+    assert!(err.contains("cuts:") && err.contains("unpaired"), "{err}");
+    let mut withheld = 0;
+    for iv in j["intervals"].as_array().unwrap() {
+        let unpaired = ["start", "end"]
+            .iter()
+            .any(|b| iv["cut"][b]["cut"]["by"] == "fallback");
+        for m in iv["methods"].as_array().unwrap() {
+            let name = m["name"].as_str().unwrap();
+            if unpaired && (name == "mpe" || name == "countmin") {
+                assert!(m["mean_ns"].is_null(), "{name}: {m}");
+                assert!(
+                    m["reason"]
+                        .as_str()
+                        .unwrap()
+                        .contains("fell back to R's clock"),
+                    "{m}"
+                );
+                withheld += 1;
+            }
+            if name == "rda" && iv["truth"]["matched"].as_u64() > Some(0) {
+                assert!(m["mean_ns"].is_number(), "rda: {m}");
+            }
+        }
+    }
+    assert!(withheld > 0);
+    assert!(err.contains("mpe: figures withheld in"), "{err}");
+}

@@ -229,6 +229,9 @@ impl Method for CountMinMethod {
     fn config(&self) -> Vec<(&'static str, String)> {
         self.cfg.pairs()
     }
+    fn foreign(&self) -> crate::method::Foreign {
+        crate::method::Foreign::AssumesNone("per-flow sums of timestamps and counts, no identity")
+    }
     fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
         Box::new(Synopsis::new(self.cfg.clone()))
     }
@@ -280,6 +283,7 @@ impl Method for CountMinMethod {
             ));
         }
         Ok(Estimate {
+            reason: None,
             quantiles: None,
             recovered: None,
             mean_ns: (ns > 0 && ns == nr).then(|| tr.wrapping_sub(ts) as i128 as f64 / ns as f64),

@@ -692,6 +692,9 @@ pub mod method {
         fn config(&self) -> Vec<(&'static str, String)> {
             Vec::new()
         }
+        fn foreign(&self) -> crate::method::Foreign {
+            crate::method::Foreign::Matches("every packet")
+        }
         fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
             Box::new(Synopsis::default())
         }
@@ -742,6 +745,7 @@ pub mod method {
                 notes.push(format!("{} packets only at the receiver", t.unexpected));
             }
             Ok(Estimate {
+                reason: None,
                 quantiles: None,
                 recovered: None,
                 mean_ns: t.delay.map(|d| d.mean_ns),

@@ -338,6 +338,11 @@ impl Method for MpeMethod {
     fn config(&self) -> Vec<(&'static str, String)> {
         self.cfg.pairs()
     }
+    fn foreign(&self) -> crate::method::Foreign {
+        crate::method::Foreign::AssumesNone(
+            "a flow's first and last sampled packets are paired by time, not identity",
+        )
+    }
     fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
         Box::new(Synopsis::new(&self.cfg))
     }
@@ -387,6 +392,7 @@ impl Method for MpeMethod {
             .mean()
             .map(|m| (sm.delays.iter().map(|d| (d - m) * (d - m)).sum::<f64>() / n as f64).sqrt());
         Ok(Estimate {
+            reason: None,
             quantiles: None,
             recovered: None,
             mean_ns: sm.mean(),

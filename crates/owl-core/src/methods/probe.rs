@@ -486,6 +486,9 @@ impl Method for ProbeMethod {
     fn config(&self) -> Vec<(&'static str, String)> {
         self.config.pairs()
     }
+    fn foreign(&self) -> crate::method::Foreign {
+        crate::method::Foreign::Matches("probes are paired by identity")
+    }
     fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
         match role {
             Role::Sender => Box::new(SenderSynopsis::new(&self.config)),
@@ -527,6 +530,7 @@ impl Method for ProbeMethod {
             notes.push("no probe arrived: no estimate".into());
         }
         Ok(Estimate {
+            reason: None,
             quantiles: None,
             recovered: None,
             mean_ns: e.mean_ns,

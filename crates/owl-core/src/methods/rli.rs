@@ -456,6 +456,11 @@ impl Method for RliMethod {
     fn config(&self) -> Vec<(&'static str, String)> {
         self.cfg.pairs()
     }
+    fn foreign(&self) -> crate::method::Foreign {
+        crate::method::Foreign::Matches(
+            "references are paired by identity; a packet only R has is given the delay interpolated at its arrival",
+        )
+    }
     fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
         match role {
             Role::Sender => Box::new(SenderSynopsis::new(self.cfg.clone())),
@@ -511,6 +516,7 @@ impl Method for RliMethod {
             notes.push("no reference reached the receiver: nothing to interpolate".into());
         }
         Ok(Estimate {
+            reason: None,
             quantiles: None,
             recovered: None,
             mean_ns: it.all.mean(),

@@ -1124,6 +1124,11 @@ impl Method for SampleMethod {
     fn config(&self) -> Vec<(&'static str, String)> {
         self.cfg.pairs()
     }
+    fn foreign(&self) -> crate::method::Foreign {
+        crate::method::Foreign::Matches(
+            "samples are paired by hash cell, with at most the configured false matches",
+        )
+    }
     fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
         Box::new(Synopsis::new(self.cfg))
     }

@@ -326,6 +326,9 @@ impl Method for SdsMethod {
     fn config(&self) -> Vec<(&'static str, String)> {
         self.cfg.pairs()
     }
+    fn foreign(&self) -> crate::method::Foreign {
+        crate::method::Foreign::Matches("every stamped packet R receives carries its own send time")
+    }
     fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
         match role {
             Role::Sender => Box::new(SenderSynopsis::default()),
@@ -370,6 +373,7 @@ impl Method for SdsMethod {
             (a + sk.sum[j] as i128, b + sk.n[j] as u64)
         });
         Ok(Estimate {
+            reason: None,
             quantiles: None,
             recovered: None,
             mean_ns: (n > 0).then(|| sum as f64 / n as f64),

@@ -104,6 +104,30 @@ pub fn estimate_pair(
         .collect()
 }
 
+/// Withhold what `method` estimated of an interval whose cut fell back to R's clock, when the
+/// method assumes both points aggregate the same packets ([`crate::method::Foreign`]): its
+/// mean, std and quantiles become `None`, with the reason. Methods that match or detect
+/// packets keep their figures (they cope, and say how in their notes).
+pub fn withhold_unpaired(method: &dyn Method, cut: Option<&IntervalCut>, e: &mut Estimate) {
+    let Some(why) = cut.and_then(IntervalCut::fell_back) else {
+        return;
+    };
+    let crate::method::Foreign::AssumesNone(_) = method.foreign() else {
+        return;
+    };
+    e.mean_ns = None;
+    e.std_ns = None;
+    e.mean_ci98_ns = None;
+    e.std_ci95_ns = None;
+    e.quantiles = None;
+    e.recovered = None;
+    e.reason = Some(format!(
+        "withheld: a cut of this interval fell back to R's clock ({}), so its packets at R may not be S's, and {} assumes both points aggregate the same packets",
+        why.reason(),
+        method.name()
+    ));
+}
+
 /// One point's side of an interval, as it closed there: its packets, synopses and cut data.
 pub struct PointSide {
     pub packets: u64,
@@ -470,6 +494,11 @@ impl PairPipeline {
             );
             for (k, e) in failed {
                 est[k] = Err(e);
+            }
+            for (m, e) in self.methods.iter().zip(est.iter_mut()) {
+                if let Ok(e) = e {
+                    withhold_unpaired(&**m, joined.cut.as_ref(), e);
+                }
             }
             self.estimated.insert(
                 i,

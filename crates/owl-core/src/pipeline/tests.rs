@@ -223,6 +223,9 @@ mod contract {
         fn config(&self) -> Vec<(&'static str, String)> {
             Vec::new()
         }
+        fn foreign(&self) -> crate::method::Foreign {
+            crate::method::Foreign::AssumesNone("test: one sum")
+        }
         fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
             Box::new(Counted::default())
         }

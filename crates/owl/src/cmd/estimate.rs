@@ -313,6 +313,7 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     let mut last = first;
     let mut tally = Tally::default();
     let mut cuts = CutTally::default();
+    let mut withheld = owl::compare::Withheld::default();
     // S's delimiters of the end of the last interval taken from its file, and its index
     let mut sender_end: Option<(u64, Vec<u64>)> = None;
     // packets over the intervals estimated, per point (`None` once a file does not count them)
@@ -417,15 +418,19 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             .expect("one method")
             .map_err(|e| anyhow!("interval {k}: the receiver's side at the cut: {e}"))?;
         let ss = joined.sender.into_iter().next().expect("one method");
-        let e = method
+        let mut e = method
             .estimate(ss, rs)
             .map_err(|e| anyhow!("interval {k}: {e}"))?;
+        owl_core::pipeline::withhold_unpaired(&*method, joined.cut.as_ref(), &mut e);
         match e.mean_ns {
             Some(m) if m < 0.0 => tally.negative += 1,
             Some(_) => tally.positive += 1,
             None => {}
         }
         combiner.add(&e);
+        if let Some(why) = &e.reason {
+            withheld.add(k, why);
+        }
         // merged: an interval's report need not hold its histogram
         let e = Estimate {
             recovered: None,
@@ -474,6 +479,9 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             tally.negative + tally.positive,
             overall.mean_ns.map(format_ns).unwrap_or_else(|| "-".into())
         );
+    }
+    if let Some(w) = withheld.warning(&header.method, combiner.parts()) {
+        eprintln!("owl: warning: {w}");
     }
     let mut checks = tally.checks(&header.method, !a.no_trim, &overall);
     if !iv.is_whole() {

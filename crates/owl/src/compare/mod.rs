@@ -258,6 +258,51 @@ struct MethodResult {
     error: Option<String>,
     combiner: Combiner,
     notes: NoteTally,
+    /// Intervals whose figures the method withheld (their estimate's reason), the first few
+    /// listed, with the first reason.
+    withheld: Withheld,
+}
+
+/// Intervals in which a method withheld figures it normally gives, and why (`owl compare`,
+/// `owl estimate`).
+#[derive(Default)]
+pub struct Withheld {
+    pub count: u64,
+    pub listed: Vec<u64>,
+    pub first: Option<String>,
+}
+
+impl Withheld {
+    /// Intervals listed by index.
+    const LISTED: usize = 10;
+
+    pub fn add(&mut self, index: u64, reason: &str) {
+        self.count += 1;
+        if self.listed.len() < Self::LISTED {
+            self.listed.push(index);
+        }
+        self.first.get_or_insert_with(|| reason.to_string());
+    }
+
+    /// The warning for `method` over `intervals`, when it withheld anything.
+    pub fn warning(&self, method: &str, intervals: u64) -> Option<String> {
+        let first = self.first.as_ref()?;
+        let listed = self
+            .listed
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        Some(format!(
+            "{method}: figures withheld in {} of {intervals} intervals ({listed}{}); the first: {first}",
+            self.count,
+            if self.count as usize > self.listed.len() {
+                ", …"
+            } else {
+                ""
+            }
+        ))
+    }
 }
 
 impl MethodResult {
@@ -268,6 +313,7 @@ impl MethodResult {
             error: None,
             combiner: Combiner::default(),
             notes: NoteTally::default(),
+            withheld: Withheld::default(),
         }
     }
 }
@@ -641,6 +687,11 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
         // a method's answers to the per-packet and per-class queries are its work too
         m.time = *time + *hook;
     }
+    for m in &results {
+        if let Some(w) = m.withheld.warning(&m.name, m.combiner.parts()) {
+            sinks.notice(Notice::Warning(w));
+        }
+    }
     let mut reports = Vec::new();
     let mut results = results.iter();
     for &n in names {
@@ -813,6 +864,10 @@ fn take_outcome(
             Some(Ok(mut e)) => {
                 m.combiner.add(&e);
                 m.notes.add(o.index, &e.notes);
+                if let Some(why) = &e.reason {
+                    m.notes.add(o.index, std::slice::from_ref(why));
+                    m.withheld.add(o.index, why);
+                }
                 // merged: an interval's report need not hold its histogram
                 e.recovered = None;
                 ests.push(Some(e));

@@ -177,6 +177,11 @@ impl Method for ColateMethod {
     fn config(&self) -> Vec<(&'static str, String)> {
         self.layout.cfg.pairs()
     }
+    fn foreign(&self) -> crate::method::Foreign {
+        crate::method::Foreign::AssumesNone(
+            "shared counters of timestamp sums; a flow's counters are matched by count, not identity, and its epochs by time, not by interval",
+        )
+    }
     fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
         Box::new(self.recorder())
     }

@@ -55,6 +55,17 @@ impl Method for LdaMethod {
     fn config(&self) -> Vec<(&'static str, String)> {
         self.shared.config.pairs()
     }
+    fn foreign(&self) -> crate::method::Foreign {
+        if self.shared.config.digest() {
+            crate::method::Foreign::Detects(
+                "a row is usable when its counters and its identity digest agree; lda:digest=off, the paper's, assumes none",
+            )
+        } else {
+            crate::method::Foreign::AssumesNone(
+                "the paper's LDA: a row whose counters agree is used, whatever packets it holds",
+            )
+        }
+    }
 
     fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
         Box::new(Synopsis::with_shared(self.shared.clone()))
@@ -117,6 +128,8 @@ pub fn to_estimate(e: &super::LdaEstimate, bytes: u64) -> Estimate {
     let foreign: usize = e.banks.iter().map(|b| b.foreign_rows).sum();
     let sent: u64 = e.banks.iter().map(|b| b.sent_sampled).sum();
     let received: u64 = e.banks.iter().map(|b| b.received_sampled).sum();
+    // why what LDA normally gives is withheld: the mean's reason, else the std's
+    let mut reason = None;
     if e.mean_ns.is_none() {
         // advice from the evidence: nothing sampled, packets R has and S has not, or losses
         let rows: usize = e.banks.iter().map(|b| b.rows).sum();
@@ -140,6 +153,7 @@ pub fn to_estimate(e: &super::LdaEstimate, bytes: u64) -> Estimate {
         } else {
             "no usable row holds a packet: every sampled row saw a loss (tune a bank toward a higher loss rate)".into()
         });
+        reason = notes.last().map(|n| format!("mean withheld: {n}"));
     }
     if received > sent {
         notes.push(format!(
@@ -148,7 +162,12 @@ pub fn to_estimate(e: &super::LdaEstimate, bytes: u64) -> Estimate {
     }
     let v = e.variance_by(e.std_estimator);
     match (&v.withheld, v.dof) {
-        (Some(why), _) => notes.push(why.clone()),
+        (Some(why), _) => {
+            notes.push(why.clone());
+            if reason.is_none() && e.mean_ns.is_some() {
+                reason = Some(format!("std withheld: {why}"));
+            }
+        }
         (None, Some(nu)) => notes.push(format!(
             "std by the {} estimator over {} {}, {nu:.0} effective degrees of freedom",
             v.estimator,
@@ -181,6 +200,7 @@ pub fn to_estimate(e: &super::LdaEstimate, bytes: u64) -> Estimate {
         ));
     }
     Estimate {
+        reason,
         quantiles: None,
         recovered: None,
         mean_ns: e.mean_ns,

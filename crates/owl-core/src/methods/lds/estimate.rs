@@ -224,6 +224,7 @@ pub fn aggregate(s: &Synopsis, r: &Synopsis) -> Result<Estimate, MethodError> {
         ));
     }
     Ok(Estimate {
+        reason: None,
         quantiles: None,
         recovered: None,
         mean_ns: (n_sum > 0).then(|| s_sum as f64 / n_sum as f64),

@@ -87,6 +87,11 @@ impl Method for LdsMethod {
     fn config(&self) -> Vec<(&'static str, String)> {
         self.layout.cfg.pairs()
     }
+    fn foreign(&self) -> crate::method::Foreign {
+        crate::method::Foreign::Detects(
+            "a cell is usable when its count and the XOR of its packets' 32-bit digests agree (§2.3.2)",
+        )
+    }
 
     fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
         Box::new(self.sketch())

@@ -910,7 +910,7 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
             }
         ));
     }
-    if st.hopeless {
+    if st.hopeless && !reordered_note(st, cfg) {
         notes.push(
             "most groups with errors were unrecoverable at the first cap and were not searched further: reordering far beyond the shift bound (or independent per-packet delays) breaks OPA's assumption of mostly ordered packets (§II)".to_string(),
         );
@@ -922,9 +922,25 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
         ));
     }
     // say so only when groups were lost to it (a loss rate a little over the design that
-    // every group survived needs no advice)
+    // every group survived needs no advice); packets missing from their groups are losses
+    // only when the interval lost as many: else they arrived elsewhere (reordered across
+    // segments), which is what to say
     let fixed = cfg.design_loss == 0.0;
-    if st.loss_rate > cfg.design_loss && st.too_many_errors > 0 {
+    let net_loss = st.sender_packets.saturating_sub(st.receiver_packets) as f64
+        / st.sender_packets.max(1) as f64;
+    let reordered = st.loss_rate > cfg.design_loss && net_loss <= cfg.design_loss;
+    if reordered && st.too_many_errors > 0 {
+        notes.push(format!(
+            "{:.3} % of the packets were missing from their groups but only {:.3} % of the interval was lost: the rest arrived in other segments, reordered beyond OPA's design of mostly ordered packets (§II), which no design_loss fixes{}",
+            100.0 * st.loss_rate,
+            100.0 * net_loss,
+            if st.hopeless {
+                " (independent per-packet delays, or reordering far beyond the shift bound)"
+            } else {
+                ""
+            }
+        ));
+    } else if st.loss_rate > cfg.design_loss && st.too_many_errors > 0 {
         let paper_search = cfg.labels == 0 || cfg.search == Search::Paper;
         notes.push(format!(
             "measured loss {:.3} % exceeds the design loss rate of {} % the groups' rows ({} to {}) are sized for{}: a group losing as many packets as it has rows cannot be recovered ({} groups with too many errors here); record with a larger design_loss{}",
@@ -977,9 +993,21 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
             e.max_abs_ns
         ));
     }
+    // the rule the figures rest on: the placed packets stand for the received ones
+    let placed = n as f64 / st.receiver_packets.max(1) as f64;
+    let reason = (st.receiver_packets > 0 && placed < MIN_PLACED).then(|| {
+        format!(
+            "withheld: {n} of {} received packets placed ({:.1} %, under the {:.0} % the mean and std rest on; quantiles only where their bounds allow for every unplaced packet): the unplaced sit in groups with reordering or losses beyond the search, not a random sample",
+            st.receiver_packets,
+            100.0 * placed,
+            100.0 * MIN_PLACED
+        )
+    });
+    let withheld = reason.is_some();
     Estimate {
-        mean_ns: mean,
-        std_ns: std,
+        reason,
+        mean_ns: if withheld { None } else { mean },
+        std_ns: if withheld { None } else { std },
         samples: n as u64,
         bytes: st.payload_bytes,
         lost: Some(lost),
@@ -994,8 +1022,26 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
             unplaced,
             max_error_ns,
         )),
-        quantiles: bounded_quantiles(delays, unplaced, max_error_ns),
+        // quantiles come with certain bounds that allow for every unplaced packet: kept
+        // where every one has them, withheld with the mean otherwise
+        quantiles: bounded_quantiles(delays, unplaced, max_error_ns).filter(|q| {
+            !withheld
+                || [q.p50_ci95_ns, q.p90_ci95_ns, q.p99_ci95_ns, q.p999_ci95_ns]
+                    .iter()
+                    .all(Option::is_some)
+        }),
     }
+}
+
+/// Fewest received packets, as a fraction, OPA must place for its mean, std and quantiles to
+/// stand for the interval: below it they are withheld with the reason ([`to_estimate`]).
+pub const MIN_PLACED: f64 = 0.5;
+
+/// Whether the notes blame reordering, not loss, for packets missing from their groups.
+fn reordered_note(st: &Stats, cfg: &Config) -> bool {
+    let net_loss = st.sender_packets.saturating_sub(st.receiver_packets) as f64
+        / st.sender_packets.max(1) as f64;
+    st.loss_rate > cfg.design_loss && net_loss <= cfg.design_loss && st.too_many_errors > 0
 }
 
 /// Delay quantiles of the delivered packets with intervals that hold whatever the packets left
@@ -1087,6 +1133,11 @@ impl Method for OpaMethod {
     }
     fn config(&self) -> Vec<(&'static str, String)> {
         self.cfg.pairs()
+    }
+    fn foreign(&self) -> crate::method::Foreign {
+        crate::method::Foreign::Matches(
+            "a group's hashes place every packet R has; one S did not send is an insertion",
+        )
     }
     fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
         match role {

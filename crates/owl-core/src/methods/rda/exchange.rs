@@ -159,6 +159,17 @@ impl Reconciled {
             ));
         }
         Estimate {
+            // the loss rests on a complete decode: without one it is withheld, and the mean
+            // rests on the clean buckets' packets (a sample by hash)
+            reason: (!complete).then(|| {
+                format!(
+                    "loss withheld: decoding incomplete ({} of {} buckets left out); the mean rests on {} of {} packets",
+                    self.dirty(),
+                    self.clean.len(),
+                    self.packets,
+                    self.cached[0]
+                )
+            }),
             quantiles: None,
             recovered: None,
             mean_ns: mean.map(|m| m.mean_ns),

@@ -38,6 +38,11 @@ impl Method for RdaMethod {
     fn config(&self) -> Vec<(&'static str, String)> {
         self.cfg.pairs()
     }
+    fn foreign(&self) -> crate::method::Foreign {
+        crate::method::Foreign::Matches(
+            "the set difference decodes the packets only one point has, and they are repaired or left out",
+        )
+    }
     fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
         // the configuration was validated in `new`
         Box::new(Synopsis::new(&self.cfg, role).expect("validated configuration"))
