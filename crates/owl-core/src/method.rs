@@ -568,6 +568,16 @@ pub enum MethodError {
         sender: String,
         receiver: String,
     },
+    /// Two synopses of one point merged ([`PointSynopsis::merge`]) were built with different
+    /// configurations; names the first field that differs.
+    #[error(
+        "cannot merge synopses of different configurations: {field} is {ours} in this one but {later} in the later one"
+    )]
+    MergeMismatch {
+        field: String,
+        ours: String,
+        later: String,
+    },
     /// The synopses handed to the estimator are not of this method.
     #[error("synopsis of the wrong method handed to {method}")]
     WrongSynopsis { method: &'static str },
@@ -814,6 +824,43 @@ pub fn downcast_ref<'a, T: 'static>(
     let any: &dyn Any = s;
     any.downcast_ref::<T>()
         .ok_or(MethodError::WrongSynopsis { method })
+}
+
+/// For [`PointSynopsis::merge`]: the error naming the first field in which the later
+/// synopsis's configuration (`later`) differs from this one's (`ours`), both as
+/// `Config::pairs` lists them.
+pub fn check_merge(
+    ours: Vec<(&'static str, String)>,
+    later: Vec<(&'static str, String)>,
+) -> Result<(), MethodError> {
+    match ours
+        .into_iter()
+        .zip(later)
+        .find(|(a, b)| a.0 != b.0 || a.1 != b.1)
+    {
+        Some(((field, a), (_, b))) => Err(MethodError::MergeMismatch {
+            field: field.into(),
+            ours: a,
+            later: b,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A pair check's mismatch (`check_pair(ours, later)`) said as a merge's.
+pub fn as_merge(e: MethodError) -> MethodError {
+    match e {
+        MethodError::ConfigMismatch {
+            field,
+            sender,
+            receiver,
+        } => MethodError::MergeMismatch {
+            field,
+            ours: sender,
+            later: receiver,
+        },
+        e => e,
+    }
 }
 
 /// Parse one configuration value of `method` (`--method-config`, synopsis files), or an error

@@ -168,14 +168,7 @@ impl PointSynopsis for Synopsis {
     /// values is the same in any grouping). Both must have the same rows, width and seed.
     fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
         let later = downcast::<Synopsis>(later, "countmin")?;
-        let (a, b) = (self.cfg.pairs(), later.cfg.pairs());
-        if let Some(((field, x), (_, y))) = a.into_iter().zip(b).find(|(x, y)| x.1 != y.1) {
-            return Err(MethodError::ConfigMismatch {
-                field: field.into(),
-                sender: x,
-                receiver: y,
-            });
-        }
+        crate::method::check_merge(self.cfg.pairs(), later.cfg.pairs())?;
         for (s, l) in self.sums.iter_mut().zip(&later.sums) {
             *s = s.saturating_add(*l);
         }

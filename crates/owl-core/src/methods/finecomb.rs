@@ -431,7 +431,7 @@ impl PointSynopsis for Synopsis {
     /// has room: `later`'s stash holds its first packets, as many as this one can still need.
     fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
         let later = downcast::<Synopsis>(later, "finecomb")?;
-        check_same(&self.cfg, &later.cfg)?;
+        crate::method::check_merge(self.cfg.pairs(), later.cfg.pairs())?;
         if later.role != self.role {
             return Err(MethodError::Invalid(format!(
                 "finecomb: a {:?} synopsis cannot be merged into a {:?} one",
@@ -450,23 +450,6 @@ impl PointSynopsis for Synopsis {
             self.stash.extend(later.stash.iter().take(room).copied());
         }
         Ok(())
-    }
-}
-
-/// The error naming the first field in which `later`'s configuration differs (a merge).
-fn check_same(ours: &Config, later: &Config) -> Result<(), MethodError> {
-    match ours
-        .pairs()
-        .into_iter()
-        .zip(later.pairs())
-        .find(|(a, b)| a.1 != b.1)
-    {
-        Some(((field, a), (_, b))) => Err(MethodError::ConfigMismatch {
-            field: field.into(),
-            sender: a,
-            receiver: b,
-        }),
-        None => Ok(()),
     }
 }
 
@@ -825,26 +808,7 @@ fn summarize(sender: &[Bucket], receiver: &[Bucket], repair: RepairStats) -> Out
                 (res, s.count as f64)
             })
             .collect();
-        let k = terms.len();
-        if k < 3 {
-            return None;
-        }
-        let ss: f64 = terms.iter().map(|&(r, m)| r * r / m).sum();
-        let v = ss / (k - 1) as f64;
-        let loo: Vec<f64> = terms
-            .iter()
-            .map(|&(r, m)| (ss - r * r / m - r * r / (total - m)) / (k - 2) as f64)
-            .collect();
-        let satt = crate::lda::ci::jackknife_variance(&loo)
-            .and_then(|var| crate::lda::ci::effective_dof(v, var))
-            .and_then(|nu| crate::lda::ci::satterthwaite_std_ci95(v, nu));
-        let zs: Vec<f64> = terms.iter().map(|&(r, m)| r / m.sqrt()).collect();
-        let bonett = crate::lda::ci::bonett_t_std_ci95(v, &zs);
-        let ci = match (satt, bonett) {
-            (Some([a, b]), Some([c, d])) => Some([a.min(c), b.max(d)]),
-            (x, y) => x.or(y),
-        };
-        Some((v, ci))
+        crate::lda::variance::between_rows(&terms, total).map(|b| (b.variance, b.ci95))
     });
     let total_s: u64 = sender.iter().map(|b| b.count).sum();
     let total_r: u64 = receiver.iter().map(|b| b.count).sum();

@@ -180,14 +180,7 @@ impl PointSynopsis for Synopsis {
     /// must sample alike (rate and seed).
     fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
         let later = downcast::<Synopsis>(later, "mpe")?;
-        let (a, b) = (self.cfg.pairs(), later.cfg.pairs());
-        if let Some(((field, x), (_, y))) = a.into_iter().zip(b).find(|(x, y)| x.1 != y.1) {
-            return Err(MethodError::ConfigMismatch {
-                field: field.into(),
-                sender: x,
-                receiver: y,
-            });
-        }
+        crate::method::check_merge(self.cfg.pairs(), later.cfg.pairs())?;
         for (k, l) in later.records {
             match self.records.entry(k) {
                 hashbrown::hash_map::Entry::Occupied(mut o) => {

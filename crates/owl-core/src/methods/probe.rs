@@ -108,23 +108,6 @@ impl Config {
     }
 }
 
-/// The error naming the first field in which `later`'s configuration differs (a merge).
-fn check_same(ours: &Config, later: &Config) -> Result<(), MethodError> {
-    match ours
-        .pairs()
-        .into_iter()
-        .zip(later.pairs())
-        .find(|(a, b)| a.1 != b.1)
-    {
-        Some(((field, a), (_, b))) => Err(MethodError::ConfigMismatch {
-            field: field.into(),
-            sender: a,
-            receiver: b,
-        }),
-        None => Ok(()),
-    }
-}
-
 /// One emulated probe: the identity and S timestamp of the packet that carried it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Probe {
@@ -428,7 +411,7 @@ impl PointSynopsis for SenderSynopsis {
     /// with an error saying why. The receiver keeps every arrival, and merges exactly.
     fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
         let later = downcast::<SenderSynopsis>(later, "probe")?;
-        check_same(&self.config, &later.config)?;
+        crate::method::check_merge(self.config.pairs(), later.config.pairs())?;
         let empty = |s: &SenderSynopsis| !s.decoded && s.rng.is_none();
         if empty(&later) {
             return Ok(());

@@ -256,16 +256,7 @@ impl PointSynopsis for SenderSynopsis {
     /// and merges exactly.
     fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
         let later = downcast::<SenderSynopsis>(later, "rli")?;
-        if later.cfg != self.cfg {
-            let (a, b) = (self.cfg.pairs(), later.cfg.pairs());
-            if let Some(((field, x), (_, y))) = a.into_iter().zip(b).find(|(x, y)| x.1 != y.1) {
-                return Err(MethodError::ConfigMismatch {
-                    field: field.into(),
-                    sender: x,
-                    receiver: y,
-                });
-            }
-        }
+        crate::method::check_merge(self.cfg.pairs(), later.cfg.pairs())?;
         let empty = |s: &SenderSynopsis| !s.decoded && s.win_start.is_none();
         if empty(&later) {
             return Ok(());
@@ -311,13 +302,10 @@ impl PointSynopsis for ReceiverSynopsis {
     /// Both logs of arrivals one after the other (their flow hashes of the same seed).
     fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
         let later = downcast::<ReceiverSynopsis>(later, "rli")?;
-        if later.seed != self.seed {
-            return Err(MethodError::ConfigMismatch {
-                field: "seed".into(),
-                sender: self.seed.to_string(),
-                receiver: later.seed.to_string(),
-            });
-        }
+        crate::method::check_merge(
+            vec![("seed", self.seed.to_string())],
+            vec![("seed", later.seed.to_string())],
+        )?;
         self.log.extend_from_slice(&later.log);
         Ok(())
     }

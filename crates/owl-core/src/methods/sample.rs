@@ -617,7 +617,7 @@ impl PointSynopsis for Synopsis {
     /// recording `later`).
     fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
         let later = *downcast::<Synopsis>(later, "sample")?;
-        check_pair(&self.cfg, &later.cfg)?;
+        check_pair(&self.cfg, &later.cfg).map_err(crate::method::as_merge)?;
         if later.seen == 0 {
             return Ok(());
         }

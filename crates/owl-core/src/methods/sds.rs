@@ -269,13 +269,10 @@ impl PointSynopsis for ReceiverSynopsis {
     /// Both logs of arrivals one after the other (their flow hashes of the same seed).
     fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
         let later = downcast::<ReceiverSynopsis>(later, "sds")?;
-        if later.seed != self.seed {
-            return Err(MethodError::ConfigMismatch {
-                field: "seed".into(),
-                sender: self.seed.to_string(),
-                receiver: later.seed.to_string(),
-            });
-        }
+        crate::method::check_merge(
+            vec![("seed", self.seed.to_string())],
+            vec![("seed", later.seed.to_string())],
+        )?;
         self.arrivals.extend_from_slice(&later.arrivals);
         Ok(())
     }

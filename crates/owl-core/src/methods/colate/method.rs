@@ -56,14 +56,7 @@ impl PointSynopsis for Recorder {
     /// `T` and unit included.
     fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
         let later = downcast::<Recorder>(later, "colate")?;
-        let (a, b) = (self.layout().cfg.pairs(), later.layout().cfg.pairs());
-        if let Some(((field, x), (_, y))) = a.into_iter().zip(b).find(|(x, y)| x.1 != y.1) {
-            return Err(MethodError::ConfigMismatch {
-                field: field.into(),
-                sender: x,
-                receiver: y,
-            });
-        }
+        crate::method::check_merge(self.layout().cfg.pairs(), later.layout().cfg.pairs())?;
         self.append(*later).map_err(MethodError::Invalid)
     }
     /// `"COLL" | u32 len, len bytes of the COL1 payload | u32 m, m × (u32 vector, u32 counter,

@@ -274,7 +274,7 @@ impl Synopsis {
     /// digests or neither (a synopsis without digests cannot vouch for its packets' identities,
     /// so the sum could not either).
     pub fn merge_rows(&mut self, later: &Synopsis) -> Result<(), MethodError> {
-        Config::check_pair(self.config(), later.config())?;
+        Config::check_pair(self.config(), later.config()).map_err(crate::method::as_merge)?;
         if self.has_digests() != later.has_digests() {
             let has = |d: bool| {
                 if d {

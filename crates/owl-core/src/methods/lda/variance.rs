@@ -403,23 +403,17 @@ impl Usable<'_> {
                 (res, r.n as f64)
             })
             .collect();
-        let ss: f64 = terms.iter().map(|&(r, n)| r * r / n).sum();
-        let v = ss / (k - 1) as f64;
-        let loo: Vec<f64> = terms
-            .iter()
-            .map(|&(r, n)| (ss - r * r / n - r * r / (s - n)) / (k - 2) as f64)
-            .collect();
-        let mut est = self.quadratic(which, k, v, &loo);
-        // the wider of Satterthwaite's interval and Bonett's on the rows' standardised
-        // residuals (module documentation: small samples of heavy-tailed delays)
-        let zs: Vec<f64> = terms.iter().map(|&(r, n)| r / n.sqrt()).collect();
-        if let Some([blo, bhi]) = ci::bonett_t_std_ci95(v, &zs) {
-            est.std_ci95_ns = Some(match est.std_ci95_ns {
-                Some([lo, hi]) => [lo.min(blo), hi.max(bhi)],
-                None => [blo, bhi],
-            });
+        let b = between_rows(&terms, s).expect("at least MIN_ROWS rows");
+        VarianceEstimate {
+            estimator: which,
+            units: k,
+            variance_ns2: Some(b.variance),
+            variance_se_ns2: b.jackknife.map(f64::sqrt),
+            dof: b.dof,
+            std_ns: Some(b.variance.max(0.0).sqrt()),
+            std_ci95_ns: b.ci95,
+            withheld: None,
         }
-        est
     }
 
     /// Report of a non-negative quadratic-form estimate `v` with leave-one-out values `loo`:
@@ -438,6 +432,48 @@ impl Usable<'_> {
             withheld: None,
         }
     }
+}
+
+/// The between-row estimate of `σ²` from units `(r_i, n_i)` — each a row's (or a bucket's)
+/// residual `Δ_i − n_i·D` and its packets, out of `s` packets in all (module documentation:
+/// `rows`): the estimate, its jackknife variance, Satterthwaite's degrees of freedom and the
+/// wider of Satterthwaite's and Bonett's 95 % intervals of the std. FineComb's buckets use it
+/// too (`crate::finecomb`). `None` under three units.
+pub(crate) fn between_rows(terms: &[(f64, f64)], s: f64) -> Option<BetweenRows> {
+    let k = terms.len();
+    if k < MIN_ROWS {
+        return None;
+    }
+    let ss: f64 = terms.iter().map(|&(r, n)| r * r / n).sum();
+    let v = ss / (k - 1) as f64;
+    let loo: Vec<f64> = terms
+        .iter()
+        .map(|&(r, n)| (ss - r * r / n - r * r / (s - n)) / (k - 2) as f64)
+        .collect();
+    let jackknife = ci::jackknife_variance(&loo);
+    let dof = jackknife.and_then(|var| ci::effective_dof(v, var));
+    let satt = dof.and_then(|nu| ci::satterthwaite_std_ci95(v, nu));
+    // the wider of Satterthwaite's interval and Bonett's on the standardised residuals
+    // (module documentation: small samples of heavy-tailed delays)
+    let zs: Vec<f64> = terms.iter().map(|&(r, n)| r / n.sqrt()).collect();
+    let ci95 = match (satt, ci::bonett_t_std_ci95(v, &zs)) {
+        (Some([a, b]), Some([c, d])) => Some([a.min(c), b.max(d)]),
+        (x, y) => x.or(y),
+    };
+    Some(BetweenRows {
+        variance: v,
+        jackknife,
+        dof,
+        ci95,
+    })
+}
+
+/// What [`between_rows`] gives.
+pub(crate) struct BetweenRows {
+    pub variance: f64,
+    pub jackknife: Option<f64>,
+    pub dof: Option<f64>,
+    pub ci95: Option<[f64; 2]>,
 }
 
 /// `i128` to `f64` through `i64` when it fits (the common case: one instruction instead of

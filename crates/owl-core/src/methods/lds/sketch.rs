@@ -378,7 +378,7 @@ impl PointSynopsis for Synopsis {
     /// configuration, which must be the same.
     fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), crate::method::MethodError> {
         let later = crate::method::downcast::<Synopsis>(later, "lds")?;
-        super::estimate::check_pair(self, &later)?;
+        super::estimate::check_pair(self, &later).map_err(crate::method::as_merge)?;
         for (c, l) in self.cells.iter_mut().zip(&later.cells) {
             c.s = c.s.wrapping_add(l.s);
             c.n = c.n.saturating_add(l.n);

@@ -447,7 +447,7 @@ impl PointSynopsis for Sender {
     /// changes nothing; an empty point becomes a recording `later`).
     fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), crate::method::MethodError> {
         let later = *crate::method::downcast::<Sender>(later, "opa")?;
-        Config::check_pair(&self.cfg, &later.cfg)?;
+        Config::check_pair(&self.cfg, &later.cfg).map_err(crate::method::as_merge)?;
         let empty = |s: &Sender| match &s.decoded {
             Some(w) => w.packets() == 0,
             None => s.ts.is_empty(),
@@ -683,7 +683,7 @@ impl PointSynopsis for Receiver {
     /// either kind merges exactly.
     fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), crate::method::MethodError> {
         let later = *crate::method::downcast::<Receiver>(later, "opa")?;
-        Config::check_pair(&self.cfg, &later.cfg)?;
+        Config::check_pair(&self.cfg, &later.cfg).map_err(crate::method::as_merge)?;
         for seg in later.segments {
             match self.segments.last_mut() {
                 Some(open) if seg.key.is_none() => {

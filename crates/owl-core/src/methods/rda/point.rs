@@ -276,7 +276,7 @@ impl crate::method::PointSynopsis for Synopsis {
     /// exact. (`rda::point::tests::merging_a_sealed_cache_near_its_capacity` shows it.)
     fn merge(&mut self, later: Box<dyn crate::method::PointSynopsis>) -> Result<(), MethodError> {
         let later = crate::method::downcast::<Synopsis>(later, "rda")?;
-        Config::check_pair(&self.cfg, &later.cfg)?;
+        Config::check_pair(&self.cfg, &later.cfg).map_err(crate::method::as_merge)?;
         if later.role != self.role {
             return Err(MethodError::Invalid(format!(
                 "rda: a {:?} synopsis cannot be merged into a {:?} one",
