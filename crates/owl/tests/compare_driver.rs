@@ -61,7 +61,9 @@ fn driver_reports_every_packet_of_a_simulated_pair() {
             seed: 1,
             memory: None,
         },
-        overrides: methods::Overrides::default(),
+        // LDA tuned for the 5 000 packets of a 50 ms interval (its default, for 5 M, would
+        // have too few samples for its bounds in some intervals, and say so)
+        overrides: methods::Overrides::parse(&["lda:packets=5000".into()]).unwrap(),
         intervals: Intervals::aligned(50_000_000),
         cut: owl_core::cut::Cut::delimiter_fitted(
             Intervals::aligned(50_000_000),

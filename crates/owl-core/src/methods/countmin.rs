@@ -275,8 +275,15 @@ impl Method for CountMinMethod {
                 "{ns} packets at the sender, {nr} at the receiver: the timestamp sums do not match and the mean is meaningless"
             ));
         }
+        let reason = match (ns, nr) {
+            (0, _) => Some("no estimate: no packet at the sender".to_string()),
+            _ if ns != nr => Some(format!(
+                "no estimate: {ns} packets at the sender, {nr} at the receiver (Count-Min has no way to leave lost packets out)"
+            )),
+            _ => None,
+        };
         Ok(Estimate {
-            reason: None,
+            reason,
             quantiles: None,
             recovered: None,
             mean_ns: (ns > 0 && ns == nr).then(|| tr.wrapping_sub(ts) as i128 as f64 / ns as f64),

@@ -384,8 +384,14 @@ impl Method for MpeMethod {
         let std = sm
             .mean()
             .map(|m| (sm.delays.iter().map(|d| (d - m) * (d - m)).sum::<f64>() / n as f64).sqrt());
+        let reason = (n == 0).then(|| {
+            format!(
+                "no estimate: none of the {} sampled flows arrived with all its sampled packets",
+                s.records.len()
+            )
+        });
         Ok(Estimate {
-            reason: None,
+            reason,
             quantiles: None,
             recovered: None,
             mean_ns: sm.mean(),

@@ -99,7 +99,15 @@ pub fn estimate_pair(
                     out = Some(m.estimate(s, r));
                 }
             });
-            out.expect("the timer runs the work")
+            let mut e = out.expect("the timer runs the work")?;
+            // a missing mean always says why (methods set their own reason; this is the net)
+            if e.mean_ns.is_none() && e.reason.is_none() {
+                e.reason = Some(match e.notes.last() {
+                    Some(n) => format!("no estimate: {n}"),
+                    None => "no estimate".into(),
+                });
+            }
+            Ok(e)
         })
         .collect()
 }

@@ -886,6 +886,7 @@ pub fn aggregate_heads(
     let r: Vec<&EpochHead> = receiver.iter().collect();
     let mut est = Estimate::default();
     let Some((_, probs)) = shared_mapping(&s, &r)? else {
+        est.reason = Some("no estimate: no epoch recorded at either point (no packet)".into());
         return Ok(est);
     };
     let r0 = s.iter().chain(&r).map(|e| e.first_ns).min().unwrap_or(0);
@@ -917,8 +918,8 @@ pub fn aggregate_heads(
         est.samples = ns;
         return Ok(est);
     }
-    est.notes.push(
-        "no vector holds the same number of packets at both points: no aggregate mean".into(),
-    );
+    let why = "no vector holds the same number of packets at both points (COLATE's vectors cannot leave lost packets out)";
+    est.notes.push(format!("{why}: no aggregate mean"));
+    est.reason = Some(format!("no estimate: {why}"));
     Ok(est)
 }

@@ -464,9 +464,9 @@ impl Config {
     /// Rebuild a configuration from `(field, value)` pairs: those of [`Config::pairs`], or a
     /// user's `--lda-config`. Fields: `rows` (per bank, default 512), `seed` (default 1), and at
     /// most one of `probabilities=P1,P2,…`, `exponents=K1,K2,…` (powers of 1/2 through leading
-    /// zeros) or `targets=L1,L2,…` (loss rates; with `packets=N`, default 5 M, the expected
-    /// packets per interval); none of them gives the paper's two banks tuned toward 0.005 and
-    /// 0.1. `std` picks the std estimator (`paper`, `centred` or `rows`; default
+    /// zeros) or `targets=L1,L2,…` (loss rates, default the paper's 0.005 and 0.1), tuned for
+    /// `packets=N` packets an interval (default 5 M); none of them gives the paper's two banks
+    /// tuned toward 0.005 and 0.1 for 5 M packets. `std` picks the std estimator (`paper`, `centred` or `rows`; default
     /// [`StdEstimator::default`], also for files recorded before the field existed). `digest`
     /// is `on` (default, also for files recorded before the field existed) or `off` (the
     /// paper's LDA: no identity digest, 12-byte rows).
@@ -520,9 +520,9 @@ impl Config {
                 "LDA config: give at most one of probabilities, exponents and targets",
             ));
         }
-        if packets.is_some() && targets.is_none() {
+        if packets.is_some() && (probs.is_some() || exps.is_some()) {
             return Err(invalid(
-                "LDA config: packets only tunes targets; give targets too",
+                "LDA config: packets tunes the banks' probabilities toward targets; it cannot go with probabilities or exponents",
             ));
         }
         let cfg = if let Some(ps) = probs {

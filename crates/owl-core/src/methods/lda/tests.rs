@@ -513,6 +513,11 @@ fn config_pairs_roundtrip_and_bad_configs_are_errors() {
         .unwrap(),
         Config::tuned(1024, &[0.2], 5_000_000, 1).unwrap()
     );
+    // packets alone: the paper's targets, tuned for that many packets an interval
+    assert_eq!(
+        Config::from_pairs(&p(&[("packets", "900")])).unwrap(),
+        Config::tuned(DEFAULT_ROWS, &DEFAULT_TARGETS, 900, 1).unwrap()
+    );
     for (bad, want) in [
         (vec![("rows", "3")], "even"),
         (vec![("rows", "0")], "even"),
@@ -528,7 +533,10 @@ fn config_pairs_roundtrip_and_bad_configs_are_errors() {
             vec![("targets", "0.1"), ("probabilities", "0.1")],
             "at most one",
         ),
-        (vec![("packets", "5M")], "targets too"),
+        (
+            vec![("packets", "5M"), ("probabilities", "0.1")],
+            "cannot go with probabilities",
+        ),
         (vec![("targets", "0.1"), ("packets", "-1")], "packet count"),
         (vec![("banks", "3")], "banks=3"),
         (
@@ -1023,4 +1031,35 @@ fn std_is_a_config_field() {
             .contains("std is rows at the sender but centred"),
         "{e}"
     );
+}
+
+/// [`method::MIN_BOUND_SAMPLES`]: an interval of 1 000 packets under the paper's default (tuned
+/// for 5 M: about 10 effective samples) reports its mean and std bare, both bounds withheld with
+/// a reason that names the configuration tuned for the packets S had; the same interval with
+/// `packets=1000` has hundreds of samples and states both bounds.
+#[test]
+fn bounds_need_enough_effective_samples() {
+    let t = weibull_trace(1_000, 100_000.0, 0.7, 0.005, 5);
+    let e = run(&Config::paper_default(3), &t);
+    assert!(e.effective_samples < method::MIN_BOUND_SAMPLES, "{e:?}");
+    assert!(
+        e.mean_ci98_ns.is_some(),
+        "LdaEstimate keeps the paper's bound"
+    );
+    let est = method::to_estimate(&e, 0);
+    assert!(est.mean_ns.is_some() && est.std_ns.is_some(), "{est:?}");
+    assert_eq!((est.mean_ci98_ns, est.std_ci95_ns), (None, None));
+    let why = est.reason.as_deref().unwrap();
+    assert!(
+        why.starts_with("bounds withheld") && why.contains("lda:packets=1000"),
+        "{why}"
+    );
+    assert!(est.notes.iter().any(|n| n == why), "{:?}", est.notes);
+
+    let tuned = Config::from_pairs(&[("packets".into(), "1000".into())]).unwrap();
+    let e = run(&tuned, &t);
+    assert!(e.effective_samples >= 200, "{}", e.effective_samples);
+    let est = method::to_estimate(&e, 0);
+    assert!(est.reason.is_none(), "{:?}", est.reason);
+    assert!(est.mean_ci98_ns.is_some() && est.std_ci95_ns.is_some());
 }

@@ -223,8 +223,15 @@ pub fn aggregate(s: &Synopsis, r: &Synopsis) -> Result<Estimate, MethodError> {
             "{overflowed} cells overflowed their count and were left out"
         ));
     }
+    let reason = (n_sum == 0).then(|| {
+        if sc.iter().all(|a| a.n == 0) && rc.iter().all(|b| b.n == 0) {
+            "no estimate: no packet sampled at either point".to_string()
+        } else {
+            "no estimate: no usable cell (every cell holding packets saw a loss, a reordering or packets only one point had)".to_string()
+        }
+    });
     Ok(Estimate {
-        reason: None,
+        reason,
         quantiles: None,
         recovered: None,
         mean_ns: (n_sum > 0).then(|| s_sum as f64 / n_sum as f64),
