@@ -158,6 +158,7 @@ fn queries(c: &mut Criterion) {
         horizon_ns: 0,
         gamma: 0,
         estimator: Estimator::Paper,
+        std: Default::default(),
         confidence: 0.0,
     };
     g.bench_function(format!("mean/{k}_epochs"), |b| {
@@ -166,6 +167,7 @@ fn queries(c: &mut Criterion) {
     g.bench_function(format!("mean_raw/{k}_epochs"), |b| {
         let q = Query {
             estimator: Estimator::Raw,
+            std: Default::default(),
             ..q
         };
         b.iter(|| query(black_box(&s), black_box(&r), &q).unwrap())
@@ -203,6 +205,7 @@ fn queries(c: &mut Criterion) {
         let q = Query {
             gamma: 1_000,
             estimator: Estimator::Raw,
+            std: Default::default(),
             ..q
         };
         b.iter(|| query(black_box(&s), black_box(&r), &q).unwrap())

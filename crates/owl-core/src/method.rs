@@ -636,10 +636,15 @@ pub struct FlowEstimate {
     pub mean_ns: Option<f64>,
     /// Estimated (rough) standard deviation of the flow's delay, ns.
     pub std_ns: Option<f64>,
+    /// The std's 95 % interval, ns, where the method states one.
+    pub std_ci95_ns: Option<[f64; 2]>,
     /// Estimated packets of the flow (at the sender).
     pub packets: Option<f64>,
     /// Estimated packets of the flow lost.
     pub lost: Option<f64>,
+    /// Why the mean (or, with a mean, the std) is missing, where the method says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// One sender packet as a per-packet method reports it.

@@ -268,7 +268,11 @@ fn with_interval(
         || side(rs, rp, (from, r_to), q, false),
     );
     let (mut s, mut r) = (s?, r?);
-    let mut tables = |v: usize| -> std::result::Result<_, String> {
+    let built = q.estimator == owl_core::colate::Estimator::Paper;
+    let mut tables = |v: usize, paper: bool| -> std::result::Result<_, String> {
+        if paper != built {
+            return Err("the mean of a flow whose counters lost packets is raw, and the epochs were tabulated for Theorem 2's: query with --mean raw for its interval".into());
+        }
         let take = |p: &mut Vec<Option<PointNoise>>| p.get_mut(v).and_then(Option::take);
         match (take(&mut s.parts), take(&mut r.parts)) {
             (Some(a), Some(b)) => NoiseTable::from_points(a, b).map(std::sync::Arc::new),

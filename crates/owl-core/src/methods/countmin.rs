@@ -211,6 +211,7 @@ impl CountMinMethod {
             std_ns: None,
             packets: Some(n as f64),
             lost: Some(n.saturating_sub(r.count_query(f)) as f64),
+            ..Default::default()
         }
     }
 }

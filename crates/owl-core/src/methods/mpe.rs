@@ -310,6 +310,7 @@ impl MpeMethod {
                 .records
                 .get(f)
                 .map(|b| a.packets.saturating_sub(b.packets) as f64 / p),
+            ..Default::default()
         }
     }
 

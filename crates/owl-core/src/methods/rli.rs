@@ -538,7 +538,7 @@ impl Method for RliMethod {
                         mean_ns: c.mean(),
                         std_ns: c.std(),
                         packets: Some(c.packets as f64),
-                        lost: None,
+                        ..Default::default()
                     },
                     None => FlowEstimate::default(),
                 })

@@ -21,6 +21,7 @@
 
 pub mod mesh;
 mod path;
+pub mod red;
 mod trace;
 mod traffic;
 
@@ -107,6 +108,24 @@ impl TrafficConfig {
     /// packet sampling records ~70 000 flows (~74 000 here), and `P = Pr[T₁ > 50]` ≈ 4.4 %
     /// from §3's `z = nP/C = 0.0875` at `n/C = 2` (6.4 % here). One shape cannot meet all
     /// three; this one errs towards more large flows, the harder case for a sketch.
+    /// Traffic shaped like COLATE §6.1's CHIC trace (CAIDA's 10GigE backbone link: 37.3 M
+    /// packets of 3.01 M flows in 5 minutes, 124 000 packets/s, Table 2) for `seconds`: the
+    /// same rate and packets per flow (12.4), Pareto flow sizes (shape 0.85 truncated at weight
+    /// 10⁵, LDS's fit: the paper's Fig. 5 shows mice and elephants, no law). 100 s gives 12.4 M
+    /// packets of 1.0 M flows. The paper's RED queue is [`red::RedQueue`]; the path is chosen
+    /// apart.
+    pub fn chic_like(seconds: f64) -> TrafficConfig {
+        let packets = (124_000.0 * seconds).round().max(1.0);
+        TrafficConfig {
+            packets: packets as u64,
+            rate_pps: 124_000.0,
+            flows: (packets / 12.4).round().max(1.0) as u32,
+            flow_shape: 0.85,
+            flow_max_weight: 1e5,
+            ..TrafficConfig::default()
+        }
+    }
+
     pub fn lds_trace(scale: f64) -> TrafficConfig {
         TrafficConfig {
             packets: (7_760_000.0 * scale).round().max(1.0) as u64,
@@ -225,6 +244,9 @@ pub struct PathConfig {
     /// Packets never overtake the previous packet of their queue: a packet waits for it
     /// (arrival = max(send + drawn delay, previous arrival of the queue)).
     pub fifo: bool,
+    /// A RED bottleneck before everything else ([`red`]): its drops are losses, its queueing
+    /// adds to the drawn delay.
+    pub queue: Option<red::RedQueue>,
     pub loss: LossModel,
     pub reorder: Option<Reorder>,
     /// Fraction of delivered packets that arrive twice.
@@ -241,6 +263,7 @@ impl Default for PathConfig {
             class: None,
             ecmp: Vec::new(),
             fifo: false,
+            queue: None,
             loss: LossModel::None,
             reorder: None,
             duplicate: 0.0,
@@ -303,6 +326,9 @@ impl SimConfig {
                 "snaplen {} must be 0 (whole packets) or between {MIN_SNAPLEN} (headers and the unique payload tag) and 262144",
                 self.snaplen
             ));
+        }
+        if let Some(q) = &self.path.queue {
+            q.validate()?;
         }
         if let TrafficSource::Synthetic(t) = &self.traffic {
             if t.packets == 0 || t.packets > MAX_PACKETS {
@@ -400,6 +426,9 @@ pub struct SimReport {
     pub displaced: u64,
     /// Packets marked ECN CE by the router.
     pub ecn_marked: u64,
+    /// Of `lost`, the RED bottleneck's early drops and tail drops (0 without one).
+    pub red_early_drops: u64,
+    pub red_tail_drops: u64,
     /// R's clock minus S's clock, ns.
     pub clock_offset_ns: i64,
     /// Mean and population std of the path delay (arrival − send, true clocks) of delivered
@@ -434,6 +463,14 @@ impl Source {
             Source::Trace(t) => t.packets[i].ts_ns,
         }
     }
+    /// The packet's IP length, bytes.
+    fn bytes(&self, i: usize) -> u32 {
+        match self {
+            Source::Synthetic(s) => s.packets[i].ip_len as u32,
+            Source::Trace(t) => t.packets[i].orig_len,
+        }
+    }
+
     fn flow_hash(&self, i: usize) -> u64 {
         match self {
             Source::Synthetic(s) => s.flows[s.packets[i].flow as usize].key.hash(0x666c_6f77),
@@ -507,10 +544,21 @@ impl Simulation {
             .collect();
         let mut last_arrival = vec![0u64; 2 * n_paths];
 
-        // loss, delay, FIFO
+        // the RED bottleneck, loss, delay, FIFO
         let mut arrivals: Vec<(u64, u32)> = Vec::with_capacity(n);
         let mut lost = 0u64;
+        let mut red = p.queue.map(red::RedState::new);
         for i in 0..n {
+            let queued = match red.as_mut() {
+                None => 0,
+                Some(q) => match q.arrive(source.send_ns(i), source.bytes(i), &mut rng) {
+                    red::Verdict::Queued(d) => d,
+                    red::Verdict::EarlyDrop | red::Verdict::TailDrop => {
+                        lost += 1;
+                        continue;
+                    }
+                },
+            };
             if loss.lost(&mut rng) {
                 lost += 1;
                 continue;
@@ -535,7 +583,7 @@ impl Simulation {
                 };
                 (route, d.saturating_add(e.offset_ns.round() as u64))
             };
-            let mut a = s.saturating_add(delay);
+            let mut a = s.saturating_add(delay).saturating_add(queued);
             if p.fifo {
                 let q = class * n_paths + route;
                 a = a.max(last_arrival[q]);
@@ -647,6 +695,8 @@ impl Simulation {
             reordered,
             displaced,
             ecn_marked,
+            red_early_drops: red.as_ref().map_or(0, |q| q.early_drops),
+            red_tail_drops: red.as_ref().map_or(0, |q| q.tail_drops),
             clock_offset_ns: off,
             path_delay_mean_ns: path_mean,
             path_delay_std_ns: if delivered > 0 {

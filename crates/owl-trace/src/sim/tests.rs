@@ -443,3 +443,26 @@ fn trace_source_counts_what_it_cannot_replay() {
         (3, 1, 2, 1)
     );
 }
+
+/// A RED bottleneck in the path: its drops are the books' losses (and the truth's), its
+/// queueing is in the delays, and FIFO keeps the order.
+#[test]
+fn a_red_bottleneck_drops_and_delays() {
+    let mut c = cfg(60_000);
+    // 1 M packets/s of IMIX (≈ 2.8 Gbit/s) into a 2.5 Gbit/s link: overloaded throughout
+    c.path = PathConfig {
+        delay: DelayModel::Constant(1_000.0),
+        fifo: true,
+        queue: Some("red:2.5Gbit,buffer=5ms".parse().unwrap()),
+        ..Default::default()
+    };
+    let sim = Simulation::run(&c).unwrap();
+    let b = sim.report().clone();
+    assert!(b.red_early_drops + b.red_tail_drops > 0, "{b:?}");
+    assert_eq!(b.lost, b.red_early_drops + b.red_tail_drops);
+    let t = truth_of(&sim);
+    assert_eq!(t.lost, b.lost);
+    assert_eq!(b.reordered, 0);
+    // queueing up to the 5 ms buffer, beyond the 1 µs of propagation
+    assert!(b.path_delay_mean_ns > 100_000.0 && b.path_delay_mean_ns < 5_001_000.0, "{b:?}");
+}

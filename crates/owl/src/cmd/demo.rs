@@ -65,6 +65,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         ecmp: None,
         independent_delays: false,
         fifo: false,
+        queue: None,
         loss: "uniform:0.01".into(),
         reorder: Some("0.001:8".into()),
         duplicate: 0.0005,

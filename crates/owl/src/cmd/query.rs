@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::Result;
 use clap::Args;
-use owl_core::colate::{Estimator, Query};
+use owl_core::colate::{Estimator, Query, StdEstimator};
 use owl_core::units::{format_ns, parse_duration_u64};
 use serde_json::json;
 
@@ -55,9 +55,15 @@ pub struct QueryArgs {
     /// Largest one-way delay: the receiver's range reaches this much further.
     #[arg(long, default_value = "1s", value_parser = parse_duration_u64, value_name = "T")]
     pub horizon: u64,
-    /// Virtual repetitions γ of Theorem 4 (0: no standard deviation).
+    /// Virtual repetitions γ of Theorem 4, with --std paper (0: no standard deviation at all).
     #[arg(long, default_value_t = 1_000)]
     pub gamma: u32,
+    /// The std's estimator: counters (owl's: the spread of the flow's counters, each weighed
+    /// by its packets, with a 95 % interval; withheld when the interval is wider than the
+    /// estimate) or paper (Theorem 4's virtual repetitions, no interval); default: the sender
+    /// point's configuration.
+    #[arg(long, value_name = "counters|paper")]
+    pub std: Option<String>,
     /// The mean's estimator: paper (Theorem 2, Eq. 3) or raw (owl's variant); default: the
     /// sender point's configuration.
     #[arg(long, value_name = "paper|raw")]
@@ -103,6 +109,15 @@ pub fn run(a: QueryArgs) -> Result<()> {
         Some(m) => m.parse()?,
         None => Estimator::Paper,
     };
+    let configured_std = sp
+        .config
+        .iter()
+        .find(|(k, _)| k == "std")
+        .map(|(_, v)| v.clone());
+    let std_estimator: StdEstimator = match a.std.as_deref().or(configured_std.as_deref()) {
+        Some(m) => m.parse()?,
+        None => StdEstimator::Counters,
+    };
     let confidence = match a.confidence {
         None => 0.0,
         Some(c) if c > 0.0 && c < 1.0 => c,
@@ -115,6 +130,7 @@ pub fn run(a: QueryArgs) -> Result<()> {
         horizon_ns: a.horizon,
         gamma: a.gamma,
         estimator,
+        std: std_estimator,
         confidence,
     };
     let l = query_stores((&mut ss, &sp), (&mut rs, &rp), &q, a.verify)?;
@@ -131,6 +147,12 @@ pub fn run(a: QueryArgs) -> Result<()> {
             "receiver": { "store": rs.path().display().to_string(), "point": rp.name, "epochs": l.receiver_epochs },
             "mean_ns": l.mean_ns,
             "std_ns": l.std_ns,
+            "std_ci95_ns": l.std_interval_ns.map(|(lo, hi)| [lo, hi]),
+            "std_estimator": std_estimator.to_string(),
+            "std_counters": l.std_counters,
+            "reason": l.reason,
+            "std_reason": l.std_reason,
+            "counters_lost": l.counters_lost,
             "packets": l.packets,
             "lost": l.lost,
             "gamma": a.gamma,
@@ -163,7 +185,10 @@ pub fn run(a: QueryArgs) -> Result<()> {
         Some(p) => say!("packets  {p:.1} (count vector)")?,
         None => say!("packets  -")?,
     }
-    say!("mean     {} ({estimator} estimator)", opt(l.mean_ns))?;
+    match (&l.mean_ns, &l.reason) {
+        (None, Some(why)) => say!("mean     - ({why})")?,
+        _ => say!("mean     {} ({estimator} estimator)", opt(l.mean_ns))?,
+    }
     if let Some((lo, hi)) = l.mean_interval_ns {
         say!(
             "interval {} .. {} ({:.0} % confidence, {} noise draws); {} within ±{:.0} %",
@@ -179,12 +204,23 @@ pub fn run(a: QueryArgs) -> Result<()> {
             beta * 100.0
         )?;
     }
-    if a.gamma > 0 {
-        say!(
-            "std      {} (γ = {} virtual repetitions)",
-            opt(l.std_ns),
-            a.gamma
-        )?;
+    if a.gamma > 0 && l.mean_ns.is_some() {
+        match (l.std_ns, l.std_interval_ns, &l.std_reason) {
+            (Some(sd), Some((lo, hi)), _) => say!(
+                "std      {} (95 % interval {} .. {}, from the spread of {} counters)",
+                format_ns(sd),
+                format_ns(lo),
+                format_ns(hi),
+                l.std_counters
+            )?,
+            (Some(sd), None, _) => say!(
+                "std      {} (Theorem 4, γ = {} virtual repetitions; no interval)",
+                format_ns(sd),
+                a.gamma
+            )?,
+            (None, _, Some(why)) => say!("std      - ({why})")?,
+            (None, _, None) => say!("std      -")?,
+        }
     }
     if let Some((alpha, beta, t_min)) = g {
         say!(

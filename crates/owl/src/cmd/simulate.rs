@@ -31,7 +31,18 @@ const AFTER_HELP: &str = "Models:
                flows (LDS §1).
   --flow-preset lds-paper: 7.76M packets of 146 000 flows at 27k packets/s, Pareto flow sizes
                (shape 0.85, truncated at weight 1e5) fitted to the trace of LDS §5;
-               lds-small: the same at a tenth (776 000 packets, 14 600 flows).
+               lds-small: the same at a tenth (776 000 packets, 14 600 flows);
+               chic: COLATE's CHIC trace (§6.1: 124k packets/s, 12.4 packets per flow) for
+               100 s, 12.4M packets of 1.0M flows, Pareto flow sizes as lds-paper. With the
+               paper's RED queue: --queue red:580Mbit,cross=0.1-0.55,period=2s (the packets load
+               the link to 0.6, cross traffic to 0.7-1.15 in all, so the queue builds up to
+               RED's 0.24-0.48 s thresholds in its high periods)
+  --queue      red:CAPACITY[,cross=LO-HI][,period=T][,buffer=T]: a bottleneck link of CAPACITY
+               bit/s (50Mbit, 1Gbit) managed by RED as COLATE §6.1 runs it: a buffer of 0.5 s of
+               traffic, min_th 0.475, max_th 0.95 of it, w_q 0.002, max_p 1/50; fluid cross
+               traffic takes LO or HI of the capacity, switching every T on average (default
+               0-0, 1s). Its queueing adds to --delay (say const:1ms for propagation alone), its
+               drops to --loss; sim.json counts them (red_early_drops, red_tail_drops)
                The paths of `owl experiment lds-*`: two priority queues and four ECMP paths,
                --delay weibull-mean:100us:0.7 --class-delay weibull-mean:500us:0.7
                --class-fraction 0.3, with --ecmp '1.25ms;1.3ms;1.35ms;1.4ms' (paper-like: a
@@ -63,6 +74,9 @@ pub enum FlowPreset {
     LdsPaper,
     /// The same at a tenth.
     LdsSmall,
+    /// COLATE's CHIC trace (§6.1, Table 2) for 100 s: 12.4M packets of 1.0M flows at 124k
+    /// packets/s.
+    Chic,
 }
 
 impl FlowPreset {
@@ -70,6 +84,7 @@ impl FlowPreset {
         match self {
             FlowPreset::LdsPaper => TrafficConfig::lds_trace(1.0),
             FlowPreset::LdsSmall => TrafficConfig::lds_trace(0.1),
+            FlowPreset::Chic => TrafficConfig::chic_like(100.0),
         }
     }
 }
@@ -162,6 +177,9 @@ pub struct SimulateArgs {
     /// The FIFO queue, the default (kept so that older command lines still run).
     #[arg(long, hide = true, conflicts_with = "independent_delays")]
     pub fifo: bool,
+    /// A RED bottleneck before the path's delay and loss (see below).
+    #[arg(long, value_name = "red:CAPACITY[,...]")]
+    pub queue: Option<String>,
     /// Loss model (see below).
     #[arg(long, default_value = "none")]
     pub loss: String,
@@ -285,6 +303,7 @@ pub fn config(a: &SimulateArgs) -> Result<SimConfig> {
                 None => Vec::new(),
             },
             fifo: !a.independent_delays,
+            queue: a.queue.as_deref().map(str::parse).transpose()?,
             loss: a.loss.parse::<LossModel>()?,
             reorder,
             duplicate: a.duplicate,

@@ -77,12 +77,20 @@ impl Presence {
 }
 
 /// One flow's estimates combined over intervals.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Acc {
     weight: f64,
     weighted_mean: f64,
     weighted_sq: f64,
     has_std: bool,
+    /// `Σ w·(lo² + m²)` and `Σ w·(hi² + m²)` of the std's intervals, while every interval's
+    /// std has one.
+    weighted_ci: Option<(f64, f64)>,
+    /// Intervals with a mean, and with a std.
+    means: u64,
+    stds: u64,
+    /// The latest reason the method gave (for a missing mean or std).
+    reason: Option<String>,
     packets: Option<f64>,
     lost: Option<f64>,
     /// Interval means left out as no delay at all (beyond the horizon, or not finite), and the
@@ -107,10 +115,22 @@ impl Acc {
             let w = e.packets.filter(|p| *p > 0.0).unwrap_or(1.0);
             self.weight += w;
             self.weighted_mean += w * m;
+            self.means += 1;
             if let Some(sd) = e.std_ns {
                 self.has_std = true;
+                self.stds += 1;
                 self.weighted_sq += w * (sd * sd + m * m);
+                self.weighted_ci = match (self.stds, self.weighted_ci, e.std_ci95_ns) {
+                    (1, _, Some([lo, hi])) | (_, Some(_), Some([lo, hi])) => {
+                        let (a, b) = self.weighted_ci.unwrap_or((0.0, 0.0));
+                        Some((a + w * (lo * lo + m * m), b + w * (hi * hi + m * m)))
+                    }
+                    _ => None,
+                };
             }
+        }
+        if let Some(why) = &e.reason {
+            self.reason = Some(why.clone());
         }
         if let Some(p) = e.packets {
             *self.packets.get_or_insert(0.0) += p;
@@ -122,14 +142,27 @@ impl Acc {
 
     fn estimate(&self) -> FlowEstimate {
         let mean = (self.weight > 0.0).then(|| self.weighted_mean / self.weight);
+        let combined = |sq: f64, m: f64| (sq / self.weight - m * m).max(0.0).sqrt();
+        // the std of every interval together, as the intervals' stds and means make it; its
+        // interval the same from each interval's ends (it grows with each interval's std)
+        let std_ok = self.has_std && self.stds == self.means;
         FlowEstimate {
             mean_ns: mean,
-            std_ns: match (mean, self.has_std) {
-                (Some(m), true) => Some((self.weighted_sq / self.weight - m * m).max(0.0).sqrt()),
+            std_ns: match (mean, std_ok) {
+                (Some(m), true) => Some(combined(self.weighted_sq, m)),
+                _ => None,
+            },
+            std_ci95_ns: match (mean, std_ok, self.weighted_ci) {
+                (Some(m), true, Some((lo, hi))) => Some([combined(lo, m), combined(hi, m)]),
                 _ => None,
             },
             packets: self.packets,
             lost: self.lost,
+            reason: if mean.is_none() || !std_ok {
+                self.reason.clone()
+            } else {
+                None
+            },
         }
     }
 }
@@ -392,8 +425,10 @@ mod tests {
         let e = |m: f64, p: f64, l: f64| FlowEstimate {
             mean_ns: Some(m),
             std_ns: Some(0.0),
+            std_ci95_ns: Some([0.0, 10.0]),
             packets: Some(p),
             lost: Some(l),
+            reason: None,
         };
         a.add(&e(100.0, 1.0, 0.0), 1e9);
         a.add(&e(200.0, 3.0, 1.0), 1e9);
@@ -405,6 +440,23 @@ mod tests {
         assert_eq!(r.lost, Some(1.0));
         // {100, 200, 200, 200}: sd = sqrt(1875)
         assert!((r.std_ns.unwrap() - 1875f64.sqrt()).abs() < 1e-9);
+        // each interval's std in [0, 10]: the combined one between the ends' combinations
+        let [lo, hi] = r.std_ci95_ns.unwrap();
+        assert!((lo - 1875f64.sqrt()).abs() < 1e-9);
+        assert!((hi - (1875f64 + 100.0).sqrt()).abs() < 1e-9, "{hi}");
+        // an interval with a mean but no std: no combined std, and the reason stays
+        a.add(
+            &FlowEstimate {
+                mean_ns: Some(150.0),
+                packets: Some(1.0),
+                reason: Some("no std: too few counters".into()),
+                ..Default::default()
+            },
+            1e9,
+        );
+        let r = a.estimate();
+        assert_eq!((r.std_ns, r.std_ci95_ns), (None, None));
+        assert_eq!(r.reason.as_deref(), Some("no std: too few counters"));
         assert_eq!((a.unusable, a.farthest), (1, -1.8e16));
         assert_eq!(Acc::default().estimate().mean_ns, None);
     }

@@ -44,7 +44,8 @@ use owl_core::pipeline::truth::{TruthConfig, truth_of};
 use owl_core::{FlowKey, PacketRecord, countmin, rli};
 use owl_trace::identity::DEFAULT_IDENTITY_SEED;
 use owl_trace::sim::mesh::mesh;
-use owl_trace::sim::{SimConfig, TrafficConfig, TrafficSource};
+use owl_trace::sim::red::RedQueue;
+use owl_trace::sim::{DelayModel, PathConfig, SimConfig, Simulation, TrafficConfig, TrafficSource};
 
 use super::lds::{self, PAPER_LIKE, QUEUES_ONLY, Trace};
 use super::{Ctx, Panel, Series, plot_png, write_csv};
@@ -111,6 +112,12 @@ struct Outcome {
     in_interval: Option<bool>,
     /// Whether the query certified its mean within β (module doc of `estimate`).
     certified: bool,
+    /// `(μ̃ − μ)/μ`, NaN without an estimate.
+    signed_err: f64,
+    /// Whether the mean rests on some of the flow's counters only (the others lost packets).
+    partial: bool,
+    /// Whether the std's 95 % interval holds the true std (`None`: no std stated).
+    std_covered: Option<bool>,
 }
 
 /// How a link's flows are queried and scored.
@@ -176,6 +183,7 @@ fn evaluate(
                     horizon_ns: HORIZON_NS,
                     gamma: sc.gamma,
                     estimator: sc.estimator,
+                    std: owl_core::colate::StdEstimator::default(),
                     confidence,
                 },
                 &mut cache,
@@ -189,6 +197,11 @@ fn evaluate(
                     .map(|(lo, hi)| lo <= d.mean_ns && d.mean_ns <= hi),
                 certified: l.certified(sc.beta),
                 mean_err: rel(l.mean_ns, d.mean_ns),
+                signed_err: l.mean_ns.map_or(f64::NAN, |m| (m - d.mean_ns) / d.mean_ns),
+                partial: l.counters_lost > 0,
+                std_covered: l
+                    .std_interval_ns
+                    .map(|(lo, hi)| lo <= d.std_ns && d.std_ns <= hi),
                 std_err: if d.std_ns > 0.0 {
                     rel(l.std_ns, d.std_ns)
                 } else {
@@ -507,6 +520,8 @@ struct Denoised {
     wr: Vec<f64>,
     truth_std: f64,
     seed: u64,
+    /// owl's std (`std=counters`) and its 95 % interval; `None`: withheld (with a reason).
+    counters: Option<(f64, (f64, f64))>,
 }
 
 fn denoise(cfg: &Config, t: &Trace, es: &[Epoch], er: &[Epoch], keep: usize) -> Vec<Denoised> {
@@ -535,7 +550,24 @@ fn denoise(cfg: &Config, t: &Trace, es: &[Epoch], er: &[Epoch], keep: usize) -> 
             let r0 = s.iter().map(|e| e.first_ns).min().unwrap_or(from);
             let ps = point_sums(&s, &map, fh, r0, true);
             let pr = point_sums(&r, &map, fh, r0, true);
+            let owl = owl_core::colate::query(
+                es,
+                er,
+                &Query {
+                    flow: t.flows[i].key,
+                    from_ns: from,
+                    to_ns: to,
+                    horizon_ns: HORIZON_NS,
+                    gamma: 1,
+                    estimator: Estimator::Raw,
+                    std: owl_core::colate::StdEstimator::Counters,
+                    confidence: 0.0,
+                },
+            )
+            .ok()
+            .and_then(|l| l.std_ns.zip(l.std_interval_ns));
             Denoised {
+                counters: owl,
                 mean: (pr.t - ps.t) / ps.p,
                 p: ps.p,
                 ws: ps.w,
@@ -551,7 +583,8 @@ fn std_of(d: &Denoised, second: f64) -> f64 {
     (second / d.p - d.mean * d.mean).max(0.0).sqrt()
 }
 
-/// `colate-std`: Fig. 9 (fraction of flows whose std is within 5 % against the virtual
+/// `colate-std`: owl's std from the counters' spread (row `counters`: within 5 % and 25 %, and
+/// its 95 % interval's coverage), beside Fig. 9 (fraction of flows whose std is within 5 % against the virtual
 /// repetitions γ, up to 10⁵, and the γ → ∞ limit in closed form) and Fig. 7 (CDF of the std's
 /// relative error at γ = 1 000), medium requirement at 10 MiB, the largest flows, both paths
 /// of the LDS experiments (paper-like: μ/σ ≈ 3–15; queues-only: μ/σ ≈ 1.3).
@@ -587,6 +620,8 @@ pub fn std(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                     errs.len().to_string(),
                     f(within),
                     f(lds::quantile(&errs, 0.5).unwrap_or(f64::NAN)),
+                    f(frac_within(&errs, 0.25)),
+                    String::new(),
                 ]);
                 pts.push((x, within));
                 errs
@@ -627,6 +662,34 @@ pub fn std(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                 .collect();
             let x_inf = *gammas.last().unwrap_or(&1) as f64 * 10.0;
             at("limit".into(), x_inf, lim);
+            // owl's std from the counters' spread: a withheld std scores 1, and its interval's
+            // coverage is over the stated ones
+            let errs: Vec<f64> = ds
+                .iter()
+                .map(|d| {
+                    d.counters
+                        .map_or(1.0, |(s, _)| (s - d.truth_std).abs() / d.truth_std)
+                })
+                .collect();
+            let stated: Vec<&(f64, (f64, f64))> =
+                ds.iter().filter_map(|d| d.counters.as_ref()).collect();
+            let covered = ds
+                .iter()
+                .filter(|d| {
+                    d.counters
+                        .is_some_and(|(_, (lo, hi))| lo <= d.truth_std && d.truth_std <= hi)
+                })
+                .count();
+            rows.push(vec![
+                run.to_string(),
+                path.name.into(),
+                "counters".into(),
+                errs.len().to_string(),
+                f(frac_within(&errs, 0.05)),
+                f(lds::quantile(&errs, 0.5).unwrap_or(f64::NAN)),
+                f(frac_within(&errs, 0.25)),
+                f(covered as f64 / stated.len().max(1) as f64),
+            ]);
             if run == 0 {
                 frac_series.push(Series {
                     name: format!("{} (last point: gamma -> inf)", path.name),
@@ -647,6 +710,8 @@ pub fn std(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             "flows",
             "within_0.05",
             "median_rel_err",
+            "within_0.25",
+            "ci95_coverage",
         ],
         &rows,
     )?;
@@ -676,6 +741,236 @@ pub fn std(ctx: &Ctx) -> Result<Vec<PathBuf>> {
         ],
     )?;
     Ok(vec![csv, cdf_csv, png])
+}
+
+/// Flow-size bins of `colate-loss`: `[lo, hi)` packets.
+const LOSS_BINS: [(u64, u64, &str); 4] = [
+    (1, 10, "1-9"),
+    (10, 100, "10-99"),
+    (100, 1_000, "100-999"),
+    (1_000, u64::MAX, "1000+"),
+];
+
+/// `colate-loss`: per-flow means on a lossy path (uniform loss 0.1 % and 1 %, the one-link
+/// trace, medium plan at 10 MiB), with one vector and with §1.4's sampling vectors
+/// (0.5/0.3/0.15/0.05), both estimators: per flow-size bin, the fraction of flows estimated,
+/// the fraction of those from some counters only (the others lost packets), their median
+/// error, the fraction within 5 %, and their median signed error (whether they lean).
+pub fn loss(ctx: &Ctx) -> Result<Vec<PathBuf>> {
+    let sc = scale(ctx);
+    let seed = ctx.seed;
+    let losses = [0.001, 0.01];
+    let layouts: [(&str, Vec<f64>); 2] = [
+        ("1", vec![1.0]),
+        ("0.5/0.3/0.15/0.05", vec![0.5, 0.3, 0.15, 0.05]),
+    ];
+    ctx.progress
+        .set_length((losses.len() * layouts.len()) as u64);
+    let mut rows = Vec::new();
+    for loss in losses {
+        let t = lds::make_trace(sc, seed, loss, &PAPER_LIKE)?;
+        for (name, vectors) in &layouts {
+            let cfg =
+                Config::for_level(Level::Medium, 10 << 20, seed)?.with_vectors(vectors.clone())?;
+            let (es, er) = (record(&cfg, &t.sender), record(&cfg, &t.receiver));
+            for est in ESTIMATORS {
+                let out = evaluate(
+                    Scoring::mean_only(cfg.requirement().t_min, est),
+                    &t.sender,
+                    &es,
+                    &er,
+                    &t.flows,
+                )?;
+                for (lo, hi, label) in LOSS_BINS {
+                    let bin: Vec<&Outcome> = out
+                        .iter()
+                        .filter(|o| o.packets >= lo && o.packets < hi)
+                        .collect();
+                    let est_: Vec<&&Outcome> =
+                        bin.iter().filter(|o| !o.signed_err.is_nan()).collect();
+                    let errs: Vec<f64> = est_.iter().map(|o| o.mean_err).collect();
+                    let signed: Vec<f64> = est_.iter().map(|o| o.signed_err).collect();
+                    let frac = |k: usize, n: usize| f(k as f64 / n.max(1) as f64);
+                    rows.push(vec![
+                        loss.to_string(),
+                        name.to_string(),
+                        est.to_string(),
+                        label.into(),
+                        bin.len().to_string(),
+                        frac(est_.len(), bin.len()),
+                        frac(est_.iter().filter(|o| o.partial).count(), est_.len()),
+                        f(frac_within(&errs, 0.05)),
+                        f(lds::quantile(&errs, 0.5).unwrap_or(f64::NAN)),
+                        f(lds::quantile(&signed, 0.5).unwrap_or(f64::NAN)),
+                    ]);
+                }
+            }
+            ctx.progress.inc(1);
+        }
+    }
+    let csv = ctx.path("colate-loss.csv");
+    write_csv(
+        &csv,
+        &[
+            "loss",
+            "vectors",
+            "estimator",
+            "flow_packets",
+            "flows",
+            "estimated",
+            "partial",
+            "within_0.05",
+            "median_rel_err",
+            "median_signed_err",
+        ],
+        &rows,
+    )?;
+    Ok(vec![csv])
+}
+
+/// §6.1's RED queue for the CHIC-like trace: a 580 Mbit/s link that its 124 000 packets/s
+/// (≈ 350 Mbit/s) load to 0.6, cross traffic switching every 2 s on average between 0.1 and
+/// `high` of the link. At `high` = 0.45 the queue builds up to tens of milliseconds and RED
+/// never drops (lossless); at 0.55 it reaches RED's thresholds (0.24–0.48 s) and drops ~0.3 %.
+fn chic_queue(high: f64) -> RedQueue {
+    RedQueue::paper(580e6, (0.1, high), 2_000_000_000)
+}
+
+/// The CHIC-like trace of `seconds` through [`chic_queue`] and 1 ms of propagation, FIFO, with
+/// its per-flow truth. (A short trace sees few of the queue's 2 s periods: `--quick` is a
+/// smoke test of the experiment, not of the queue.)
+fn chic_trace(seconds: f64, seed: u64, high: f64) -> Result<Trace> {
+    let cfg = SimConfig {
+        seed,
+        traffic: TrafficSource::Synthetic(TrafficConfig::chic_like(seconds)),
+        path: PathConfig {
+            delay: DelayModel::Constant(1_000_000.0),
+            fifo: true,
+            queue: Some(chic_queue(high)),
+            ..PathConfig::default()
+        },
+        snaplen: 128,
+    };
+    let sim = Simulation::run(&cfg).context("simulating the CHIC-like trace")?;
+    let (sender, receiver) = sim.records(DEFAULT_IDENTITY_SEED);
+    drop(sim);
+    let flows = flows_of(&sender, &receiver);
+    Ok(Trace {
+        sender,
+        receiver,
+        flows,
+        aggregate_mean: f64::NAN,
+    })
+}
+
+/// Flow-size bins of `colate-chic`: `[lo, hi)` packets at the sender.
+const CHIC_BINS: [(u64, u64, &str); 5] = [
+    (1, 10, "1-9"),
+    (10, 100, "10-99"),
+    (100, 300, "100-299"),
+    (300, 1_000, "300-999"),
+    (1_000, u64::MAX, "1000+"),
+];
+
+/// `colate-chic`: COLATE at the paper's scale — the CHIC-like trace (§6.1: 124 000 packets/s,
+/// 12.4 packets per flow; 100 s, 12.4 M packets of 1.0 M flows; `--quick`: 2 s) through §6.1's
+/// RED queue (0.5 s buffer), lossless and lossy ([`chic_queue`]), µs timestamps, the medium
+/// plan at 1, 10 and 100 MiB, both mean estimators and owl's std: per flow-size bin, flows
+/// estimated, the mean within β = 5 %, the std stated, within 25 %, and its interval's
+/// coverage; and the epochs' bits per packet.
+pub fn chic(ctx: &Ctx) -> Result<Vec<PathBuf>> {
+    let seconds = if ctx.quick { 2.0 } else { 100.0 };
+    let seed = ctx.seed;
+    let paths = [("lossless", 0.45), ("lossy", 0.55)];
+    ctx.progress
+        .set_length((paths.len() * MEMORIES.len()) as u64);
+    let mut rows = Vec::new();
+    for (name, high) in paths {
+        let t = chic_trace(seconds, seed, high)?;
+        let lost = t.sender.len() - t.receiver.len();
+        let (mu, sd) = {
+            let d: Vec<f64> = t
+                .flows
+                .iter()
+                .filter_map(|f| f.delay.map(|d| d.mean_ns))
+                .collect();
+            owl_core::stats::mean_std(&d)
+        };
+        for mib in MEMORIES {
+            let cfg = Config::for_level(Level::Medium, mib << 20, seed)?;
+            let (es, er) = (record(&cfg, &t.sender), record(&cfg, &t.receiver));
+            let bits: f64 = es.iter().map(|e| e.encoded_len() as f64 * 8.0).sum::<f64>()
+                / t.sender.len() as f64;
+            for est in ESTIMATORS {
+                let out = evaluate(
+                    Scoring {
+                        gamma: 1,
+                        ..Scoring::mean_only(cfg.requirement().t_min, est)
+                    },
+                    &t.sender,
+                    &es,
+                    &er,
+                    &t.flows,
+                )?;
+                for (lo, hi, label) in CHIC_BINS {
+                    let bin: Vec<&Outcome> = out
+                        .iter()
+                        .filter(|o| o.packets >= lo && o.packets < hi)
+                        .collect();
+                    let n = bin.len().max(1) as f64;
+                    let count =
+                        |p: &dyn Fn(&Outcome) -> bool| bin.iter().filter(|o| p(o)).count() as f64;
+                    let stated = count(&|o| o.std_covered.is_some());
+                    rows.push(vec![
+                        name.into(),
+                        mib.to_string(),
+                        est.to_string(),
+                        label.into(),
+                        bin.len().to_string(),
+                        f(count(&|o| !o.signed_err.is_nan()) / n),
+                        f(count(&|o| o.mean_err <= 0.05) / n),
+                        f(stated / n),
+                        f(count(&|o| o.std_covered.is_some() && o.std_err <= 0.25) / n),
+                        f(count(&|o| o.std_covered == Some(true)) / stated.max(1.0)),
+                        f(bits),
+                        es.len().to_string(),
+                        t.sender.len().to_string(),
+                        t.flows.len().to_string(),
+                        lost.to_string(),
+                        format!("{mu:.0}"),
+                        format!("{sd:.0}"),
+                    ]);
+                }
+            }
+            drop((es, er));
+            ctx.progress.inc(1);
+        }
+    }
+    let csv = ctx.path("colate-chic.csv");
+    write_csv(
+        &csv,
+        &[
+            "path",
+            "memory_mib",
+            "estimator",
+            "flow_packets",
+            "flows",
+            "estimated",
+            "mean_within_0.05",
+            "std_stated",
+            "std_within_0.25",
+            "std_ci95_coverage",
+            "bits_per_packet",
+            "epochs",
+            "packets",
+            "flows_all",
+            "lost",
+            "flow_mean_delay_mean_ns",
+            "flow_mean_delay_std_ns",
+        ],
+        &rows,
+    )?;
+    Ok(vec![csv])
 }
 
 /// The CAIDA backbone link §1.4 sizes its storage claim on: 0.484 M packets/s.
@@ -1050,6 +1345,7 @@ fn query_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                 horizon_ns: 0,
                 gamma,
                 estimator: est,
+                std: owl_core::colate::StdEstimator::default(),
                 confidence: 0.0,
             };
             // the whole `owl query`: open both stores, find the points, read, estimate
@@ -1164,7 +1460,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let files = std(&quick_ctx(dir.path())).unwrap();
         let rows = csv_rows(&files[0]);
-        assert_eq!(rows.len(), 2 * 6);
+        assert_eq!(rows.len(), 2 * 7);
+        // owl's std states an interval that holds the truth in most flows it states one for
+        for r in rows.iter().filter(|r| r[2] == *"counters") {
+            let cov: f64 = r[7].parse().unwrap();
+            assert!(cov > 0.8, "{r:?}");
+        }
         let files = storage(&quick_ctx(dir.path())).unwrap();
         let rows = csv_rows(&files[0]);
         assert_eq!(rows.len(), 4 * 3);
@@ -1181,6 +1482,16 @@ mod tests {
         }
         let files = versus(&quick_ctx(dir.path())).unwrap();
         assert_eq!(csv_rows(&files[0]).len(), 5);
+        let files = loss(&quick_ctx(dir.path())).unwrap();
+        let rows = csv_rows(&files[0]);
+        assert_eq!(rows.len(), 2 * 2 * 2 * LOSS_BINS.len());
+        // with one vector at 0.1 % loss, most flows of 100+ packets still get a mean (from the
+        // counters that agree), raw within 5 % for most of them
+        let r = rows
+            .iter()
+            .find(|r| r[0] == *"0.001" && r[1] == *"1" && r[2] == *"raw" && r[3] == *"100-999")
+            .unwrap();
+        assert!(r[5].parse::<f64>().unwrap() > 0.9, "{r:?}");
     }
 
     /// The query-time experiment runs, and reading a flow's cells in place gives the answer
@@ -1208,6 +1519,7 @@ mod tests {
                     horizon_ns: 0,
                     gamma,
                     estimator: est,
+                    std: owl_core::colate::StdEstimator::default(),
                     confidence: 0.0,
                 };
                 let a =

@@ -117,6 +117,18 @@ pub const EXPERIMENTS: &[Experiment] = &[
         run: colate::std,
     },
     Experiment {
+        name: "colate-chic",
+        summary: "COLATE at the paper's scale: the CHIC-like trace (124k packets/s, 100 s, 12.4M packets, 1.0M flows) through §6.1's RED queue, lossless and lossy, medium plan at 1/10/100 MiB: per flow-size bin, means within 5 %, owl's std and its interval, bits per packet",
+        files: "colate-chic.csv",
+        run: colate::chic,
+    },
+    Experiment {
+        name: "colate-loss",
+        summary: "COLATE on a lossy path (0.1 % and 1 %): flows estimated, from some counters only, and their error, one vector vs sampling vectors, both estimators",
+        files: "colate-loss.csv",
+        run: colate::loss,
+    },
+    Experiment {
         name: "colate-storage",
         summary: "COLATE Fig. 10: stored bits per packet at 1/10/100 MiB (high), timestamp unit 1 us .. 1 ms, measured and at the 484 kpps CAIDA link; what the unit costs",
         files: "colate-storage.csv, colate-storage.png",

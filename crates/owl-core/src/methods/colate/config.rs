@@ -7,7 +7,9 @@
 //! `t_min` and `t_max` its example implies.
 //!
 //! `mean=paper` (default) estimates as §4 writes it; `mean=raw` is owl's variant
-//! ([`Estimator::Raw`]).
+//! ([`Estimator::Raw`]). `std=counters` (default) is owl's std from the spread of the flow's
+//! counters, with a 95 % interval ([`StdEstimator::Counters`]); `std=paper` is Theorem 4 as
+//! written, kept for comparison.
 //!
 //! Two points may differ in `n`, `b`, `T` and the timestamp unit (§5.3: "each observation
 //! point can choose its own values"); they must agree on `m`, the seed and the sampling
@@ -18,7 +20,7 @@ use crate::method::{MethodError, config_value, unknown_field};
 
 use super::cells::{Cells, Memory, Spill};
 use super::epoch::MAX_COUNTERS;
-use super::estimate::Estimator;
+use super::estimate::{Estimator, StdEstimator};
 use super::plan::{self, Form, Level, MIB_BITS, Plan, Requirement};
 
 /// Default timestamp unit: 1 µs (module doc of [`super`]: the unit trades epoch length for
@@ -49,6 +51,7 @@ pub struct Config {
     seed: u64,
     gamma: u32,
     mean: Estimator,
+    std: StdEstimator,
     requirement: Requirement,
     count_bits: u8,
     /// Spill entries; `None`: `n/64`.
@@ -65,6 +68,7 @@ const FIELDS: &[&str] = &[
     "seed",
     "gamma",
     "mean",
+    "std",
     "alpha",
     "beta",
     "memory",
@@ -94,6 +98,7 @@ impl Config {
             seed,
             gamma: DEFAULT_GAMMA,
             mean: Estimator::Paper,
+            std: StdEstimator::Counters,
             requirement: p.requirement,
             count_bits: DEFAULT_COUNT_BITS,
             spill: None,
@@ -154,6 +159,12 @@ impl Config {
         self.spill = Some(spill);
         self.validate()?;
         Ok(self)
+    }
+
+    /// The std's estimator (owl's counters' spread, or the paper's Theorem 4).
+    pub fn with_std(mut self, std: StdEstimator) -> Config {
+        self.std = std;
+        self
     }
 
     pub fn with_gamma(mut self, gamma: u32) -> Result<Config, MethodError> {
@@ -252,6 +263,9 @@ impl Config {
     pub fn mean(&self) -> Estimator {
         self.mean
     }
+    pub fn std(&self) -> StdEstimator {
+        self.std
+    }
     pub fn requirement(&self) -> &Requirement {
         &self.requirement
     }
@@ -314,6 +328,7 @@ impl Config {
             ("seed", self.seed.to_string()),
             ("gamma", self.gamma.to_string()),
             ("mean", self.mean.to_string()),
+            ("std", self.std.to_string()),
             ("alpha", q.alpha.to_string()),
             ("beta", q.beta.to_string()),
             ("memory", ((q.memory_bits / 8.0).round() as u64).to_string()),
@@ -334,6 +349,7 @@ impl Config {
         let (mut n, mut m, mut b, mut t) = (None, None, None, None);
         let (mut unit, mut vectors, mut gamma, mut seed) = (None, None, None, seed);
         let mut mean = Estimator::Paper;
+        let mut std = StdEstimator::Counters;
         let (mut count_bits, mut spill) = (DEFAULT_COUNT_BITS, None);
         for (k, s) in pairs {
             match k.as_str() {
@@ -355,6 +371,7 @@ impl Config {
                 "unit_ns" => unit = Some(config_value::<u64>("colate", k, s)?),
                 "gamma" => gamma = Some(config_value::<u32>("colate", k, s)?),
                 "mean" => mean = s.parse()?,
+                "std" => std = s.parse()?,
                 "seed" => seed = config_value("colate", k, s)?,
                 "count_bits" => count_bits = config_value::<u8>("colate", k, s)?,
                 "spill" => spill = Some(config_value::<u32>("colate", k, s)?),
@@ -396,6 +413,7 @@ impl Config {
             seed,
             gamma: DEFAULT_GAMMA,
             mean,
+            std,
             requirement: req,
             count_bits,
             spill,

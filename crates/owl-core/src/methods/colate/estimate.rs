@@ -68,6 +68,20 @@
 //! same cell at both), and the epochs are needed whole ([`query_flow`], over a flow's cells
 //! alone, gives no interval).
 //!
+//! # The std (owl's, beyond the paper)
+//!
+//! Theorem 4 pairs the flow's counters at random and reads `Σ (D_a − D_b)²` as the sum of the
+//! squared delays; that holds only through the counts' own randomness (`E[(N_a − N_b)²]`), so
+//! its error grows with `μ²`: at `μ/σ` of 3–15 it is off by more than 25 % for 95 % of flows,
+//! and a negative variance is common. Each counter's packet count is known at both points, so
+//! owl weighs each counter by it instead ([`counter_spread`], `colate:std=counters`, the
+//! default): `σ̂² = Σ_j (D_j − N_j·μ̂)²/N_j / (k − 1)` over the `k` counters that hold packets,
+//! with a 95 % interval from `χ²_{k−1}`, the timestamp units' rounding taken off. `μ` drops
+//! out, whatever `μ/σ`. A std whose interval is wider than itself (fewer than about 12
+//! counters) is withheld with a reason; none is ever 0 from a clamp. Theorem 4 stays as
+//! `colate:std=paper` (`owl query --std paper`), with no interval. The spread is that of every
+//! packet in the flow's counters — colliders' too, as for the raw mean.
+//!
 //! # Packet losses (§1.4)
 //!
 //! With several sampling vectors, the estimator takes, among the vectors whose packet counters
@@ -75,8 +89,14 @@
 //! probability. The agreement is checked on the flow's own `m` counters (the paper compares
 //! whole vectors, which assumes the two points' epochs hold the same packets — epochs are not
 //! coordinated, so they rarely do): equal counts mean no packet of those counters was lost,
-//! the flow's or a colliding one's. Without an agreeing vector there is no estimate, and the
-//! difference is reported as the flow's loss.
+//! the flow's or a colliding one's. When no vector agrees whole, owl (beyond §1.4) takes the
+//! highest-probability vector where at least [`MIN_AGREEING_COUNTERS`] of the flow's counters
+//! that hold packets agree, and estimates from those: the raw mean of their packets' delays
+//! (Theorem 2 would subtract whole vectors, which differ at the two points by the lost
+//! packets' timestamps), the interval drawn over as many counters, the std from their spread.
+//! It says how many counters lost packets; a queue that drops when it is long takes its
+//! longest delays with it, so such a mean can lean low. Without enough agreeing counters there
+//! is no estimate, and the reason says how many counters lost packets.
 
 use rand::seq::SliceRandom;
 use rand::{RngExt, SeedableRng};
@@ -101,6 +121,8 @@ pub struct Query {
     /// Virtual repetitions γ; 0 = no standard deviation.
     pub gamma: u32,
     pub estimator: Estimator,
+    /// The std's estimator (owl's counters' spread, or Theorem 4).
+    pub std: StdEstimator,
     /// Confidence of the mean's interval, in (0, 1); 0 = no interval. The interval needs the
     /// epochs whole ([`query`], [`query_cached`]).
     pub confidence: f64,
@@ -127,6 +149,40 @@ pub enum Estimator {
     /// flow's counters — the flow's own and the colliding ones' — with nothing subtracted: no
     /// timestamp-sized noise, no division by a noisy `p̃` (module doc).
     Raw,
+}
+
+/// How the per-flow std is estimated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StdEstimator {
+    /// owl's: the spread of the flow's counters, each weighed by its own packets
+    /// ([`counter_spread`]), with a 95 % interval (χ² with `k − 1` degrees of freedom); withheld
+    /// with a reason when the interval is wider than the estimate.
+    #[default]
+    Counters,
+    /// As the paper writes it: Theorems 3 and 4 (γ virtual repetitions), no interval.
+    Paper,
+}
+
+impl std::fmt::Display for StdEstimator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StdEstimator::Counters => "counters",
+            StdEstimator::Paper => "paper",
+        })
+    }
+}
+
+impl std::str::FromStr for StdEstimator {
+    type Err = MethodError;
+    fn from_str(s: &str) -> Result<StdEstimator, MethodError> {
+        match s.trim() {
+            "counters" => Ok(StdEstimator::Counters),
+            "paper" => Ok(StdEstimator::Paper),
+            _ => Err(MethodError::Invalid(format!(
+                "colate: std estimator '{s}' is not counters or paper"
+            ))),
+        }
+    }
 }
 
 impl std::fmt::Display for Estimator {
@@ -156,6 +212,17 @@ impl std::str::FromStr for Estimator {
 pub struct FlowLatency {
     pub mean_ns: Option<f64>,
     pub std_ns: Option<f64>,
+    /// The std's 95 % interval, ns ([`StdEstimator::Counters`]).
+    pub std_interval_ns: Option<(f64, f64)>,
+    /// Counters the std's spread was measured over.
+    pub std_counters: usize,
+    /// Why there is no mean.
+    pub reason: Option<String>,
+    /// Why there is no std (when one was asked for).
+    pub std_reason: Option<String>,
+    /// The flow's counters whose packet counts differ at the two points (the mean is then
+    /// over the others).
+    pub counters_lost: usize,
     /// `p̃_f` at the sender.
     pub packets: Option<f64>,
     /// Packets the flow's counters lost between the points (sender minus receiver counts).
@@ -206,6 +273,10 @@ pub struct PointSums {
     pub w: Vec<f64>,
     /// Each counter of the subvector as it is, made absolute: `A[j]` (ns relative to `R₀`).
     pub a: Vec<f64>,
+    /// Each counter's packets as they are, `N[j]`.
+    pub n: Vec<u64>,
+    /// The largest timestamp unit of the epochs, ns.
+    pub unit_ns: u64,
     pub epochs: usize,
 }
 
@@ -255,6 +326,7 @@ pub fn flow_sums(epochs: &[&FlowEpoch], m: usize, r0: u64, mle: bool) -> PointSu
     let mut out = PointSums {
         w: if mle { vec![0.0; m] } else { Vec::new() },
         a: vec![0.0; m],
+        n: vec![0; m],
         epochs: epochs.len(),
         ..PointSums::default()
     };
@@ -263,11 +335,13 @@ pub fn flow_sums(epochs: &[&FlowEpoch], m: usize, r0: u64, mle: bool) -> PointSu
         let n = e.n as usize;
         let unit = e.unit_ns as i128;
         let shift = e.base_ns as i128 - r0 as i128;
+        out.unit_ns = out.unit_ns.max(e.unit_ns);
         let (mut sa, mut ss, mut sn) = (0i128, 0u128, 0u64);
         for j in 0..m {
             let (s, c) = (fe.ts[j], fe.counts[j]);
             let a = unit * s as i128 + shift * c as i128;
             out.a[j] += a as f64;
+            out.n[j] += c as u64;
             sa += a;
             ss += s as u128;
             sn += c as u64;
@@ -409,8 +483,8 @@ pub fn query_cached(
             .filter(|e| e.vector as usize == v)
             .collect()
     }
-    let (m, paper) = (map.m, q.estimator == Estimator::Paper);
-    query_flow_with(&cells(&s), &cells(&r), q, &mut |v| {
+    let m = map.m;
+    query_flow_with(&cells(&s), &cells(&r), q, &mut |v, paper| {
         cache.table(&of(&s, v), &of(&r, v), m, paper)
     })
 }
@@ -419,14 +493,14 @@ pub fn query_cached(
 /// query's range at each point: what the epoch store reads). It gives no interval: that needs
 /// the epochs whole.
 pub fn query_flow(s: &[FlowEpoch], r: &[FlowEpoch], q: &Query) -> Result<FlowLatency, MethodError> {
-    query_flow_with(s, r, q, &mut |_| {
+    query_flow_with(s, r, q, &mut |_, _| {
         Err("it needs the epochs whole (owl query --confidence reads them)".into())
     })
 }
 
-/// Where a query's noise tables come from, for its estimator: the vector in, the table or why
-/// there is none out.
-pub type Tables<'a> = dyn FnMut(usize) -> Result<std::sync::Arc<NoiseTable>, String> + 'a;
+/// Where a query's noise tables come from: the vector and the estimator (`true`: Theorem 2's,
+/// `false`: raw) in, the table or why there is none out.
+pub type Tables<'a> = dyn FnMut(usize, bool) -> Result<std::sync::Arc<NoiseTable>, String> + 'a;
 
 /// [`query_flow`] with the noise tables of the epochs, for the interval.
 pub fn query_flow_with(
@@ -447,15 +521,18 @@ pub fn query_flow_with(
         v.iter().map(|e| &e.head).collect()
     }
     let Some((map, probs)) = shared_mapping(&heads(s), &heads(r))? else {
-        out.notes
-            .push("no epoch overlaps the range at either point".into());
+        let why = "no epoch overlaps the range at either point";
+        out.notes.push(why.into());
+        out.reason = Some(why.into());
         return Ok(out);
     };
     if s.is_empty() || r.is_empty() {
-        out.notes.push(format!(
+        let why = format!(
             "no epoch overlaps the range at the {}",
             if s.is_empty() { "sender" } else { "receiver" }
-        ));
+        );
+        out.notes.push(why.clone());
+        out.reason = Some(why);
         return Ok(out);
     }
     let fh = map.flow_hash(&q.flow);
@@ -478,8 +555,19 @@ pub fn query_flow_with(
     // vectors by decreasing sampling probability
     let mut order: Vec<usize> = (0..probs.len()).collect();
     order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
+    let want_std = q.gamma > 0;
+    let paper = q.estimator == Estimator::Paper;
+    let theorem4 = want_std && q.std == StdEstimator::Paper;
+    let m = map.m as usize;
+    let seed = mix(fh ^ map.seed ^ 0x7669_7274);
     let mut lost: Option<f64> = None;
     let mut absent: Option<f64> = None;
+    // the first vector (highest probability) where some of the flow's counters lost packets
+    // but enough agree: its index, sums, and the agreeing counters that hold packets
+    let mut partial: Option<(usize, PointSums, PointSums, Vec<usize>)> = None;
+    // the first vector with too few agreeing counters: (counters that lost packets, agreeing
+    // counters that hold packets)
+    let mut short: Option<(usize, usize)> = None;
     for v in order {
         let sv: Vec<&FlowEpoch> = s
             .iter()
@@ -494,11 +582,8 @@ pub fn query_flow_with(
         if sv.is_empty() || rv.is_empty() {
             continue;
         }
-        let want_std = q.gamma > 0;
-        let paper = q.estimator == Estimator::Paper;
-        let m = map.m as usize;
-        let ps = flow_sums(&sv, m, r0, want_std && paper);
-        let pr = flow_sums(&rv, m, r0, want_std && paper);
+        let ps = flow_sums(&sv, m, r0, theorem4 && paper);
+        let pr = flow_sums(&rv, m, r0, theorem4 && paper);
         let (cs, cr) = if same_n {
             (ps.raw_counts, pr.raw_counts)
         } else {
@@ -510,6 +595,19 @@ pub fn query_flow_with(
         if cs != cr {
             let d = cs as f64 - cr as f64;
             lost = Some(lost.map_or(d, |l: f64| l.min(d)));
+            if same_n {
+                let bad = (0..m).filter(|&j| ps.n[j] != pr.n[j]).count();
+                let usable: Vec<usize> = (0..m)
+                    .filter(|&j| ps.n[j] == pr.n[j] && ps.n[j] > 0)
+                    .collect();
+                if usable.len() >= MIN_AGREEING_COUNTERS {
+                    if partial.is_none() {
+                        partial = Some((v, ps, pr, usable));
+                    }
+                } else if short.is_none() {
+                    short = Some((bad, usable.len()));
+                }
+            }
             continue;
         }
         // the packets the mean is over: p̃ (paper) or every packet in the counters (raw)
@@ -522,21 +620,26 @@ pub fn query_flow_with(
         out.vector = Some(v as u16);
         out.lost = Some(0.0);
         out.t_units = ps.t_units;
-        let mean = if paper {
-            (pr.t - ps.t) / p
+        let num = if paper {
+            pr.t - ps.t
         } else {
-            (pr.raw_t - ps.raw_t) / p
+            pr.raw_t - ps.raw_t
         };
+        let mean = num / p;
         out.mean_ns = Some(mean);
         out.packets = Some(ps.p.max(0.0));
+        let (ts, tr) = (
+            sv.iter().map(|e| e.head.packets).sum::<u64>(),
+            rv.iter().map(|e| e.head.packets).sum::<u64>(),
+        );
+        if paper && ts != tr {
+            out.notes.push(format!(
+                "the queried epochs hold {ts} packets at the sender and {tr} at the receiver (losses, or epochs that do not line up): Theorem 2 subtracts their timestamps' expected share, which no longer cancels, so this mean can be far off (colate:mean=raw does not subtract it)"
+            ));
+        }
         if q.confidence > 0.0 {
-            let num = if paper {
-                pr.t - ps.t
-            } else {
-                pr.raw_t - ps.raw_t
-            };
-            let interval =
-                tables(v).and_then(|t| t.interval(num, ps.raw_counts, r0, fh, &map, q.confidence));
+            let interval = tables(v, paper)
+                .and_then(|t| t.interval(num, ps.raw_counts, r0, fh, &map, q.confidence, m));
             match interval {
                 Ok((lo, hi, kept)) => {
                     out.mean_interval_ns = Some((lo, hi));
@@ -546,20 +649,83 @@ pub fn query_flow_with(
             }
         }
         if want_std {
-            let seed = mix(fh ^ map.seed ^ 0x7669_7274);
-            let (ws, wr) = if paper {
-                (&ps.w, &pr.w)
+            if theorem4 {
+                let (ws, wr) = if paper {
+                    (&ps.w, &pr.w)
+                } else {
+                    (&ps.a, &pr.a)
+                };
+                let f = virtual_repetitions(ws, wr, q.gamma, seed);
+                let var = f / p - mean * mean;
+                if var < 0.0 {
+                    out.std_reason = Some(format!(
+                        "Theorem 4's variance estimate is negative ({var:.3e} ns²): no std"
+                    ));
+                } else {
+                    out.std_ns = Some(var.sqrt());
+                    out.notes.push(
+                        "std by Theorem 4 as the paper writes it (colate:std=paper): it states no interval".into(),
+                    );
+                }
+            } else if !same_n {
+                out.std_reason = Some(
+                    "the counters' spread needs the same n at both points (a packet in the same counter at both)".into(),
+                );
             } else {
-                (&ps.a, &pr.a)
-            };
-            let f = virtual_repetitions(ws, wr, q.gamma, seed);
-            let var = f / p - mean * mean;
-            if var < 0.0 {
-                out.notes.push(format!(
-                    "the variance estimate is negative ({var:.3e} ns²): std taken as 0"
-                ));
+                let all: Vec<usize> = (0..m).filter(|&j| ps.n[j] > 0).collect();
+                spread_std(&mut out, &ps, &pr, &all);
             }
-            out.std_ns = Some(var.max(0.0).sqrt());
+        }
+        if probs.len() > 1 {
+            out.notes.push(format!(
+                "vector {v} (sampling probability {}) used",
+                probs[v]
+            ));
+        }
+        return Ok(out);
+    }
+    if let Some((v, ps, pr, usable)) = partial {
+        // owl's, beyond §1.4: no vector agrees whole, so the mean is over the flow's counters
+        // that agree at both points (no packet of theirs was lost), raw: their packets' delays
+        let bad = (0..m).filter(|&j| ps.n[j] != pr.n[j]).count();
+        let short_by: i64 = (0..m).map(|j| ps.n[j] as i64 - pr.n[j] as i64).sum();
+        let num: f64 = usable.iter().map(|&j| pr.a[j] - ps.a[j]).sum();
+        let raw: u64 = usable.iter().map(|&j| ps.n[j]).sum();
+        let mean = num / raw as f64;
+        out.vector = Some(v as u16);
+        out.lost = Some(short_by as f64);
+        out.t_units = ps.t_units;
+        out.packets = Some(ps.p.max(0.0));
+        out.mean_ns = Some(mean);
+        out.counters_lost = bad;
+        out.notes.push(format!(
+            "{bad} of its {m} counters lost packets ({short_by} short at the receiver, the flow's or colliding flows'): the mean is over the {} counters that agree, the raw sum of their {raw} packets' delays (owl's, beyond §1.4); packets a queue dropped took their delays with them, so on a path that drops when its queue is long the mean can lean low",
+            usable.len()
+        ));
+        if paper {
+            out.notes.push(
+                "Theorem 2 is not used for this flow: it subtracts whole vectors, which differ at the two points by the lost packets' timestamps".into(),
+            );
+        }
+        if q.confidence > 0.0 {
+            let interval = tables(v, false)
+                .and_then(|t| t.interval(num, raw, r0, fh, &map, q.confidence, usable.len()));
+            match interval {
+                Ok((lo, hi, kept)) => {
+                    out.mean_interval_ns = Some((lo, hi));
+                    out.noise_draws = kept;
+                }
+                Err(why) => out.notes.push(format!("no interval for the mean: {why}")),
+            }
+        }
+        if want_std {
+            if theorem4 {
+                out.std_reason = Some(format!(
+                    "Theorem 4 needs all {m} counters and {bad} lost packets: no std"
+                ));
+            } else {
+                spread_std(&mut out, &ps, &pr, &usable);
+            }
         }
         if probs.len() > 1 {
             out.notes.push(format!(
@@ -570,18 +736,114 @@ pub fn query_flow_with(
         return Ok(out);
     }
     out.lost = lost;
-    out.notes.push(match (absent, lost) {
-        (Some(p), None) => {
+    let why = match (absent, lost, short) {
+        (Some(p), None, _) => {
             out.packets = Some(p.max(0.0));
             out.lost = Some(0.0);
             format!("the flow's packet estimate is {p:.2}: it is absent from these epochs")
         }
-        (_, Some(l)) => format!(
-            "the flow's counters disagree in every vector where it is present ({l} packets lost at best): no estimate"
+        (_, Some(l), Some((bad, good))) => format!(
+            "{bad} of its {m} counters lost packets ({l} short at the receiver) and {good} that agree hold packets, fewer than {MIN_AGREEING_COUNTERS}: no estimate"
         ),
-        (None, None) => "no vector has epochs at both points".into(),
-    });
+        (_, Some(l), None) if same_n => format!(
+            "no vector with equal counts, and its counters agree nowhere they hold packets ({l} short at the receiver): no estimate"
+        ),
+        (_, Some(l), None) => format!(
+            "no vector with equal counts ({l} short at the receiver); the points use different n, so only whole vectors can be checked: no estimate"
+        ),
+        (None, None, _) => "no vector has epochs at both points".into(),
+    };
+    out.notes.push(why.clone());
+    out.reason = Some(why);
     Ok(out)
+}
+
+/// Fewest of a flow's counters that must agree at both points (and hold packets) for a mean
+/// from them when some of its counters lost packets.
+pub const MIN_AGREEING_COUNTERS: usize = 2;
+
+/// The std and its interval from the spread of `counters` ([`counter_spread`]), or why not.
+fn spread_std(out: &mut FlowLatency, ps: &PointSums, pr: &PointSums, counters: &[usize]) {
+    let d: Vec<f64> = counters.iter().map(|&j| pr.a[j] - ps.a[j]).collect();
+    let n: Vec<u64> = counters.iter().map(|&j| ps.n[j]).collect();
+    let (us, ur) = (ps.unit_ns as f64, pr.unit_ns as f64);
+    match counter_spread(&d, &n, (us * us + ur * ur) / 12.0) {
+        Ok(c) => {
+            out.std_counters = c.counters;
+            let (lo, hi) = c.ci95_ns;
+            if hi - lo > c.std_ns {
+                use crate::units::format_ns;
+                out.std_reason = Some(format!(
+                    "std withheld: its 95 % interval {} .. {} is wider than the estimate {} ({} of the flow's counters hold packets; 12 or more give an interval narrower than the std)",
+                    format_ns(lo),
+                    format_ns(hi),
+                    format_ns(c.std_ns),
+                    c.counters
+                ));
+            } else {
+                out.std_ns = Some(c.std_ns);
+                out.std_interval_ns = Some(c.ci95_ns);
+            }
+        }
+        Err(why) => out.std_reason = Some(why),
+    }
+}
+
+/// owl's per-flow std (beyond the paper; `colate:std=counters`, the default).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CounterSpread {
+    pub std_ns: f64,
+    /// 95 % interval, ns.
+    pub ci95_ns: (f64, f64),
+    /// Counters that hold packets: the interval has one degree of freedom fewer.
+    pub counters: usize,
+}
+
+/// The std of the delays in a flow's counters from their own spread. Each counter `j` holds
+/// `N_j` packets (the same at both points) whose delays sum to `D_j = A_R[j] − A_S[j]`: every
+/// packet both points put in the counter cancels down to its delay. With delays of mean `μ`
+/// and variance `σ²`, `D_j − N_j·μ` has variance `N_j·σ²`, so
+/// `σ̂² = Σ_j (D_j − N_j·μ̂)²/N_j / (k − 1)` with `μ̂ = ΣD/ΣN` over the `k` counters that hold
+/// packets, and `(k − 1)·σ̂²/σ²` is about `χ²_{k−1}` (each counter a sum of packets: near
+/// normal). The counts are known per counter, so `μ` drops out whatever `μ/σ` — which is
+/// what Theorem 4's pairing cannot do (it leans on the counts' own randomness, and its error
+/// grows with `μ²`). Each point floors a timestamp to its unit, which adds `rounding_var`
+/// (`(u_S² + u_R²)/12`) to each delay's variance; it is taken off the estimate and the
+/// interval's ends.
+pub fn counter_spread(d: &[f64], n: &[u64], rounding_var: f64) -> Result<CounterSpread, String> {
+    let used: Vec<(f64, f64)> = d
+        .iter()
+        .zip(n)
+        .filter(|(_, n)| **n > 0)
+        .map(|(d, n)| (*d, *n as f64))
+        .collect();
+    let k = used.len();
+    if k < 2 {
+        return Err(format!(
+            "the flow's packets are in {k} counter{}: no spread to measure a std from",
+            if k == 1 { "" } else { "s" }
+        ));
+    }
+    let (sd, sn) = used
+        .iter()
+        .fold((0.0, 0.0), |(a, b), (d, n)| (a + d, b + n));
+    let mu = sd / sn;
+    let ss: f64 = used.iter().map(|(d, n)| (d - n * mu).powi(2) / n).sum();
+    let v = ss / (k - 1) as f64;
+    if v <= rounding_var {
+        return Err(format!(
+            "the delays' spread is below the timestamp units' resolution (variance {v:.3e} ns², rounding alone {rounding_var:.3e} ns²): no std"
+        ));
+    }
+    let Some([lo, hi]) = crate::methods::lda::ci::satterthwaite_std_ci95(v, (k - 1) as f64) else {
+        return Err("no interval for the counters' spread".into());
+    };
+    let off = |x: f64| (x * x - rounding_var).max(0.0).sqrt();
+    Ok(CounterSpread {
+        std_ns: (v - rounding_var).sqrt(),
+        ci95_ns: (off(lo), off(hi)),
+        counters: k,
+    })
 }
 
 /// What one counter's sum weighs in the estimator's numerator: `n/(n − m)` in Theorem 2 (each
@@ -742,7 +1004,10 @@ impl NoiseTable {
     /// The interval at confidence `c` for a flow whose counters gave the estimator's numerator
     /// `num` (relative to `r0`) and `raw` packets at the sender, and the draws kept (module
     /// doc): the union, over the foreign packet counts `φ < raw` the region admits, of the means
-    /// `(num − F)/p` with `p = raw − φ` and `F` in its central range given `φ`.
+    /// `(num − F)/p` with `p = raw − φ` and `F` in its central range given `φ`. The estimate
+    /// read `k` counters: all `m`, or those of a lossy flow that agree at both points (each
+    /// draw then takes `k` cells, so the interval is as wide as `k` counters' noise).
+    #[allow(clippy::too_many_arguments)]
     fn interval(
         &self,
         num: f64,
@@ -751,6 +1016,7 @@ impl NoiseTable {
         flow_hash: u64,
         map: &Mapping,
         c: f64,
+        k: usize,
     ) -> Result<(f64, f64, usize), String> {
         let (n, m) = (self.n, self.m);
         if n < 4 * m {
@@ -772,7 +1038,7 @@ impl NoiseTable {
         for _ in 0..NOISE_DRAWS {
             let (mut f, mut phi, mut d) = (0.0, 0u64, 0i64);
             let mut taken = 0;
-            while taken < m {
+            while taken < k {
                 // the touched counters first, then the empty ones: a uniform counter
                 let u = rng.random_range(0..n);
                 match self.cells.get(u) {

@@ -271,6 +271,7 @@ impl Method for ColateMethod {
                         horizon_ns: 0,
                         gamma: self.layout.cfg.gamma(),
                         estimator: self.layout.cfg.mean(),
+                        std: self.layout.cfg.std(),
                         confidence: 0.0,
                     };
                     let fh = map.flow_hash(f);
@@ -281,11 +282,18 @@ impl Method for ColateMethod {
                             .map_err(|e| MethodError::Invalid(format!("colate: {e}")))
                     };
                     let l = query_flow(&cells(&mut rs)?, &cells(&mut rr)?, &q)?;
+                    let reason = match (&l.reason, &l.std_reason) {
+                        (Some(why), _) => Some(why.clone()),
+                        (None, Some(why)) => Some(format!("no std: {why}")),
+                        (None, None) => None,
+                    };
                     Ok(FlowEstimate {
                         mean_ns: l.mean_ns,
                         std_ns: l.std_ns,
+                        std_ci95_ns: l.std_interval_ns.map(|(lo, hi)| [lo, hi]),
                         packets: l.packets,
                         lost: l.lost,
+                        reason,
                     })
                 })
                 .collect()

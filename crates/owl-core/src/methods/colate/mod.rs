@@ -89,7 +89,9 @@ mod tests;
 pub use cells::Memory;
 pub use config::Config;
 pub use epoch::{Epoch, EpochHead, EpochReader, FlowEpoch, ReadAt, Sealed};
-pub use estimate::{Estimator, FlowLatency, Query, aggregate, mle_noise, query, query_flow};
+pub use estimate::{
+    Estimator, FlowLatency, Query, StdEstimator, aggregate, mle_noise, query, query_flow,
+};
 pub use method::{ColateMethod, INFO};
 pub use plan::{Level, Plan, Requirement};
 pub use vector::{Layout, Mapping, Recorder};

@@ -113,6 +113,7 @@ impl<'a> FlowQuery<'a> {
             std_ns,
             packets: packets.is_finite().then_some(packets),
             lost: lost.is_finite().then_some(lost),
+            ..Default::default()
         }
     }
 }
