@@ -464,5 +464,8 @@ fn a_red_bottleneck_drops_and_delays() {
     assert_eq!(t.lost, b.lost);
     assert_eq!(b.reordered, 0);
     // queueing up to the 5 ms buffer, beyond the 1 µs of propagation
-    assert!(b.path_delay_mean_ns > 100_000.0 && b.path_delay_mean_ns < 5_001_000.0, "{b:?}");
+    assert!(
+        b.path_delay_mean_ns > 100_000.0 && b.path_delay_mean_ns < 5_001_000.0,
+        "{b:?}"
+    );
 }

@@ -14,11 +14,16 @@ use crate::store::Store;
 
 const AFTER_HELP: &str = "Each store is FILE, or FILE#POINT when it holds several points. The
 sender's epochs that meet [--from, --to] and the receiver's that meet [--from, --to + --horizon]
-are read; the flow's timestamp sums at each point are denoised (Theorem 2), its packets come
-from the count vector of the same mapping, and the std from γ virtual repetitions (Theorems 3
-and 4). The reliability printed is what the sender's plan (§5) states for flows whose
-timestamp sum reaches its t_min — under the paper's noise model, which undercounts the noise;
-see the README's COLATE section for what was measured.
+are read. The mean (--mean raw, the default) is the receiver's minus the sender's sums of the
+flow's m counters over their packets: every packet both points put in the same counter cancels
+down to its delay (--mean paper denoises each point's sums by Theorem 2 first, as the paper
+does). The std (--std counters, the default) comes from the spread of those counters, each
+weighed by its packets, with a 95 % interval, or is withheld with the reason (--std paper: γ
+virtual repetitions, Theorems 3 and 4, no interval). Where some of the flow's counters lost
+packets, the mean and std come from those that agree, and say so. The reliability printed is
+what the sender's plan (§5) states for flows whose timestamp sum reaches its t_min — under the
+paper's noise model, which undercounts the noise; see the README's COLATE section for what
+was measured.
 
 --confidence C measures the query's own noise instead: it reads every epoch in range whole,
 tabulates every counter of both points, draws subvectors of m counters from them as the
@@ -64,8 +69,8 @@ pub struct QueryArgs {
     /// point's configuration.
     #[arg(long, value_name = "counters|paper")]
     pub std: Option<String>,
-    /// The mean's estimator: paper (Theorem 2, Eq. 3) or raw (owl's variant); default: the
-    /// sender point's configuration.
+    /// The mean's estimator: raw (owl's, the default for new stores) or paper (Theorem 2,
+    /// Eq. 3); default: the sender point's configuration.
     #[arg(long, value_name = "paper|raw")]
     pub mean: Option<String>,
     /// Also state the mean's interval at confidence C, in (0, 1), measured from every counter
@@ -107,7 +112,7 @@ pub fn run(a: QueryArgs) -> Result<()> {
         .map(|(_, v)| v.clone());
     let estimator: Estimator = match a.mean.as_deref().or(configured.as_deref()) {
         Some(m) => m.parse()?,
-        None => Estimator::Paper,
+        None => Estimator::Raw,
     };
     let configured_std = sp
         .config

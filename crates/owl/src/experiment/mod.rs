@@ -123,6 +123,12 @@ pub const EXPERIMENTS: &[Experiment] = &[
         run: colate::chic,
     },
     Experiment {
+        name: "colate-bits",
+        summary: "COLATE §1.4's storage claim at its own 484k packets/s (45 s): stored bits per packet at 1/10/100 MiB (high, medium), 1 us and 1 ms units, and what the coarse unit costs per flow-size bin",
+        files: "colate-bits.csv, colate-bits-accuracy.csv",
+        run: colate::bits,
+    },
+    Experiment {
         name: "colate-loss",
         summary: "COLATE on a lossy path (0.1 % and 1 %): flows estimated, from some counters only, and their error, one vector vs sampling vectors, both estimators",
         files: "colate-loss.csv",
