@@ -80,8 +80,11 @@ impl RedQueue {
                 "cross traffic {lo}-{hi} must be fractions of the capacity in [0, 1), low ≤ high"
             ));
         }
-        if self.period_ns == 0 {
-            return bad("the cross traffic's period must be above 0".into());
+        if self.period_ns < 1_000_000 {
+            return bad(format!(
+                "the cross traffic's period {} must be at least 1ms",
+                format_ns(self.period_ns as f64)
+            ));
         }
         let (a, b) = self.thresholds;
         if !(a > 0.0 && a < b && b <= 1.0) {
@@ -336,6 +339,7 @@ mod tests {
             "red:1Mbit,cross=0.7-0.2",
             "red:1Mbit,cross=1.2",
             "red:1Mbit,period=0s",
+            "red:1Mbit,period=10us",
             "red:1Mbit,color=red",
         ] {
             assert!(bad.parse::<RedQueue>().is_err(), "{bad}");
