@@ -841,18 +841,24 @@ fn chic_queue(high: f64, period_ns: u64) -> RedQueue {
 /// its per-flow truth. (A short trace sees few of the queue's 2 s periods: `--quick` is a
 /// smoke test of the experiment, not of the queue.)
 fn chic_trace(seconds: f64, seed: u64, (high, period_ns): (f64, u64)) -> Result<Trace> {
+    let path = PathConfig {
+        delay: DelayModel::Constant(1_000_000.0),
+        fifo: true,
+        queue: Some(chic_queue(high, period_ns)),
+        ..PathConfig::default()
+    };
+    simulated(TrafficConfig::chic_like(seconds), path, seed)
+}
+
+/// `traffic` over `path`, simulated in memory, with its per-flow truth.
+fn simulated(traffic: TrafficConfig, path: PathConfig, seed: u64) -> Result<Trace> {
     let cfg = SimConfig {
         seed,
-        traffic: TrafficSource::Synthetic(TrafficConfig::chic_like(seconds)),
-        path: PathConfig {
-            delay: DelayModel::Constant(1_000_000.0),
-            fifo: true,
-            queue: Some(chic_queue(high, period_ns)),
-            ..PathConfig::default()
-        },
+        traffic: TrafficSource::Synthetic(traffic),
+        path,
         snaplen: 128,
     };
-    let sim = Simulation::run(&cfg).context("simulating the CHIC-like trace")?;
+    let sim = Simulation::run(&cfg).context("simulating the trace")?;
     let (sender, receiver) = sim.records(DEFAULT_IDENTITY_SEED);
     drop(sim);
     let flows = flows_of(&sender, &receiver);
@@ -992,16 +998,12 @@ pub fn bits(ctx: &Ctx) -> Result<Vec<PathBuf>> {
         flows: (CAIDA_PPS * seconds / 12.4) as u32,
         ..TrafficConfig::chic_like(seconds)
     };
-    let sim = Simulation::run(&SimConfig {
-        seed,
-        traffic: TrafficSource::Synthetic(traffic),
-        path: PathConfig::default(),
-        snaplen: 128,
-    })
-    .context("simulating 484 kpps")?;
-    let (sender, receiver) = sim.records(DEFAULT_IDENTITY_SEED);
-    drop(sim);
-    let flows = flows_of(&sender, &receiver);
+    let Trace {
+        sender,
+        receiver,
+        flows,
+        ..
+    } = simulated(traffic, PathConfig::default(), seed)?;
     let units: [u64; 2] = [1_000, 1_000_000];
     let levels = [Level::High, Level::Medium];
     ctx.progress

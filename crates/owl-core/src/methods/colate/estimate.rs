@@ -641,13 +641,7 @@ pub fn query_flow_with(
         if q.confidence > 0.0 {
             let interval = tables(v, paper)
                 .and_then(|t| t.interval(num, ps.raw_counts, r0, fh, &map, q.confidence, m));
-            match interval {
-                Ok((lo, hi, kept)) => {
-                    out.mean_interval_ns = Some((lo, hi));
-                    out.noise_draws = kept;
-                }
-                Err(why) => out.notes.push(format!("no interval for the mean: {why}")),
-            }
+            set_interval(&mut out, interval);
         }
         if want_std {
             if theorem4 {
@@ -711,13 +705,7 @@ pub fn query_flow_with(
         if q.confidence > 0.0 {
             let interval = tables(v, false)
                 .and_then(|t| t.interval(num, raw, r0, fh, &map, q.confidence, usable.len()));
-            match interval {
-                Ok((lo, hi, kept)) => {
-                    out.mean_interval_ns = Some((lo, hi));
-                    out.noise_draws = kept;
-                }
-                Err(why) => out.notes.push(format!("no interval for the mean: {why}")),
-            }
+            set_interval(&mut out, interval);
         }
         if want_std {
             if theorem4 {
@@ -757,6 +745,17 @@ pub fn query_flow_with(
     out.notes.push(why.clone());
     out.reason = Some(why);
     Ok(out)
+}
+
+/// The mean's interval and the draws it kept, or why there is none (a note).
+fn set_interval(out: &mut FlowLatency, interval: Result<(f64, f64, usize), String>) {
+    match interval {
+        Ok((lo, hi, kept)) => {
+            out.mean_interval_ns = Some((lo, hi));
+            out.noise_draws = kept;
+        }
+        Err(why) => out.notes.push(format!("no interval for the mean: {why}")),
+    }
 }
 
 /// Fewest of a flow's counters that must agree at both points (and hold packets) for a mean
