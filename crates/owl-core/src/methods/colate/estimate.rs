@@ -593,11 +593,17 @@ pub fn query_flow_with(
                 rv.iter().map(|e| e.head.packets).sum::<u64>(),
             )
         };
-        if cs != cr {
+        // with the same n, counter by counter: a packet lost from one counter and a duplicate
+        // in another leave the totals equal and both counters wrong by a whole timestamp
+        let bad = if same_n {
+            (0..m).filter(|&j| ps.n[j] != pr.n[j]).count()
+        } else {
+            usize::from(cs != cr)
+        };
+        if bad > 0 {
             let d = cs as f64 - cr as f64;
             lost = Some(lost.map_or(d, |l: f64| l.min(d)));
             if same_n {
-                let bad = (0..m).filter(|&j| ps.n[j] != pr.n[j]).count();
                 let usable: Vec<usize> = (0..m)
                     .filter(|&j| ps.n[j] == pr.n[j] && ps.n[j] > 0)
                     .collect();

@@ -1069,3 +1069,44 @@ fn counter_spread_by_hand() {
     let e = super::estimate::counter_spread(&[10.0, 0.0], &[4, 0], 0.0).unwrap_err();
     assert!(e.contains("1 counter"), "{e}");
 }
+
+/// A packet lost from one of the flow's counters and a duplicate in another leave the flow's
+/// totals equal at both points: the counters are compared one by one, so neither wrong counter
+/// enters the mean.
+#[test]
+fn a_loss_and_a_duplicate_do_not_cancel() {
+    let (s, r, flows) = traffic(5, 200, 3_000, 0.0);
+    let t = truth(&s, &r);
+    let c = cfg(1 << 20, 10, u64::MAX, 100, 3);
+    let es = record(&c, &s);
+    let big = flows.iter().max_by_key(|f| f.sent).unwrap();
+    let of_big: Vec<&PacketRecord> = r.iter().filter(|x| x.flow == big.key).collect();
+    let gone = of_big[0].id;
+    let (_, mean, _) = t[&big.key];
+    let mut split = None;
+    for dup in of_big.iter().skip(1).take(40) {
+        // R without `gone`, and with `dup` twice (a network duplicate, 1 µs later)
+        let mut r2: Vec<PacketRecord> = r.iter().filter(|x| x.id != gone).copied().collect();
+        r2.push(PacketRecord {
+            ts_ns: dup.ts_ns + 1_000,
+            ..**dup
+        });
+        r2.sort_by_key(|x| x.ts_ns);
+        let l = query(&es, &record(&c, &r2), &q(big.key, 0)).unwrap();
+        if l.counters_lost == 2 {
+            split = Some(l);
+            break;
+        }
+    }
+    let l = split.expect("a duplicate in another counter than the lost packet's");
+    assert!(
+        l.notes
+            .iter()
+            .any(|n| n.contains("2 of its 10 counters lost packets")),
+        "{l:?}"
+    );
+    assert!(
+        (l.mean_ns.unwrap() - mean).abs() / mean < 0.05,
+        "{l:?} {mean}"
+    );
+}
