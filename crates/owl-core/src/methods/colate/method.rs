@@ -305,7 +305,7 @@ impl Method for ColateMethod {
 /// `colate`: the plan of the medium requirement at 10 MiB, or at `--memory`.
 pub const INFO: MethodInfo = MethodInfo {
     name: "colate",
-    summary: "COLATE: one shared counter vector per point, epochs, per-flow mean/std by denoising (plan: alpha 0.95, beta 0.05, 10 MiB), per-flow",
+    summary: "COLATE: one shared counter vector per point, epochs, per-flow mean and std with its interval from the flow's counters (plan: alpha 0.95, beta 0.05, 10 MiB), per-flow",
     per_flow: true,
     crosses: "nothing per interval: each point appends its counter epochs to its own epoch store; a query later reads the epochs of both points that overlap the flow's time range (counted here as the interval's epochs at S)",
     per_packet: false,
