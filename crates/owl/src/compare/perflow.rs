@@ -83,9 +83,10 @@ struct Acc {
     weighted_mean: f64,
     weighted_sq: f64,
     has_std: bool,
-    /// `Σ w·(lo² + m²)` and `Σ w·(hi² + m²)` of the std's intervals, while every interval's
-    /// std has one.
-    weighted_ci: Option<(f64, f64)>,
+    /// `Σ w·(lo² + m²)` and `Σ w·(hi² + m²)` of the std's intervals, and whether some
+    /// interval's std had none (then the combination has none either).
+    weighted_ci: (f64, f64),
+    ci_missing: bool,
     /// Intervals with a mean, and with a std.
     means: u64,
     stds: u64,
@@ -120,13 +121,13 @@ impl Acc {
                 self.has_std = true;
                 self.stds += 1;
                 self.weighted_sq += w * (sd * sd + m * m);
-                self.weighted_ci = match (self.stds, self.weighted_ci, e.std_ci95_ns) {
-                    (1, _, Some([lo, hi])) | (_, Some(_), Some([lo, hi])) => {
-                        let (a, b) = self.weighted_ci.unwrap_or((0.0, 0.0));
-                        Some((a + w * (lo * lo + m * m), b + w * (hi * hi + m * m)))
+                match e.std_ci95_ns {
+                    Some([lo, hi]) => {
+                        self.weighted_ci.0 += w * (lo * lo + m * m);
+                        self.weighted_ci.1 += w * (hi * hi + m * m);
                     }
-                    _ => None,
-                };
+                    None => self.ci_missing = true,
+                }
             }
         }
         if let Some(why) = &e.reason {
@@ -152,8 +153,11 @@ impl Acc {
                 (Some(m), true) => Some(combined(self.weighted_sq, m)),
                 _ => None,
             },
-            std_ci95_ns: match (mean, std_ok, self.weighted_ci) {
-                (Some(m), true, Some((lo, hi))) => Some([combined(lo, m), combined(hi, m)]),
+            std_ci95_ns: match (mean, std_ok && !self.ci_missing) {
+                (Some(m), true) => {
+                    let (lo, hi) = self.weighted_ci;
+                    Some([combined(lo, m), combined(hi, m)])
+                }
                 _ => None,
             },
             packets: self.packets,

@@ -743,6 +743,13 @@ pub fn std(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     Ok(vec![csv, cdf_csv, png])
 }
 
+/// The outcomes of flows of `[lo, hi)` packets at the sender.
+fn in_bin(out: &[Outcome], lo: u64, hi: u64) -> Vec<&Outcome> {
+    out.iter()
+        .filter(|o| o.packets >= lo && o.packets < hi)
+        .collect()
+}
+
 /// Flow-size bins of `colate-loss`: `[lo, hi)` packets.
 const LOSS_BINS: [(u64, u64, &str); 4] = [
     (1, 10, "1-9"),
@@ -782,10 +789,7 @@ pub fn loss(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                     &t.flows,
                 )?;
                 for (lo, hi, label) in LOSS_BINS {
-                    let bin: Vec<&Outcome> = out
-                        .iter()
-                        .filter(|o| o.packets >= lo && o.packets < hi)
-                        .collect();
+                    let bin = in_bin(&out, lo, hi);
                     let est_: Vec<&&Outcome> =
                         bin.iter().filter(|o| !o.signed_err.is_nan()).collect();
                     let errs: Vec<f64> = est_.iter().map(|o| o.mean_err).collect();
@@ -923,10 +927,7 @@ pub fn chic(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                     &t.flows,
                 )?;
                 for (lo, hi, label) in CHIC_BINS {
-                    let bin: Vec<&Outcome> = out
-                        .iter()
-                        .filter(|o| o.packets >= lo && o.packets < hi)
-                        .collect();
+                    let bin = in_bin(&out, lo, hi);
                     let n = bin.len().max(1) as f64;
                     let count =
                         |p: &dyn Fn(&Outcome) -> bool| bin.iter().filter(|o| p(o)).count() as f64;
@@ -1048,10 +1049,7 @@ pub fn bits(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             &flows,
         )?;
         for (lo, hi, label) in CHIC_BINS {
-            let bin: Vec<&Outcome> = out
-                .iter()
-                .filter(|o| o.packets >= lo && o.packets < hi)
-                .collect();
+            let bin = in_bin(&out, lo, hi);
             let errs: Vec<f64> = bin.iter().map(|o| o.mean_err).collect();
             acc_rows.push(vec![
                 unit.to_string(),

@@ -930,14 +930,7 @@ fn steady_or_queueing(seed: u64, flows: u32, ratio: f64) -> (Vec<PacketRecord>, 
     let means: Vec<f64> = (0..flows)
         .map(|_| rng.random_range(50_000.0..500_000.0))
         .collect();
-    let mut order: Vec<u32> = Vec::new();
-    for (i, &n) in sizes.iter().enumerate() {
-        order.extend(std::iter::repeat_n(i as u32, n as usize));
-    }
-    for i in (1..order.len()).rev() {
-        let j = rng.random_range(0..=i);
-        order.swap(i, j);
-    }
+    let order = crate::lds::tests::interleaved(sizes.iter().copied(), &mut rng);
     let t0 = 1_767_225_600_000_000_000u64;
     let (mut s, mut r) = (Vec::new(), Vec::new());
     for (n, &fi) in order.iter().enumerate() {

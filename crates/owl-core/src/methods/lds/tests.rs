@@ -47,6 +47,20 @@ pub(crate) fn traffic(
     traffic_scaled(seed, flows, 1.0, max_size, loss)
 }
 
+/// Flow `i` repeated `sizes[i]` times, shuffled (Fisher–Yates): the flows' packets
+/// interleaved at random.
+pub(crate) fn interleaved(sizes: impl Iterator<Item = u64>, rng: &mut Pcg64Mcg) -> Vec<u32> {
+    let mut order: Vec<u32> = Vec::new();
+    for (i, n) in sizes.enumerate() {
+        order.extend(std::iter::repeat_n(i as u32, n as usize));
+    }
+    for i in (1..order.len()).rev() {
+        let j = rng.random_range(0..=i);
+        order.swap(i, j);
+    }
+    order
+}
+
 pub(crate) fn traffic_scaled(
     seed: u64,
     flows: u32,
@@ -67,15 +81,7 @@ pub(crate) fn traffic_scaled(
     let means: Vec<f64> = (0..flows)
         .map(|_| rng.random_range(50_000.0..500_000.0))
         .collect();
-    let mut order: Vec<u32> = Vec::new();
-    for (i, f) in truth.iter().enumerate() {
-        order.extend(std::iter::repeat_n(i as u32, f.sent as usize));
-    }
-    // Fisher–Yates
-    for i in (1..order.len()).rev() {
-        let j = rng.random_range(0..=i);
-        order.swap(i, j);
-    }
+    let order = interleaved(truth.iter().map(|f| f.sent), &mut rng);
     let t0 = 1_767_225_600_000_000_000u64;
     let (mut s, mut r) = (Vec::new(), Vec::new());
     for (n, &fi) in order.iter().enumerate() {
