@@ -166,3 +166,58 @@ fn lda_payload_from_before_the_digest_still_reads() {
         e.notes
     );
 }
+
+/// COLATE epochs from before the folded flow hash (`CLE2`: counters placed by xxh3 of the
+/// 37-byte canonical key; `colate-cle2-*.bin`, written by that version): a recorder placing
+/// flows by that hash still writes them byte for byte, they decode and re-encode as they
+/// were, and every flow's estimate from them is the one that recorder gives — read by the
+/// folded hash instead, the flows' counters would be other flows'.
+#[test]
+fn colate_epochs_from_before_the_folded_flow_hash_still_read() {
+    use owl_core::colate::{ColateMethod, Config, KeyHash, Level, Recorder};
+    use owl_core::method::PointSynopsis;
+    let (s, r) = records();
+    let m = ColateMethod::new(Config::for_level(Level::Medium, MEMORY, SEED).unwrap()).unwrap();
+    let mut old = Vec::new();
+    let mut again = Vec::new();
+    for (role, recs, tag) in [
+        (Role::Sender, &s, "sender"),
+        (Role::Receiver, &r, "receiver"),
+    ] {
+        let want = std::fs::read(golden(&format!("colate-cle2-{tag}.bin"))).unwrap();
+        assert_eq!(&want[12..16], b"CLE2", "{tag}");
+        let p = m.decode_point(role, &want).unwrap();
+        let mut bytes = Vec::new();
+        p.encode(&mut bytes);
+        assert_eq!(bytes, want, "{tag}: re-encoded");
+        let mut canonical = Recorder::new(m.recorder().layout().with_key(KeyHash::Canonical));
+        canonical.record_batch(recs);
+        let mut bytes = Vec::new();
+        canonical.encode(&mut bytes);
+        assert_eq!(bytes, want, "{tag}: recorded by the canonical hash");
+        // the default recorder writes CLE3
+        let mut folded = m.recorder();
+        folded.record_batch(recs);
+        let mut bytes = Vec::new();
+        folded.encode(&mut bytes);
+        assert_eq!(&bytes[12..16], b"CLE3", "{tag}");
+        old.push(p);
+        again.push(Box::new(canonical) as Box<dyn PointSynopsis>);
+    }
+    let flows: Vec<_> = {
+        let mut f: Vec<_> = s.iter().map(|x| x.flow).collect();
+        f.sort();
+        f.dedup();
+        f
+    };
+    let from_file = m
+        .estimate_flows(&*old[0], &*old[1], &flows)
+        .unwrap()
+        .unwrap();
+    let recorded = m
+        .estimate_flows(&*again[0], &*again[1], &flows)
+        .unwrap()
+        .unwrap();
+    assert_eq!(from_file, recorded);
+    assert!(from_file.iter().filter(|e| e.mean_ns.is_some()).count() > flows.len() / 2);
+}

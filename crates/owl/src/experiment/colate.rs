@@ -525,7 +525,7 @@ struct Denoised {
 }
 
 fn denoise(cfg: &Config, t: &Trace, es: &[Epoch], er: &[Epoch], keep: usize) -> Vec<Denoised> {
-    let map = Mapping::new(cfg.seed(), cfg.m(), &[1.0]);
+    let map = Mapping::new(cfg.seed(), cfg.m(), &[1.0], Default::default());
     let index: HashMap<FlowKey, usize> = t
         .flows
         .iter()

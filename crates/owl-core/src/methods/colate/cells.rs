@@ -23,6 +23,7 @@
 //! first — the paper's rule, "before any counter overflows, COLATE dumps the counter vector",
 //! applied to the whole SRAM + DRAM counter. `spill = 0` is that rule with no DRAM at all.
 
+use super::epoch::CellSource;
 use super::vector::mix;
 
 /// Bytes of padding after the cells: a 128-bit access at the last cell stays in bounds.
@@ -360,10 +361,14 @@ impl Cells {
     #[inline]
     fn low(&self, i: usize) -> (u64, u64) {
         let bit = i * self.w as usize;
-        let p: [u8; 16] = self.bytes[bit >> 3..(bit >> 3) + 16]
-            .try_into()
-            .expect("16 bytes");
-        let cell = u128::from_le_bytes(p) >> (bit & 7);
+        let (at, sh) = (bit >> 3, bit & 7);
+        let cell = if self.w <= 56 {
+            let p: [u8; 8] = self.bytes[at..at + 8].try_into().expect("8 bytes");
+            (u64::from_le_bytes(p) >> sh) as u128
+        } else {
+            let p: [u8; 16] = self.bytes[at..at + 16].try_into().expect("16 bytes");
+            u128::from_le_bytes(p) >> sh
+        };
         (
             cell as u64 & ones(self.b),
             (cell >> self.b) as u64 & ones(self.c),
@@ -372,15 +377,8 @@ impl Cells {
 
     /// Every counter, in order, spill included (one pass: the spill's entries sorted and
     /// merged in).
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (u64, u32)> + '_ {
-        let mut hi: Vec<(u32, u32, u32)> = self
-            .spill
-            .slots
-            .iter()
-            .filter(|s| s.key != 0)
-            .map(|s| (s.key - 1, s.ts, s.count))
-            .collect();
-        hi.sort_unstable();
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (u64, u32)> + Clone + '_ {
+        let hi = self.high_parts();
         let mut k = 0;
         (0..self.n).map(move |i| {
             let (mut ts, mut c) = self.low(i);
@@ -395,6 +393,19 @@ impl Cells {
         })
     }
 
+    /// The spill's high parts `(counter, timestamp bits, count bits)`, by counter.
+    fn high_parts(&self) -> Vec<(u32, u32, u32)> {
+        let mut hi: Vec<(u32, u32, u32)> = self
+            .spill
+            .slots
+            .iter()
+            .filter(|s| s.key != 0)
+            .map(|s| (s.key - 1, s.ts, s.count))
+            .collect();
+        hi.sort_unstable();
+        hi
+    }
+
     /// Every counter as plain vectors.
     pub fn to_vectors(&self) -> (Vec<u64>, Vec<u32>) {
         self.iter().unzip()
@@ -404,6 +415,46 @@ impl Cells {
     pub fn clear(&mut self) {
         self.bytes.fill(0);
         self.spill.clear();
+    }
+}
+
+impl CellSource for Cells {
+    fn count(&self) -> usize {
+        self.n
+    }
+
+    /// One pass over the packed bytes, a 64-bit word read per cell where a cell and its
+    /// shift fit one (`b + c ≤ 56`), the spill's high parts merged in by counter.
+    fn each(&self, mut f: impl FnMut(u64, u32)) {
+        let hi = self.high_parts();
+        let (b, c, w) = (self.b, self.c, self.w as usize);
+        let (bm, cm) = (ones(b), ones(c));
+        // the next counter with high parts, and its position among them
+        let (mut k, mut next) = (0usize, hi.first().map_or(usize::MAX, |h| h.0 as usize));
+        let bytes = &self.bytes[..];
+        for i in 0..self.n {
+            let (mut ts, mut cnt) = if w <= 56 {
+                let bit = i * w;
+                let at = bit >> 3;
+                let p: [u8; 8] = bytes[at..at + 8].try_into().expect("8 bytes");
+                let cell = u64::from_le_bytes(p) >> (bit & 7);
+                (cell & bm, (cell >> b) & cm)
+            } else {
+                self.low(i)
+            };
+            if i == next {
+                let (_, t, n) = hi[k];
+                ts |= (t as u64) << b;
+                cnt |= (n as u64) << c;
+                k += 1;
+                next = hi.get(k).map_or(usize::MAX, |h| h.0 as usize);
+            }
+            f(ts, cnt as u32);
+        }
+    }
+
+    fn count_at(&self, i: usize) -> u32 {
+        self.get(i).1
     }
 }
 

@@ -3,10 +3,10 @@
 //! the base and unit its timestamps are relative to, the mapping (`n`, `m`, seed), and the
 //! vector's sampling probability and packet counter (§1.4 "Packet Losses").
 //!
-//! # Layout (`CLE2`, little-endian)
+//! # Layout (`CLE3`, little-endian)
 //!
 //! ```text
-//! "CLE2" | u64 seq | u16 vector | u16 vectors | f64 probability | u64 seed
+//! "CLE3" | u64 seq | u16 vector | u16 vectors | f64 probability | u64 seed
 //! | u32 n | u32 m | u8 b | u8 bc | u64 unit_ns | u64 base_ns | u64 first_ns | u64 last_ns
 //! | u64 packets | u64 sum low | u64 sum high | u64 early | u32 e | u32 ec
 //! | u64 xxh3 of the header bytes before it
@@ -15,6 +15,9 @@
 //! | ec × (u32 index, u32 value)    packet counters that did not fit, by index
 //! | u64 xxh3 of every byte before it
 //! ```
+//!
+//! `CLE2` is the same layout with the counters placed by the older flow hash (xxh3 of the
+//! 37-byte canonical key, [`KeyHash::Canonical`]); it is read, and re-encoded as it was.
 //!
 //! Cells are packed least significant bit first. A counter whose value does not fit
 //! (`≥ 2^b − 1`) is written as all ones and its value in the list that follows — the paper's
@@ -38,13 +41,52 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::wire::{DecodeError, WireReader, WireWriter};
 
 use super::cells::Cells;
-use super::vector::Mapping;
+use super::vector::{KeyHash, Mapping};
 
-pub const TAG: &[u8; 4] = b"CLE2";
+/// Tag of the epochs this version writes ([`KeyHash::Folded`]).
+pub const TAG: &[u8; 4] = b"CLE3";
+/// Tag of the epochs placed by [`KeyHash::Canonical`] (owl before the folded flow hash).
+pub const TAG_CANONICAL: &[u8; 4] = b"CLE2";
+
+fn tag_of(key: KeyHash) -> &'static [u8; 4] {
+    match key {
+        KeyHash::Folded => TAG,
+        KeyHash::Canonical => TAG_CANONICAL,
+    }
+}
 /// Bytes of the header, its checksum included.
 pub const HEADER_BYTES: usize = 4 + 8 + 2 + 2 + 8 + 8 + 4 + 4 + 1 + 1 + 8 * 8 + 4 + 4 + 8;
 /// Most counters an epoch may have (2²⁸: a 256 M-counter vector is already absurd).
 pub const MAX_COUNTERS: u32 = 1 << 28;
+
+/// An epoch's counters in order, `(timestamp counter, packet counter)`, visited by a closure:
+/// the packed cells in RAM ([`Cells`]) or decoded vectors. Internal iteration keeps an
+/// encoder's pass over millions of cells one tight loop.
+pub trait CellSource {
+    /// Counters.
+    fn count(&self) -> usize;
+    /// Visit every counter in order.
+    fn each(&self, f: impl FnMut(u64, u32));
+    /// Packet counter `i`.
+    fn count_at(&self, i: usize) -> u32;
+}
+
+/// Decoded counters: `(timestamp counters, packet counters)`.
+pub struct Counters<'a>(pub &'a [u64], pub &'a [u32]);
+
+impl CellSource for Counters<'_> {
+    fn count(&self) -> usize {
+        self.0.len()
+    }
+    fn each(&self, mut f: impl FnMut(u64, u32)) {
+        for (&t, &c) in self.0.iter().zip(self.1) {
+            f(t, c)
+        }
+    }
+    fn count_at(&self, i: usize) -> u32 {
+        self.1[i]
+    }
+}
 
 /// What an epoch says about itself: everything but its counters.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,6 +116,8 @@ pub struct EpochHead {
     pub sum: u128,
     /// Packets older than `base_ns` (capture disorder), recorded as 0.
     pub early: u64,
+    /// The flow hash its counters were placed by (from the tag).
+    pub key_hash: KeyHash,
 }
 
 impl EpochHead {
@@ -121,9 +165,9 @@ fn bits_for(v: u64) -> u8 {
 }
 
 impl Epoch {
-    /// Width of the stored packet counters: twice the mean count fits.
+    /// Width of the stored packet counters ([`stored_count_bits`]).
     pub fn count_bits(&self) -> u8 {
-        count_bits(self.packets, self.n)
+        stored_count_bits(&self.head, &Counters(&self.ts, &self.counts))
     }
 
     /// Timestamp counters that did not fit in `b` bits (what the paper calls an overflow).
@@ -134,7 +178,7 @@ impl Epoch {
 
     /// Bytes [`encode`](Self::encode) writes.
     pub fn encoded_len(&self) -> usize {
-        encoded_len(self.b, self.packets, &self.ts, &self.counts)
+        encoded_len(&self.head, &self.ts, &self.counts)
     }
 
     /// Stored bits per recorded packet.
@@ -155,8 +199,7 @@ impl Epoch {
     }
 
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let cells = self.ts.iter().copied().zip(self.counts.iter().copied());
-        encode_cells(&self.head, cells, out);
+        encode_cells(&self.head, &Counters(&self.ts, &self.counts), out);
     }
 
     /// Decode one epoch (exactly `bytes`) whole, checking the tag, the header and whole
@@ -206,9 +249,20 @@ impl Epoch {
             Ok(r.u32("escaped count")? as u64)
         })?;
         r.finish("epoch")?;
+        let counts: Vec<u32> = counts.into_iter().map(|c| c as u32).collect();
+        // one encoding per epoch: the packet counters' width is the one the writer chooses
+        let chosen = stored_count_bits(head, &Counters(&ts, &counts));
+        if bc as u8 != chosen {
+            return Err(DecodeError::Invalid {
+                offset: HEADER_BYTES,
+                what: format!(
+                    "packet counters stored in {bc} bits where the writer chooses {chosen}"
+                ),
+            });
+        }
         // the counters must add up to the header's totals
         let total: u128 = ts.iter().map(|&v| v as u128).sum();
-        let total_c: u64 = counts.iter().sum();
+        let total_c: u64 = counts.iter().map(|&c| c as u64).sum();
         if total != head.sum || total_c != head.packets {
             return Err(DecodeError::Invalid {
                 offset: HEADER_BYTES,
@@ -221,26 +275,23 @@ impl Epoch {
         Ok(Epoch {
             head: layout.head,
             ts,
-            counts: counts.into_iter().map(|c| c as u32).collect(),
+            counts,
         })
     }
 }
 
 /// Encode an epoch of `head` whose `n` cells `(timestamp counter, packet counter)` come in
-/// order (module doc: the layout); the number of escaped timestamp counters. One pass: the
-/// header's escape counts and checksum are written once the cells are.
-pub fn encode_cells(
-    head: &EpochHead,
-    cells: impl Iterator<Item = (u64, u32)>,
-    out: &mut Vec<u8>,
-) -> usize {
+/// order (module doc: the layout); the number of escaped timestamp counters. Two passes: the
+/// packet counters' width, then the cells; the header's escape counts and checksum are
+/// written once the cells are.
+pub fn encode_cells(head: &EpochHead, cells: &impl CellSource, out: &mut Vec<u8>) -> usize {
     let start = out.len();
-    let bc = count_bits(head.packets, head.n);
+    let bc = stored_count_bits(head, cells);
     let (top, top_c) = (escape(head.b), escape(bc));
     let (b, wbits) = (head.b as u32, head.b as u32 + bc as u32);
     out.reserve(HEADER_BYTES + Cells::packed_len(head.n as usize, wbits) + 8);
     let mut w = WireWriter::new(out);
-    w.bytes(TAG);
+    w.bytes(tag_of(head.key_hash));
     w.u64(head.seq);
     w.u16(head.vector);
     w.u16(head.vectors);
@@ -263,40 +314,80 @@ pub fn encode_cells(
     w.u32(0);
     w.u64(0);
     let (mut esc, mut esc_c) = (Vec::new(), Vec::new());
+    // the cells, a 64-bit word at a time, into bytes made ready for them (the last word may
+    // be partial: cut to the packed length after)
+    let cells_at = out.len();
+    let packed = Cells::packed_len(head.n as usize, wbits);
+    out.resize(cells_at + packed.next_multiple_of(8) + 8, 0);
+    let mut words = out[cells_at..].chunks_exact_mut(8);
+    let mut put = |word: u64| {
+        words
+            .next()
+            .expect("room for every word")
+            .copy_from_slice(&word.to_le_bytes())
+    };
     let (mut acc, mut have) = (0u128, 0u32);
-    for (i, (t, c)) in cells.enumerate() {
-        if t >= top {
-            esc.push((i as u32, t));
-        }
-        if c as u64 >= top_c {
-            esc_c.push((i as u32, c));
-        }
-        // have < 64 here and a cell is at most 95 bits: what does not fit the 128-bit
-        // accumulator (`lost`) goes in after the first flush
-        let cell = (t.min(top) as u128) | ((c as u64).min(top_c) as u128) << b;
-        let lost = if have + wbits > 128 {
-            cell >> (128 - have)
-        } else {
-            0
-        };
-        acc |= cell << have;
-        have += wbits;
-        if have >= 64 {
-            w.u64(acc as u64);
-            acc = (acc >> 64) | (lost << 64);
-            have -= 64;
-        }
-        if have >= 64 {
-            w.u64(acc as u64);
-            acc >>= 64;
-            have -= 64;
-        }
+    let mut i = 0u32;
+    if wbits < 64 {
+        // the common case (b + bc < 64): a 64-bit accumulator
+        let mut acc64 = 0u64;
+        cells.each(|t, c| {
+            if t >= top {
+                esc.push((i, t));
+            }
+            if c as u64 >= top_c {
+                esc_c.push((i, c));
+            }
+            i += 1;
+            let cell = t.min(top) | (c as u64).min(top_c) << b;
+            acc64 |= cell << have;
+            if have + wbits >= 64 {
+                // have ≥ 1 here, so the shift is at most 63
+                put(acc64);
+                acc64 = cell >> (64 - have);
+                have = have + wbits - 64;
+            } else {
+                have += wbits;
+            }
+        });
+        acc = acc64 as u128;
+    } else {
+        cells.each(|t, c| {
+            if t >= top {
+                esc.push((i, t));
+            }
+            if c as u64 >= top_c {
+                esc_c.push((i, c));
+            }
+            i += 1;
+            // have < 64 here and a cell is at most 95 bits: what does not fit the 128-bit
+            // accumulator (`lost`) goes in after the first flush
+            let cell = (t.min(top) as u128) | ((c as u64).min(top_c) as u128) << b;
+            let lost = if have + wbits > 128 {
+                cell >> (128 - have)
+            } else {
+                0
+            };
+            acc |= cell << have;
+            have += wbits;
+            if have >= 64 {
+                put(acc as u64);
+                acc = (acc >> 64) | (lost << 64);
+                have -= 64;
+            }
+            if have >= 64 {
+                put(acc as u64);
+                acc >>= 64;
+                have -= 64;
+            }
+        });
     }
-    while have > 0 {
-        w.u8(acc as u8);
-        acc >>= 8;
-        have = have.saturating_sub(8);
+    // have < 64: the bits left, then the cut (the padding of the last byte is zero)
+    if have > 0 {
+        put(acc as u64);
     }
+    out.truncate(cells_at + packed);
+    let mut w = WireWriter::new(out);
     for &(i, v) in &esc {
         w.u32(i);
         w.u64(v);
@@ -420,12 +511,16 @@ impl CellLayout {
     /// Parse and check the header (tag, fields, its checksum) at the start of `h`.
     fn read(h: &[u8]) -> Result<CellLayout, DecodeError> {
         let mut r = WireReader::new(h);
-        if r.take(4, "epoch tag")? != TAG {
-            return Err(DecodeError::Invalid {
-                offset: 0,
-                what: "not a COLATE counter epoch (tag is not CLE2)".into(),
-            });
-        }
+        let key_hash = match r.take(4, "epoch tag")? {
+            t if t == TAG => KeyHash::Folded,
+            t if t == TAG_CANONICAL => KeyHash::Canonical,
+            _ => {
+                return Err(DecodeError::Invalid {
+                    offset: 0,
+                    what: "not a COLATE counter epoch (tag is neither CLE3 nor CLE2)".into(),
+                });
+            }
+        };
         let seq = r.u64("seq")?;
         let vector = r.u16("vector")?;
         let vectors = r.u16("vectors")?;
@@ -475,10 +570,10 @@ impl CellLayout {
                 "last timestamp {last_ns} before first {first_ns}"
             )));
         }
-        if bc != count_bits(packets, n) {
+        if key_hash == KeyHash::Canonical && bc != count_bits_canonical(packets, n) {
             return Err(bad(format!(
                 "packet counters of {bc} bits, but {packets} packets in {n} counters are stored in {}",
-                count_bits(packets, n)
+                count_bits_canonical(packets, n)
             )));
         }
         if escapes > n || escapes_c > n {
@@ -503,6 +598,7 @@ impl CellLayout {
                 packets,
                 sum,
                 early,
+                key_hash,
             },
             bc,
             escapes,
@@ -653,31 +749,60 @@ impl<R: ReadAt> EpochReader<R> {
     }
 }
 
-/// Width of the stored packet counters of `packets` in `n` counters: twice the mean fits.
-pub fn count_bits(packets: u64, n: u32) -> u8 {
+/// Width of the stored packet counters of a `CLE2` epoch of `packets` in `n` counters: twice
+/// the (truncated) mean fits. With a mean near 1.5 that is 2 bits, and a quarter of the
+/// counters then escape at 64 bits each; `CLE3` chooses by [`stored_count_bits`].
+pub fn count_bits_canonical(packets: u64, n: u32) -> u8 {
     bits_for(2 * (packets / n.max(1) as u64) + 1).min(32)
 }
 
-/// Bytes of an epoch of these counters (`b`-bit timestamp counters).
-pub fn encoded_len(b: u8, packets: u64, ts: &[u64], counts: &[u32]) -> usize {
-    encoded_len_of(b, packets, ts.iter().copied().zip(counts.iter().copied()))
+/// Counters [`stored_count_bits`] reads: every `COUNT_STRIDE`-th.
+pub const COUNT_STRIDE: usize = 8;
+
+/// Width of the stored packet counters of an epoch of `head` with these counters: for `CLE3`,
+/// the width `w` that makes the counters smallest — `w` bits a counter plus 64 bits per
+/// counter that escapes (`c ≥ 2^w − 1`), over every [`COUNT_STRIDE`]-th counter (a size
+/// choice, so a sample serves; the reader recomputes it from the same counters), the narrowest
+/// on a tie; for `CLE2`, [`count_bits_canonical`].
+pub fn stored_count_bits(head: &EpochHead, cells: &impl CellSource) -> u8 {
+    if head.key_hash == KeyHash::Canonical {
+        return count_bits_canonical(head.packets, head.n);
+    }
+    // counters by bit length of c + 1: c escapes at width w when that length exceeds w
+    let mut len = [0u64; 34];
+    let n = cells.count();
+    for i in (0..n).step_by(COUNT_STRIDE) {
+        len[bits_for(cells.count_at(i) as u64 + 1) as usize] += 1;
+    }
+    let read = n.div_ceil(COUNT_STRIDE) as u64;
+    let mut escaped: u64 = len[2..].iter().sum();
+    let (mut best, mut best_bits) = (1u8, u64::MAX);
+    for w in 1..=32u8 {
+        let bits = read * w as u64 + 64 * escaped;
+        if bits < best_bits {
+            (best, best_bits) = (w, bits);
+        }
+        escaped -= len[w as usize + 1];
+    }
+    best
 }
 
-/// [`encoded_len`] of `(timestamp counter, packet counter)` pairs.
-pub fn encoded_len_of(
-    b: u8,
-    packets: u64,
-    cells: impl ExactSizeIterator<Item = (u64, u32)>,
-) -> usize {
-    let n = cells.len() as u32;
-    let bc = count_bits(packets, n);
-    let (top, top_c) = (escape(b), escape(bc));
+/// Bytes of an epoch of `head` with these counters.
+pub fn encoded_len(head: &EpochHead, ts: &[u64], counts: &[u32]) -> usize {
+    encoded_len_of(head, &Counters(ts, counts))
+}
+
+/// [`encoded_len`] of any counters.
+pub fn encoded_len_of(head: &EpochHead, cells: &impl CellSource) -> usize {
+    let n = cells.count();
+    let bc = stored_count_bits(head, cells);
+    let (top, top_c) = (escape(head.b), escape(bc));
     let (mut esc, mut esc_c) = (0, 0);
-    for (t, c) in cells {
+    cells.each(|t, c| {
         esc += (t >= top) as usize;
         esc_c += (c as u64 >= top_c) as usize;
-    }
-    HEADER_BYTES + Cells::packed_len(n as usize, b as u32 + bc as u32) + 12 * esc + 8 * esc_c + 8
+    });
+    HEADER_BYTES + Cells::packed_len(n, head.b as u32 + bc as u32) + 12 * esc + 8 * esc_c + 8
 }
 
 /// The all-ones value of `b` bits: the escape.

@@ -431,6 +431,14 @@ pub fn shared_mapping(
         if e.seed != first.seed {
             return Err(differ("seed", first.seed.to_string(), e.seed.to_string()));
         }
+        if e.key_hash != first.key_hash {
+            // epochs written before and after owl's flow hash changed (CLE2, CLE3)
+            return Err(differ(
+                "flow hash (epochs of two owl versions: query the ranges before and after the upgrade apart)",
+                first.key_hash.name().into(),
+                e.key_hash.name().into(),
+            ));
+        }
         if e.vectors != first.vectors {
             return Err(differ(
                 "vectors",
@@ -445,7 +453,10 @@ pub fn shared_mapping(
             return Err(differ("vectors", p.to_string(), e.probability.to_string()));
         }
     }
-    Ok(Some((Mapping::new(first.seed, first.m, &[1.0]), probs)))
+    Ok(Some((
+        Mapping::new(first.seed, first.m, &[1.0], first.key_hash),
+        probs,
+    )))
 }
 
 /// Answer `q` from the two points' epochs (any order; those outside the range are skipped).

@@ -11,8 +11,8 @@
 //! 3. adds `⌊(ts − base)/unit⌋` to counter `H(f, j)` and 1 to the packet counter of the same
 //!    index (the count vector that gives `p_f`, §4.1).
 //!
-//! `H(f, j) = reduce(mix(h(f) ⊕ s_j), n)` where `h(f)` is the seeded xxh3 flow hash (the one
-//! hash per packet of §1.4 "Deployability"), `s_j` a per-`j` salt derived from the seed, and
+//! `H(f, j) = reduce(mix(h(f) ⊕ s_j), n)` where `h(f)` is the seeded flow hash (the one hash
+//! per packet of §1.4 "Deployability": [`KeyHash`] says which), `s_j` a per-`j` salt derived from the seed, and
 //! `mix` the SplitMix64 finaliser; `j` and the vector come from the packet identity (already
 //! a hash) through `mix` with their own salts. Every constant is fixed here, so two points
 //! (and two versions of owl) agree.
@@ -23,7 +23,7 @@
 
 use std::sync::Arc;
 
-use crate::hash::{HashFamily, reduce};
+use crate::hash::{HashFamily, KeyHasher, reduce};
 use crate::record::{FlowKey, PacketRecord};
 
 use super::cells::{Cells, Memory};
@@ -45,11 +45,33 @@ pub fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// Which flow hash `h(f)` an epoch's counters were placed by (fixed by its format).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KeyHash {
+    /// `CLE2` epochs: xxh3 of the 37-byte [`FlowKey::canonical_bytes`].
+    Canonical,
+    /// `CLE3` epochs: [`KeyHasher`], folded multiplies of the 5-tuple's words (13 bytes for
+    /// IPv4) — a third of the time, for recording at line rate.
+    #[default]
+    Folded,
+}
+
+impl KeyHash {
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyHash::Canonical => "xxh3 of the canonical key (CLE2)",
+            KeyHash::Folded => "folded 5-tuple words (CLE3)",
+        }
+    }
+}
+
 /// The mapping both points share: flow hash, `j` of a packet, `H(f, j)`, vector of a packet.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Mapping {
     pub seed: u64,
     pub m: u32,
+    pub key: KeyHash,
+    hasher: KeyHasher,
     salt_j: u64,
     salt_vector: u64,
     salts: Vec<u64>,
@@ -58,7 +80,7 @@ pub struct Mapping {
 }
 
 impl Mapping {
-    pub fn new(seed: u64, m: u32, probabilities: &[f64]) -> Mapping {
+    pub fn new(seed: u64, m: u32, probabilities: &[f64], key: KeyHash) -> Mapping {
         let fam = HashFamily::new(seed);
         let key_h = fam.member(SALT_H).hash(0);
         let mut acc = 0.0;
@@ -77,6 +99,8 @@ impl Mapping {
         Mapping {
             seed,
             m,
+            key,
+            hasher: KeyHasher::new(seed),
             salt_j: fam.member(SALT_J).hash(0),
             salt_vector: fam.member(SALT_VECTOR).hash(0),
             salts: (0..m as u64).map(|j| mix(key_h.wrapping_add(j))).collect(),
@@ -86,7 +110,10 @@ impl Mapping {
 
     #[inline]
     pub fn flow_hash(&self, f: &FlowKey) -> u64 {
-        f.hash(self.seed)
+        match self.key {
+            KeyHash::Folded => self.hasher.hash(f),
+            KeyHash::Canonical => f.hash(self.seed),
+        }
     }
 
     /// `j` of a packet (0-based).
@@ -224,9 +251,23 @@ pub struct Layout {
 impl Layout {
     pub fn new(cfg: Config) -> Arc<Layout> {
         Arc::new(Layout {
-            map: Mapping::new(cfg.seed(), cfg.m(), cfg.vectors()),
+            map: Mapping::new(cfg.seed(), cfg.m(), cfg.vectors(), KeyHash::default()),
             unit: UnitDivisor::new(cfg.unit_ns()),
             cfg,
+        })
+    }
+
+    /// This layout placing flows by `key` (epochs of an older format, decoded).
+    pub fn with_key(self: &Arc<Layout>, key: KeyHash) -> Arc<Layout> {
+        if self.map.key == key {
+            return self.clone();
+        }
+        let mut map = self.map.clone();
+        map.key = key;
+        Arc::new(Layout {
+            cfg: self.cfg.clone(),
+            map,
+            unit: self.unit,
         })
     }
 }
@@ -277,8 +318,14 @@ impl Recorder {
             .collect()
     }
 
-    /// A recorder holding `epochs` as dumped and nothing open (a decoded synopsis).
+    /// A recorder holding `epochs` as dumped and nothing open (a decoded synopsis), placing
+    /// flows as its epochs did (one [`KeyHash`]: [`decode_sealed`](super::epoch::decode_sealed)
+    /// checks).
     pub fn with_epochs(layout: Arc<Layout>, epochs: Vec<Sealed>) -> Recorder {
+        let layout = match epochs.first() {
+            Some(e) => layout.with_key(e.head.key_hash),
+            None => layout,
+        };
         let mut r = Recorder::new(layout);
         r.packets = epochs.iter().map(|e| e.head.packets).sum();
         r.sealed = epochs;
@@ -315,23 +362,32 @@ impl Recorder {
         self.update(v, i, ts_ns);
     }
 
-    /// Record a batch: every packet's vector and counter first (the hashes, and a prefetch of
-    /// the cell), then the counter updates, whose cells are then on their way to the cache.
+    /// Record a batch, software-pipelined: packet `k + AHEAD`'s flow hash, vector and counter
+    /// are computed and its cell prefetched while packet `k`'s counter is updated, so that a
+    /// vector larger than the caches costs one memory latency per `AHEAD` packets, not one
+    /// per packet. The same updates in the same order as [`record`](Self::record).
     pub fn record_batch(&mut self, recs: &[PacketRecord]) {
-        const CHUNK: usize = 128;
+        const AHEAD: usize = 16;
         let n = self.layout.cfg.n() as usize;
-        let mut at = [(0u32, 0usize); CHUNK];
-        for chunk in recs.chunks(CHUNK) {
-            let map = &self.layout.map;
-            for (slot, r) in at.iter_mut().zip(chunk) {
-                let fh = map.flow_hash(&r.flow);
-                let (v, i) = (map.vector(r.id), map.index(fh, map.j(r.id), n));
-                self.vectors[v].cells.prefetch(i);
-                *slot = (v as u32, i);
+        let mut ring = [(0u32, 0usize); AHEAD];
+        let locate = |map: &Mapping, r: &PacketRecord| {
+            let fh = map.flow_hash(&r.flow);
+            (map.vector(r.id) as u32, map.index(fh, map.j(r.id), n))
+        };
+        for (k, r) in recs.iter().take(AHEAD).enumerate() {
+            let (v, i) = locate(&self.layout.map, r);
+            self.vectors[v as usize].cells.prefetch(i);
+            ring[k] = (v, i);
+        }
+        for (k, r) in recs.iter().enumerate() {
+            let slot = k % AHEAD;
+            let (v, i) = ring[slot];
+            if let Some(next) = recs.get(k + AHEAD) {
+                let (nv, ni) = locate(&self.layout.map, next);
+                self.vectors[nv as usize].cells.prefetch(ni);
+                ring[slot] = (nv, ni);
             }
-            for (&(v, i), r) in at.iter().zip(chunk) {
-                self.update(v as usize, i, r.ts_ns);
-            }
+            self.update(v as usize, i, r.ts_ns);
         }
     }
 
@@ -399,10 +455,26 @@ impl Recorder {
 
     /// Vector `v` encoded as epoch `seq` (it stays as it is): straight from the packed cells.
     fn seal(&self, v: usize, seq: u64) -> Sealed {
-        let cfg = &self.layout.cfg;
         let c = &self.vectors[v];
         let head = EpochHead {
             seq,
+            ..self.head_of(v)
+        };
+        let mut bytes = Vec::new();
+        let overflows = encode_cells(&head, &c.cells, &mut bytes);
+        Sealed {
+            head,
+            bytes,
+            overflows,
+        }
+    }
+
+    /// The head vector `v` would have as an epoch (numbered 0).
+    fn head_of(&self, v: usize) -> EpochHead {
+        let cfg = &self.layout.cfg;
+        let c = &self.vectors[v];
+        EpochHead {
+            seq: 0,
             vector: v as u16,
             vectors: cfg.vectors().len() as u16,
             probability: cfg.vectors()[v],
@@ -417,13 +489,7 @@ impl Recorder {
             packets: c.packets,
             sum: c.sum,
             early: c.early,
-        };
-        let mut bytes = Vec::new();
-        let overflows = encode_cells(&head, c.cells.iter(), &mut bytes);
-        Sealed {
-            head,
-            bytes,
-            overflows,
+            key_hash: self.layout.map.key,
         }
     }
 
@@ -477,11 +543,9 @@ impl Recorder {
 
     /// Bytes the open vectors would take once dumped (without copying them).
     pub fn open_encoded_len(&self) -> usize {
-        let b = self.layout.cfg.b();
-        self.vectors
-            .iter()
-            .filter(|v| v.packets > 0)
-            .map(|v| super::epoch::encoded_len_of(b, v.packets, v.cells.iter()))
+        (0..self.vectors.len())
+            .filter(|&v| self.vectors[v].packets > 0)
+            .map(|v| super::epoch::encoded_len_of(&self.head_of(v), &self.vectors[v].cells))
             .sum()
     }
 
