@@ -291,3 +291,79 @@ fn both<A: Send, B>(a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B) -> (A, 
         (ra, rb)
     })
 }
+
+/// Eq. 12's ratio measured from two stores ([`measure_ratio`]).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RatioMeasure {
+    /// 5th percentile and median of the counters' ratios.
+    pub p5: f64,
+    pub median: f64,
+    /// Counters measured, and epoch pairs they came from.
+    pub counters: usize,
+    pub pairs: usize,
+}
+
+/// Epoch pairs [`measure_ratio`] reads at most (each is read whole at both points).
+const RATIO_PAIRS: usize = 8;
+
+/// Eq. 12's ratio over the counters of up to [`RATIO_PAIRS`] epoch pairs of two stores: each of
+/// the sender's first epochs beside the receiver's epoch that overlaps it most in time
+/// ([`plan::counter_ratios`](owl_core::colate::plan::counter_ratios)).
+pub fn measure_ratio(sender: &str, receiver: &str) -> Result<RatioMeasure> {
+    let open = |arg: &str| -> Result<(Store, Point)> {
+        let (path, point) = store_arg(arg);
+        let st = Store::open_read(Path::new(path))?;
+        let p = st.only_point(point)?;
+        Ok((st, p))
+    };
+    let ((ss, sp), (rs, rp)) = (open(sender)?, open(receiver)?);
+    let mut firsts = Vec::new();
+    let full = "enough epochs";
+    let read = ss.each_epoch(&sp, 0, u64::MAX, |e| {
+        firsts.push(e);
+        if firsts.len() == RATIO_PAIRS {
+            bail!(full);
+        }
+        Ok(())
+    });
+    if let Err(e) = read
+        && e.to_string() != full
+    {
+        return Err(e);
+    }
+    let (mut ratios, mut pairs) = (Vec::new(), 0);
+    for s in &firsts {
+        let overlap = |r: &owl_core::colate::Epoch| {
+            s.last_ns
+                .min(r.last_ns)
+                .saturating_sub(s.first_ns.max(r.first_ns))
+        };
+        let Some(r) = rs
+            .epochs(&rp, s.first_ns, s.last_ns)?
+            .into_iter()
+            .filter(|r| r.n == s.n && r.vector == s.vector)
+            .max_by_key(overlap)
+        else {
+            continue;
+        };
+        let v = owl_core::colate::plan::counter_ratios(s, &r);
+        if !v.is_empty() {
+            pairs += 1;
+            ratios.extend(v);
+        }
+    }
+    if ratios.is_empty() {
+        bail!(
+            "{sender} and {receiver}: no counter holds the same packets at both points in the first {} epochs (no epochs that overlap in time, different n, or every counter lost packets)",
+            firsts.len()
+        );
+    }
+    ratios.sort_by(f64::total_cmp);
+    let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
+    Ok(RatioMeasure {
+        p5: at(0.05),
+        median: at(0.5),
+        counters: ratios.len(),
+        pairs,
+    })
+}

@@ -158,9 +158,52 @@ fn record_query_and_stats() {
         ],
         "point s was recorded with n = 20000",
     );
-    // the plan of the paper's example
+    // the plan of the paper's example; what it promises at the default (real) ratio and the
+    // corrected noise: nothing
     let plan = ok(&["colate", "plan", "--memory", "1MiB"]);
     assert!(plan.contains("m = 20, b = 19"), "{plan}");
+    assert!(plan.contains("promise      corrected noise"), "{plan}");
+    assert!(plan.contains("nothing: Eq. 22 needs"), "{plan}");
+    // the paper's own promise at ratio 1: the example's t_min (8.5e4)
+    let v: Value = serde_json::from_str(&ok(&[
+        "colate", "plan", "--memory", "1MiB", "--model", "paper", "--ratio", "1", "--json",
+    ]))
+    .unwrap();
+    let t_min = v["promise"]["t_min"].as_f64().unwrap();
+    assert!((t_min / 85_003.0 - 1.0).abs() < 0.05, "{v}");
+    assert_eq!(v["promise"]["covers_any"], true, "{v}");
+    assert_eq!(v["plan"]["m"], 20);
+    // Eq. 12's ratio measured from the two stores just recorded: delays of 5–80 µs over
+    // epochs of seconds
+    let v: Value = serde_json::from_str(&ok(&[
+        "colate",
+        "plan",
+        "--memory",
+        "1MiB",
+        "--ratio-from",
+        ss.to_str().unwrap(),
+        rs.to_str().unwrap(),
+        "--json",
+    ]))
+    .unwrap();
+    let m = &v["ratio_measured"];
+    let p5 = m["p5"].as_f64().unwrap();
+    assert!(
+        p5 > 0.0 && p5 < 0.01 && p5 <= m["median"].as_f64().unwrap(),
+        "{v}"
+    );
+    assert!(m["counters"].as_u64().unwrap() > 1_000, "{v}");
+    assert_eq!(v["promise"]["ratio"], m["p5"]);
+    fails(
+        &[
+            "colate",
+            "plan",
+            "--ratio-from",
+            ss.to_str().unwrap(),
+            "/nonexistent.db",
+        ],
+        "no such epoch store",
+    );
 }
 
 #[test]
@@ -209,6 +252,12 @@ fn bad_inputs_give_one_clear_error() {
             "10",
         ],
         "no n meets",
+    );
+    fails(&["colate", "plan", "--rate", "0"], "--rate 0 must be");
+    fails(&["colate", "plan", "--ratio", "2"], "must be in (0, 1]");
+    fails(
+        &["colate", "plan", "--model", "exact"],
+        "is not paper or corrected",
     );
 }
 

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use owl_core::colate::plan::{self, Form, Requirement};
+use owl_core::colate::plan::{self, Form, Model, Requirement};
 use owl_core::units::{format_bytes, parse_bytes};
 
 use crate::store::Store;
@@ -41,9 +41,28 @@ pub struct PlanArgs {
     /// Largest per-flow timestamp sum, in timestamp units (default: the paper example's).
     #[arg(long, default_value_t = plan::EXAMPLE_T_MAX)]
     pub t_max: f64,
-    /// Eq. 12's measured (t_R − t_S)/(t_R + t_S): B = β·ratio.
-    #[arg(long, default_value_t = 1.0)]
+    /// Eq. 12's ratio (t_R − t_S)/(t_R + t_S) of the flows' timestamp sums, for what the plan
+    /// promises (B = β·ratio). Default 4.8e-4: its 5th percentile on owl's CHIC-like pair
+    /// (delays 23 ms, epochs 3.5 s); a path's own scales with its delay over its epochs'
+    /// length. The plan's n, m, b, T are sized at ratio 1, as the paper's example is.
+    #[arg(long, default_value_t = plan::DEFAULT_RATIO, conflicts_with = "ratio_from")]
     pub ratio: f64,
+    /// Measure the ratio instead: its 5th percentile over the counters of epoch pairs of two
+    /// stores recorded on the path (sender's store, receiver's store; STORE#POINT picks a
+    /// point), counters whose packet counts agree standing in for flows.
+    #[arg(long, num_args = 2, value_names = ["SENDER_STORE", "RECEIVER_STORE"])]
+    pub ratio_from: Option<Vec<String>>,
+    /// The noise behind the promise: corrected (§3.2's whole timestamps in whole counters,
+    /// and flows that share a counter, default) or paper (Theorem 1).
+    #[arg(long, default_value = "corrected")]
+    pub model: Model,
+    /// Packets a second at the point, for the epoch length L = √(2T/ρ) the corrected model
+    /// needs (default: the paper's CHIC trace, 124 kpps).
+    #[arg(long, default_value_t = plan::DEFAULT_RATE_PPS)]
+    pub rate: f64,
+    /// Timestamp unit, ns (colate:unit_ns; default 1 µs).
+    #[arg(long, default_value_t = 1_000)]
+    pub unit_ns: u64,
     /// Eq. 21/22 as derived ((n − m)², default) or as printed ((n − m)).
     #[arg(long, default_value = "derived")]
     pub form: Form,
@@ -67,11 +86,30 @@ pub fn run(a: ColateArgs) -> Result<()> {
 }
 
 fn plan_cmd(a: PlanArgs) -> Result<()> {
+    if !(a.rate.is_finite() && a.rate > 0.0) {
+        anyhow::bail!(
+            "--rate {} must be a positive number of packets a second",
+            a.rate
+        );
+    }
+    if a.unit_ns == 0 {
+        anyhow::bail!("--unit-ns must be at least 1");
+    }
+    let (ratio, measured) = match &a.ratio_from {
+        Some(v) => {
+            let m = crate::colate::measure_ratio(&v[0], &v[1])?;
+            (m.p5, Some(m))
+        }
+        None => (a.ratio, None),
+    };
+    if !(ratio > 0.0 && ratio <= 1.0) {
+        anyhow::bail!("Eq. 12's ratio {ratio} must be in (0, 1]");
+    }
     let mut req = Requirement {
         memory_bits: a.memory as f64 * 8.0,
         alpha: a.alpha,
         beta: a.beta,
-        ratio: a.ratio,
+        ratio: 1.0,
         t_min: plan::EXAMPLE_T_MIN,
         t_max: a.t_max,
         form: a.form,
@@ -84,8 +122,19 @@ fn plan_cmd(a: PlanArgs) -> Result<()> {
         })?,
     };
     let p = plan::solve(&req)?;
+    let rho = a.rate * a.unit_ns as f64 / 1e9;
+    let promise = p.promise(ratio, rho, a.model);
     if a.json {
-        say!("{}", serde_json::to_string_pretty(&p)?)?;
+        say!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "plan": p,
+                "promise": promise,
+                "ratio_measured": measured,
+                "rate_pps": a.rate,
+                "unit_ns": a.unit_ns,
+            }))?
+        )?;
         return Ok(());
     }
     say!(
@@ -126,6 +175,44 @@ fn plan_cmd(a: PlanArgs) -> Result<()> {
         p.m,
         p.b,
         p.threshold
+    )?;
+    let source = match &measured {
+        Some(m) => format!(
+            "5th percentile of {} counters in {} epoch pairs",
+            m.counters, m.pairs
+        ),
+        None if a.ratio == plan::DEFAULT_RATIO => {
+            "default: 5th percentile on owl's CHIC-like trace; measure yours with --ratio-from"
+                .into()
+        }
+        None => "given".into(),
+    };
+    say!(
+        "promise      {} noise, ratio {:.3e} ({source}) → B = {:.3e}; at {} packets/s, epochs of L = {:.3e} units ({:.3} s)",
+        promise.model,
+        promise.ratio,
+        promise.big_b,
+        a.rate,
+        promise.epoch_units,
+        promise.epoch_units * a.unit_ns as f64 / 1e9
+    )?;
+    if promise.covers_any {
+        say!(
+            "             each point's sum within B with probability A = {:.4} for flows whose sum reaches t_min = {:.4e} units (≈ {:.0} packets in mid-epoch); nothing for smaller flows",
+            p.a,
+            promise.t_min,
+            promise.packets_min
+        )?;
+    } else {
+        say!(
+            "             nothing: Eq. 22 needs a flow sum of t_min = {:.4e} units (≈ {:.0} packets in mid-epoch), above t_max = {:.4e}",
+            promise.t_min,
+            promise.packets_min,
+            req.t_max
+        )?;
+    }
+    say!(
+        "             (a bound on each point's estimate alone: the two points' noise is the same packets and cancels in the mean, which colate:mean=raw uses; see the README)"
     )?;
     Ok(())
 }

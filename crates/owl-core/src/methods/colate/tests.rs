@@ -1110,3 +1110,94 @@ fn a_loss_and_a_duplicate_do_not_cancel() {
         "{l:?} {mean}"
     );
 }
+
+/// §5's promise, per point: Eq. 11's interval `|t̃_{f,X} − t_{f,X}| ≤ B·t_{f,X}` with
+/// probability `A` for every flow whose sum reaches the plan's `t_min`. Built on §3.2's
+/// `Σ t_p²/n` (`Model::Corrected`) it holds — at least `A` of the covered flows, less 3
+/// binomial standard errors, over three seeds; built on Theorem 1 (`Model::Paper`) it covers
+/// flows of a few packets and falls far short.
+#[test]
+fn the_corrected_plan_keeps_its_promise() {
+    use super::plan::{Form, Model, promise};
+    let (n, m, unit) = (1_000_000u32, 20u32, 1_000u64);
+    let (alpha, beta, ratio) = (0.95, 0.05, 1.0);
+    let a = (1.0 + alpha) / 2.0;
+    let k = std::f64::consts::SQRT_2 * super::special::erf_inv(a);
+    for seed in 1..=3u64 {
+        let mut rng = Pcg64Mcg::seed_from_u64(seed);
+        let t0 = 1_767_225_600_000_000_000u64;
+        let span = 2_000_000_000u64;
+        let mut recs = Vec::new();
+        let mut flows = Vec::new();
+        for f in 0..400u32 {
+            let key = FlowKey {
+                proto: 17,
+                sport: (f % 60_000) as u16,
+                dport: (f / 60_000) as u16 + 1,
+                ..FlowKey::default()
+            };
+            flows.push(key);
+            // log-uniform sizes of 1 to 20 000 packets, spread over the whole epoch
+            let size = (20_000f64).powf(rng.random::<f64>()).round() as u32;
+            for _ in 0..size.max(1) {
+                recs.push(PacketRecord {
+                    ts_ns: t0 + rng.random_range(0..span),
+                    id: rng.random(),
+                    flow: key,
+                    len: 100,
+                });
+            }
+        }
+        recs.sort_by_key(|x| x.ts_ns);
+        let c = cfg(n, m, u64::MAX, unit, seed);
+        let e = record(&c, &recs);
+        assert_eq!(e.len(), 1);
+        let (e, base) = (&e[0], e[0].base_ns);
+        let rho = recs.len() as f64 / (span / unit) as f64;
+        let map = Mapping::new(seed, m, &[1.0], KeyHash::default());
+        let mut truth: HashMap<FlowKey, f64> = HashMap::new();
+        for x in &recs {
+            *truth.entry(x.flow).or_default() += ((x.ts_ns - base) / unit) as f64;
+        }
+        for model in [Model::Corrected, Model::Paper] {
+            let t_max = truth.values().copied().fold(0.0, f64::max);
+            let pr = promise(
+                n as f64,
+                m as f64,
+                e.sum as f64,
+                t_max,
+                k,
+                beta,
+                ratio,
+                rho,
+                Form::Derived,
+                model,
+            );
+            let (mut covered, mut held) = (0usize, 0usize);
+            for f in &flows {
+                let t = truth[f];
+                if t < pr.t_min {
+                    continue;
+                }
+                let ps = point_sums(&[e], &map, map.flow_hash(f), base, false);
+                covered += 1;
+                held += usize::from((ps.t_units - t).abs() <= pr.big_b * t);
+            }
+            let frac = held as f64 / covered.max(1) as f64;
+            let se = (a * (1.0 - a) / covered.max(1) as f64).sqrt();
+            match model {
+                Model::Corrected => {
+                    assert!(covered >= 30, "seed {seed}: {covered} flows covered");
+                    assert!(
+                        frac >= a - 3.0 * se,
+                        "seed {seed}: {held} of {covered} within B, promised {a}"
+                    );
+                }
+                Model::Paper => {
+                    assert!(covered > 300, "seed {seed}: {covered} flows covered");
+                    assert!(frac < a - 3.0 * se, "seed {seed}: {frac}");
+                }
+            }
+        }
+    }
+}
