@@ -35,11 +35,14 @@ const PAD: usize = 16;
 pub struct Memory {
     /// `n·b` bits per vector: the paper's `M`.
     pub timestamp_bits: u64,
+    /// `n·h` bits per vector: the timestamp counters' high bits beside `M` (§3.1's DRAM part,
+    /// [`Config::ram_b`](super::Config::ram_b)).
+    pub high_bits: u64,
     /// `n·c` bits per vector: the packet counters, beside `M`.
     pub count_bits: u64,
     /// Bytes of the spill tables at their bound (allocated on the first overflow).
     pub spill_bytes: u64,
-    /// Bytes of the cells as allocated (`⌈n·(b + c)/8⌉` + padding per vector).
+    /// Bytes of the cells as allocated (`⌈n·(b + h + c)/8⌉` + padding per vector).
     pub cell_bytes: u64,
 }
 
@@ -53,9 +56,10 @@ impl Memory {
     pub fn describe(&self) -> String {
         use crate::units::format_bytes;
         format!(
-            "RAM {}: timestamp counters n·b = {} (the paper's M), packet counters n·c = {} (beside M: p_f, absolute time, §1.4 loss check), spill ≤ {} (counters that outgrow their bits)",
+            "RAM {}: timestamp counters n·b = {} (the paper's M) and their high bits n·h = {} (§3.1's DRAM part), packet counters n·c = {} (beside M: p_f, absolute time, §1.4 loss check), spill ≤ {} (counters that outgrow their bits)",
             format_bytes(self.total_bytes()),
             format_bytes(self.timestamp_bits.div_ceil(8)),
+            format_bytes(self.high_bits.div_ceil(8)),
             format_bytes(self.count_bits.div_ceil(8)),
             format_bytes(self.spill_bytes)
         )

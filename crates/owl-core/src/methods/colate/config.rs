@@ -274,6 +274,19 @@ impl Config {
     pub fn count_bits(&self) -> u8 {
         self.count_bits
     }
+    /// Width of the timestamp counters in RAM: the plan's `b`, widened to fill a 32-bit cell
+    /// beside the packet counter where they are narrower. The extra bits are §3.1's DRAM
+    /// high part ("the more significant bits as a counter in DRAM") kept for every counter:
+    /// at 484 kpps in µs a single packet late in an epoch is near `2^19`, so with `b` = 19 bits
+    /// alone a counter's second late packet overflows and the spill fills in a fraction of
+    /// the epoch. Epochs still store `b` bits (and escape what does not fit).
+    pub fn ram_b(&self) -> u8 {
+        if (self.b as u32 + self.count_bits as u32) < 32 {
+            32 - self.count_bits
+        } else {
+            self.b
+        }
+    }
     /// Most counters whose high parts the spill holds ([`super::cells`]).
     pub fn spill(&self) -> u32 {
         self.spill.unwrap_or(self.n / SPILL_PER_COUNTERS)
@@ -287,9 +300,10 @@ impl Config {
     /// times the vectors.
     pub fn memory(&self) -> Memory {
         let (n, k) = (self.n as u64, self.vectors.len() as u64);
-        let w = self.b as u32 + self.count_bits as u32;
+        let w = self.ram_b() as u32 + self.count_bits as u32;
         Memory {
             timestamp_bits: n * self.b as u64 * k,
+            high_bits: n * (self.ram_b() - self.b) as u64 * k,
             count_bits: n * self.count_bits as u64 * k,
             spill_bytes: Spill::bytes_for(self.spill() as usize) * k,
             cell_bytes: Cells::allocated(self.n as usize, w) as u64 * k,

@@ -300,7 +300,8 @@ fn the_widest_cells_round_trip() {
 }
 
 /// §3.1/§5: a plan's timestamp counters fit its M, and the RAM the vectors take is exactly
-/// what [`Memory`] states: cells of b + c bits, and the spill at its bound.
+/// what [`Memory`] states: cells of b + h + c bits (32 where b + c is less: h high bits, the
+/// paper's DRAM part), and the spill at its bound.
 #[test]
 fn a_plans_counters_fit_its_memory() {
     for level in plan::Level::ALL {
@@ -313,7 +314,8 @@ fn a_plans_counters_fit_its_memory() {
             );
             assert_eq!(m.timestamp_bits, c.n() as u64 * c.b() as u64);
             assert_eq!(m.count_bits, c.n() as u64 * 8);
-            let w = c.b() as u64 + 8;
+            let w = (c.b() as u64 + 8).max(32);
+            assert_eq!(m.high_bits, c.n() as u64 * (w - 8 - c.b() as u64));
             assert_eq!(m.cell_bytes, (c.n() as u64 * w).div_ceil(8) + 16);
             // the spill: n/64 entries of 12 bytes at a load of 3/4, 2 bits per counter
             assert!(m.spill_bytes <= c.n() as u64 / 4 + 16, "{m:?}");
@@ -327,7 +329,8 @@ fn a_plans_counters_fit_its_memory() {
             });
             assert_eq!(r.memory(), m);
             assert!(
-                m.total_bytes() <= (mib << 20) + m.count_bits / 8 + m.spill_bytes + 16,
+                m.total_bytes()
+                    <= (mib << 20) + (m.high_bits + m.count_bits) / 8 + m.spill_bytes + 16,
                 "{m:?}"
             );
         }

@@ -216,7 +216,7 @@ impl CounterVector {
     /// An empty vector; its counters are allocated with its first packet.
     fn new(cfg: &Config) -> CounterVector {
         CounterVector {
-            cells: Cells::new(0, cfg.b(), cfg.count_bits(), 0),
+            cells: Cells::new(0, cfg.ram_b(), cfg.count_bits(), 0),
             sum: 0,
             packets: 0,
             base_ns: 0,
@@ -402,7 +402,7 @@ impl Recorder {
             let n = layout.cfg.n() as usize;
             if vec.cells.len() != n {
                 let cfg = &layout.cfg;
-                vec.cells = Cells::new(n, cfg.b(), cfg.count_bits(), cfg.spill() as usize);
+                vec.cells = Cells::new(n, cfg.ram_b(), cfg.count_bits(), cfg.spill() as usize);
             }
             // on the unit's grid, so that the relative timestamps of two recorders of one
             // stream add up exactly ([`Recorder::append`]: a receiver's interval is assembled
@@ -718,7 +718,7 @@ impl Recorder {
             let mut v = CounterVector::new(cfg);
             v.cells = Cells::new(
                 cfg.n() as usize,
-                cfg.b(),
+                cfg.ram_b(),
                 cfg.count_bits(),
                 cfg.spill() as usize,
             );
