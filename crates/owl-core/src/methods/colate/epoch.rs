@@ -328,17 +328,21 @@ pub fn encode_cells(head: &EpochHead, cells: &impl CellSource, out: &mut Vec<u8>
     };
     let (mut acc, mut have) = (0u128, 0u32);
     let mut i = 0u32;
+    // the counters that do not fit, listed after the cells
+    let mut escape = |t: u64, c: u32| {
+        if t >= top {
+            esc.push((i, t));
+        }
+        if c as u64 >= top_c {
+            esc_c.push((i, c));
+        }
+        i += 1;
+    };
     if wbits < 64 {
         // the common case (b + bc < 64): a 64-bit accumulator
         let mut acc64 = 0u64;
         cells.each(|t, c| {
-            if t >= top {
-                esc.push((i, t));
-            }
-            if c as u64 >= top_c {
-                esc_c.push((i, c));
-            }
-            i += 1;
+            escape(t, c);
             let cell = t.min(top) | (c as u64).min(top_c) << b;
             acc64 |= cell << have;
             if have + wbits >= 64 {
@@ -353,13 +357,7 @@ pub fn encode_cells(head: &EpochHead, cells: &impl CellSource, out: &mut Vec<u8>
         acc = acc64 as u128;
     } else {
         cells.each(|t, c| {
-            if t >= top {
-                esc.push((i, t));
-            }
-            if c as u64 >= top_c {
-                esc_c.push((i, c));
-            }
-            i += 1;
+            escape(t, c);
             // have < 64 here and a cell is at most 95 bits: what does not fit the 128-bit
             // accumulator (`lost`) goes in after the first flush
             let cell = (t.min(top) as u128) | ((c as u64).min(top_c) as u128) << b;
