@@ -197,7 +197,7 @@ fn queries(c: &mut Criterion) {
             .collect()
     };
     let (se, re) = (enc(&s), enc(&r));
-    let map = Mapping::new(s[0].seed, s[0].m, &[1.0], s[0].key_hash);
+    let map = Mapping::new(s[0].seed, s[0].m, &[1.0], s[0].placement);
     let fh = map.flow_hash(&q.flow);
     let cells = |v: &[Vec<u8>]| {
         v.iter()

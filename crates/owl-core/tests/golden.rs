@@ -174,7 +174,7 @@ fn lda_payload_from_before_the_digest_still_reads() {
 /// folded hash instead, the flows' counters would be other flows'.
 #[test]
 fn colate_epochs_from_before_the_folded_flow_hash_still_read() {
-    use owl_core::colate::{ColateMethod, Config, KeyHash, Level, Recorder};
+    use owl_core::colate::{ColateMethod, Config, Level, Placement, Recorder};
     use owl_core::method::PointSynopsis;
     let (s, r) = records();
     let m = ColateMethod::new(Config::for_level(Level::Medium, MEMORY, SEED).unwrap()).unwrap();
@@ -190,17 +190,21 @@ fn colate_epochs_from_before_the_folded_flow_hash_still_read() {
         let mut bytes = Vec::new();
         p.encode(&mut bytes);
         assert_eq!(bytes, want, "{tag}: re-encoded");
-        let mut canonical = Recorder::new(m.recorder().layout().with_key(KeyHash::Canonical));
+        let mut canonical =
+            Recorder::new(m.recorder().layout().with_placement(Placement::Canonical));
         canonical.record_batch(recs);
         let mut bytes = Vec::new();
         canonical.encode(&mut bytes);
         assert_eq!(bytes, want, "{tag}: recorded by the canonical hash");
-        // the default recorder writes CLE3
-        let mut folded = m.recorder();
-        folded.record_batch(recs);
-        let mut bytes = Vec::new();
-        folded.encode(&mut bytes);
-        assert_eq!(&bytes[12..16], b"CLE3", "{tag}");
+        // the default recorder writes CLE4 (counters in one block), the paper's placement CLE3
+        for (p, want) in [(Placement::Blocked, b"CLE4"), (Placement::Folded, b"CLE3")] {
+            let mut r = Recorder::new(m.recorder().layout().with_placement(p));
+            r.record_batch(recs);
+            let mut bytes = Vec::new();
+            r.encode(&mut bytes);
+            assert_eq!(&bytes[12..16], want, "{tag}");
+        }
+        assert_eq!(m.recorder().layout().map.placement, Placement::Blocked);
         old.push(p);
         again.push(Box::new(canonical) as Box<dyn PointSynopsis>);
     }

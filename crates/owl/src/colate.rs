@@ -223,11 +223,11 @@ fn side(
     let paper = q.estimator == owl_core::colate::Estimator::Paper;
     store.each_epoch(point, from, to, |e| {
         let (mp, fh) = map.get_or_insert_with(|| {
-            let mp = Mapping::new(e.seed, e.m, &[1.0], e.key_hash);
+            let mp = Mapping::new(e.seed, e.m, &[1.0], e.placement);
             let fh = mp.flow_hash(&q.flow);
             (mp, fh)
         });
-        if (mp.seed, mp.m, mp.key) != (e.seed, e.m, e.key_hash) {
+        if (mp.seed, mp.m, mp.placement) != (e.seed, e.m, e.placement) {
             bail!(
                 "{}: point {} holds epochs of two mappings (seed, m or flow hash differ: query the ranges apart)",
                 store.path().display(),

@@ -444,11 +444,13 @@ impl Store {
             let mut rd = EpochReader::open(BlobAt(b)).map_err(|e| named(&e))?;
             let h = rd.head();
             let (map, fh) = match &map {
-                Some((mp, fh)) if mp.seed == h.seed && mp.m == h.m && mp.key == h.key_hash => {
+                Some((mp, fh))
+                    if mp.seed == h.seed && mp.m == h.m && mp.placement == h.placement =>
+                {
                     (mp, *fh)
                 }
                 _ => {
-                    let mp = Mapping::new(h.seed, h.m, &[1.0], h.key_hash);
+                    let mp = Mapping::new(h.seed, h.m, &[1.0], h.placement);
                     let fh = mp.flow_hash(flow);
                     let (mp, fh) = map.insert((mp, fh));
                     (&*mp, *fh)

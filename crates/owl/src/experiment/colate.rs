@@ -1439,23 +1439,32 @@ fn query_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
         .filter(|&c| c <= k)
         .chain((k < DAY_EPOCHS).then_some(k))
         .collect();
-    let cases: [(&str, u32, Estimator, bool); 5] = [
-        ("mean", 0, Estimator::Paper, false),
-        ("mean", 0, Estimator::Raw, false),
-        ("std gamma 1000", GAMMA, Estimator::Paper, false),
-        ("std gamma 1000", GAMMA, Estimator::Raw, false),
+    // (query, γ, estimator, epochs read whole, the two stores one after the other)
+    let cases: [(&str, u32, Estimator, bool, bool); 6] = [
+        ("mean", 0, Estimator::Paper, false, false),
+        ("mean", 0, Estimator::Raw, false, false),
+        (
+            "mean, one store after the other",
+            0,
+            Estimator::Raw,
+            false,
+            true,
+        ),
+        ("std gamma 1000", GAMMA, Estimator::Paper, false, false),
+        ("std gamma 1000", GAMMA, Estimator::Raw, false, false),
         (
             "mean, epochs read whole (--verify)",
             0,
             Estimator::Paper,
             true,
+            false,
         ),
     ];
     ctx.progress.set_length((counts.len() * cases.len()) as u64);
     let (t0, span) = (1_767_225_600_000_000_000u64, 700_000_000_000u64);
     let mut rows = Vec::new();
     let mut series: Vec<Series> = Vec::new();
-    for &(what, gamma, est, verify) in &cases {
+    for &(what, gamma, est, verify, one_thread) in &cases {
         let mut pts = Vec::new();
         for &c in &counts {
             let q = Query {
@@ -1473,7 +1482,13 @@ fn query_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                 let t = Instant::now();
                 let (mut ss, mut rs) = (Store::open_read(&paths[0])?, Store::open_read(&paths[1])?);
                 let (sp, rp) = (ss.only_point(None)?, rs.only_point(None)?);
-                let l = crate::colate::query_stores((&mut ss, &sp), (&mut rs, &rp), &q, verify)?;
+                let l = if one_thread {
+                    let s = ss.flow_epochs(&sp, q.from_ns, q.to_ns, &q.flow)?;
+                    let r = rs.flow_epochs(&rp, q.from_ns, q.to_ns, &q.flow)?;
+                    owl_core::colate::query_flow(&s, &r, &q)?
+                } else {
+                    crate::colate::query_stores((&mut ss, &sp), (&mut rs, &rp), &q, verify)?
+                };
                 Ok((t.elapsed().as_secs_f64() * 1e3, l.sender_epochs))
             };
             let reps = if verify { reps.min(3) } else { reps };

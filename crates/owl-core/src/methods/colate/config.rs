@@ -23,6 +23,7 @@ use super::cells::{Cells, Memory, Spill};
 use super::epoch::MAX_COUNTERS;
 use super::estimate::{Estimator, StdEstimator};
 use super::plan::{self, Form, Level, MIB_BITS, Plan, Requirement};
+use super::vector::Placement;
 
 /// Default timestamp unit: 1 µs (module doc of [`super`]: the unit trades epoch length for
 /// resolution; COLATE targets microsecond latencies, §1.1).
@@ -57,6 +58,8 @@ pub struct Config {
     count_bits: u8,
     /// Spill entries; `None`: `n/64`.
     spill: Option<u32>,
+    /// How a flow's counters are chosen: in one block (default) or anywhere (the paper's).
+    placement: Placement,
 }
 
 const FIELDS: &[&str] = &[
@@ -79,6 +82,7 @@ const FIELDS: &[&str] = &[
     "form",
     "count_bits",
     "spill",
+    "placement",
 ];
 
 fn invalid(s: String) -> MethodError {
@@ -103,6 +107,7 @@ impl Config {
             requirement: p.requirement,
             count_bits: DEFAULT_COUNT_BITS,
             spill: None,
+            placement: Placement::default(),
         };
         c.validate()?;
         Ok(c)
@@ -270,6 +275,15 @@ impl Config {
     pub fn requirement(&self) -> &Requirement {
         &self.requirement
     }
+    /// How a flow's counters are chosen.
+    pub fn placement(&self) -> Placement {
+        self.placement
+    }
+    /// With flows' counters chosen as `p` ([`Placement::Folded`]: the paper's `H(f, j)`).
+    pub fn with_placement(mut self, p: Placement) -> Config {
+        self.placement = p;
+        self
+    }
     /// Width of the packet counters in RAM.
     pub fn count_bits(&self) -> u8 {
         self.count_bits
@@ -328,6 +342,13 @@ impl Config {
         if s.vectors != r.vectors {
             return mism("vectors", fmt_list(&s.vectors), fmt_list(&r.vectors));
         }
+        if s.placement != r.placement {
+            return mism(
+                "placement",
+                s.placement.config_name().into(),
+                r.placement.config_name().into(),
+            );
+        }
         Ok(())
     }
 
@@ -353,6 +374,7 @@ impl Config {
             ("form", q.form.to_string()),
             ("count_bits", self.count_bits.to_string()),
             ("spill", self.spill().to_string()),
+            ("placement", self.placement.config_name().to_string()),
         ]
     }
 
@@ -366,6 +388,7 @@ impl Config {
         let mut mean = Estimator::Raw;
         let mut std = StdEstimator::Counters;
         let (mut count_bits, mut spill) = (DEFAULT_COUNT_BITS, None);
+        let mut placement = Placement::default();
         for (k, s) in pairs {
             match k.as_str() {
                 "alpha" => req.alpha = v(k, s)?,
@@ -390,6 +413,7 @@ impl Config {
                 "seed" => seed = config_value("colate", k, s)?,
                 "count_bits" => count_bits = config_value::<u8>("colate", k, s)?,
                 "spill" => spill = Some(config_value::<u32>("colate", k, s)?),
+                "placement" => placement = s.parse()?,
                 "vectors" => {
                     vectors = Some(
                         s.split(['/', ' '])
@@ -432,6 +456,7 @@ impl Config {
             requirement: req,
             count_bits,
             spill,
+            placement,
         };
         c.unit_ns = unit.unwrap_or(c.unit_ns);
         c.gamma = gamma.unwrap_or(c.gamma);

@@ -3,10 +3,10 @@
 //! the base and unit its timestamps are relative to, the mapping (`n`, `m`, seed), and the
 //! vector's sampling probability and packet counter (§1.4 "Packet Losses").
 //!
-//! # Layout (`CLE3`, little-endian)
+//! # Layout (`CLE4`, little-endian)
 //!
 //! ```text
-//! "CLE3" | u64 seq | u16 vector | u16 vectors | f64 probability | u64 seed
+//! "CLE4" | u64 seq | u16 vector | u16 vectors | f64 probability | u64 seed
 //! | u32 n | u32 m | u8 b | u8 bc | u64 unit_ns | u64 base_ns | u64 first_ns | u64 last_ns
 //! | u64 packets | u64 sum low | u64 sum high | u64 early | u32 e | u32 ec
 //! | u64 xxh3 of the header bytes before it
@@ -16,8 +16,10 @@
 //! | u64 xxh3 of every byte before it
 //! ```
 //!
-//! `CLE2` is the same layout with the counters placed by the older flow hash (xxh3 of the
-//! 37-byte canonical key, [`KeyHash::Canonical`]); it is read, and re-encoded as it was.
+//! The tag names how flows' counters were placed ([`Placement`]): `CLE4` in one block,
+//! `CLE3` anywhere (the paper's `H(f, j)`), both by owl's folded flow hash; `CLE2` anywhere by
+//! the older xxh3 of the canonical key, with its packet counters' width by its own rule. All
+//! three are read, and re-encoded as they were.
 //!
 //! Cells are packed least significant bit first. A counter whose value does not fit
 //! (`≥ 2^b − 1`) is written as all ones and its value in the list that follows — the paper's
@@ -41,17 +43,20 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::wire::{DecodeError, WireReader, WireWriter};
 
 use super::cells::Cells;
-use super::vector::{KeyHash, Mapping};
+use super::vector::{Mapping, Placement};
 
-/// Tag of the epochs this version writes ([`KeyHash::Folded`]).
-pub const TAG: &[u8; 4] = b"CLE3";
-/// Tag of the epochs placed by [`KeyHash::Canonical`] (owl before the folded flow hash).
+/// Tag of the epochs placed by [`Placement::Blocked`] (owl's default).
+pub const TAG: &[u8; 4] = b"CLE4";
+/// Tag of the epochs placed by [`Placement::Folded`] (the paper's `H(f, j)`, owl's flow hash).
+pub const TAG_FOLDED: &[u8; 4] = b"CLE3";
+/// Tag of the epochs placed by [`Placement::Canonical`] (owl before the folded flow hash).
 pub const TAG_CANONICAL: &[u8; 4] = b"CLE2";
 
-fn tag_of(key: KeyHash) -> &'static [u8; 4] {
-    match key {
-        KeyHash::Folded => TAG,
-        KeyHash::Canonical => TAG_CANONICAL,
+fn tag_of(placement: Placement) -> &'static [u8; 4] {
+    match placement {
+        Placement::Blocked => TAG,
+        Placement::Folded => TAG_FOLDED,
+        Placement::Canonical => TAG_CANONICAL,
     }
 }
 /// Bytes of the header, its checksum included.
@@ -117,7 +122,7 @@ pub struct EpochHead {
     /// Packets older than `base_ns` (capture disorder), recorded as 0.
     pub early: u64,
     /// The flow hash its counters were placed by (from the tag).
-    pub key_hash: KeyHash,
+    pub placement: Placement,
 }
 
 impl EpochHead {
@@ -291,7 +296,7 @@ pub fn encode_cells(head: &EpochHead, cells: &impl CellSource, out: &mut Vec<u8>
     let (b, wbits) = (head.b as u32, head.b as u32 + bc as u32);
     out.reserve(HEADER_BYTES + Cells::packed_len(head.n as usize, wbits) + 8);
     let mut w = WireWriter::new(out);
-    w.bytes(tag_of(head.key_hash));
+    w.bytes(tag_of(head.placement));
     w.u64(head.seq);
     w.u16(head.vector);
     w.u16(head.vectors);
@@ -509,13 +514,14 @@ impl CellLayout {
     /// Parse and check the header (tag, fields, its checksum) at the start of `h`.
     fn read(h: &[u8]) -> Result<CellLayout, DecodeError> {
         let mut r = WireReader::new(h);
-        let key_hash = match r.take(4, "epoch tag")? {
-            t if t == TAG => KeyHash::Folded,
-            t if t == TAG_CANONICAL => KeyHash::Canonical,
+        let placement = match r.take(4, "epoch tag")? {
+            t if t == TAG => Placement::Blocked,
+            t if t == TAG_FOLDED => Placement::Folded,
+            t if t == TAG_CANONICAL => Placement::Canonical,
             _ => {
                 return Err(DecodeError::Invalid {
                     offset: 0,
-                    what: "not a COLATE counter epoch (tag is neither CLE3 nor CLE2)".into(),
+                    what: "not a COLATE counter epoch (tag is none of CLE4, CLE3, CLE2)".into(),
                 });
             }
         };
@@ -568,7 +574,7 @@ impl CellLayout {
                 "last timestamp {last_ns} before first {first_ns}"
             )));
         }
-        if key_hash == KeyHash::Canonical && bc != count_bits_canonical(packets, n) {
+        if placement == Placement::Canonical && bc != count_bits_canonical(packets, n) {
             return Err(bad(format!(
                 "packet counters of {bc} bits, but {packets} packets in {n} counters are stored in {}",
                 count_bits_canonical(packets, n)
@@ -596,7 +602,7 @@ impl CellLayout {
                 packets,
                 sum,
                 early,
-                key_hash,
+                placement,
             },
             bc,
             escapes,
@@ -763,7 +769,7 @@ pub const COUNT_STRIDE: usize = 8;
 /// choice, so a sample serves; the reader recomputes it from the same counters), the narrowest
 /// on a tie; for `CLE2`, [`count_bits_canonical`].
 pub fn stored_count_bits(head: &EpochHead, cells: &impl CellSource) -> u8 {
-    if head.key_hash == KeyHash::Canonical {
+    if head.placement == Placement::Canonical {
         return count_bits_canonical(head.packets, head.n);
     }
     // counters by bit length of c + 1: c escapes at width w when that length exceeds w

@@ -107,7 +107,7 @@ use crate::record::FlowKey;
 
 use super::epoch::{Epoch, EpochHead, FlowEpoch};
 use super::special::digamma;
-use super::vector::{Mapping, mix};
+use super::vector::{Mapping, Placement, mix};
 
 /// A flow's latency query (§1.4 "Querying Phase").
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -431,12 +431,12 @@ pub fn shared_mapping(
         if e.seed != first.seed {
             return Err(differ("seed", first.seed.to_string(), e.seed.to_string()));
         }
-        if e.key_hash != first.key_hash {
+        if e.placement != first.placement {
             // epochs written before and after owl's flow hash changed (CLE2, CLE3)
             return Err(differ(
                 "flow hash (epochs of two owl versions: query the ranges before and after the upgrade apart)",
-                first.key_hash.name().into(),
-                e.key_hash.name().into(),
+                first.placement.name().into(),
+                e.placement.name().into(),
             ));
         }
         if e.vectors != first.vectors {
@@ -454,7 +454,7 @@ pub fn shared_mapping(
         }
     }
     Ok(Some((
-        Mapping::new(first.seed, first.m, &[1.0], first.key_hash),
+        Mapping::new(first.seed, first.m, &[1.0], first.placement),
         probs,
     )))
 }
@@ -1050,14 +1050,27 @@ impl NoiseTable {
         let shift = r0 as f64 - self.r_ref as f64;
         let empty = self.empty.0 - shift * self.empty.1;
         let mut rng = Pcg64Mcg::seed_from_u64(mix(flow_hash ^ map.seed ^ 0x6e6f_6973));
+        let blocked = map.placement == Placement::Blocked;
         // draws (φ, F) whose packet counts agree at both points, as the flow's must
         let mut draws: Vec<(u64, f64)> = Vec::with_capacity(NOISE_DRAWS);
         for _ in 0..NOISE_DRAWS {
             let (mut f, mut phi, mut d) = (0.0, 0u64, 0i64);
             let mut taken = 0;
+            // a flow's counters lie in one block when the placement is blocked: draw them
+            // from one block at random, as the flow's own block is
+            let block = blocked.then(|| Mapping::block(rng.random_range(0..Mapping::blocks(n)), n));
             while taken < k {
-                // the touched counters first, then the empty ones: a uniform counter
-                let u = rng.random_range(0..n);
+                let u = match block {
+                    // the counter's place among the touched ones, or past them (empty)
+                    Some((start, len)) => {
+                        let i = (start + rng.random_range(0..len)) as u32;
+                        self.cells
+                            .binary_search_by_key(&i, |c| c.0)
+                            .unwrap_or(self.cells.len())
+                    }
+                    // the touched counters first, then the empty ones: a uniform counter
+                    None => rng.random_range(0..n),
+                };
                 match self.cells.get(u) {
                     Some(_) if own.contains(&u) => continue,
                     Some(&(_, x, cs, diff)) => {

@@ -132,13 +132,16 @@ pub fn decode_sealed(bytes: &[u8]) -> Result<Vec<Sealed>, DecodeError> {
         })?);
     }
     r.finish("COLATE payload")?;
-    if let Some(e) = out.iter().find(|e| e.head.key_hash != out[0].head.key_hash) {
+    if let Some(e) = out
+        .iter()
+        .find(|e| e.head.placement != out[0].head.placement)
+    {
         return Err(DecodeError::Invalid {
             offset: 0,
             what: format!(
                 "epochs placed by two flow hashes in one payload: {} and {}",
-                out[0].head.key_hash.name(),
-                e.head.key_hash.name()
+                out[0].head.placement.name(),
+                e.head.placement.name()
             ),
         });
     }

@@ -96,4 +96,4 @@ pub use estimate::{
 };
 pub use method::{ColateMethod, INFO};
 pub use plan::{Level, Plan, Requirement};
-pub use vector::{KeyHash, Layout, Mapping, Recorder};
+pub use vector::{Layout, Mapping, Placement, Recorder};

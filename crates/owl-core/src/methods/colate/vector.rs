@@ -12,7 +12,7 @@
 //!    index (the count vector that gives `p_f`, §4.1).
 //!
 //! `H(f, j) = reduce(mix(h(f) ⊕ s_j), n)` where `h(f)` is the seeded flow hash (the one hash
-//! per packet of §1.4 "Deployability": [`KeyHash`] says which), `s_j` a per-`j` salt derived from the seed, and
+//! per packet of §1.4 "Deployability": [`Placement`] says which), `s_j` a per-`j` salt derived from the seed, and
 //! `mix` the SplitMix64 finaliser; `j` and the vector come from the packet identity (already
 //! a hash) through `mix` with their own salts. Every constant is fixed here, so two points
 //! (and two versions of owl) agree.
@@ -34,6 +34,7 @@ use super::epoch::{Epoch, EpochHead, Sealed, encode_cells};
 const SALT_J: u64 = 0xc01a_7e00;
 const SALT_VECTOR: u64 = 0xc01a_7e01;
 const SALT_H: u64 = 0xc01a_7e02;
+const SALT_BLOCK: u64 = 0xc01a_7e03;
 
 /// The SplitMix64 finaliser (Steele, Lea, Flood 2014): a fixed bijective 64-bit mixer.
 #[inline]
@@ -45,22 +46,57 @@ pub fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// Which flow hash `h(f)` an epoch's counters were placed by (fixed by its format).
+/// How a flow's `m` counters are chosen (fixed by the epoch's format).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum KeyHash {
-    /// `CLE2` epochs: xxh3 of the 37-byte [`FlowKey::canonical_bytes`].
+pub enum Placement {
+    /// `CLE2` epochs: `h(f)` the xxh3 of the 37-byte [`FlowKey::canonical_bytes`]; the `m`
+    /// counters anywhere among the `n` (the paper's `H(f, j)`).
     Canonical,
-    /// `CLE3` epochs: [`KeyHasher`], folded multiplies of the 5-tuple's words (13 bytes for
-    /// IPv4) — a third of the time, for recording at line rate.
-    #[default]
+    /// `CLE3` epochs: `h(f)` from [`KeyHasher`] (folded multiplies of the 5-tuple's words, 13
+    /// bytes for IPv4: a third of the time); the `m` counters anywhere (the paper's `H(f, j)`,
+    /// `colate:placement=independent`).
     Folded,
+    /// `CLE4` epochs: `h(f)` from [`KeyHasher`]; the `m` counters inside one block of about
+    /// [`BLOCK`] counters that `h(f)` picks, so that a query reads one or two pages of an epoch
+    /// rather than `m` (owl's, `colate:placement=blocked`, the default). Every counter is as
+    /// likely as under the paper's `H(f, j)`, so Theorem 2's expected share is unchanged;
+    /// flows in one block share `m²/BLOCK` ≈ 0.2 counters where the paper's share `m²/n`, so
+    /// the noise from large flows is a little lumpier.
+    #[default]
+    Blocked,
 }
 
-impl KeyHash {
+/// Counters of a block ([`Placement::Blocked`]): 2 048 cells of 19–32 bits are 5–8 KiB.
+pub const BLOCK: usize = 2_048;
+
+impl Placement {
     pub fn name(self) -> &'static str {
         match self {
-            KeyHash::Canonical => "xxh3 of the canonical key (CLE2)",
-            KeyHash::Folded => "folded 5-tuple words (CLE3)",
+            Placement::Canonical => "xxh3 of the canonical key, counters anywhere (CLE2)",
+            Placement::Folded => "folded 5-tuple hash, counters anywhere (CLE3)",
+            Placement::Blocked => "folded 5-tuple hash, counters in one block (CLE4)",
+        }
+    }
+
+    /// The placements a configuration may ask for (`colate:placement=`).
+    pub fn config_name(self) -> &'static str {
+        match self {
+            Placement::Canonical => "canonical",
+            Placement::Folded => "independent",
+            Placement::Blocked => "blocked",
+        }
+    }
+}
+
+impl std::str::FromStr for Placement {
+    type Err = crate::method::MethodError;
+    fn from_str(s: &str) -> Result<Placement, Self::Err> {
+        match s.trim() {
+            "blocked" => Ok(Placement::Blocked),
+            "independent" => Ok(Placement::Folded),
+            _ => Err(crate::method::MethodError::Invalid(format!(
+                "colate: placement '{s}' is not blocked or independent"
+            ))),
         }
     }
 }
@@ -70,8 +106,9 @@ impl KeyHash {
 pub struct Mapping {
     pub seed: u64,
     pub m: u32,
-    pub key: KeyHash,
+    pub placement: Placement,
     hasher: KeyHasher,
+    salt_block: u64,
     salt_j: u64,
     salt_vector: u64,
     salts: Vec<u64>,
@@ -80,7 +117,7 @@ pub struct Mapping {
 }
 
 impl Mapping {
-    pub fn new(seed: u64, m: u32, probabilities: &[f64], key: KeyHash) -> Mapping {
+    pub fn new(seed: u64, m: u32, probabilities: &[f64], placement: Placement) -> Mapping {
         let fam = HashFamily::new(seed);
         let key_h = fam.member(SALT_H).hash(0);
         let mut acc = 0.0;
@@ -99,8 +136,9 @@ impl Mapping {
         Mapping {
             seed,
             m,
-            key,
+            placement,
             hasher: KeyHasher::new(seed),
+            salt_block: fam.member(SALT_BLOCK).hash(0),
             salt_j: fam.member(SALT_J).hash(0),
             salt_vector: fam.member(SALT_VECTOR).hash(0),
             salts: (0..m as u64).map(|j| mix(key_h.wrapping_add(j))).collect(),
@@ -110,9 +148,9 @@ impl Mapping {
 
     #[inline]
     pub fn flow_hash(&self, f: &FlowKey) -> u64 {
-        match self.key {
-            KeyHash::Folded => self.hasher.hash(f),
-            KeyHash::Canonical => f.hash(self.seed),
+        match self.placement {
+            Placement::Folded | Placement::Blocked => self.hasher.hash(f),
+            Placement::Canonical => f.hash(self.seed),
         }
     }
 
@@ -135,7 +173,34 @@ impl Mapping {
     /// `H(f, j)` in a vector of `n` counters.
     #[inline]
     pub fn index(&self, flow_hash: u64, j: usize, n: usize) -> usize {
+        if self.placement == Placement::Blocked {
+            let (start, len) = self.block_of(flow_hash, n);
+            return start + reduce(mix(flow_hash ^ self.salts[j]), len);
+        }
         reduce(mix(flow_hash ^ self.salts[j]), n)
+    }
+
+    /// Blocks of `n` counters ([`Placement::Blocked`]): `⌈n/BLOCK⌉`, block `k` the counters
+    /// `[k·n/B, (k + 1)·n/B)`.
+    pub fn blocks(n: usize) -> usize {
+        n.div_ceil(BLOCK).max(1)
+    }
+
+    /// Block `k` of `n` counters: its first counter and its length.
+    #[inline]
+    pub fn block(k: usize, n: usize) -> (usize, usize) {
+        let b = Mapping::blocks(n);
+        let start = k * n / b;
+        (start, (k + 1) * n / b - start)
+    }
+
+    /// The block of a flow ([`Placement::Blocked`]).
+    #[inline]
+    pub fn block_of(&self, flow_hash: u64, n: usize) -> (usize, usize) {
+        Mapping::block(
+            reduce(mix(flow_hash ^ self.salt_block), Mapping::blocks(n)),
+            n,
+        )
     }
 
     /// The counter subvector of a flow: `H(f, 1..m)`.
@@ -251,19 +316,19 @@ pub struct Layout {
 impl Layout {
     pub fn new(cfg: Config) -> Arc<Layout> {
         Arc::new(Layout {
-            map: Mapping::new(cfg.seed(), cfg.m(), cfg.vectors(), KeyHash::default()),
+            map: Mapping::new(cfg.seed(), cfg.m(), cfg.vectors(), cfg.placement()),
             unit: UnitDivisor::new(cfg.unit_ns()),
             cfg,
         })
     }
 
-    /// This layout placing flows by `key` (epochs of an older format, decoded).
-    pub fn with_key(self: &Arc<Layout>, key: KeyHash) -> Arc<Layout> {
-        if self.map.key == key {
+    /// This layout placing flows as `placement` does (epochs of another format, decoded).
+    pub fn with_placement(self: &Arc<Layout>, placement: Placement) -> Arc<Layout> {
+        if self.map.placement == placement {
             return self.clone();
         }
         let mut map = self.map.clone();
-        map.key = key;
+        map.placement = placement;
         Arc::new(Layout {
             cfg: self.cfg.clone(),
             map,
@@ -319,11 +384,11 @@ impl Recorder {
     }
 
     /// A recorder holding `epochs` as dumped and nothing open (a decoded synopsis), placing
-    /// flows as its epochs did (one [`KeyHash`]: [`decode_sealed`](super::epoch::decode_sealed)
+    /// flows as its epochs did (one [`Placement`]: [`decode_sealed`](super::epoch::decode_sealed)
     /// checks).
     pub fn with_epochs(layout: Arc<Layout>, epochs: Vec<Sealed>) -> Recorder {
         let layout = match epochs.first() {
-            Some(e) => layout.with_key(e.head.key_hash),
+            Some(e) => layout.with_placement(e.head.placement),
             None => layout,
         };
         let mut r = Recorder::new(layout);
@@ -489,7 +554,7 @@ impl Recorder {
             packets: c.packets,
             sum: c.sum,
             early: c.early,
-            key_hash: self.layout.map.key,
+            placement: self.layout.map.placement,
         }
     }
 
