@@ -196,7 +196,7 @@ fn colate_epochs_from_before_the_folded_flow_hash_still_read() {
         let mut bytes = Vec::new();
         canonical.encode(&mut bytes);
         assert_eq!(bytes, want, "{tag}: recorded by the canonical hash");
-        // the default recorder writes CLE4 (counters in one block), the paper's placement CLE3
+        // the default recorder writes CLE3 (the paper's placement), a blocked one CLE4
         for (p, want) in [(Placement::Blocked, b"CLE4"), (Placement::Folded, b"CLE3")] {
             let mut r = Recorder::new(m.recorder().layout().with_placement(p));
             r.record_batch(recs);
@@ -204,7 +204,7 @@ fn colate_epochs_from_before_the_folded_flow_hash_still_read() {
             r.encode(&mut bytes);
             assert_eq!(&bytes[12..16], want, "{tag}");
         }
-        assert_eq!(m.recorder().layout().map.placement, Placement::Blocked);
+        assert_eq!(m.recorder().layout().map.placement, Placement::Folded);
         old.push(p);
         again.push(Box::new(canonical) as Box<dyn PointSynopsis>);
     }

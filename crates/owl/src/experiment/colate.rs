@@ -1356,7 +1356,7 @@ pub fn versus(ctx: &Ctx) -> Result<Vec<PathBuf>> {
 /// range meets.
 pub const QUERY_TIME: super::Experiment = super::Experiment {
     name: "colate-query",
-    summary: "COLATE query time from two epoch stores (SQLite, blob I/O of the flow's cells): mean and std (gamma 1000), paper and raw, vs epochs in range up to a day (122 per point), and reading epochs whole (--verify)",
+    summary: "COLATE query time from two epoch stores (SQLite, blob I/O of the flow's cells): mean and std (gamma 1000), paper and raw, on two threads and one store after the other, vs epochs in range up to a day (122 per point), and reading epochs whole (--verify); the paper's placement and the blocked one",
     files: "colate-query.csv, colate-query.png",
     run: query_time,
 };
@@ -1368,10 +1368,17 @@ const DAY_EPOCHS: usize = 122;
 /// Two stores of `k` epochs each (1 MiB plan, 1 ms unit, 700 s per epoch), written as
 /// `owl record --store` writes them; each epoch holds 2 000 packets of 2 000 flows (a query's
 /// cost depends on the epochs it meets and `m`, not on what they hold).
-fn day_of_epochs(dir: &std::path::Path, k: usize, seed: u64) -> Result<[std::path::PathBuf; 2]> {
+fn day_of_epochs(
+    dir: &std::path::Path,
+    k: usize,
+    seed: u64,
+    placement: owl_core::colate::Placement,
+) -> Result<[std::path::PathBuf; 2]> {
     use crate::store::Store;
     use rand::{RngExt, SeedableRng};
-    let cfg = Config::for_level(Level::Medium, 1 << 20, seed)?.with_unit(1_000_000)?;
+    let cfg = Config::for_level(Level::Medium, 1 << 20, seed)?
+        .with_unit(1_000_000)?
+        .with_placement(placement);
     let layout = Layout::new(cfg.clone());
     let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
     let (mut s, mut r) = (Recorder::new(layout.clone()), Recorder::new(layout));
@@ -1432,8 +1439,16 @@ fn query_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     use std::time::Instant;
     let k = if ctx.quick { 8 } else { DAY_EPOCHS };
     let reps = ctx.runs_or(30, 3);
+    use owl_core::colate::Placement;
     let dir = tempfile::tempdir().context("a temporary directory for the stores")?;
-    let paths = day_of_epochs(dir.path(), k, ctx.seed)?;
+    let stores = [Placement::Folded, Placement::Blocked]
+        .into_iter()
+        .map(|p| -> Result<_> {
+            let d = dir.path().join(p.config_name());
+            std::fs::create_dir_all(&d)?;
+            Ok((p, day_of_epochs(&d, k, ctx.seed, p)?))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let counts: Vec<usize> = [1usize, 8, 30, 61, DAY_EPOCHS]
         .into_iter()
         .filter(|&c| c <= k)
@@ -1460,11 +1475,15 @@ fn query_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             false,
         ),
     ];
-    ctx.progress.set_length((counts.len() * cases.len()) as u64);
+    ctx.progress
+        .set_length((stores.len() * counts.len() * cases.len()) as u64);
     let (t0, span) = (1_767_225_600_000_000_000u64, 700_000_000_000u64);
     let mut rows = Vec::new();
     let mut series: Vec<Series> = Vec::new();
-    for &(what, gamma, est, verify, one_thread) in &cases {
+    for ((placement, paths), &(what, gamma, est, verify, one_thread)) in stores
+        .iter()
+        .flat_map(|s| cases.iter().map(move |c| (s, c)))
+    {
         let mut pts = Vec::new();
         for &c in &counts {
             let q = Query {
@@ -1504,6 +1523,7 @@ fn query_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             let med = ms[ms.len() / 2];
             let p90 = ms[(ms.len() * 9 / 10).min(ms.len() - 1)];
             rows.push(vec![
+                placement.config_name().to_string(),
                 what.to_string(),
                 est.to_string(),
                 gamma.to_string(),
@@ -1518,7 +1538,7 @@ fn query_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             ctx.progress.inc(1);
         }
         series.push(Series {
-            name: format!("{what} ({est})"),
+            name: format!("{what} ({est}, {})", placement.config_name()),
             points: pts,
             err: None,
         });
@@ -1527,6 +1547,7 @@ fn query_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     write_csv(
         &csv,
         &[
+            "placement",
             "query",
             "estimator",
             "gamma",
@@ -1648,9 +1669,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let files = query_time(&quick_ctx(dir.path())).unwrap();
         let rows = csv_rows(&files[0]);
-        assert_eq!(rows.len(), 5 * 3);
-        assert!(rows.iter().all(|r| r[4] == r[3]), "{rows:?}");
-        let paths = day_of_epochs(dir.path(), 3, 2).unwrap();
+        assert_eq!(rows.len(), 2 * 6 * 3);
+        assert!(rows.iter().all(|r| r[5] == r[4]), "{rows:?}");
+        let paths = day_of_epochs(dir.path(), 3, 2, Default::default()).unwrap();
         let (mut ss, mut rs) = (
             crate::store::Store::open_read(&paths[0]).unwrap(),
             crate::store::Store::open_read(&paths[1]).unwrap(),

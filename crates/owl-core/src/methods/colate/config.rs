@@ -58,7 +58,7 @@ pub struct Config {
     count_bits: u8,
     /// Spill entries; `None`: `n/64`.
     spill: Option<u32>,
-    /// How a flow's counters are chosen: in one block (default) or anywhere (the paper's).
+    /// How a flow's counters are chosen: anywhere (the paper's, default) or in one block.
     placement: Placement,
 }
 
@@ -279,7 +279,8 @@ impl Config {
     pub fn placement(&self) -> Placement {
         self.placement
     }
-    /// With flows' counters chosen as `p` ([`Placement::Folded`]: the paper's `H(f, j)`).
+    /// With flows' counters chosen as `p` ([`Placement::Blocked`]: in one block, for fast
+    /// queries).
     pub fn with_placement(mut self, p: Placement) -> Config {
         self.placement = p;
         self

@@ -3,10 +3,10 @@
 //! the base and unit its timestamps are relative to, the mapping (`n`, `m`, seed), and the
 //! vector's sampling probability and packet counter (§1.4 "Packet Losses").
 //!
-//! # Layout (`CLE4`, little-endian)
+//! # Layout (`CLE3` and `CLE4`, little-endian)
 //!
 //! ```text
-//! "CLE4" | u64 seq | u16 vector | u16 vectors | f64 probability | u64 seed
+//! "CLE3" | u64 seq | u16 vector | u16 vectors | f64 probability | u64 seed
 //! | u32 n | u32 m | u8 b | u8 bc | u64 unit_ns | u64 base_ns | u64 first_ns | u64 last_ns
 //! | u64 packets | u64 sum low | u64 sum high | u64 early | u32 e | u32 ec
 //! | u64 xxh3 of the header bytes before it
@@ -45,9 +45,10 @@ use crate::wire::{DecodeError, WireReader, WireWriter};
 use super::cells::Cells;
 use super::vector::{Mapping, Placement};
 
-/// Tag of the epochs placed by [`Placement::Blocked`] (owl's default).
+/// Tag of the epochs placed by [`Placement::Blocked`].
 pub const TAG: &[u8; 4] = b"CLE4";
-/// Tag of the epochs placed by [`Placement::Folded`] (the paper's `H(f, j)`, owl's flow hash).
+/// Tag of the epochs placed by [`Placement::Folded`] (the paper's `H(f, j)`, owl's flow hash;
+/// the default).
 pub const TAG_FOLDED: &[u8; 4] = b"CLE3";
 /// Tag of the epochs placed by [`Placement::Canonical`] (owl before the folded flow hash).
 pub const TAG_CANONICAL: &[u8; 4] = b"CLE2";

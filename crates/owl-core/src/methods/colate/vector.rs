@@ -54,15 +54,17 @@ pub enum Placement {
     Canonical,
     /// `CLE3` epochs: `h(f)` from [`KeyHasher`] (folded multiplies of the 5-tuple's words, 13
     /// bytes for IPv4: a third of the time); the `m` counters anywhere (the paper's `H(f, j)`,
-    /// `colate:placement=independent`).
+    /// `colate:placement=independent`, the default).
+    #[default]
     Folded,
     /// `CLE4` epochs: `h(f)` from [`KeyHasher`]; the `m` counters inside one block of about
     /// [`BLOCK`] counters that `h(f)` picks, so that a query reads one or two pages of an epoch
-    /// rather than `m` (owl's, `colate:placement=blocked`, the default). Every counter is as
-    /// likely as under the paper's `H(f, j)`, so Theorem 2's expected share is unchanged;
-    /// flows in one block share `m²/BLOCK` ≈ 0.2 counters where the paper's share `m²/n`, so
-    /// the noise from large flows is a little lumpier.
-    #[default]
+    /// rather than `m` (owl's, `colate:placement=blocked`). Every counter is as likely as
+    /// under the paper's `H(f, j)`, so Theorem 2's expected share is unchanged; flows in one
+    /// block share `m²/BLOCK` ≈ 0.2 counters where the paper's share `m²/n`. Not the default:
+    /// in a sparse vector (100 MiB, 1 460 flows) `--confidence`'s interval held 95.9 % of the
+    /// flows at every confidence up to 0.99 (`colate-reliability --quick`), where the paper's
+    /// placement holds ≥ 0.974 — its noise draws do not yet model the blocks.
     Blocked,
 }
 
