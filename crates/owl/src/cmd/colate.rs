@@ -138,7 +138,7 @@ fn plan_cmd(a: PlanArgs) -> Result<()> {
         return Ok(());
     }
     say!(
-        "requirement  M = {} ({} bits), α = {}, β = {}, ratio = {} → A = {:.4}, B = {}, k = {:.4}",
+        "requirement  M = {} ({} bits), α = {}, β = {}, ratio = {} (sizing, as the paper's example) → A = {:.4}, B = {}, k = {:.4}",
         format_bytes(a.memory),
         req.memory_bits,
         req.alpha,
