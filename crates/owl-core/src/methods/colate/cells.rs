@@ -427,25 +427,15 @@ impl CellSource for Cells {
         self.n
     }
 
-    /// One pass over the packed bytes, a 64-bit word read per cell where a cell and its
-    /// shift fit one (`b + c ≤ 56`), the spill's high parts merged in by counter.
+    /// One pass over the packed cells ([`low`](Self::low): one 64-bit word read per cell where
+    /// a cell and its shift fit one), the spill's high parts merged in by counter.
     fn each(&self, mut f: impl FnMut(u64, u32)) {
         let hi = self.high_parts();
-        let (b, c, w) = (self.b, self.c, self.w as usize);
-        let (bm, cm) = (ones(b), ones(c));
+        let (b, c) = (self.b, self.c);
         // the next counter with high parts, and its position among them
         let (mut k, mut next) = (0usize, hi.first().map_or(usize::MAX, |h| h.0 as usize));
-        let bytes = &self.bytes[..];
         for i in 0..self.n {
-            let (mut ts, mut cnt) = if w <= 56 {
-                let bit = i * w;
-                let at = bit >> 3;
-                let p: [u8; 8] = bytes[at..at + 8].try_into().expect("8 bytes");
-                let cell = u64::from_le_bytes(p) >> (bit & 7);
-                (cell & bm, (cell >> b) & cm)
-            } else {
-                self.low(i)
-            };
+            let (mut ts, mut cnt) = self.low(i);
             if i == next {
                 let (_, t, n) = hi[k];
                 ts |= (t as u64) << b;

@@ -243,18 +243,16 @@ pub fn promise(
         // sum (≤ t_max) into a counter it shares
         Model::Corrected => (0.0, (2.0 * epoch_units / 3.0).max(1.0) + t_max / m),
     };
-    let d = match form {
-        Form::Derived => (n - m) * (n - m),
-        Form::Printed => n - m,
-    };
-    let c = k * k * n * n * m / d;
-    // B²t² = c·{own·(t/m)(1 − 1/m) + foreign·((T − t)/n)(1 − 1/n)}: a quadratic in t
-    let a1 = c
-        * (own_factor * (1.0 / m) * (1.0 - 1.0 / m) - foreign_factor * (1.0 / n) * (1.0 - 1.0 / n));
-    let a0 = c * foreign_factor * (threshold / n) * (1.0 - 1.0 / n);
     let big_b = beta * ratio;
-    let bb = big_b * big_b;
-    let t_min = (a1 + (a1 * a1 + 4.0 * bb * a0).sqrt()) / (2.0 * bb);
+    let t_min = eq22_t_min(
+        n,
+        m,
+        threshold,
+        k,
+        big_b,
+        form,
+        (own_factor, foreign_factor),
+    );
     Promise {
         model,
         ratio,
@@ -447,6 +445,30 @@ fn residual(req: &Requirement, n: f64) -> f64 {
     k * k * n * n * m / d * var - bb * bb * tmin * tmin
 }
 
+/// Eq. 22 solved for the flow sum `t` at `n`, `m`, `T`, `k` and `B`, its own and foreign noise
+/// terms scaled by `factors` (1 and 1: the paper's): the positive root of
+/// `B²t² = c·{own·(t/m)(1 − 1/m) + foreign·((T − t)/n)(1 − 1/n)}`, `c = k²n²m/d`.
+fn eq22_t_min(
+    n: f64,
+    m: f64,
+    threshold: f64,
+    k: f64,
+    big_b: f64,
+    form: Form,
+    (own, foreign): (f64, f64),
+) -> f64 {
+    let d = match form {
+        Form::Derived => (n - m) * (n - m),
+        Form::Printed => n - m,
+    };
+    let c = k * k * n * n * m / d;
+    let a1 = c * (own * (1.0 / m) * (1.0 - 1.0 / m) - foreign * (1.0 / n) * (1.0 - 1.0 / n));
+    let a0 = c * foreign * (threshold / n) * (1.0 - 1.0 / n);
+    let bb = big_b * big_b;
+    // bb·t² − a1·t − a0 = 0
+    (a1 + (a1 * a1 + 4.0 * bb * a0).sqrt()) / (2.0 * bb)
+}
+
 /// The `t_min` for which Eq. 22 holds at the `n` where Eq. 15 gives `m` (Eq. 22 solved for
 /// `t_min` instead of `n`: a quadratic), or `None` when no `n` gives that `m`.
 pub fn t_min_for_m(req: &Requirement, m: f64) -> Option<f64> {
@@ -466,16 +488,15 @@ pub fn t_min_for_m(req: &Requirement, m: f64) -> Option<f64> {
     }
     let n = z;
     let (_, t, m) = derived(req, n);
-    let d = match req.form {
-        Form::Derived => (n - m) * (n - m),
-        Form::Printed => n - m,
-    };
-    let c = req.k().powi(2) * n * n * m / d;
-    let a1 = c * ((1.0 / m) * (1.0 - 1.0 / m) - (1.0 / n) * (1.0 - 1.0 / n));
-    let a0 = c * (t / n) * (1.0 - 1.0 / n);
-    let bb = req.individual_interval().powi(2);
-    // bb·x² − a1·x − a0 = 0
-    Some((a1 + (a1 * a1 + 4.0 * bb * a0).sqrt()) / (2.0 * bb))
+    Some(eq22_t_min(
+        n,
+        m,
+        t,
+        req.k(),
+        req.individual_interval(),
+        req.form,
+        (1.0, 1.0),
+    ))
 }
 
 /// Solve §5.2's four equations for `n`, `m`, `b`, `T`.

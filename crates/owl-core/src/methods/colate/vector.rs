@@ -205,6 +205,13 @@ impl Mapping {
         )
     }
 
+    /// Where a packet of identity `id` and flow hash `flow_hash` goes in vectors of `n`
+    /// counters: its vector, and `H(f, j)` of its `j`.
+    #[inline]
+    pub fn locate(&self, flow_hash: u64, id: u64, n: usize) -> (usize, usize) {
+        (self.vector(id), self.index(flow_hash, self.j(id), n))
+    }
+
     /// The counter subvector of a flow: `H(f, 1..m)`.
     pub fn subvector(&self, flow_hash: u64, n: usize) -> Vec<usize> {
         (0..self.m as usize)
@@ -423,9 +430,10 @@ impl Recorder {
     /// Record a packet whose flow hash is known.
     #[inline]
     pub fn record_hashed(&mut self, ts_ns: u64, id: u64, flow_hash: u64) {
-        let map = &self.layout.map;
-        let v = map.vector(id);
-        let i = map.index(flow_hash, map.j(id), self.layout.cfg.n() as usize);
+        let (v, i) = self
+            .layout
+            .map
+            .locate(flow_hash, id, self.layout.cfg.n() as usize);
         self.update(v, i, ts_ns);
     }
 
@@ -438,8 +446,8 @@ impl Recorder {
         let n = self.layout.cfg.n() as usize;
         let mut ring = [(0u32, 0usize); AHEAD];
         let locate = |map: &Mapping, r: &PacketRecord| {
-            let fh = map.flow_hash(&r.flow);
-            (map.vector(r.id) as u32, map.index(fh, map.j(r.id), n))
+            let (v, i) = map.locate(map.flow_hash(&r.flow), r.id, n);
+            (v as u32, i)
         };
         for (k, r) in recs.iter().take(AHEAD).enumerate() {
             let (v, i) = locate(&self.layout.map, r);
