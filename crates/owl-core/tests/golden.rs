@@ -196,8 +196,9 @@ fn colate_epochs_from_before_the_folded_flow_hash_still_read() {
         let mut bytes = Vec::new();
         canonical.encode(&mut bytes);
         assert_eq!(bytes, want, "{tag}: recorded by the canonical hash");
-        // the default recorder writes CLE3 (the paper's placement), a blocked one CLE4
-        for (p, want) in [(Placement::Blocked, b"CLE4"), (Placement::Folded, b"CLE3")] {
+        // the default recorder writes CLR3 (the paper's placement, Rice-coded), a blocked one
+        // CLR4
+        for (p, want) in [(Placement::Blocked, b"CLR4"), (Placement::Folded, b"CLR3")] {
             let mut r = Recorder::new(m.recorder().layout().with_placement(p));
             r.record_batch(recs);
             let mut bytes = Vec::new();
@@ -223,5 +224,65 @@ fn colate_epochs_from_before_the_folded_flow_hash_still_read() {
         .unwrap()
         .unwrap();
     assert_eq!(from_file, recorded);
+    assert!(from_file.iter().filter(|e| e.mean_ns.is_some()).count() > flows.len() / 2);
+}
+
+/// COLATE epochs from before the Rice coding (`CLE3`: fixed cells, the paper's placement;
+/// `colate-cle3-*.bin`, written by that version): they decode and re-encode as they were, a
+/// recorder asked for fixed cells (`colate:coding=fixed`) still writes them byte for byte, and
+/// the default recorder's Rice-coded epochs hold the same counters: every flow's estimate is
+/// the same from either.
+#[test]
+fn colate_epochs_in_fixed_cells_still_read() {
+    use owl_core::colate::{Coding, ColateMethod, Config, Level};
+    let (s, r) = records();
+    let cfg = Config::for_level(Level::Medium, MEMORY, SEED).unwrap();
+    let m = ColateMethod::new(cfg.clone()).unwrap();
+    let fixed = ColateMethod::new(cfg.with_coding(Coding::Fixed)).unwrap();
+    let (mut old, mut rice) = (Vec::new(), Vec::new());
+    for (role, recs, tag) in [
+        (Role::Sender, &s, "sender"),
+        (Role::Receiver, &r, "receiver"),
+    ] {
+        let want = std::fs::read(golden(&format!("colate-cle3-{tag}.bin"))).unwrap();
+        assert_eq!(&want[12..16], b"CLE3", "{tag}");
+        let p = m.decode_point(role, &want).unwrap();
+        let mut bytes = Vec::new();
+        p.encode(&mut bytes);
+        assert_eq!(bytes, want, "{tag}: re-encoded");
+        let mut f = fixed.new_point(role);
+        f.record_batch(recs);
+        let mut bytes = Vec::new();
+        f.encode(&mut bytes);
+        assert_eq!(bytes, want, "{tag}: recorded in fixed cells");
+        let mut d = m.new_point(role);
+        d.record_batch(recs);
+        let mut bytes = Vec::new();
+        d.encode(&mut bytes);
+        assert_eq!(&bytes[12..16], b"CLR3", "{tag}");
+        assert!(
+            bytes.len() < want.len(),
+            "{tag}: {} ≥ {}",
+            bytes.len(),
+            want.len()
+        );
+        old.push(p);
+        rice.push(d);
+    }
+    let flows: Vec<_> = {
+        let mut f: Vec<_> = s.iter().map(|x| x.flow).collect();
+        f.sort();
+        f.dedup();
+        f
+    };
+    let from_file = m
+        .estimate_flows(&*old[0], &*old[1], &flows)
+        .unwrap()
+        .unwrap();
+    let from_rice = m
+        .estimate_flows(&*rice[0], &*rice[1], &flows)
+        .unwrap()
+        .unwrap();
+    assert_eq!(from_file, from_rice);
     assert!(from_file.iter().filter(|e| e.mean_ns.is_some()).count() > flows.len() / 2);
 }

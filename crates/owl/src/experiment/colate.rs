@@ -36,7 +36,7 @@ use owl_core::colate::estimate::{
 };
 use owl_core::colate::plan::Level;
 use owl_core::colate::vector::mix;
-use owl_core::colate::{Config, Epoch, Estimator, Layout, Mapping, Query, Recorder};
+use owl_core::colate::{Coding, Config, Epoch, Estimator, Layout, Mapping, Query, Recorder};
 use owl_core::exact::FlowTruth;
 use owl_core::interval::Intervals;
 use owl_core::method::PointSynopsis;
@@ -987,8 +987,9 @@ pub fn chic(ctx: &Ctx) -> Result<Vec<PathBuf>> {
 /// `colate-bits`: §1.4's storage claim measured at its own rate — CHIC-like traffic generated
 /// at the CAIDA link's 484 000 packets/s (45 s, 21.8 M packets; `--quick`: 1 s) over the
 /// simulator's default path — stored bits per packet of the high (the paper's Fig. 10) and
-/// medium requirements' plans at 1, 10 and 100 MiB with 1 µs and 1 ms timestamps (every epoch, and the full ones alone: the last is
-/// cut short by the end of the trace), and what the coarse unit costs: flows' means within 5 %
+/// medium requirements' plans at 1, 10 and 100 MiB with 1 µs and 1 ms timestamps, the same
+/// counters Rice-coded (owl's default) and in §1.4's fixed cells (every epoch, and the full
+/// ones alone: the last is cut short by the end of the trace), and what the coarse unit costs: flows' means within 5 %
 /// (`mean=raw`, medium at 10 MiB) per flow-size bin, in each unit.
 pub fn bits(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     let seconds = if ctx.quick { 1.0 } else { 45.0 };
@@ -1014,29 +1015,41 @@ pub fn bits(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     for unit in units {
         for (level, mib) in levels.into_iter().flat_map(|l| MEMORIES.map(|m| (l, m))) {
             let cfg = Config::for_level(level, mib << 20, seed)?.with_unit(unit)?;
-            let es = record(&cfg, &sender);
-            let bits_all =
-                es.iter().map(|e| e.encoded_len() as f64 * 8.0).sum::<f64>() / sender.len() as f64;
-            let full: Vec<&Epoch> = es.iter().take(es.len().saturating_sub(1)).collect();
-            let full_bits = (!full.is_empty()).then(|| {
-                full.iter()
-                    .map(|e| e.encoded_len() as f64 * 8.0)
-                    .sum::<f64>()
-                    / full.iter().map(|e| e.packets as f64).sum::<f64>()
-            });
-            let secs = full.first().map(|e| (e.last_ns - e.first_ns) as f64 / 1e9);
-            rows.push(vec![
-                unit.to_string(),
-                level.name().into(),
-                mib.to_string(),
-                cfg.n().to_string(),
-                cfg.b().to_string(),
-                cfg.threshold().to_string(),
-                es.len().to_string(),
-                format!("{bits_all:.4}"),
-                full_bits.map_or(String::new(), |b| format!("{b:.4}")),
-                secs.map_or(String::new(), |d| format!("{d:.3}")),
-            ]);
+            let rice = record(&cfg, &sender);
+            // the same counters in §1.4's fixed cells
+            let fixed: Vec<Epoch> = rice
+                .iter()
+                .map(|e| {
+                    let mut e = e.clone();
+                    e.head.coding = Coding::Fixed;
+                    e
+                })
+                .collect();
+            for (coding, es) in [(Coding::Rice, &rice), (Coding::Fixed, &fixed)] {
+                let bits_all = es.iter().map(|e| e.encoded_len() as f64 * 8.0).sum::<f64>()
+                    / sender.len() as f64;
+                let full: Vec<&Epoch> = es.iter().take(es.len().saturating_sub(1)).collect();
+                let full_bits = (!full.is_empty()).then(|| {
+                    full.iter()
+                        .map(|e| e.encoded_len() as f64 * 8.0)
+                        .sum::<f64>()
+                        / full.iter().map(|e| e.packets as f64).sum::<f64>()
+                });
+                let secs = full.first().map(|e| (e.last_ns - e.first_ns) as f64 / 1e9);
+                rows.push(vec![
+                    unit.to_string(),
+                    coding.config_name().into(),
+                    level.name().into(),
+                    mib.to_string(),
+                    cfg.n().to_string(),
+                    cfg.b().to_string(),
+                    cfg.threshold().to_string(),
+                    es.len().to_string(),
+                    format!("{bits_all:.4}"),
+                    full_bits.map_or(String::new(), |b| format!("{b:.4}")),
+                    secs.map_or(String::new(), |d| format!("{d:.3}")),
+                ]);
+            }
             ctx.progress.inc(1);
         }
         let cfg = Config::for_level(Level::Medium, 10 << 20, seed)?.with_unit(unit)?;
@@ -1066,6 +1079,7 @@ pub fn bits(ctx: &Ctx) -> Result<Vec<PathBuf>> {
         &csv,
         &[
             "unit_ns",
+            "coding",
             "level",
             "memory_mib",
             "n",

@@ -124,7 +124,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
     },
     Experiment {
         name: "colate-bits",
-        summary: "COLATE §1.4's storage claim at its own 484k packets/s (45 s): stored bits per packet at 1/10/100 MiB (high, medium), 1 us and 1 ms units, and what the coarse unit costs per flow-size bin",
+        summary: "COLATE §1.4's storage claim at its own 484k packets/s (45 s): stored bits per packet at 1/10/100 MiB (high, medium), 1 us and 1 ms units, Rice-coded (default) and in fixed cells, and what the coarse unit costs per flow-size bin",
         files: "colate-bits.csv, colate-bits-accuracy.csv",
         run: colate::bits,
     },

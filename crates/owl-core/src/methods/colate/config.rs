@@ -20,6 +20,7 @@
 use crate::method::{MethodError, config_value, unknown_field};
 
 use super::cells::{Cells, Memory, Spill};
+use super::coding::Coding;
 use super::epoch::MAX_COUNTERS;
 use super::estimate::{Estimator, StdEstimator};
 use super::plan::{self, Form, Level, MIB_BITS, Plan, Requirement};
@@ -60,6 +61,8 @@ pub struct Config {
     spill: Option<u32>,
     /// How a flow's counters are chosen: anywhere (the paper's, default) or in one block.
     placement: Placement,
+    /// How epochs store their counters: Rice-coded (default) or in fixed cells.
+    coding: Coding,
 }
 
 const FIELDS: &[&str] = &[
@@ -83,6 +86,7 @@ const FIELDS: &[&str] = &[
     "count_bits",
     "spill",
     "placement",
+    "coding",
 ];
 
 fn invalid(s: String) -> MethodError {
@@ -108,6 +112,7 @@ impl Config {
             count_bits: DEFAULT_COUNT_BITS,
             spill: None,
             placement: Placement::default(),
+            coding: Coding::default(),
         };
         c.validate()?;
         Ok(c)
@@ -285,6 +290,15 @@ impl Config {
         self.placement = p;
         self
     }
+    /// How epochs store their counters.
+    pub fn coding(&self) -> Coding {
+        self.coding
+    }
+    /// With epochs storing their counters as `c` ([`Coding::Fixed`]: §1.4's cells).
+    pub fn with_coding(mut self, c: Coding) -> Config {
+        self.coding = c;
+        self
+    }
     /// Width of the packet counters in RAM.
     pub fn count_bits(&self) -> u8 {
         self.count_bits
@@ -376,6 +390,7 @@ impl Config {
             ("count_bits", self.count_bits.to_string()),
             ("spill", self.spill().to_string()),
             ("placement", self.placement.config_name().to_string()),
+            ("coding", self.coding.config_name().to_string()),
         ]
     }
 
@@ -390,6 +405,7 @@ impl Config {
         let mut std = StdEstimator::Counters;
         let (mut count_bits, mut spill) = (DEFAULT_COUNT_BITS, None);
         let mut placement = Placement::default();
+        let mut coding = Coding::default();
         for (k, s) in pairs {
             match k.as_str() {
                 "alpha" => req.alpha = v(k, s)?,
@@ -415,6 +431,7 @@ impl Config {
                 "count_bits" => count_bits = config_value::<u8>("colate", k, s)?,
                 "spill" => spill = Some(config_value::<u32>("colate", k, s)?),
                 "placement" => placement = s.parse()?,
+                "coding" => coding = s.parse()?,
                 "vectors" => {
                     vectors = Some(
                         s.split(['/', ' '])
@@ -458,6 +475,7 @@ impl Config {
             count_bits,
             spill,
             placement,
+            coding,
         };
         c.unit_ns = unit.unwrap_or(c.unit_ns);
         c.gamma = gamma.unwrap_or(c.gamma);

@@ -43,6 +43,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::wire::{DecodeError, WireReader, WireWriter};
 
 use super::cells::Cells;
+use super::coding::{self, Coding};
 use super::vector::{Mapping, Placement};
 
 /// Tag of the epochs placed by [`Placement::Blocked`].
@@ -52,16 +53,24 @@ pub const TAG: &[u8; 4] = b"CLE4";
 pub const TAG_FOLDED: &[u8; 4] = b"CLE3";
 /// Tag of the epochs placed by [`Placement::Canonical`] (owl before the folded flow hash).
 pub const TAG_CANONICAL: &[u8; 4] = b"CLE2";
+/// Tags of the Rice-coded epochs ([`Coding::Rice`]), placed by [`Placement::Folded`] and
+/// [`Placement::Blocked`].
+pub const TAG_RICE_FOLDED: &[u8; 4] = b"CLR3";
+pub const TAG_RICE_BLOCKED: &[u8; 4] = b"CLR4";
 
-fn tag_of(placement: Placement) -> &'static [u8; 4] {
-    match placement {
-        Placement::Blocked => TAG,
-        Placement::Folded => TAG_FOLDED,
-        Placement::Canonical => TAG_CANONICAL,
+fn tag_of(placement: Placement, coding: Coding) -> &'static [u8; 4] {
+    match (placement, coding) {
+        (Placement::Blocked, Coding::Fixed) => TAG,
+        (Placement::Folded, Coding::Fixed) => TAG_FOLDED,
+        (Placement::Canonical, _) => TAG_CANONICAL,
+        (Placement::Folded, Coding::Rice) => TAG_RICE_FOLDED,
+        (Placement::Blocked, Coding::Rice) => TAG_RICE_BLOCKED,
     }
 }
 /// Bytes of the header, its checksum included.
 pub const HEADER_BYTES: usize = 4 + 8 + 2 + 2 + 8 + 8 + 4 + 4 + 1 + 1 + 8 * 8 + 4 + 4 + 8;
+/// Offset of the header's `bc` byte.
+const BC_AT: usize = 4 + 8 + 2 + 2 + 8 + 8 + 4 + 4 + 1;
 /// Most counters an epoch may have (2²⁸: a 256 M-counter vector is already absurd).
 pub const MAX_COUNTERS: u32 = 1 << 28;
 
@@ -124,6 +133,8 @@ pub struct EpochHead {
     pub early: u64,
     /// The flow hash its counters were placed by (from the tag).
     pub placement: Placement,
+    /// How its counters are stored (from the tag; `CLE2` epochs are always fixed).
+    pub coding: Coding,
 }
 
 impl EpochHead {
@@ -224,48 +235,26 @@ impl Epoch {
                 what: "epoch checksum does not match: the epoch is torn or corrupted".into(),
             });
         }
-        let mut r = WireReader::new(body);
-        r.take(HEADER_BYTES, "epoch header")?;
-        let head = &layout.head;
-        let (n, b, bc) = (head.n as usize, head.b as u32, layout.bc as u32);
-        let cells = r.take(Cells::packed_len(n, b + bc), "cells")?;
-        let (top, top_c) = (escape(head.b), escape(layout.bc));
-        let mut ts = Vec::with_capacity(n);
-        let mut counts = Vec::with_capacity(n);
-        let (mut acc, mut have, mut k) = (0u128, 0u32, 0usize);
-        while ts.len() < n {
-            while have < b + bc {
-                acc |= (cells[k] as u128) << have;
-                k += 1;
-                have += 8;
-            }
-            ts.push(acc as u64 & top);
-            counts.push((acc >> b) as u64 & top_c);
-            acc >>= b + bc;
-            have -= b + bc;
-        }
-        // one encoding per epoch: the padding of the last byte is zero
-        if acc != 0 {
-            return Err(r.invalid("non-zero padding after the cells"));
-        }
-        escapes(&mut r, &mut ts, layout.escapes, top, |r| {
-            r.u64("escaped counter")
-        })?;
-        escapes(&mut r, &mut counts, layout.escapes_c, top_c, |r| {
-            Ok(r.u32("escaped count")? as u64)
-        })?;
-        r.finish("epoch")?;
-        let counts: Vec<u32> = counts.into_iter().map(|c| c as u32).collect();
-        // one encoding per epoch: the packet counters' width is the one the writer chooses
-        let chosen = stored_count_bits(head, &Counters(&ts, &counts));
-        if bc as u8 != chosen {
+        if bytes.len() != layout.len() {
             return Err(DecodeError::Invalid {
                 offset: HEADER_BYTES,
                 what: format!(
-                    "packet counters stored in {bc} bits where the writer chooses {chosen}"
+                    "epoch of {} bytes, its header describes {}: torn or corrupted",
+                    bytes.len(),
+                    layout.len()
                 ),
             });
         }
+        let (ts, counts) = match layout.head.coding {
+            Coding::Fixed => decode_fixed(&layout, body)?,
+            Coding::Rice => coding::decode(
+                &layout.head,
+                layout.bc,
+                &body[HEADER_BYTES..],
+                layout.blocks_len(),
+            )?,
+        };
+        let head = &layout.head;
         // the counters must add up to the header's totals
         let total: u128 = ts.iter().map(|&v| v as u128).sum();
         let total_c: u64 = counts.iter().map(|&c| c as u64).sum();
@@ -286,18 +275,76 @@ impl Epoch {
     }
 }
 
+/// The fixed cells and escapes of an epoch (`body`: every byte before the whole checksum).
+fn decode_fixed(layout: &CellLayout, body: &[u8]) -> Result<(Vec<u64>, Vec<u32>), DecodeError> {
+    let mut r = WireReader::new(body);
+    r.take(HEADER_BYTES, "epoch header")?;
+    let head = &layout.head;
+    let (n, b, bc) = (head.n as usize, head.b as u32, layout.bc as u32);
+    let cells = r.take(Cells::packed_len(n, b + bc), "cells")?;
+    let (top, top_c) = (escape(head.b), escape(layout.bc));
+    let mut ts = Vec::with_capacity(n);
+    let mut counts = Vec::with_capacity(n);
+    let (mut acc, mut have, mut k) = (0u128, 0u32, 0usize);
+    while ts.len() < n {
+        while have < b + bc {
+            acc |= (cells[k] as u128) << have;
+            k += 1;
+            have += 8;
+        }
+        ts.push(acc as u64 & top);
+        counts.push((acc >> b) as u64 & top_c);
+        acc >>= b + bc;
+        have -= b + bc;
+    }
+    // one encoding per epoch: the padding of the last byte is zero
+    if acc != 0 {
+        return Err(r.invalid("non-zero padding after the cells"));
+    }
+    escapes(&mut r, &mut ts, layout.escapes, top, |r| {
+        r.u64("escaped counter")
+    })?;
+    escapes(&mut r, &mut counts, layout.escapes_c, top_c, |r| {
+        Ok(r.u32("escaped count")? as u64)
+    })?;
+    r.finish("epoch")?;
+    let counts: Vec<u32> = counts.into_iter().map(|c| c as u32).collect();
+    // one encoding per epoch: the packet counters' width is the one the writer chooses
+    let chosen = stored_count_bits(head, &Counters(&ts, &counts));
+    if bc as u8 != chosen {
+        return Err(DecodeError::Invalid {
+            offset: HEADER_BYTES,
+            what: format!("packet counters stored in {bc} bits where the writer chooses {chosen}"),
+        });
+    }
+    Ok((ts, counts))
+}
+
 /// Encode an epoch of `head` whose `n` cells `(timestamp counter, packet counter)` come in
-/// order (module doc: the layout); the number of escaped timestamp counters. Two passes: the
-/// packet counters' width, then the cells; the header's escape counts and checksum are
-/// written once the cells are.
+/// order (module doc: the layout; [`coding`] for Rice-coded epochs); the number of timestamp
+/// counters that do not fit `b` bits (escaped, in fixed cells). Two passes: the packet
+/// counters' width (or the Rice parameters), then the cells; the header's escape counts (or
+/// the blocks' length) and checksum are written once the cells are.
 pub fn encode_cells(head: &EpochHead, cells: &impl CellSource, out: &mut Vec<u8>) -> usize {
+    debug_assert!(head.placement != Placement::Canonical || head.coding == Coding::Fixed);
+    if head.coding == Coding::Fixed || head.placement == Placement::Canonical {
+        return encode_fixed(head, cells, out);
+    }
     let start = out.len();
-    let bc = stored_count_bits(head, cells);
-    let (top, top_c) = (escape(head.b), escape(bc));
-    let (b, wbits) = (head.b as u32, head.b as u32 + bc as u32);
-    out.reserve(HEADER_BYTES + Cells::packed_len(head.n as usize, wbits) + 8);
+    let top = escape(head.b);
+    let mut overflows = 0;
+    cells.each(|t, _| overflows += (t >= top) as usize);
+    write_head(head, 0, out);
+    let (count_k, len) = coding::encode(head, cells, out);
+    out[start + BC_AT] = count_k;
+    seal_head(out, start, len as u32, (len >> 32) as u32);
+    overflows
+}
+
+/// The header, its escape counts and checksum zero (patched by [`seal_head`]).
+fn write_head(head: &EpochHead, bc: u8, out: &mut Vec<u8>) {
     let mut w = WireWriter::new(out);
-    w.bytes(tag_of(head.placement));
+    w.bytes(tag_of(head.placement, head.coding));
     w.u64(head.seq);
     w.u16(head.vector);
     w.u16(head.vectors);
@@ -315,10 +362,30 @@ pub fn encode_cells(head: &EpochHead, cells: &impl CellSource, out: &mut Vec<u8>
     w.u64(head.sum as u64);
     w.u64((head.sum >> 64) as u64);
     w.u64(head.early);
-    // escape counts and the header's checksum, patched below
     w.u32(0);
     w.u32(0);
     w.u64(0);
+}
+
+/// Patch the header's two escape fields and checksum, and append the whole checksum.
+fn seal_head(out: &mut Vec<u8>, start: usize, e: u32, ec: u32) {
+    let h = start + HEADER_BYTES - 16;
+    out[h..h + 4].copy_from_slice(&e.to_le_bytes());
+    out[h + 4..h + 8].copy_from_slice(&ec.to_le_bytes());
+    let head_sum = xxh3_64(&out[start..h + 8]);
+    out[h + 8..h + 16].copy_from_slice(&head_sum.to_le_bytes());
+    let sum = xxh3_64(&out[start..]);
+    out.extend_from_slice(&sum.to_le_bytes());
+}
+
+/// [`encode_cells`] in fixed cells.
+fn encode_fixed(head: &EpochHead, cells: &impl CellSource, out: &mut Vec<u8>) -> usize {
+    let start = out.len();
+    let bc = stored_count_bits(head, cells);
+    let (top, top_c) = (escape(head.b), escape(bc));
+    let (b, wbits) = (head.b as u32, head.b as u32 + bc as u32);
+    out.reserve(HEADER_BYTES + Cells::packed_len(head.n as usize, wbits) + 8);
+    write_head(head, bc, out);
     let (mut esc, mut esc_c) = (Vec::new(), Vec::new());
     // the cells, a 64-bit word at a time, into bytes made ready for them (the last word may
     // be partial: cut to the packed length after)
@@ -400,13 +467,7 @@ pub fn encode_cells(head: &EpochHead, cells: &impl CellSource, out: &mut Vec<u8>
         w.u32(i);
         w.u32(v);
     }
-    let h = start + HEADER_BYTES - 16;
-    out[h..h + 4].copy_from_slice(&(esc.len() as u32).to_le_bytes());
-    out[h + 4..h + 8].copy_from_slice(&(esc_c.len() as u32).to_le_bytes());
-    let head_sum = xxh3_64(&out[start..h + 8]);
-    out[h + 8..h + 16].copy_from_slice(&head_sum.to_le_bytes());
-    let sum = xxh3_64(&out[start..]);
-    out.extend_from_slice(&sum.to_le_bytes());
+    seal_head(out, start, esc.len() as u32, esc_c.len() as u32);
     esc.len()
 }
 
@@ -515,14 +576,18 @@ impl CellLayout {
     /// Parse and check the header (tag, fields, its checksum) at the start of `h`.
     fn read(h: &[u8]) -> Result<CellLayout, DecodeError> {
         let mut r = WireReader::new(h);
-        let placement = match r.take(4, "epoch tag")? {
-            t if t == TAG => Placement::Blocked,
-            t if t == TAG_FOLDED => Placement::Folded,
-            t if t == TAG_CANONICAL => Placement::Canonical,
+        let (placement, coding) = match r.take(4, "epoch tag")? {
+            t if t == TAG => (Placement::Blocked, Coding::Fixed),
+            t if t == TAG_FOLDED => (Placement::Folded, Coding::Fixed),
+            t if t == TAG_CANONICAL => (Placement::Canonical, Coding::Fixed),
+            t if t == TAG_RICE_FOLDED => (Placement::Folded, Coding::Rice),
+            t if t == TAG_RICE_BLOCKED => (Placement::Blocked, Coding::Rice),
             _ => {
                 return Err(DecodeError::Invalid {
                     offset: 0,
-                    what: "not a COLATE counter epoch (tag is none of CLE4, CLE3, CLE2)".into(),
+                    what:
+                        "not a COLATE counter epoch (tag is none of CLR4, CLR3, CLE4, CLE3, CLE2)"
+                            .into(),
                 });
             }
         };
@@ -564,8 +629,17 @@ impl CellLayout {
                 "n = {n}, m = {m}: need an even m ≥ 2 and m < n ≤ {MAX_COUNTERS}"
             )));
         }
-        if !(1..=63).contains(&b) || !(1..=32).contains(&bc) {
-            return Err(bad(format!("counter widths {b} and {bc} bits")));
+        if !(1..=63).contains(&b) {
+            return Err(bad(format!("counter width {b} bits")));
+        }
+        match coding {
+            Coding::Fixed if !(1..=32).contains(&bc) => {
+                return Err(bad(format!("packet counter width {bc} bits")));
+            }
+            Coding::Rice if bc > 63 => {
+                return Err(bad(format!("packet counts' Rice parameter {bc}")));
+            }
+            _ => {}
         }
         if unit_ns == 0 {
             return Err(bad("a timestamp unit of 0 ns".into()));
@@ -581,7 +655,7 @@ impl CellLayout {
                 count_bits_canonical(packets, n)
             )));
         }
-        if escapes > n || escapes_c > n {
+        if coding == Coding::Fixed && (escapes > n || escapes_c > n) {
             return Err(bad(format!(
                 "{escapes} and {escapes_c} escaped counters of {n}"
             )));
@@ -604,6 +678,7 @@ impl CellLayout {
                 sum,
                 early,
                 placement,
+                coding,
             },
             bc,
             escapes,
@@ -624,9 +699,22 @@ impl CellLayout {
         self.escapes_at() + 12 * self.escapes as usize
     }
 
-    /// Bytes of the whole encoding.
+    /// Bytes of a Rice-coded epoch's blocks (its header's two escape fields).
+    fn blocks_len(&self) -> u64 {
+        self.escapes as u64 | (self.escapes_c as u64) << 32
+    }
+
+    /// Bytes of the whole encoding (saturated: a hostile header describes no real length).
     fn len(&self) -> usize {
-        self.escapes_c_at() + 8 * self.escapes_c as usize + 8
+        match self.head.coding {
+            Coding::Fixed => self.escapes_c_at() + 8 * self.escapes_c as usize + 8,
+            Coding::Rice => usize::try_from(self.blocks_len())
+                .ok()
+                .and_then(|l| {
+                    (HEADER_BYTES + coding::tables_len(self.head.n as usize) + 8).checked_add(l)
+                })
+                .unwrap_or(usize::MAX),
+        }
     }
 }
 
@@ -634,6 +722,17 @@ impl CellLayout {
 pub struct EpochReader<R: ReadAt> {
     src: R,
     layout: CellLayout,
+    /// What a Rice-coded epoch's cells need beside the header.
+    rice: Option<RiceIndex>,
+}
+
+/// A Rice-coded epoch's parameters, the superblock starts read so far, and a block's bytes.
+struct RiceIndex {
+    params: coding::Params,
+    model: coding::Model,
+    /// Superblock starts, `u64::MAX` until read.
+    supers: Vec<u64>,
+    block: Vec<u8>,
 }
 
 impl<R: ReadAt> EpochReader<R> {
@@ -660,7 +759,30 @@ impl<R: ReadAt> EpochReader<R> {
                 ),
             });
         }
-        Ok(EpochReader { src, layout })
+        let rice = match layout.head.coding {
+            Coding::Fixed => None,
+            Coding::Rice => {
+                let mut residual = [0u8; coding::GROUPS];
+                src.read_at(HEADER_BYTES, &mut residual)?;
+                if let Some(&k) = residual.iter().find(|&&k| k > 63) {
+                    return Err(DecodeError::Invalid {
+                        offset: HEADER_BYTES,
+                        what: format!("a residual Rice parameter of {k}"),
+                    });
+                }
+                let (_, supers) = coding::blocks(layout.head.n as usize);
+                Some(RiceIndex {
+                    params: coding::Params {
+                        count: layout.bc,
+                        residual,
+                    },
+                    model: coding::Model::of(&layout.head),
+                    supers: vec![u64::MAX; supers + 1],
+                    block: Vec::new(),
+                })
+            }
+        };
+        Ok(EpochReader { src, layout, rice })
     }
 
     pub fn head(&self) -> &EpochHead {
@@ -675,6 +797,9 @@ impl<R: ReadAt> EpochReader<R> {
                 offset: HEADER_BYTES,
                 what: format!("cell {i} of {}", l.head.n),
             });
+        }
+        if l.head.coding == Coding::Rice {
+            return self.rice_cell(i);
         }
         let (b, w) = (l.head.b as u32, l.width());
         let bit = i * w as usize;
@@ -695,6 +820,50 @@ impl<R: ReadAt> EpochReader<R> {
             c = self.escaped(i, l.escapes_c_at(), l.escapes_c, 8, top_c)?;
         }
         Ok((ts, c as u32))
+    }
+
+    /// Cell `i` of a Rice-coded epoch: its block's two table entries, then its block, decoded
+    /// up to it.
+    fn rice_cell(&mut self, i: usize) -> Result<(u64, u32), DecodeError> {
+        let n = self.layout.head.n as usize;
+        let blocks_len = self.layout.blocks_len();
+        let x = self
+            .rice
+            .as_mut()
+            .expect("a Rice-coded epoch has its index");
+        let (k, s) = coding::blocks(n);
+        let bi = i / coding::BLOCK_CELLS;
+        let supers_at = HEADER_BYTES + coding::GROUPS;
+        let table_at = supers_at + 8 * (s + 1);
+        let blocks_at = table_at + 4 * (k + 1);
+        let mut start = [0u64; 2];
+        let mut rel = [0u8; 8];
+        self.src.read_at(table_at + 4 * bi, &mut rel)?;
+        for (h, st) in start.iter_mut().enumerate() {
+            let si = (bi + h) / coding::SUPER_BLOCKS;
+            if x.supers[si] == u64::MAX {
+                let mut e = [0u8; 8];
+                self.src.read_at(supers_at + 8 * si, &mut e)?;
+                x.supers[si] = u64::from_le_bytes(e).min(u64::MAX - 1);
+            }
+            let r = u32::from_le_bytes(rel[4 * h..4 * h + 4].try_into().expect("4 bytes"));
+            *st = x.supers[si].saturating_add(r as u64);
+        }
+        let [a, b] = start;
+        if a > b || b > blocks_len || b - a > coding::MAX_BLOCK_BYTES as u64 {
+            return Err(DecodeError::Invalid {
+                offset: table_at + 4 * bi,
+                what: format!("block {bi} starts at {a}, ends at {b}: torn or corrupted"),
+            });
+        }
+        x.block.resize((b - a) as usize, 0);
+        self.src.read_at(blocks_at + a as usize, &mut x.block)?;
+        let mut r = coding::BitReader::new(&x.block);
+        let mut cell = (0, 0);
+        for _ in 0..=i % coding::BLOCK_CELLS {
+            cell = r.cell(&x.model, &x.params)?;
+        }
+        Ok(cell)
     }
 
     /// The value of escaped counter `i`, by binary search of its escape list (`k` entries of
@@ -799,6 +968,11 @@ pub fn encoded_len(head: &EpochHead, ts: &[u64], counts: &[u32]) -> usize {
 
 /// [`encoded_len`] of any counters.
 pub fn encoded_len_of(head: &EpochHead, cells: &impl CellSource) -> usize {
+    if head.coding == Coding::Rice && head.placement != Placement::Canonical {
+        let mut out = Vec::new();
+        encode_cells(head, cells, &mut out);
+        return out.len();
+    }
     let n = cells.count();
     let bc = stored_count_bits(head, cells);
     let (top, top_c) = (escape(head.b), escape(bc));

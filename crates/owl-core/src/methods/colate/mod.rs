@@ -6,7 +6,8 @@
 //!
 //! Modules: [`config`] (what a point is configured with, what two points agree on), [`plan`]
 //! (§5: `n`, `m`, `b`, `T` from `M`, `α`, `β`, `t_min`, `t_max`), [`vector`] (§3.1: the
-//! recording phase and the dump), [`epoch`] (the dumped epoch and its byte layout),
+//! recording phase and the dump), [`epoch`] (the dumped epoch and its byte layout), [`coding`]
+//! (its counters fixed-width or Rice-coded),
 //! [`estimate`] (§4: Theorem 2, Eq. 3, Theorems 3 and 4), [`method`] (the adapter).
 //!
 //! # Recording (§3.1)
@@ -77,6 +78,7 @@
 //! rests on the paper's noise model alone (test `different_ram_at_the_two_points`).
 
 pub mod cells;
+pub mod coding;
 pub mod config;
 pub mod epoch;
 pub mod estimate;
@@ -89,6 +91,7 @@ pub mod vector;
 mod tests;
 
 pub use cells::Memory;
+pub use coding::Coding;
 pub use config::Config;
 pub use epoch::{Epoch, EpochHead, EpochReader, FlowEpoch, ReadAt, Sealed};
 pub use estimate::{

@@ -148,7 +148,8 @@ fn epoch_round_trip_escapes_and_a_torn_epoch() {
         .with_parameters(64, 4, 6, u64::MAX)
         .unwrap()
         .with_ram(8, 64)
-        .unwrap();
+        .unwrap()
+        .with_coding(Coding::Fixed);
     let e = record(&c, &s).remove(0);
     assert!(e.overflows() > 0);
     let mut b = Vec::new();
@@ -210,18 +211,29 @@ const BC_AT: usize = 4 + 8 + 2 + 2 + 8 + 8 + 4 + 4 + 1;
 #[test]
 fn cells_read_in_place_are_the_decoded_ones() {
     let (s, _, _) = traffic(4, 300, 3_000, 0.0);
-    for (n, b) in [(64u32, 6u8), (1_000, 19), (997, 40), (2_000, 63)] {
+    for (n, b, coding) in [
+        (64u32, 6u8, Coding::Fixed),
+        (1_000, 19, Coding::Fixed),
+        (997, 40, Coding::Fixed),
+        (2_000, 63, Coding::Fixed),
+        (64, 6, Coding::Rice),
+        (997, 19, Coding::Rice),
+        // past one superblock (65 536 counters)
+        (70_001, 19, Coding::Rice),
+    ] {
         let c = cfg(n, 4, u64::MAX, 1_000, 5)
             .with_parameters(n, 4, b, u64::MAX)
             .unwrap()
             .with_ram(8, n)
-            .unwrap();
+            .unwrap()
+            .with_coding(coding);
         let map = Layout::new(c.clone()).map.clone();
         for e in record(&c, &s) {
             let mut bytes = Vec::new();
             e.encode(&mut bytes);
             let mut rd = EpochReader::open(&bytes[..]).unwrap();
             assert_eq!(rd.head(), &e.head);
+            assert_eq!(e.coding, coding);
             for i in 0..n as usize {
                 assert_eq!(
                     rd.cell(i).unwrap(),
@@ -235,7 +247,7 @@ fn cells_read_in_place_are_the_decoded_ones() {
                 assert_eq!(rd.flow(&map, fh).unwrap(), e.flow(&map, fh));
             }
             // an escape list that lost an entry is an error, not a counter of all ones
-            if e.overflows() > 0 {
+            if coding == Coding::Fixed && e.overflows() > 0 {
                 let i = (0..n as usize).find(|&i| e.ts[i] >= (1 << b) - 1).unwrap();
                 let at = epoch::HEADER_BYTES
                     + super::cells::Cells::packed_len(n as usize, b as u32 + e.count_bits() as u32);
@@ -284,19 +296,89 @@ fn the_widest_cells_round_trip() {
             sum: ts.iter().map(|&t| t as u128).sum(),
             early: 0,
             placement: Placement::default(),
+            coding: Coding::Fixed,
         },
         ts,
         counts,
     };
     assert_eq!(e.count_bits(), 32);
+    for coding in [Coding::Fixed, Coding::Rice] {
+        let mut e = e.clone();
+        e.head.coding = coding;
+        let mut b = Vec::new();
+        e.encode(&mut b);
+        assert_eq!(b.len(), e.encoded_len());
+        assert_eq!(Epoch::decode(&b).unwrap(), e);
+        let mut rd = EpochReader::open(&b[..]).unwrap();
+        for i in 0..n as usize {
+            assert_eq!(rd.cell(i).unwrap(), (e.ts[i], e.counts[i]), "{i}");
+        }
+    }
+}
+
+/// Rice-coded epochs: round trip, any prefix refused, a flipped bit caught, and bytes the
+/// writer would not write (a table entry, a parameter, a block's padding) refused under a
+/// right checksum, never read as counters — and never a panic, for the whole decoder and
+/// the in-place reader alike.
+#[test]
+fn rice_epochs_round_trip_and_refuse_what_the_writer_would_not_write() {
+    let (s, _, _) = traffic(3, 200, 2_000, 0.0);
+    let c = cfg(3_000, 4, u64::MAX, 1_000, 2)
+        .with_parameters(3_000, 4, 19, u64::MAX)
+        .unwrap()
+        .with_ram(8, 3_000)
+        .unwrap();
+    assert_eq!(c.coding(), Coding::Rice, "the default");
+    let e = record(&c, &s).remove(0);
     let mut b = Vec::new();
     e.encode(&mut b);
+    assert_eq!(&b[..4], b"CLR3");
     assert_eq!(b.len(), e.encoded_len());
     assert_eq!(Epoch::decode(&b).unwrap(), e);
-    let mut rd = EpochReader::open(&b[..]).unwrap();
-    for i in 0..n as usize {
-        assert_eq!(rd.cell(i).unwrap(), (e.ts[i], e.counts[i]), "{i}");
+    for cut in [0, 3, epoch::HEADER_BYTES, b.len() / 2, b.len() - 1] {
+        assert!(Epoch::decode(&b[..cut]).is_err(), "{cut}");
+        assert!(EpochReader::open(&b[..cut]).is_err(), "{cut}");
     }
+    for at in [5, 60, b.len() / 2, b.len() - 9] {
+        let mut x = b.clone();
+        x[at] ^= 0x10;
+        assert!(Epoch::decode(&x).is_err());
+    }
+    let reseal = |mut x: Vec<u8>| {
+        let h = epoch::HEADER_BYTES - 8;
+        let sum = xxhash_rust::xxh3::xxh3_64(&x[..h]);
+        x[h..h + 8].copy_from_slice(&sum.to_le_bytes());
+        let body = x.len() - 8;
+        let sum = xxhash_rust::xxh3::xxh3_64(&x[..body]);
+        x[body..].copy_from_slice(&sum.to_le_bytes());
+        x
+    };
+    assert_eq!(Epoch::decode(&reseal(b.clone())).unwrap(), e);
+    // every byte after the header, changed and resealed: refused whole, and read in place
+    // either refused or (a block's bytes are not checked there) some counters — no panic
+    let n = e.n as usize;
+    let mut refused = 0;
+    for at in epoch::HEADER_BYTES..b.len() - 8 {
+        for flip in [0x01u8, 0x80] {
+            let mut x = b.clone();
+            x[at] ^= flip;
+            let x = reseal(x);
+            match Epoch::decode(&x) {
+                Ok(d) => assert_eq!(d, e, "byte {at} flip {flip}: decoded to other counters"),
+                Err(_) => refused += 1,
+            }
+            if let Ok(mut rd) = EpochReader::open(&x[..]) {
+                for i in (0..n).step_by(97) {
+                    let _ = rd.cell(i);
+                }
+            }
+        }
+    }
+    assert!(refused > 0);
+    // the packet counts' parameter the writer would not choose
+    let mut x = b.clone();
+    x[BC_AT] ^= 1;
+    assert!(Epoch::decode(&reseal(x)).is_err());
 }
 
 /// §3.1/§5: a plan's timestamp counters fit its M, and the RAM the vectors take is exactly

@@ -27,6 +27,7 @@ use crate::hash::{HashFamily, KeyHasher, reduce};
 use crate::record::{FlowKey, PacketRecord};
 
 use super::cells::{Cells, Memory};
+use super::coding::Coding;
 use super::config::Config;
 use super::epoch::{Epoch, EpochHead, Sealed, encode_cells};
 
@@ -565,6 +566,11 @@ impl Recorder {
             sum: c.sum,
             early: c.early,
             placement: self.layout.map.placement,
+            // `CLE2` epochs (owl before the folded hash, resumed) are fixed cells only
+            coding: match self.layout.map.placement {
+                Placement::Canonical => Coding::Fixed,
+                _ => cfg.coding(),
+            },
         }
     }
 
