@@ -447,8 +447,8 @@ impl CellSource for Cells {
         }
     }
 
-    fn count_at(&self, i: usize) -> u32 {
-        self.get(i).1
+    fn cell_at(&self, i: usize) -> (u64, u32) {
+        self.get(i)
     }
 }
 

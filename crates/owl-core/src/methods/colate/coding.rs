@@ -24,8 +24,9 @@
 //!
 //! A Rice code of `v` with parameter `k` is `q = v >> k` one-bits, a zero, then `v`'s low `k`
 //! bits; from `q = 32` on it is 32 one-bits and `v` in 64 bits (an escape, as §1.4's DRAM). Each
-//! parameter is the one that makes its codes smallest (priced from their sums by bit length),
-//! a function of the counters, so an epoch has one encoding and the decoder checks it.
+//! parameter is the one that makes its codes smallest (priced from their sums by bit length,
+//! over every [`TALLY_STRIDE`]-th cell), a function of the counters, so an epoch has one
+//! encoding and the decoder checks it.
 //!
 //! # Random access
 //!
@@ -92,6 +93,9 @@ pub const SUPER_BLOCKS: usize = 1024;
 pub const GROUPS: usize = 64;
 /// One-bits from which a Rice code is an escape.
 const UNARY_CAP: u64 = 32;
+/// The Rice parameters are chosen from every `TALLY_STRIDE`-th cell (a size choice: a sample
+/// serves, and the decoder recomputes it from the same cells).
+pub const TALLY_STRIDE: usize = 8;
 /// Longest block: every cell two escapes of 96 bits.
 pub const MAX_BLOCK_BYTES: usize = BLOCK_CELLS * 2 * 96 / 8;
 
@@ -171,7 +175,11 @@ impl Model {
 
     /// `⌊c·sum/packets⌋` (32 fractional bits), saturated.
     pub fn predict(&self, c: u32) -> u64 {
-        ((c as u128).saturating_mul(self.mean_fx) >> 32).min(u64::MAX as u128) as u64
+        match u64::try_from(self.mean_fx) {
+            // the common case: one 64 × 64-bit multiply
+            Ok(m) => ((c as u128 * m as u128) >> 32).min(u64::MAX as u128) as u64,
+            Err(_) => ((c as u128).saturating_mul(self.mean_fx) >> 32).min(u64::MAX as u128) as u64,
+        }
     }
 
     /// The two codes of a cell.
@@ -286,7 +294,7 @@ struct BitWriter<'a> {
 
 impl BitWriter<'_> {
     /// The low `len` bits of `v` (`len` ≤ 64, `v` has no bits above them).
-    #[inline]
+    #[inline(always)]
     fn put(&mut self, v: u64, len: u32) {
         if len == 0 {
             return;
@@ -305,10 +313,15 @@ impl BitWriter<'_> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn rice(&mut self, v: u64, k: u8) {
         let q = v >> k;
-        if q < UNARY_CAP {
+        if q < UNARY_CAP && q + 1 + k as u64 <= 64 {
+            // q ones, a zero, the low k bits: one word
+            let low = v & ((1u64 << k) - 1);
+            let code = ((1u64 << q) - 1) | low << (q + 1);
+            self.put(code, q as u32 + 1 + k as u32);
+        } else if q < UNARY_CAP {
             self.put((1u64 << q) - 1, q as u32 + 1);
             self.put(v & ((1u64 << k) - 1), k as u32);
         } else {
@@ -327,13 +340,22 @@ impl BitWriter<'_> {
 }
 
 /// Encode the cells after the header: tables then blocks (module doc); the packet counts' Rice
-/// parameter and the blocks' length, for the header.
-pub fn encode(head: &EpochHead, cells: &impl CellSource, out: &mut Vec<u8>) -> (u8, u64) {
+/// parameter and the blocks' length, for the header, and the timestamp counters of `top` or
+/// more (those that do not fit `b` bits).
+pub fn encode(
+    head: &EpochHead,
+    cells: &impl CellSource,
+    top: u64,
+    out: &mut Vec<u8>,
+) -> (u8, u64, usize) {
     let model = Model::of(head);
-    let mut tally = Tally::new();
-    cells.each(|t, c| tally.add(&model, t, c));
-    let p = tally.params();
     let n = cells.count();
+    let mut tally = Tally::new();
+    for i in (0..n).step_by(TALLY_STRIDE) {
+        let (t, c) = cells.cell_at(i);
+        tally.add(&model, t, c);
+    }
+    let p = tally.params();
     let (k, s) = blocks(n);
     out.extend_from_slice(&p.residual);
     let supers_at = out.len();
@@ -345,8 +367,9 @@ pub fn encode(head: &EpochHead, cells: &impl CellSource, out: &mut Vec<u8>) -> (
         acc: 0,
         have: 0,
     };
-    let mut i = 0usize;
+    let (mut i, mut overflows) = (0usize, 0usize);
     cells.each(|t, c| {
+        overflows += (t >= top) as usize;
         if i.is_multiple_of(BLOCK_CELLS) {
             w.align();
             starts.push((w.out.len() - blocks_at) as u64);
@@ -372,24 +395,45 @@ pub fn encode(head: &EpochHead, cells: &impl CellSource, out: &mut Vec<u8>) -> (
         // a superblock is at most 1 024 blocks of MAX_BLOCK_BYTES: 1.5 MiB
         out[at..at + 4].copy_from_slice(&(rel as u32).to_le_bytes());
     }
-    (p.count, len)
+    (p.count, len, overflows)
 }
 
-/// Bits of a byte slice, least significant first, from bit `pos`.
+/// Bits of a byte slice, least significant first, from bit `pos` to bit `end` (the bytes
+/// after `end`, when there are, are only looked at, never read as codes).
 pub struct BitReader<'a> {
     b: &'a [u8],
     pos: usize,
+    end: usize,
 }
 
 impl<'a> BitReader<'a> {
     pub fn new(b: &'a [u8]) -> BitReader<'a> {
-        BitReader { b, pos: 0 }
+        BitReader::window(b, 0, b.len())
+    }
+
+    /// Bytes `from..to` of `b`.
+    pub fn window(b: &'a [u8], from: usize, to: usize) -> BitReader<'a> {
+        debug_assert!(from <= to && to <= b.len());
+        BitReader {
+            b,
+            pos: from * 8,
+            end: to * 8,
+        }
     }
 
     /// The next 64 bits (zeros past the end).
     #[inline]
     fn peek(&self) -> u64 {
         let at = self.pos / 8;
+        if let Some(w) = self.b.get(at..at + 16) {
+            let w = u128::from_le_bytes(w.try_into().expect("16 bytes"));
+            return (w >> (self.pos % 8)) as u64;
+        }
+        self.peek_tail(at)
+    }
+
+    #[cold]
+    fn peek_tail(&self, at: usize) -> u64 {
         let mut w = [0u8; 16];
         let end = (at + 16).min(self.b.len());
         if at < end {
@@ -410,7 +454,7 @@ impl<'a> BitReader<'a> {
         if len == 0 {
             return Ok(0);
         }
-        if self.pos + len as usize > self.b.len() * 8 {
+        if self.pos + len as usize > self.end {
             return Err(self.short(what));
         }
         let v = self.peek();
@@ -425,9 +469,21 @@ impl<'a> BitReader<'a> {
     /// A Rice code of parameter `k`.
     #[inline]
     pub fn rice(&mut self, k: u8, what: &str) -> Result<u64, DecodeError> {
-        let q = self.peek().trailing_ones() as u64;
+        let w = self.peek();
+        let q = w.trailing_ones() as u64;
+        let len = q as usize + 1 + k as usize;
+        // the common case: the whole code in the bits at hand, within the block
+        if q < UNARY_CAP && len <= 64 && self.pos + len <= self.end {
+            self.pos += len;
+            return Ok(q << k | (w >> (q + 1)) & ((1u64 << k) - 1));
+        }
+        self.rice_slow(k, q, what)
+    }
+
+    #[cold]
+    fn rice_slow(&mut self, k: u8, q: u64, what: &str) -> Result<u64, DecodeError> {
         if q < UNARY_CAP {
-            if self.pos + q as usize + 1 > self.b.len() * 8 {
+            if self.pos + q as usize + 1 > self.end {
                 return Err(self.short(what));
             }
             self.pos += q as usize + 1;
@@ -464,9 +520,29 @@ impl<'a> BitReader<'a> {
         Ok((model.predict(c).wrapping_add(unzigzag(vt)), c))
     }
 
+    /// Cell `skip` cells on (the ones between are decoded and dropped).
+    #[inline]
+    pub fn cell_after(
+        &mut self,
+        skip: usize,
+        model: &Model,
+        p: &Params,
+    ) -> Result<(u64, u32), DecodeError> {
+        for _ in 0..skip {
+            let vc = self.rice(p.count, "a packet count")?;
+            let c = unfold(vc, model.center).ok_or_else(|| DecodeError::Invalid {
+                offset: self.pos / 8,
+                what: format!("packet count code {vc} is no count"),
+            })?;
+            self.rice(p.residual[group(c)], "a timestamp counter")?;
+        }
+        self.cell(model, p)
+    }
+
     /// Whether only zero padding is left (the block's end).
     pub fn at_end(&self) -> bool {
-        self.b.len() * 8 - self.pos < 8 && self.peek() == 0
+        let left = self.end.saturating_sub(self.pos);
+        left < 8 && self.peek() & ((1u64 << left) - 1) == 0
     }
 }
 
@@ -508,7 +584,6 @@ pub fn decode(
     }
     let blocks = &body[tables..];
     let model = Model::of(head);
-    let mut tally = Tally::new();
     let (mut ts, mut counts) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for bi in 0..k {
         let (a, b) = (start(bi), start(bi + 1));
@@ -522,10 +597,9 @@ pub fn decode(
                 format!("block {bi} starts at {a}, ends at {b}"),
             ));
         }
-        let mut r = BitReader::new(&blocks[a as usize..b as usize]);
+        let mut r = BitReader::window(blocks, a as usize, b as usize);
         for _ in 0..BLOCK_CELLS.min(n - bi * BLOCK_CELLS) {
             let (t, c) = r.cell(&model, &p)?;
-            tally.add(&model, t, c);
             ts.push(t);
             counts.push(c);
         }
@@ -541,6 +615,10 @@ pub fn decode(
             table + 4 * k,
             "the block table's last entry is not the blocks' length".into(),
         ));
+    }
+    let mut tally = Tally::new();
+    for i in (0..n).step_by(TALLY_STRIDE) {
+        tally.add(&model, ts[i], counts[i]);
     }
     if tally.params() != p {
         return Err(bad(

@@ -82,8 +82,8 @@ pub trait CellSource {
     fn count(&self) -> usize;
     /// Visit every counter in order.
     fn each(&self, f: impl FnMut(u64, u32));
-    /// Packet counter `i`.
-    fn count_at(&self, i: usize) -> u32;
+    /// Counter `i`: `(timestamp counter, packet counter)`.
+    fn cell_at(&self, i: usize) -> (u64, u32);
 }
 
 /// Decoded counters: `(timestamp counters, packet counters)`.
@@ -98,8 +98,8 @@ impl CellSource for Counters<'_> {
             f(t, c)
         }
     }
-    fn count_at(&self, i: usize) -> u32 {
-        self.1[i]
+    fn cell_at(&self, i: usize) -> (u64, u32) {
+        (self.0[i], self.1[i])
     }
 }
 
@@ -331,11 +331,8 @@ pub fn encode_cells(head: &EpochHead, cells: &impl CellSource, out: &mut Vec<u8>
         return encode_fixed(head, cells, out);
     }
     let start = out.len();
-    let top = escape(head.b);
-    let mut overflows = 0;
-    cells.each(|t, _| overflows += (t >= top) as usize);
     write_head(head, 0, out);
-    let (count_k, len) = coding::encode(head, cells, out);
+    let (count_k, len, overflows) = coding::encode(head, cells, escape(head.b), out);
     out[start + BC_AT] = count_k;
     seal_head(out, start, len as u32, (len >> 32) as u32);
     overflows
@@ -732,8 +729,17 @@ struct RiceIndex {
     model: coding::Model,
     /// Superblock starts, `u64::MAX` until read.
     supers: Vec<u64>,
+    /// The whole block table, once read (only when it is at most [`SMALL_TABLE`] bytes).
+    table: Vec<u8>,
     block: Vec<u8>,
 }
+
+/// A Rice-coded epoch's block table is read whole (once) for a flow's cells when it is at most
+/// this long (64 KiB: up to a million counters); longer, entry by entry.
+const SMALL_TABLE: usize = 64 << 10;
+/// Blocks a flow's cells may span and still be read in one span (one flow's [`BLOCK`]
+/// counters, `crate::colate::vector::BLOCK`, are 32 blocks).
+const CONTIGUOUS_BLOCKS: usize = 48;
 
 impl<R: ReadAt> EpochReader<R> {
     /// Read and check the header; the epoch's length must be the one its header implies.
@@ -778,6 +784,7 @@ impl<R: ReadAt> EpochReader<R> {
                     },
                     model: coding::Model::of(&layout.head),
                     supers: vec![u64::MAX; supers + 1],
+                    table: Vec::new(),
                     block: Vec::new(),
                 })
             }
@@ -825,45 +832,124 @@ impl<R: ReadAt> EpochReader<R> {
     /// Cell `i` of a Rice-coded epoch: its block's two table entries, then its block, decoded
     /// up to it.
     fn rice_cell(&mut self, i: usize) -> Result<(u64, u32), DecodeError> {
+        Ok(self.rice_cells(&[i])?[0])
+    }
+
+    /// Absolute starts of Rice blocks `lo..=hi` (bytes from the first block), checked: in
+    /// order, within the blocks, none longer than a block can be. From the whole block table
+    /// when it is small (read once), else from one read of the entries.
+    fn block_starts(&mut self, lo: usize, hi: usize) -> Result<Vec<u64>, DecodeError> {
         let n = self.layout.head.n as usize;
         let blocks_len = self.layout.blocks_len();
         let x = self
             .rice
             .as_mut()
             .expect("a Rice-coded epoch has its index");
-        let (k, s) = coding::blocks(n);
-        let bi = i / coding::BLOCK_CELLS;
+        let (_, s) = coding::blocks(n);
         let supers_at = HEADER_BYTES + coding::GROUPS;
         let table_at = supers_at + 8 * (s + 1);
-        let blocks_at = table_at + 4 * (k + 1);
-        let mut start = [0u64; 2];
-        let mut rel = [0u8; 8];
-        self.src.read_at(table_at + 4 * bi, &mut rel)?;
-        for (h, st) in start.iter_mut().enumerate() {
-            let si = (bi + h) / coding::SUPER_BLOCKS;
+        let mut rel = vec![0u8; 4 * (hi - lo + 1)];
+        if x.table.is_empty() {
+            self.src.read_at(table_at + 4 * lo, &mut rel)?;
+        } else {
+            rel.copy_from_slice(&x.table[4 * lo..4 * (hi + 1)]);
+        }
+        let mut starts = Vec::with_capacity(hi - lo + 1);
+        for (h, e) in rel.chunks_exact(4).enumerate() {
+            let si = (lo + h) / coding::SUPER_BLOCKS;
             if x.supers[si] == u64::MAX {
                 let mut e = [0u8; 8];
                 self.src.read_at(supers_at + 8 * si, &mut e)?;
                 x.supers[si] = u64::from_le_bytes(e).min(u64::MAX - 1);
             }
-            let r = u32::from_le_bytes(rel[4 * h..4 * h + 4].try_into().expect("4 bytes"));
-            *st = x.supers[si].saturating_add(r as u64);
+            let r = u32::from_le_bytes(e.try_into().expect("4 bytes"));
+            let at = x.supers[si].saturating_add(r as u64);
+            let prev = starts.last().copied().unwrap_or(0);
+            if at > blocks_len
+                || (h > 0 && (at < prev || at - prev > coding::MAX_BLOCK_BYTES as u64))
+            {
+                return Err(DecodeError::Invalid {
+                    offset: table_at + 4 * (lo + h),
+                    what: format!("block {} starts at {at}: torn or corrupted", lo + h),
+                });
+            }
+            starts.push(at);
         }
-        let [a, b] = start;
-        if a > b || b > blocks_len || b - a > coding::MAX_BLOCK_BYTES as u64 {
+        Ok(starts)
+    }
+
+    /// Cells `idx` of a Rice-coded epoch, each block read and decoded once up to the last
+    /// cell asked of it: blocks close together (one flow's in [`Placement::Blocked`]) in one
+    /// read, others one read each.
+    fn rice_cells(&mut self, idx: &[usize]) -> Result<Vec<(u64, u32)>, DecodeError> {
+        let n = self.layout.head.n as usize;
+        if let Some(&i) = idx.iter().find(|&&i| i >= n) {
             return Err(DecodeError::Invalid {
-                offset: table_at + 4 * bi,
-                what: format!("block {bi} starts at {a}, ends at {b}: torn or corrupted"),
+                offset: HEADER_BYTES,
+                what: format!("cell {i} of {n}"),
             });
         }
-        x.block.resize((b - a) as usize, 0);
-        self.src.read_at(blocks_at + a as usize, &mut x.block)?;
-        let mut r = coding::BitReader::new(&x.block);
-        let mut cell = (0, 0);
-        for _ in 0..=i % coding::BLOCK_CELLS {
-            cell = r.cell(&x.model, &x.params)?;
+        let (k, s) = coding::blocks(n);
+        let blocks_at = HEADER_BYTES + coding::GROUPS + 8 * (s + 1) + 4 * (k + 1);
+        let mut order: Vec<usize> = (0..idx.len()).collect();
+        order.sort_unstable_by_key(|&j| idx[j]);
+        let mut out = vec![(0u64, 0u32); idx.len()];
+        let Some(&first) = order.first() else {
+            return Ok(out);
+        };
+        let bk = |i: usize| i / coding::BLOCK_CELLS;
+        let (lo, hi) = (bk(idx[first]), bk(idx[order[order.len() - 1]]));
+        // the blocks' bytes: one span, or block by block
+        let spans: Vec<(usize, usize)> = if hi - lo < CONTIGUOUS_BLOCKS {
+            vec![(lo, hi)]
+        } else {
+            let mut b: Vec<usize> = order.iter().map(|&j| bk(idx[j])).collect();
+            b.dedup();
+            b.into_iter().map(|b| (b, b)).collect()
+        };
+        // many spans: the block table whole, once, when it is small
+        let x = self
+            .rice
+            .as_mut()
+            .expect("a Rice-coded epoch has its index");
+        if spans.len() > 2 && x.table.is_empty() && 4 * (k + 1) <= SMALL_TABLE {
+            x.table.resize(4 * (k + 1), 0);
+            let table_at = HEADER_BYTES + coding::GROUPS + 8 * (s + 1);
+            self.src.read_at(table_at, &mut x.table)?;
         }
-        Ok(cell)
+        let mut next = 0usize;
+        for (a, b) in spans {
+            let starts = self.block_starts(a, b + 1)?;
+            let x = self
+                .rice
+                .as_mut()
+                .expect("a Rice-coded epoch has its index");
+            let base = starts[0];
+            // 16 bytes of zeros after the span: the bit reader looks ahead a word
+            let len = (starts[b + 1 - a] - base) as usize;
+            x.block.clear();
+            x.block.resize(len + 16, 0);
+            self.src
+                .read_at(blocks_at + base as usize, &mut x.block[..len])?;
+            while next < order.len() && bk(idx[order[next]]) <= b {
+                let blk = bk(idx[order[next]]);
+                let (from, to) = (starts[blk - a] - base, starts[blk + 1 - a] - base);
+                let mut r = coding::BitReader::window(&x.block, from as usize, to as usize);
+                let mut at = blk * coding::BLOCK_CELLS;
+                while next < order.len() && bk(idx[order[next]]) == blk {
+                    let (j, i) = (order[next], idx[order[next]]);
+                    if i < at {
+                        // the same cell asked twice
+                        out[j] = out[order[next - 1]];
+                    } else {
+                        out[j] = r.cell_after(i - at, &x.model, &x.params)?;
+                        at = i + 1;
+                    }
+                    next += 1;
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The value of escaped counter `i`, by binary search of its escape list (`k` entries of
@@ -910,10 +996,15 @@ impl<R: ReadAt> EpochReader<R> {
         let n = self.layout.head.n as usize;
         let m = map.m as usize;
         let (mut ts, mut counts) = (Vec::with_capacity(m), Vec::with_capacity(m));
-        for j in 0..m {
-            let (t, c) = self.cell(map.index(flow_hash, j, n))?;
-            ts.push(t);
-            counts.push(c);
+        if self.layout.head.coding == Coding::Rice {
+            let idx: Vec<usize> = (0..m).map(|j| map.index(flow_hash, j, n)).collect();
+            (ts, counts) = self.rice_cells(&idx)?.into_iter().unzip();
+        } else {
+            for j in 0..m {
+                let (t, c) = self.cell(map.index(flow_hash, j, n))?;
+                ts.push(t);
+                counts.push(c);
+            }
         }
         Ok(FlowEpoch {
             head: self.layout.head.clone(),
@@ -946,7 +1037,7 @@ pub fn stored_count_bits(head: &EpochHead, cells: &impl CellSource) -> u8 {
     let mut len = [0u64; 34];
     let n = cells.count();
     for i in (0..n).step_by(COUNT_STRIDE) {
-        len[bits_for(cells.count_at(i) as u64 + 1) as usize] += 1;
+        len[bits_for(cells.cell_at(i).1 as u64 + 1) as usize] += 1;
     }
     let read = n.div_ceil(COUNT_STRIDE) as u64;
     let mut escaped: u64 = len[2..].iter().sum();

@@ -211,22 +211,25 @@ const BC_AT: usize = 4 + 8 + 2 + 2 + 8 + 8 + 4 + 4 + 1;
 #[test]
 fn cells_read_in_place_are_the_decoded_ones() {
     let (s, _, _) = traffic(4, 300, 3_000, 0.0);
-    for (n, b, coding) in [
-        (64u32, 6u8, Coding::Fixed),
-        (1_000, 19, Coding::Fixed),
-        (997, 40, Coding::Fixed),
-        (2_000, 63, Coding::Fixed),
-        (64, 6, Coding::Rice),
-        (997, 19, Coding::Rice),
-        // past one superblock (65 536 counters)
-        (70_001, 19, Coding::Rice),
+    let (any, blocked) = (Placement::Folded, Placement::Blocked);
+    for (n, b, coding, placement) in [
+        (64u32, 6u8, Coding::Fixed, any),
+        (1_000, 19, Coding::Fixed, any),
+        (997, 40, Coding::Fixed, any),
+        (2_000, 63, Coding::Fixed, any),
+        (64, 6, Coding::Rice, any),
+        (997, 19, Coding::Rice, any),
+        // past one superblock (65 536 counters), flows' cells anywhere or in one block
+        (70_001, 19, Coding::Rice, any),
+        (70_001, 19, Coding::Rice, blocked),
     ] {
         let c = cfg(n, 4, u64::MAX, 1_000, 5)
             .with_parameters(n, 4, b, u64::MAX)
             .unwrap()
             .with_ram(8, n)
             .unwrap()
-            .with_coding(coding);
+            .with_coding(coding)
+            .with_placement(placement);
         let map = Layout::new(c.clone()).map.clone();
         for e in record(&c, &s) {
             let mut bytes = Vec::new();
