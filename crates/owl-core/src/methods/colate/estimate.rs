@@ -348,13 +348,15 @@ pub fn flow_sums(epochs: &[&FlowEpoch], m: usize, r0: u64, mle: bool) -> PointSu
             sn += c as u64;
         }
         let tot = unit * e.sum as i128 + shift * e.packets as i128;
-        let (nf, mf) = (n as f64, m as f64);
+        // the counters read: a counter two j share is read once (FlowEpoch)
+        let md = fe.distinct;
+        let (nf, mf) = (n as f64, md as f64);
         // (n ΣA − m A_tot)/(n − m), exact up to the division
-        let num = n as i128 * sa - m as i128 * tot;
+        let num = n as i128 * sa - md as i128 * tot;
         out.t += num as f64 / (nf - mf);
-        let p = (n as i128 * sn as i128 - m as i128 * e.packets as i128) as f64 / (nf - mf);
+        let p = (n as i128 * sn as i128 - md as i128 * e.packets as i128) as f64 / (nf - mf);
         out.p += p;
-        let t_units = (n as i128 * ss as i128 - m as i128 * e.sum as i128) as f64 / (nf - mf);
+        let t_units = (n as i128 * ss as i128 - md as i128 * e.sum as i128) as f64 / (nf - mf);
         out.t_units += t_units;
         out.raw_counts += sn;
         out.raw_t += sa as f64;
