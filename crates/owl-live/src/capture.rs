@@ -407,7 +407,7 @@ fn run_replay(
             }
         }
         select(o, &mut batch, &mut summary);
-        point.push(&batch, &mut NoTimer);
+        point.push(&batch, &NoTimer);
         point.drain_closed(&mut closed);
         hand(o, h, &mut closed, point.closed_below(), None, &mut summary);
     }
@@ -538,7 +538,7 @@ fn run_source(
             batch.retain(|p| p.ts_ns < end);
             summary.after_stop += (before - batch.len()) as u64;
         }
-        point.push(&batch, &mut NoTimer);
+        point.push(&batch, &NoTimer);
         if got.is_none() {
             // the source is idle: every packet older than the lag has been read
             point.advance(wall_ns().saturating_sub(lag));

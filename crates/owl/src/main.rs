@@ -59,6 +59,12 @@ Run `owl <command> --help` for the details of each command.";
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Threads that run the methods and the exact truth: an interval's methods side by side,
+    /// at each point and in the pair estimate, OPA's recovery within them, the truth beside
+    /// them. The capture readers keep threads of their own. Results are the same on any
+    /// number [default: every core]
+    #[arg(long, global = true, value_name = "N")]
+    threads: Option<usize>,
 }
 
 #[derive(Subcommand)]
@@ -182,6 +188,20 @@ fn main() -> ExitCode {
             };
         }
     };
+    if let Some(n) = cli.threads {
+        if n == 0 {
+            eprintln!("owl: error: --threads 0: give at least 1 (the default is every core)");
+            return ExitCode::FAILURE;
+        }
+        if let Err(e) = rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .thread_name(|i| format!("owl-method-{i}"))
+            .build_global()
+        {
+            eprintln!("owl: error: cannot start {n} method threads: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let result = match cli.command {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Simulate(a) => cmd::simulate::run(a),

@@ -182,3 +182,37 @@ fn record_estimate_results_are_pinned() {
         );
     }
 }
+
+/// `--threads`: the methods run side by side on any number of threads, and the output is the
+/// same byte for byte, times aside — every method, whole run and 50 ms intervals, per-flow
+/// figures included.
+#[test]
+fn compare_output_is_the_same_on_any_number_of_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r) = pair(dir.path());
+    for extra in [
+        &["--methods", "all"][..],
+        &[
+            "--methods",
+            "all",
+            "--interval",
+            "50ms",
+            "--per-flow",
+            "--top",
+            "5",
+        ][..],
+    ] {
+        let runs: Vec<String> = ["1", "2", "8"]
+            .iter()
+            .map(|t| {
+                let mut args = vec!["compare", &s, &r, "--json", "--threads", t];
+                args.extend_from_slice(extra);
+                let mut v = json(&args);
+                scrub(&mut v);
+                serde_json::to_string(&v).unwrap()
+            })
+            .collect();
+        assert_eq!(runs[0], runs[1], "{extra:?}: 1 and 2 threads");
+        assert_eq!(runs[0], runs[2], "{extra:?}: 1 and 8 threads");
+    }
+}

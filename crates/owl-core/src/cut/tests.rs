@@ -326,7 +326,7 @@ fn a_receiver_keeps_every_record_once() {
         .collect();
     let mut closed = Vec::new();
     for c in recs.chunks(100) {
-        p.push(c, &mut NoTimer);
+        p.push(c, &NoTimer);
         p.drain_closed(&mut closed);
     }
     p.finish(&mut closed);

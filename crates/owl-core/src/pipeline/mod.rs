@@ -40,16 +40,64 @@ pub use point::{ClosedInterval, PointCounters, PointStream, Synopses};
 pub use truth::{StreamTruth, StreamingTruth, TruthConfig};
 
 /// Charges the work of method `k` to it (a wall clock in the command line; nothing in tests).
-pub trait Timer {
-    fn charge(&mut self, k: usize, f: &mut dyn FnMut());
+/// Methods run in parallel ([`Parallel`]), so `charge` is called from several threads at once.
+pub trait Timer: Sync + Send {
+    /// Run `f`, method `k`'s work, and charge its time to `k`.
+    fn charge(&self, k: usize, f: &mut dyn FnMut());
+    /// Run `f`, the exact truth's work on one batch (beside the methods' sections).
+    fn truth(&self, f: &mut dyn FnMut()) {
+        f()
+    }
+    /// Run `f`, the methods' work on one batch or interval (several [`charge`](Self::charge)s,
+    /// perhaps in parallel): what the methods cost in wall time, beside the sum of theirs.
+    fn section(&self, f: &mut dyn FnMut()) {
+        f()
+    }
 }
 
 /// A [`Timer`] that only runs the work.
 pub struct NoTimer;
 
 impl Timer for NoTimer {
-    fn charge(&mut self, _k: usize, f: &mut dyn FnMut()) {
+    fn charge(&self, _k: usize, f: &mut dyn FnMut()) {
         f()
+    }
+}
+
+/// How an interval's methods run: each method's work on a synopsis is independent of the
+/// others', so they run on the threads of the current rayon pool — the caller's
+/// (`rayon::ThreadPool::install`, `owl compare --threads N`) or rayon's global one (every
+/// core). The results are the same on any number of threads: each method sees the same
+/// records in the same order, and results are collected in the methods' order.
+pub struct Parallel;
+
+impl Parallel {
+    /// `f(k, item)` for every item, on the pool's threads.
+    pub fn each_mut<T: Send>(items: &mut [T], f: impl Fn(usize, &mut T) + Sync + Send) {
+        use rayon::prelude::*;
+        if rayon::current_num_threads() <= 1 || items.len() <= 1 {
+            items.iter_mut().enumerate().for_each(|(k, x)| f(k, x));
+        } else {
+            items.par_iter_mut().enumerate().for_each(|(k, x)| f(k, x));
+        }
+    }
+
+    /// `f(k, item)` of every item, in order, on the pool's threads.
+    pub fn map<T: Send, U: Send>(items: Vec<T>, f: impl Fn(usize, T) -> U + Sync + Send) -> Vec<U> {
+        use rayon::prelude::*;
+        if rayon::current_num_threads() <= 1 || items.len() <= 1 {
+            items
+                .into_iter()
+                .enumerate()
+                .map(|(k, x)| f(k, x))
+                .collect()
+        } else {
+            items
+                .into_par_iter()
+                .enumerate()
+                .map(|(k, x)| f(k, x))
+                .collect()
+        }
     }
 }
 
@@ -86,11 +134,12 @@ pub fn estimate_pair(
     receiver: Vec<Result<Box<dyn PointSynopsis>, MethodError>>,
     timer: &mut dyn Timer,
 ) -> Vec<Result<Estimate, MethodError>> {
-    methods
-        .iter()
-        .zip(sender.into_iter().zip(receiver))
-        .enumerate()
-        .map(|(k, (m, (s, r)))| {
+    let timer: &dyn Timer = timer;
+    let mut pairs: Option<Vec<_>> = Some(sender.into_iter().zip(receiver).collect());
+    let mut out = Vec::new();
+    timer.section(&mut || {
+        out = Parallel::map(pairs.take().expect("one section"), |k, (s, r)| {
+            let m = &methods[k];
             let r = r?;
             let mut out = None;
             let mut pair = Some((s, r));
@@ -109,7 +158,8 @@ pub fn estimate_pair(
             }
             Ok(e)
         })
-        .collect()
+    });
+    out
 }
 
 /// Withhold what `method` estimated of an interval whose cut fell back to R's clock, when the
@@ -374,17 +424,28 @@ impl PairPipeline {
         timer: &mut dyn Timer,
         hook: &mut dyn PairHook,
     ) {
-        if let Some(t) = self.truth.as_mut() {
-            match role {
-                Role::Sender => t.push_sender(batch),
-                Role::Receiver => t.push_receiver(batch),
-            }
-        }
+        // the truth beside the methods: neither reads what the other writes
+        let truth = self.truth.as_mut();
         let p = &mut self.points[role as usize];
-        if !self.methods.is_empty() {
-            p.push(batch, timer);
-            p.drain_closed(&mut self.closed);
-        }
+        let closed = &mut self.closed;
+        let methods = !self.methods.is_empty();
+        let shared: &dyn Timer = timer;
+        rayon::join(
+            || {
+                if let Some(t) = truth {
+                    shared.truth(&mut || match role {
+                        Role::Sender => t.push_sender(batch),
+                        Role::Receiver => t.push_receiver(batch),
+                    })
+                }
+            },
+            || {
+                if methods {
+                    p.push(batch, shared);
+                    p.drain_closed(closed);
+                }
+            },
+        );
         self.collect(role, timer, hook);
     }
 

@@ -214,7 +214,7 @@ impl PointStream {
     /// Feed a batch in capture order: each run of records of one interval goes to every
     /// method's synopsis of that interval (hash once, feed many); a receiver under a delimiter
     /// cut holds the records of its windows.
-    pub fn push(&mut self, batch: &[PacketRecord], timer: &mut dyn Timer) {
+    pub fn push(&mut self, batch: &[PacketRecord], timer: &dyn Timer) {
         let first_seq = self.counters.records;
         self.counters.records += batch.len() as u64;
         if let Some(newest) = batch.iter().map(|r| r.ts_ns).max() {
@@ -248,7 +248,7 @@ impl PointStream {
     }
 
     /// Every method's synopsis of interval `i` takes `run`.
-    fn take_run(&mut self, i: u64, run: &[PacketRecord], timer: &mut dyn Timer) {
+    fn take_run(&mut self, i: u64, run: &[PacketRecord], timer: &dyn Timer) {
         let delimiting = match (self.role, &self.cut) {
             (Role::Sender, Cut::Delimiter(d)) => Some((
                 d.count as usize,
@@ -285,9 +285,13 @@ impl PointStream {
                 }
             }
         }
-        for (k, s) in open.synopses.iter_mut().enumerate() {
-            timer.charge(k, &mut || s.record_batch(run));
-        }
+        let timer: &dyn Timer = timer;
+        let synopses = &mut open.synopses;
+        timer.section(&mut || {
+            super::Parallel::each_mut(synopses, |k, s| {
+                timer.charge(k, &mut || s.record_batch(run))
+            })
+        });
     }
 
     /// The point's clock reads `now_ns` and no record older than it is still to come (a live

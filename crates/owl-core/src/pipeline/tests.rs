@@ -297,7 +297,7 @@ fn advancing_the_clock_closes_quiet_intervals() {
         len: 100,
         ..Default::default()
     };
-    p.push(&[rec], &mut NoTimer);
+    p.push(&[rec], &NoTimer);
     let mut out = Vec::new();
     p.advance(1_100 * ms + 9 * ms);
     p.drain_closed(&mut out);

@@ -254,7 +254,7 @@ pub fn run(a: RecordArgs) -> Result<()> {
         a.allow_truncated,
         "capture",
         |batch| {
-            point.push(batch, &mut NoTimer);
+            point.push(batch, &NoTimer);
             point.drain_closed(&mut closed);
             out.intervals(&mut closed)
         },

@@ -17,6 +17,7 @@ pub mod perpacket;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -204,16 +205,53 @@ fn same_file(a: &Path, b: &Path) -> bool {
         )
 }
 
-/// Charges method work to wall-clock time per method.
+/// Charges method work to wall-clock time per method, summed over the threads the methods
+/// run on (a method's time is its own, however many run beside it).
 struct WallTimer {
-    per_method: Vec<Duration>,
+    per_method: Vec<AtomicU64>,
+    /// Wall time of the methods' sections (their work, however many threads ran it).
+    sections: AtomicU64,
+    /// Time of the exact truth's work on the batches (beside the methods').
+    truth: AtomicU64,
+}
+
+impl WallTimer {
+    fn new(methods: usize) -> WallTimer {
+        WallTimer {
+            per_method: (0..methods).map(|_| AtomicU64::new(0)).collect(),
+            sections: AtomicU64::new(0),
+            truth: AtomicU64::new(0),
+        }
+    }
+
+    fn spent(&self, k: usize) -> Duration {
+        Duration::from_nanos(self.per_method[k].load(Ordering::Relaxed))
+    }
+
+    fn truth_time(&self) -> Duration {
+        Duration::from_nanos(self.truth.load(Ordering::Relaxed))
+    }
 }
 
 impl Timer for WallTimer {
-    fn charge(&mut self, k: usize, f: &mut dyn FnMut()) {
+    fn charge(&self, k: usize, f: &mut dyn FnMut()) {
         let t = Instant::now();
         f();
-        self.per_method[k] += t.elapsed();
+        self.per_method[k].fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    fn section(&self, f: &mut dyn FnMut()) {
+        let t = Instant::now();
+        f();
+        self.sections
+            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    fn truth(&self, f: &mut dyn FnMut()) {
+        let t = Instant::now();
+        f();
+        self.truth
+            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 }
 
@@ -394,9 +432,7 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
         cuts: CutTally::default(),
         left: 0,
     };
-    let mut timer = WallTimer {
-        per_method: vec![Duration::ZERO; built.len()],
-    };
+    let mut timer = WallTimer::new(built.len());
     let mut hook_time = vec![Duration::ZERO; built.len()];
     let truth_cfg = TruthConfig {
         per_flow: opts.per_flow,
@@ -481,8 +517,6 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
         })
         .sum();
     while let Some(ev) = reader.next_event() {
-        let t = Instant::now();
-        let before: Duration = timer.per_method.iter().chain(&hook_time).sum();
         match ev {
             Event::Batch(k, batch, bytes) => {
                 bars[k].set_position(bytes);
@@ -542,7 +576,9 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
                 }
             }
         }
-        // the matched packets the truth keeps for them (keep_matched), once each
+        // the matched packets the truth keeps for them (keep_matched), once each: the truth's
+        // work too
+        let t = Instant::now();
         if let Some(tr) = pipeline.truth_mut() {
             let matched = tr.drain_matched().inspect(|m| {
                 if let Some(pc) = per_class.as_mut() {
@@ -554,9 +590,7 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
                 None => matched.for_each(drop),
             }
         }
-        exact_time += t
-            .elapsed()
-            .saturating_sub(timer.per_method.iter().chain(&hook_time).sum::<Duration>() - before);
+        exact_time += t.elapsed();
         for o in pipeline.drain() {
             synopsis += o
                 .estimates
@@ -682,10 +716,10 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
         reported,
         ..
     } = filed;
-    exact.time = exact_time;
-    for ((m, time), hook) in results.iter_mut().zip(&timer.per_method).zip(&hook_time) {
+    exact.time = exact_time + timer.truth_time();
+    for (k, (m, hook)) in results.iter_mut().zip(&hook_time).enumerate() {
         // a method's answers to the per-packet and per-class queries are its work too
-        m.time = *time + *hook;
+        m.time = timer.spent(k) + *hook;
     }
     for m in &results {
         if let Some(w) = m.withheld.warning(&m.name, m.combiner.parts()) {

@@ -161,11 +161,10 @@ struct Sent<'a> {
 /// The receiver keeps the last recovery with a fingerprint of the sender's payload, so asking
 /// for the packets ([`Method::estimate_packets`]) and then for the estimate recovers once.
 ///
-/// Groups are recovered on every core the machine offers ([`recover_pair_on`]); the result
-/// is the same on any number of them.
+/// Groups are recovered on the threads of the current rayon pool ([`recover_pair_on`]: every
+/// core, or `owl compare --threads N`); the result is the same on any number of them.
 pub fn recover_pair(s: &Sender, r: &Receiver) -> Result<Arc<PairRecovery>, MethodError> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    recover_pair_on(s, r, threads)
+    recover_pair_on(s, r, rayon::current_num_threads())
 }
 
 /// [`recover_pair`] on at most `threads` threads: stretches of one-segment groups are
@@ -506,28 +505,25 @@ fn recover_uncached(
                 let batch = &pending[at..at + stretch];
                 let per = batch.len().div_ceil(threads);
                 let left = budget;
-                let results: Vec<(Found, Stats, Spend)> = std::thread::scope(|scope| {
-                    let handles: Vec<_> = batch
-                        .chunks(per)
-                        .map(|chunk| {
-                            scope.spawn(|| {
-                                chunk
-                                    .iter()
-                                    .map(|&n| {
-                                        let mut local = Stats::default();
-                                        let mut spend = Spend::new(left.min(share_of(n)));
-                                        let r = one(n, &mut local, &mut spend);
-                                        (r, local, spend)
-                                    })
-                                    .collect::<Vec<_>>()
+                // on the threads of the current rayon pool (owl compare --threads bounds it)
+                use rayon::prelude::*;
+                let results: Vec<(Found, Stats, Spend)> = batch
+                    .par_chunks(per)
+                    .map(|chunk| {
+                        chunk
+                            .iter()
+                            .map(|&n| {
+                                let mut local = Stats::default();
+                                let mut spend = Spend::new(left.min(share_of(n)));
+                                let r = one(n, &mut local, &mut spend);
+                                (r, local, spend)
                             })
-                        })
-                        .collect();
-                    handles
-                        .into_iter()
-                        .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                        .collect()
-                });
+                            .collect::<Vec<_>>()
+                    })
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .flatten()
+                    .collect();
                 let mut taken = 0;
                 for (&n, (r, local, spend)) in batch.iter().zip(results) {
                     let alone = budget.min(share_of(n));
