@@ -1696,7 +1696,16 @@ mod tests {
         let files = versus(&quick_ctx(dir.path())).unwrap();
         assert_eq!(csv_rows(&files[0]).len(), 5);
         let files = bits(&quick_ctx(dir.path())).unwrap();
-        assert_eq!(csv_rows(&files[0]).len(), 2 * 2 * 3);
+        let rows = csv_rows(&files[0]);
+        // units × levels × memories × codings; the Rice code stores the same counters in
+        // fewer bits than fixed cells, every row
+        assert_eq!(rows.len(), 2 * 2 * 3 * 2);
+        for pair in rows.chunks(2) {
+            assert_eq!((&pair[0][1][..], &pair[1][1][..]), ("rice", "fixed"));
+            let (rice, fixed): (f64, f64) =
+                (pair[0][8].parse().unwrap(), pair[1][8].parse().unwrap());
+            assert!(rice < fixed, "{pair:?}");
+        }
         assert_eq!(csv_rows(&files[1]).len(), 2 * CHIC_BINS.len());
         let files = chic(&quick_ctx(dir.path())).unwrap();
         let rows = csv_rows(&files[0]);
