@@ -1004,7 +1004,7 @@ pub fn run_receiver(
                         "a sender connected while the previous connection was still open here: that one is closed (the sender sends again what this receiver has not finished; RDA exchanges under way are reported failed)",
                     );
                 }
-                (o.log)(&format!("sender {} ({}) connected", l.hello.name, l.peer));
+                (o.log)(&format!("the sender connected from {} (it names itself {:?})", l.peer, l.hello.name));
                 read.store(0, Ordering::Relaxed);
                 peer = spawn_reader(l.reader, read.clone());
                 r.resumed = false;

@@ -123,10 +123,20 @@ fn usage_error(e: &clap::Error) -> String {
     // "the following required arguments were not provided:" lists them below
     if first.ends_with(':') {
         let names: Vec<&str> = lines
+            .by_ref()
             .take_while(|l| l.starts_with('<') || l.starts_with("--"))
             .collect();
         first.push(' ');
         first.push_str(&names.join(", "));
+    }
+    // an invalid value: what would have been valid, and clap's nearest guess
+    for l in lines {
+        if let Some(v) = l.strip_prefix("[possible values: ") {
+            first.push_str(&format!(" (valid: {}", v.trim_end_matches(']')));
+            first.push(')');
+        } else if let Some(t) = l.strip_prefix("tip: ") {
+            first.push_str(&format!("; {t}"));
+        }
     }
     let cmd = std::env::args()
         .nth(1)

@@ -281,6 +281,13 @@ pub fn run(a: AgentArgs) -> Result<()> {
             a.key_file.display()
         ));
     }
+    // an interface that does not exist fails here, before the sender connects to its receiver
+    if let Some(iface) = &a.iface
+        && cfg!(target_os = "linux")
+        && !std::path::Path::new("/sys/class/net").join(iface).exists()
+    {
+        bail!("--iface {iface}: no such interface (ip link lists them)");
+    }
     let (input, stop) = match (&a.replay, &a.iface) {
         (Some(path), None) => {
             if a.duration.is_some() {

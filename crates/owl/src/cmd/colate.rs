@@ -10,6 +10,13 @@ use owl_core::units::{format_bytes, parse_bytes};
 use crate::store::Store;
 
 #[derive(Args, Clone, Debug)]
+#[command(after_help = "Examples:
+  owl colate plan --memory 1MiB                      # n, m, b, T for 1 MiB at α = 0.95, β = 0.05
+  owl colate plan --memory 10MiB --ratio-from S.db R.db   # and what it promises on this path
+  owl colate stats S.db R.db                         # epochs, packets, bytes per point
+
+Epoch stores are written by `owl record --method colate --store S.db --point s S.pcap` and
+queried by `owl query`.")]
 pub struct ColateArgs {
     #[command(subcommand)]
     pub command: ColateCommand,
@@ -24,6 +31,13 @@ pub enum ColateCommand {
 }
 
 #[derive(Args, Clone, Debug)]
+#[command(after_help = "Examples:
+  owl colate plan --memory 1MiB --alpha 0.95 --beta 0.05
+  owl colate plan --memory 10MiB --model paper        # Theorem 1's noise, as the paper plans
+  owl colate plan --memory 10MiB --ratio-from S.db R.db --json
+
+The plan sizes n, m, b and T (§5); the promise line says which flows it certifies at the
+ratio given (or measured) under the chosen noise model.")]
 pub struct PlanArgs {
     /// RAM for the counter vector (M), e.g. 1MiB (the paper's "1MB" is 2^23 bits).
     #[arg(long, default_value = "10MiB", value_parser = parse_bytes)]
@@ -72,6 +86,12 @@ pub struct PlanArgs {
 }
 
 #[derive(Args, Clone, Debug)]
+#[command(after_help = "Examples:
+  owl colate stats S.db                  # every point of one store
+  owl colate stats S.db R.db             # two stores, a line per point
+
+Bytes are the epochs as stored (headers, tables and codes); bits per packet are those bytes
+over the packets the epochs counted.")]
 pub struct StatsArgs {
     /// Epoch stores.
     #[arg(required = true)]

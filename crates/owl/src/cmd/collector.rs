@@ -71,14 +71,15 @@ pub fn run(a: CollectorArgs) -> Result<()> {
     }
     let listener = TcpListener::bind(&a.listen)
         .map_err(|e| anyhow!("--listen {}: cannot listen: {e}", a.listen))?;
-    // open the database before saying we listen: a bad --db fails at once
-    drop(owl_live::store::Store::open(&a.db).map_err(|e| anyhow!("{}: {e}", a.db.display()))?);
+    // every port before the database: a collector that cannot listen creates no file
     let scrape = match &a.metrics {
         Some(addr) => Some(
             TcpListener::bind(addr).map_err(|e| anyhow!("--metrics {addr}: cannot listen: {e}"))?,
         ),
         None => None,
     };
+    // open the database before saying we listen: a bad --db fails at once
+    drop(owl_live::store::Store::open(&a.db).map_err(|e| anyhow!("{}: {e}", a.db.display()))?);
     let mut said = format!(
         "listening on {}, storing into {}",
         listener.local_addr()?,

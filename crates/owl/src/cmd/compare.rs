@@ -144,11 +144,13 @@ pub struct CompareArgs {
     /// Write the packets only S saw (lost) and only R saw (unexpected) to DIR as pcap files.
     #[arg(long, value_name = "DIR")]
     pub unmatched: Option<PathBuf>,
-    /// Write every matched packet's delay to FILE (CSV).
+    /// Write every matched packet's delay to FILE (CSV; `-`: standard output, the report then
+    /// goes to standard error).
     #[arg(long, value_name = "FILE")]
     pub delays: Option<PathBuf>,
     /// Write every packet of each per-packet method to FILE (CSV:
-    /// method,sender_ns,receiver_ns,delay_ns).
+    /// method,sender_ns,receiver_ns,delay_ns; `-`: standard output, the report then goes to
+    /// standard error).
     #[arg(long = "per-packet", value_name = "FILE")]
     pub per_packet: Option<PathBuf>,
     /// Measure the complete records of a capture that ends inside a record, instead of failing.
@@ -273,8 +275,20 @@ impl<W: Write> IntervalSink for Rows<'_, W> {
 }
 
 pub fn run(args: CompareArgs) -> Result<()> {
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    // `--delays -` / `--per-packet -`: that CSV on standard output, the report on standard
+    // error (as `tcpdump -w -` leaves its messages there)
+    let dash = |p: &Option<PathBuf>| p.as_deref() == Some(std::path::Path::new("-"));
+    let (delays_out, per_packet_out) = (dash(&args.delays), dash(&args.per_packet));
+    if delays_out && per_packet_out {
+        bail!("--delays - and --per-packet -: only one of them can go to standard output");
+    }
+    // (two handles: at most one of them is used, as checked above)
+    let (mut csv_stdout, mut csv_stdout2) = (std::io::stdout(), std::io::stdout());
+    let mut out: Box<dyn Write> = if delays_out || per_packet_out {
+        Box::new(std::io::stderr().lock())
+    } else {
+        Box::new(std::io::stdout().lock())
+    };
     let mode = match (args.jsonl, args.json) {
         (true, _) => Mode::Jsonl,
         (_, true) => Mode::Json,
@@ -299,8 +313,20 @@ pub fn run(args: CompareArgs) -> Result<()> {
         &opts,
         &mut CompareSinks {
             intervals: (mode != Mode::Json).then_some(&mut rows as &mut dyn IntervalSink),
-            delays: args.delays.clone().map(CsvOut::File),
-            per_packet: args.per_packet.clone().map(CsvOut::File),
+            delays: match delays_out {
+                true => Some(CsvOut::Writer(
+                    "standard output".into(),
+                    &mut csv_stdout as &mut dyn Write,
+                )),
+                false => args.delays.clone().map(CsvOut::File),
+            },
+            per_packet: match per_packet_out {
+                true => Some(CsvOut::Writer(
+                    "standard output".into(),
+                    &mut csv_stdout2 as &mut dyn Write,
+                )),
+                false => args.per_packet.clone().map(CsvOut::File),
+            },
             unmatched: args.unmatched.clone(),
             progress: true,
             notices: Some(&mut notice),

@@ -156,12 +156,18 @@ fn open(path: &Path) -> Result<StreamReader<Box<dyn std::io::Read + Send>>> {
         .map_err(|e| anyhow!("{}: {e}", path.display()))
 }
 
-/// The next block of a file, warning once where a cut-short or torn file ends.
-fn next(f: &mut StreamReader<Box<dyn std::io::Read + Send>>, path: &Path) -> Option<Block> {
+/// The next block of a file, warning once where a cut-short or torn file ends (and saying
+/// why in `torn`).
+fn next(
+    f: &mut StreamReader<Box<dyn std::io::Read + Send>>,
+    path: &Path,
+    torn: &mut Option<String>,
+) -> Option<Block> {
     match f.next_block() {
         Ok(b) => b,
         Err(e) => {
             eprintln!("owl: warning: {}: {e}", path.display());
+            *torn = Some(e.to_string());
             None
         }
     }
@@ -173,6 +179,8 @@ struct Points {
     f: StreamReader<Box<dyn std::io::Read + Send>>,
     path: PathBuf,
     current: Option<(Block, PointCut)>,
+    /// Why the file ended before its end (cut short or torn).
+    torn: Option<String>,
 }
 
 impl Points {
@@ -181,14 +189,22 @@ impl Points {
             f,
             path: path.to_path_buf(),
             current: None,
+            torn: None,
         };
         p.advance()?;
+        // a file torn before its first complete interval has nothing to estimate
+        if let (None, Some(why)) = (&p.current, &p.torn) {
+            bail!(
+                "{}: no complete interval before the file ends ({why}): nothing to estimate",
+                path.display()
+            );
+        }
         Ok(p)
     }
 
     /// Read the next block (warning once where a cut-short or torn file ends).
     fn advance(&mut self) -> Result<()> {
-        self.current = match next(&mut self.f, &self.path) {
+        self.current = match next(&mut self.f, &self.path, &mut self.torn) {
             None => None,
             Some(b) => {
                 let cut = if b.cut.is_empty() {

@@ -37,7 +37,7 @@ use super::{Ctx, Experiment, Panel, Series, overtake, plot_png, write_csv};
 
 pub const TAILS: Experiment = Experiment {
     name: "tails",
-    summary: "Tails (issue 15): p99/p99.9 error and 95 % interval coverage vs bits per packet (0.1-16) of sample, opa-wavelet and opa on Weibull 0.6, Pareto, bimodal and FIFO-queue delays with loss and reordering",
+    summary: "Tails: p99/p99.9 error and 95 % interval coverage vs bits per packet (0.1-16) of sample, opa-wavelet and opa on Weibull 0.6, Pareto, bimodal and FIFO-queue delays with loss and reordering",
     files: "tails.csv, tails-summary.csv, tails.png, tails-coverage.csv",
     run: tails,
 };
