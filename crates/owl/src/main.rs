@@ -55,7 +55,7 @@ const EXAMPLES: &str = "Examples:
 Run `owl <command> --help` for the details of each command.";
 
 #[derive(Parser)]
-#[command(name = "owl", version, about = about(), after_help = EXAMPLES, max_term_width = 100)]
+#[command(name = "owl", version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("OWL_COMMIT"), ")"), about = about(), after_help = EXAMPLES, max_term_width = 100)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -154,3 +154,11 @@ fn colate_help_has_examples() {
         assert!(h.contains("owl colate "), "{args:?}");
     }
 }
+
+/// `owl --version` names the version and the commit it was built from.
+#[test]
+fn version_names_the_commit() {
+    let v = ok(&["--version"]);
+    assert!(v.starts_with("owl "), "{v}");
+    assert!(v.contains("(commit "), "{v}");
+}
