@@ -209,12 +209,7 @@ fn colate_epochs_from_before_the_folded_flow_hash_still_read() {
         old.push(p);
         again.push(Box::new(canonical) as Box<dyn PointSynopsis>);
     }
-    let flows: Vec<_> = {
-        let mut f: Vec<_> = s.iter().map(|x| x.flow).collect();
-        f.sort();
-        f.dedup();
-        f
-    };
+    let flows = flows_of(&s);
     let from_file = m
         .estimate_flows(&*old[0], &*old[1], &flows)
         .unwrap()
@@ -269,12 +264,7 @@ fn colate_epochs_in_fixed_cells_still_read() {
         old.push(p);
         rice.push(d);
     }
-    let flows: Vec<_> = {
-        let mut f: Vec<_> = s.iter().map(|x| x.flow).collect();
-        f.sort();
-        f.dedup();
-        f
-    };
+    let flows = flows_of(&s);
     let from_file = m
         .estimate_flows(&*old[0], &*old[1], &flows)
         .unwrap()
@@ -285,4 +275,12 @@ fn colate_epochs_in_fixed_cells_still_read() {
         .unwrap();
     assert_eq!(from_file, from_rice);
     assert!(from_file.iter().filter(|e| e.mean_ns.is_some()).count() > flows.len() / 2);
+}
+
+/// The flows of `recs`, sorted, each once.
+fn flows_of(recs: &[PacketRecord]) -> Vec<owl_core::FlowKey> {
+    let mut f: Vec<_> = recs.iter().map(|x| x.flow).collect();
+    f.sort();
+    f.dedup();
+    f
 }

@@ -162,15 +162,6 @@ fn epoch_round_trip_escapes_and_a_torn_epoch() {
     }
     // one encoding per epoch (found by fuzzing): a header's counter width or padding bits
     // that the encoder would not write are refused even under a right checksum
-    let reseal = |mut x: Vec<u8>| {
-        let h = epoch::HEADER_BYTES - 8;
-        let sum = xxhash_rust::xxh3::xxh3_64(&x[..h]);
-        x[h..h + 8].copy_from_slice(&sum.to_le_bytes());
-        let body = x.len() - 8;
-        let sum = xxhash_rust::xxh3::xxh3_64(&x[..body]);
-        x[body..].copy_from_slice(&sum.to_le_bytes());
-        x
-    };
     assert_eq!(Epoch::decode(&reseal(b.clone())).unwrap(), e);
     let mut wide = b.clone();
     wide[BC_AT] += 1;
@@ -201,6 +192,18 @@ fn epoch_round_trip_escapes_and_a_torn_epoch() {
     x[20] ^= 1;
     let err = EpochReader::open(&x[..]).err().unwrap().to_string();
     assert!(err.contains("header checksum"), "{err}");
+}
+
+/// `x` with its header and whole checksums recomputed: bytes the writer would not write,
+/// under checksums that match (what only the decoder's own checks can refuse).
+fn reseal(mut x: Vec<u8>) -> Vec<u8> {
+    let h = epoch::HEADER_BYTES - 8;
+    let sum = xxhash_rust::xxh3::xxh3_64(&x[..h]);
+    x[h..h + 8].copy_from_slice(&sum.to_le_bytes());
+    let body = x.len() - 8;
+    let sum = xxhash_rust::xxh3::xxh3_64(&x[..body]);
+    x[body..].copy_from_slice(&sum.to_le_bytes());
+    x
 }
 
 /// Offset of the stored packet-counter width `bc` in the header.
@@ -347,15 +350,6 @@ fn rice_epochs_round_trip_and_refuse_what_the_writer_would_not_write() {
         x[at] ^= 0x10;
         assert!(Epoch::decode(&x).is_err());
     }
-    let reseal = |mut x: Vec<u8>| {
-        let h = epoch::HEADER_BYTES - 8;
-        let sum = xxhash_rust::xxh3::xxh3_64(&x[..h]);
-        x[h..h + 8].copy_from_slice(&sum.to_le_bytes());
-        let body = x.len() - 8;
-        let sum = xxhash_rust::xxh3::xxh3_64(&x[..body]);
-        x[body..].copy_from_slice(&sum.to_le_bytes());
-        x
-    };
     assert_eq!(Epoch::decode(&reseal(b.clone())).unwrap(), e);
     // every byte after the header, changed and resealed: refused whole, and read in place
     // either refused or (a block's bytes are not checked there) some counters — no panic
