@@ -93,6 +93,10 @@ enum Command {
     Report(cmd::report::ReportArgs),
     /// Make the shared key of a live deployment (agents and collector).
     Keygen(cmd::keygen::KeygenArgs),
+    /// Print the shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(cmd::install::CompletionsArgs),
+    /// Write man pages: owl.1 and one per command.
+    Manpages(cmd::install::ManpagesArgs),
 }
 
 /// The command line, with every option that takes a value accepting one that starts with `-`,
@@ -225,6 +229,8 @@ fn main() -> ExitCode {
         Command::Collector(a) => cmd::collector::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Keygen(a) => cmd::keygen::run(a),
+        Command::Completions(a) => cmd::install::completions(a, command_line()),
+        Command::Manpages(a) => cmd::install::manpages(a, command_line()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
