@@ -133,13 +133,11 @@ fn usage_error(e: &clap::Error) -> String {
         first.push(' ');
         first.push_str(&names.join(", "));
     }
-    // an invalid value: what would have been valid, and clap's nearest guess
+    // an invalid value: what would have been valid (clap's tips stay out: `-- --x` advice
+    // misleads more than it helps)
     for l in lines {
         if let Some(v) = l.strip_prefix("[possible values: ") {
-            first.push_str(&format!(" (valid: {}", v.trim_end_matches(']')));
-            first.push(')');
-        } else if let Some(t) = l.strip_prefix("tip: ") {
-            first.push_str(&format!("; {t}"));
+            first.push_str(&format!(" (valid: {})", v.trim_end_matches(']')));
         }
     }
     let cmd = std::env::args()

@@ -407,7 +407,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
             && rep.path_delay_mean_ns > 2.0 * rep.model_mean_ns
         {
             say!(
-                "note: the delays are {:.1}x the model's mean: the path is a FIFO queue and the drawn delays vary more than the packets' spacing, so packets wait for the ones before them (a slower --rate, a narrower model, or --independent-delays for no queue)",
+                "note: the delays are {:.1}x the model's mean: the path is a FIFO queue and the model's delays vary more than the packets' spacing, so packets wait for the ones before them (a slower --rate, a narrower model, or --independent-delays for no queue)",
                 rep.path_delay_mean_ns / rep.model_mean_ns
             )?;
         }

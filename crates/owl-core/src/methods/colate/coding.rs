@@ -164,7 +164,7 @@ pub struct Model {
 impl Model {
     pub fn of(head: &EpochHead) -> Model {
         let n = head.n.max(1) as u64;
-        let center = ((head.packets + n / 2) / n).min(u32::MAX as u64) as u32;
+        let center = (head.packets.saturating_add(n / 2) / n).min(u32::MAX as u64) as u32;
         let mean_fx = match head.packets {
             0 => 0,
             p if head.sum >> 96 == 0 => (head.sum << 32) / p as u128,
