@@ -291,13 +291,24 @@ pub fn connect(
     role: PeerRole,
     name: &str,
 ) -> Result<Link, LinkError> {
+    connect_within(stream, psk, role, name, HANDSHAKE_TIMEOUT)
+}
+
+/// [`connect`], waiting at most `timeout` for the peer's answer.
+pub fn connect_within(
+    stream: TcpStream,
+    psk: &Key,
+    role: PeerRole,
+    name: &str,
+    timeout: Duration,
+) -> Result<Link, LinkError> {
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
     stream.set_nodelay(true)?;
     watch_liveness(&stream)?;
-    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    stream.set_read_timeout(Some(timeout))?;
     let hello = Hello {
         role,
         nonce: random_bytes().map_err(|e| LinkError::Protocol(e.to_string()))?,
@@ -316,6 +327,18 @@ pub fn connect(
     let body = r.read_body().map_err(|e| match e {
         FrameError::Closed => {
             LinkError::Protocol("the peer closed the connection during the handshake".into())
+        }
+        // a read timeout is EAGAIN on Linux: say what it means, not "os error 11"
+        FrameError::Io(io)
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            LinkError::Protocol(format!(
+                "no handshake from the peer at {peer} within {:?} (is an owl agent listening there, and not busy with another connection?)",
+                timeout
+            ))
         }
         e => e.into(),
     })?;
@@ -468,6 +491,32 @@ mod tests {
         );
     }
     use std::net::TcpListener;
+
+    /// A peer that accepts and never answers: the connector's error says so, with the
+    /// address and the wait, not an OS error number ("os error 11" before).
+    #[test]
+    fn a_silent_peer_is_named_not_an_os_error() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let s = TcpStream::connect(addr).unwrap();
+        let _held = l.accept().unwrap();
+        let e = connect_within(
+            s,
+            &Key::from_bytes([3; 32]),
+            PeerRole::Sender,
+            "s",
+            Duration::from_millis(200),
+        )
+        .err()
+        .expect("no answer, no link")
+        .to_string();
+        assert!(
+            e.contains(&format!("no handshake from the peer at {addr}")),
+            "{e}"
+        );
+        assert!(e.contains("200ms"), "{e}");
+        assert!(!e.contains("os error"), "{e}");
+    }
 
     fn pair(
         listener_key: Key,
