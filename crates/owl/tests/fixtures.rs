@@ -144,10 +144,21 @@ fn compare_results_are_pinned() {
     );
 }
 
-/// `owl demo --json`: the built-in example's figures.
+/// `owl demo --json`: the built-in example's figures; each per-packet method's largest delays
+/// are distinct sending times (RLI once listed one ten times).
 #[test]
 fn demo_is_pinned() {
-    pinned("demo.json", json(&["demo", "--json"]));
+    let v = json(&["demo", "--json"]);
+    for m in v["methods"].as_array().unwrap() {
+        if let Some(a) = m["per_packet"]["anomalies"].as_array() {
+            let mut sent: Vec<u64> = a.iter().map(|x| x["sender_ns"].as_u64().unwrap()).collect();
+            let n = sent.len();
+            sent.sort_unstable();
+            sent.dedup();
+            assert_eq!(sent.len(), n, "{}: {a:?}", m["name"]);
+        }
+    }
+    pinned("demo.json", v);
 }
 
 #[test]
