@@ -159,7 +159,7 @@ impl<'w> PerPacket<'w> {
                         if let Some(i) = acc.largest.iter().position(|x| x.1 == p.sender_ns) {
                             if d > acc.largest[i].0 {
                                 acc.largest[i] = (d, p.sender_ns, r);
-                                acc.largest.sort_by(|a, b| b.0.cmp(&a.0));
+                                acc.largest.sort_by_key(|x| std::cmp::Reverse(x.0));
                             }
                         } else if acc.largest.len() < ANOMALIES || d > acc.largest[ANOMALIES - 1].0
                         {
