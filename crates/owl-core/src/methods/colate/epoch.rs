@@ -3,7 +3,7 @@
 //! the base and unit its timestamps are relative to, the mapping (`n`, `m`, seed), and the
 //! vector's sampling probability and packet counter (§1.4 "Packet Losses").
 //!
-//! # Layout (`CLE3` and `CLE4`, little-endian)
+//! # Layout (`CLE3` and `CLE4`, fixed cells, little-endian)
 //!
 //! ```text
 //! "CLE3" | u64 seq | u16 vector | u16 vectors | f64 probability | u64 seed
@@ -19,7 +19,9 @@
 //! The tag names how flows' counters were placed ([`Placement`]): `CLE4` in one block,
 //! `CLE3` anywhere (the paper's `H(f, j)`), both by owl's folded flow hash; `CLE2` anywhere by
 //! the older xxh3 of the canonical key, with its packet counters' width by its own rule. All
-//! three are read, and re-encoded as they were.
+//! three are read, and re-encoded as they were. `CLR3` and `CLR4` (the default since) place
+//! counters as `CLE3` and `CLE4` and share this header, but Rice-code the counters after it
+//! ([`super::coding`], whose module doc gives that layout).
 //!
 //! Cells are packed least significant bit first. A counter whose value does not fit
 //! (`≥ 2^b − 1`) is written as all ones and its value in the list that follows — the paper's
