@@ -1026,18 +1026,11 @@ pub fn bits(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                 })
                 .collect();
             for (coding, es) in [(Coding::Rice, &rice), (Coding::Fixed, &fixed)] {
-                let bits_all = es.iter().map(|e| e.encoded_len() as f64 * 8.0).sum::<f64>()
-                    / sender.len() as f64;
-                let full: Vec<&Epoch> = es.iter().take(es.len().saturating_sub(1)).collect();
-                let full_bits = (!full.is_empty()).then(|| {
-                    full.iter()
-                        .map(|e| e.encoded_len() as f64 * 8.0)
-                        .sum::<f64>()
-                        / full.iter().map(|e| e.packets as f64).sum::<f64>()
-                });
+                let (bits_all, full_bits) = stored_bits(es, sender.len());
+                let full = &es[..es.len().saturating_sub(1)];
                 let secs = full.first().map(|e| (e.last_ns - e.first_ns) as f64 / 1e9);
                 let floor = (!full.is_empty()).then(|| {
-                    full.iter().map(|e| cell_entropy_bits(e)).sum::<f64>()
+                    full.iter().map(cell_entropy_bits).sum::<f64>()
                         / full.iter().map(|e| e.packets as f64).sum::<f64>()
                 });
                 rows.push(vec![
@@ -1113,6 +1106,19 @@ pub fn bits(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     Ok(vec![csv, acc])
 }
 
+/// Stored bits per packet of `es`, the epochs of `packets` records: over every epoch, and over
+/// the full ones alone (the last is cut short by the end of the trace). Each epoch is measured
+/// once (a Rice-coded epoch's length is its encoding's).
+fn stored_bits(es: &[Epoch], packets: usize) -> (f64, Option<f64>) {
+    let bits: Vec<f64> = es.iter().map(|e| e.encoded_len() as f64 * 8.0).collect();
+    let all = bits.iter().sum::<f64>() / packets as f64;
+    let k = es.len().saturating_sub(1);
+    let full = (k > 0).then(|| {
+        bits[..k].iter().sum::<f64>() / es[..k].iter().map(|e| e.packets as f64).sum::<f64>()
+    });
+    (all, full)
+}
+
 /// What any cell-by-cell code of an epoch's counters needs, estimated: the empirical entropy
 /// of its packet counts, plus, in each count group of the Rice coding
 /// ([`owl_core::colate::coding::group`]), the entropy of a Gaussian with the spread of the
@@ -1178,16 +1184,7 @@ pub fn storage(ctx: &Ctx) -> Result<Vec<PathBuf>> {
         for mib in MEMORIES {
             let cfg = Config::for_level(Level::High, mib << 20, seed)?.with_unit(unit)?;
             let (es, er) = (record(&cfg, &t.sender), record(&cfg, &t.receiver));
-            let bytes: u64 = es.iter().map(|e| e.encoded_len() as u64).sum();
-            let all = bytes as f64 * 8.0 / t.sender.len() as f64;
-            // the last epoch is cut short by the end of the trace
-            let full: Vec<&Epoch> = es.iter().take(es.len().saturating_sub(1)).collect();
-            let full_bits = (!full.is_empty()).then(|| {
-                full.iter()
-                    .map(|e| e.encoded_len() as f64 * 8.0)
-                    .sum::<f64>()
-                    / full.iter().map(|e| e.packets as f64).sum::<f64>()
-            });
+            let (all, full_bits) = stored_bits(&es, t.sender.len());
             // steady state at a rate R: an epoch of D seconds sums R·D²/(2u) = T
             let epoch_bits = es.first().map_or(0.0, |e| e.encoded_len() as f64 * 8.0);
             let at = |pps: f64| {
