@@ -7,36 +7,11 @@ use std::process::Command;
 use serde_json::Value;
 
 mod common;
-use common::{fails, ok, owl, simulate};
+use common::{fails, ok, owl, record, simulate};
 
 /// `owl record --method lda` of `cap` at `role` into `dir/out`, with `extra` flags.
 fn record_lda(dir: &Path, cap: &Path, role: &str, out: &str, extra: &[&str]) -> PathBuf {
     record(dir, "lda", cap, role, out, extra).0
-}
-
-/// `owl record --method METHOD --role ROLE CAP -o DIR/OUT EXTRA…`: the file and what owl said.
-fn record(
-    dir: &Path,
-    method: &str,
-    cap: &Path,
-    role: &str,
-    out: &str,
-    extra: &[&str],
-) -> (PathBuf, String) {
-    let o = dir.join(out);
-    let mut args = vec![
-        "record",
-        "--method",
-        method,
-        "--role",
-        role,
-        cap.to_str().unwrap(),
-        "-o",
-        o.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let said = ok(&args);
-    (o, said)
 }
 
 fn compare_json(s: &Path, r: &Path, extra: &[&str]) -> Value {
@@ -406,19 +381,8 @@ fn tcpdump_reads_simulated_captures() {
 fn estimate_of_a_whole_capture_shows_no_1970_date() {
     let dir = tempfile::tempdir().unwrap();
     let (s, r, _) = simulate(dir.path(), &[]);
-    let (so, ro) = (dir.path().join("S.owl"), dir.path().join("R.owl"));
-    for (cap, out, role) in [(&s, &so, "sender"), (&r, &ro, "receiver")] {
-        ok(&[
-            "record",
-            "--method",
-            "lda",
-            "--role",
-            role,
-            cap.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ]);
-    }
+    let so = record(dir.path(), "lda", &s, "sender", "S.owl", &[]).0;
+    let ro = record(dir.path(), "lda", &r, "receiver", "R.owl", &[]).0;
     let text = ok(&["estimate", so.to_str().unwrap(), ro.to_str().unwrap()]);
     assert!(
         text.contains("whole capture") && !text.contains("1970"),

@@ -6,7 +6,7 @@
 use std::net::TcpListener;
 
 mod common;
-use common::{fails, ok, owl, simulate};
+use common::{fails, ok, owl, record, simulate};
 
 /// `--delays -` writes the CSV on standard output and the report on standard error;
 /// `--delays -` and `--per-packet -` together are refused.
@@ -57,19 +57,8 @@ fn a_torn_synopsis_file_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let (s, r, _) = simulate(dir.path(), &[]);
     let d = dir.path();
-    let (so, ro) = (d.join("s.owl"), d.join("r.owl"));
-    for (role, cap, out) in [("sender", &s, &so), ("receiver", &r, &ro)] {
-        ok(&[
-            "record",
-            "--method",
-            "lda",
-            "--role",
-            role,
-            cap.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ]);
-    }
+    let so = record(d, "lda", &s, "sender", "s.owl", &[]).0;
+    let ro = record(d, "lda", &r, "receiver", "r.owl", &[]).0;
     let whole = std::fs::read(&so).unwrap();
     // the whole run is one interval: cut inside its block
     let torn = d.join("torn.owl");

@@ -24,6 +24,31 @@ pub fn ok(args: &[&str]) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
+/// `owl record --method METHOD --role ROLE CAP -o DIR/OUT EXTRA…`: the file and what owl said.
+pub fn record(
+    dir: &std::path::Path,
+    method: &str,
+    cap: &std::path::Path,
+    role: &str,
+    out: &str,
+    extra: &[&str],
+) -> (std::path::PathBuf, String) {
+    let o = dir.join(out);
+    let mut args = vec![
+        "record",
+        "--method",
+        method,
+        "--role",
+        role,
+        cap.to_str().unwrap(),
+        "-o",
+        o.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let said = ok(&args);
+    (o, said)
+}
+
 /// Run a command that must fail: exit status 1, exactly one line on stderr, naming `want`.
 pub fn fails(args: &[&str], want: &str) -> String {
     let o = owl(args);
