@@ -282,8 +282,12 @@ pub fn run(args: CompareArgs) -> Result<()> {
     if delays_out && per_packet_out {
         bail!("--delays - and --per-packet -: only one of them can go to standard output");
     }
-    // (two handles: at most one of them is used, as checked above)
-    let (mut csv_stdout, mut csv_stdout2) = (std::io::stdout(), std::io::stdout());
+    // standard output as a CSV sink, taken by the one output that asked for it
+    let mut csv_stdout = std::io::stdout();
+    let mut stdout_sink = Some(CsvOut::Writer(
+        "standard output".into(),
+        &mut csv_stdout as &mut dyn Write,
+    ));
     let mut out: Box<dyn Write> = if delays_out || per_packet_out {
         Box::new(std::io::stderr().lock())
     } else {
@@ -314,17 +318,11 @@ pub fn run(args: CompareArgs) -> Result<()> {
         &mut CompareSinks {
             intervals: (mode != Mode::Json).then_some(&mut rows as &mut dyn IntervalSink),
             delays: match delays_out {
-                true => Some(CsvOut::Writer(
-                    "standard output".into(),
-                    &mut csv_stdout as &mut dyn Write,
-                )),
+                true => stdout_sink.take(),
                 false => args.delays.clone().map(CsvOut::File),
             },
             per_packet: match per_packet_out {
-                true => Some(CsvOut::Writer(
-                    "standard output".into(),
-                    &mut csv_stdout2 as &mut dyn Write,
-                )),
+                true => stdout_sink.take(),
                 false => args.per_packet.clone().map(CsvOut::File),
             },
             unmatched: args.unmatched.clone(),
