@@ -140,6 +140,12 @@ pub struct EpochHead {
 }
 
 impl EpochHead {
+    /// Whether the counters are written Rice-coded: asked for, and not `CLE2` (whose tag
+    /// names fixed cells).
+    pub fn rice_coded(&self) -> bool {
+        self.coding == Coding::Rice && self.placement != Placement::Canonical
+    }
+
     /// Whether the epoch's time frame meets `[from, to]` (ns).
     pub fn overlaps(&self, from: u64, to: u64) -> bool {
         self.first_ns <= to && self.last_ns >= from
@@ -361,7 +367,7 @@ fn decode_fixed(layout: &CellLayout, body: &[u8]) -> Result<(Vec<u64>, Vec<u32>)
 /// the blocks' length) and checksum are written once the cells are.
 pub fn encode_cells(head: &EpochHead, cells: &impl CellSource, out: &mut Vec<u8>) -> usize {
     debug_assert!(head.placement != Placement::Canonical || head.coding == Coding::Fixed);
-    if head.coding == Coding::Fixed || head.placement == Placement::Canonical {
+    if !head.rice_coded() {
         return encode_fixed(head, cells, out);
     }
     let start = out.len();
@@ -1075,7 +1081,7 @@ pub fn encoded_len(head: &EpochHead, ts: &[u64], counts: &[u32]) -> usize {
 
 /// [`encoded_len`] of any counters.
 pub fn encoded_len_of(head: &EpochHead, cells: &impl CellSource) -> usize {
-    if head.coding == Coding::Rice && head.placement != Placement::Canonical {
+    if head.rice_coded() {
         let mut out = Vec::new();
         encode_cells(head, cells, &mut out);
         return out.len();
