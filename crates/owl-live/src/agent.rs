@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, bounded, select, unbounded};
 use hashbrown::HashMap;
-use owl_core::cut::{Cut, CutTally, IntervalCut, PointCut};
+use owl_core::cut::{Cut, CutTally, IntervalCut, PointCut, window_start};
 use owl_core::flow_class::{
     ClassBook, ClassDelays, ClassTap, ClassTapMethod, DEFAULT_MAX_CLASSES, DEFAULT_TAP_CAPACITY,
 };
@@ -953,8 +953,18 @@ pub fn run_receiver(
                     let k = c.index;
                     // before its first interval with a packet outside its windows, R's blocks
                     // hold only what it received around the boundary it started next to (a
-                    // lead-in of its windows): R starts with that interval, as `owl estimate`
-                    if !r.recorded && c.packets == 0 && matches!(c.cut, PointCut::Receiver { .. }) {
+                    // lead-in of its windows): R starts with that interval, as `owl estimate`.
+                    // A live capture knows when it opened: an interval whose core it recorded
+                    // (open before the window of the interval's end) is R's first even with
+                    // no packet in its core, since its window holds S's packets of that
+                    // interval in flight at the boundary (traffic that began just before it)
+                    if !r.recorded
+                        && c.packets == 0
+                        && matches!(c.cut, PointCut::Receiver { .. })
+                        && !t.opened_ns.is_some_and(|t0| {
+                            t0 < window_start(&o.cut, &o.intervals, k.saturating_add(1))
+                        })
+                    {
                         if c.synopses.is_some() {
                             handoff.release(1);
                         }

@@ -98,6 +98,8 @@ struct State {
     dropped: u64,
     /// Live capture: the interval the capture was open in first.
     started: Option<u64>,
+    /// Live capture: when it opened (wall clock, ns).
+    opened_ns: Option<u64>,
 }
 
 /// The bounded hand-off between the capture thread and the exchange.
@@ -117,6 +119,8 @@ pub struct Taken {
     /// Live capture: the interval the capture was open in first (the first it may have
     /// recorded only part of), once it is open.
     pub started: Option<u64>,
+    /// Live capture: when it opened (wall clock, ns), once it is open.
+    pub opened_ns: Option<u64>,
 }
 
 impl Handoff {
@@ -152,6 +156,7 @@ impl Handoff {
             below: s.below,
             done: s.done.take(),
             started: s.started,
+            opened_ns: s.opened_ns,
         }
     }
 
@@ -178,7 +183,10 @@ impl Handoff {
 
     /// The capture is open, as of wall-clock time `now_ns` on `intervals`' grid.
     fn opened(&self, intervals: &Intervals, now_ns: u64) {
-        self.lock().started = intervals.index(now_ns);
+        let mut s = self.lock();
+        s.started = intervals.index(now_ns);
+        s.opened_ns = Some(now_ns);
+        drop(s);
         self.notify();
     }
 

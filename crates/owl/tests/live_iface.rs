@@ -208,18 +208,37 @@ fn live_agent(
 
 /// Send the helper's `PACKETS` datagrams to `to` from inside namespace `ns`.
 fn send_udp_from(ns: &str, to: &str) {
-    let out = Command::new("ip")
+    send_udp_at(ns, to, None)
+}
+
+/// [`send_udp_from`], the first packet at wall-clock time `at` (ns since the Unix epoch).
+fn send_udp_at(ns: &str, to: &str, at: Option<u128>) {
+    let mut helper = Command::new("ip");
+    helper
         .args(["netns", "exec", ns])
         .arg(std::env::current_exe().unwrap())
         .args(["--exact", "udp_sender_helper", "--ignored", "--quiet"])
-        .env("OWL_TEST_UDP_TO", to)
-        .output()
-        .unwrap();
+        .env("OWL_TEST_UDP_TO", to);
+    if let Some(at) = at {
+        helper.env("OWL_TEST_UDP_AT_NS", at.to_string());
+    }
+    let out = helper.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+/// `ahead` before a whole second of the wall clock (a boundary of 1 s intervals), the first
+/// such time at least `after` from now, in ns since the Unix epoch.
+fn before_boundary(ahead: Duration, after: Duration) -> u128 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let earliest = now + after + ahead;
+    let boundary = earliest.as_secs() + u64::from(earliest.subsec_nanos() > 0);
+    (Duration::from_secs(boundary) - ahead).as_nanos()
 }
 
 /// Wait for every child of `agents` to exit, at most `limit`; the logs go in the failure.
@@ -269,6 +288,20 @@ fn udp_sender_helper() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(PACKETS);
     let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    if let Some(at) = std::env::var("OWL_TEST_UDP_AT_NS")
+        .ok()
+        .and_then(|n| n.parse::<u128>().ok())
+    {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        assert!(
+            at > now,
+            "OWL_TEST_UDP_AT_NS {at} passed before the helper ran ({now})"
+        );
+        std::thread::sleep(Duration::from_nanos((at - now) as u64));
+    }
     for i in 0..packets {
         let mut payload = [0u8; 64];
         payload[..8].copy_from_slice(&i.to_be_bytes());
@@ -346,8 +379,12 @@ fn on_a_veth_pair(variant: &str, extra: &[&str]) {
         .concat(),
     );
     wait_for(&s_log, "capturing on", &r_log);
-    // the sender's ring is bound: send across
-    send_udp_from(&ns_s, &format!("{R_ADDR}:{PORT}"));
+    // the sender's ring is bound: send across, from 5 ms before a boundary of the 1 s
+    // intervals, inside R's window ahead of it (10 ms): R's interval before that boundary
+    // holds packets only in its window, none in its core, and is still S's interval's match
+    // (R's capture was open all through it). Starting elsewhere would pass this by chance.
+    let at = before_boundary(Duration::from_millis(5), Duration::from_millis(200));
+    send_udp_at(&ns_s, &format!("{R_ADDR}:{PORT}"), Some(at));
     // the sender stops by itself (--duration), the receiver on SIGTERM (`ip netns exec`
     // execs owl: the child is the agent), each at the end of its current interval
     let rx_pid = lab.children[0].id().to_string();
