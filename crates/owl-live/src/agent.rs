@@ -1071,8 +1071,10 @@ pub fn run_receiver(
     }
 }
 
-/// Accept connections on their own thread: handshake, configuration check, then hand each
-/// accepted link to the receiver. A refused peer gets one line of reason, and so does the log.
+/// Accept connections on their own thread: handshake and configuration check, each connection
+/// at once under [`crate::admission`]'s cap and deadline (idle or trickling connections cannot
+/// hold the port), then hand each accepted link to the receiver. A refused peer gets one line
+/// of reason, and so does the log.
 fn spawn_acceptor(
     listener: TcpListener,
     key: Key,
@@ -1083,21 +1085,16 @@ fn spawn_acceptor(
 ) -> Receiver<Link> {
     let (tx, rx) = bounded(1);
     std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
-            let from = stream
-                .peer_addr()
-                .map(|a| a.to_string())
-                .unwrap_or_default();
-            match admit(stream, &key, &name, &cfg, window) {
-                Ok(l) => {
-                    if tx.send(l).is_err() {
-                        break;
-                    }
-                }
-                Err(e) => log(&format!("connection from {from} refused: {e}")),
-            }
-        }
+        crate::admission::serve(
+            listener,
+            crate::admission::Admission::default(),
+            move |stream| admit(stream, &key, &name, &cfg, window),
+            move |l| {
+                // the receiver takes one link at a time; it is gone once the agent is done
+                let _ = tx.send(l);
+            },
+            log,
+        )
     });
     rx
 }

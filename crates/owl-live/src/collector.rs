@@ -20,9 +20,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::{Receiver, Sender, after, bounded, select, unbounded};
 use owl_core::wire::{WireReader, WireWriter};
 
+use crate::admission::Admission;
 use crate::agent::connect_with_patience;
 use crate::key::Key;
-use crate::link::{self, LinkError, LinkWriter, PeerRole};
+use crate::link::{self, Link, LinkError, LinkWriter, PeerRole};
 use crate::metrics::Metrics;
 use crate::store::Store;
 
@@ -68,7 +69,10 @@ pub fn decode_report(p: &[u8]) -> Result<(String, serde_json::Value), String> {
     Ok((pair, v))
 }
 
-/// Serve forever: accept agents, store what they report. Returns only on a listener error.
+/// Serve forever: accept agents, store what they report. Agents handshake at once, under
+/// [`crate::admission`]'s cap and deadline (counted in `owl_connections_total{port="collector"}`
+/// when there are metrics); at most [`MAX_CONNECTIONS`] admitted agents report at once.
+/// Returns only on a listener error.
 pub fn serve(
     listener: TcpListener,
     key: Key,
@@ -80,48 +84,69 @@ pub fn serve(
         Store::open(db).map_err(|e| format!("{}: {e}", db.display()))?,
     ));
     let open = Arc::new(AtomicUsize::new(0));
-    for stream in listener.incoming() {
-        let stream = stream.map_err(|e| format!("accept: {e}"))?;
-        let from = stream
-            .peer_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        if open.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
-            log(&format!(
-                "connection from {from} refused: {MAX_CONNECTIONS} agents connected"
-            ));
-            continue;
-        }
-        open.fetch_add(1, Ordering::Relaxed);
-        let (key, store, log, open) = (key.clone(), store.clone(), log.clone(), open.clone());
-        let metrics = metrics.clone();
-        std::thread::spawn(move || {
-            match session(stream, &key, &store, metrics.as_deref(), &*log) {
-                Ok((pair, n)) => log(&format!(
-                    "{pair} ({from}): {n} lines stored, connection closed"
-                )),
-                Err(e) => log(&format!("connection from {from}: {e}")),
+    let rules = Admission {
+        counts: Arc::new(
+            metrics
+                .as_ref()
+                .map(|m| m.admission("collector"))
+                .unwrap_or_default(),
+        ),
+        ..Admission::default()
+    };
+    let log2 = log.clone();
+    crate::admission::serve(
+        listener,
+        rules,
+        move |stream| admit(stream, &key),
+        move |mut l: Link| {
+            let from = l.peer.clone();
+            if open.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+                let e = format!("{MAX_CONNECTIONS} agents connected");
+                l.writer.refuse(&e);
+                log2(&format!("connection from {from} refused: {e}"));
+                return;
             }
-            open.fetch_sub(1, Ordering::Relaxed);
-        });
-    }
+            open.fetch_add(1, Ordering::Relaxed);
+            let (store, log, gone) = (store.clone(), log2.clone(), open.clone());
+            let metrics = metrics.clone();
+            let spawned = std::thread::Builder::new()
+                .name("owl-collector-session".into())
+                .spawn(move || {
+                    match session(l, &store, metrics.as_deref(), &*log) {
+                        Ok((pair, n)) => log(&format!(
+                            "{pair} ({from}): {n} lines stored, connection closed"
+                        )),
+                        Err(e) => log(&format!("connection from {from}: {e}")),
+                    }
+                    gone.fetch_sub(1, Ordering::Relaxed);
+                });
+            if spawned.is_err() {
+                open.fetch_sub(1, Ordering::Relaxed);
+            }
+        },
+        log,
+    );
     Ok(())
+}
+
+/// The collector's side of the handshake: an authenticated reporter, or a refusal.
+fn admit(stream: TcpStream, key: &Key) -> Result<Link, String> {
+    let mut l = link::accept(stream, key, "collector").map_err(|e| e.to_string())?;
+    if l.hello.role != PeerRole::Reporter {
+        let e = format!("this is a collector; {} connected", l.hello.role.name());
+        l.writer.refuse(&e);
+        return Err(e);
+    }
+    Ok(l)
 }
 
 /// One agent's connection: store each report, acknowledge it.
 fn session(
-    stream: TcpStream,
-    key: &Key,
+    mut l: Link,
     store: &Mutex<Store>,
     metrics: Option<&Metrics>,
     log: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<(String, u64), String> {
-    let mut l = link::accept(stream, key, "collector").map_err(|e| format!("refused: {e}"))?;
-    if l.hello.role != PeerRole::Reporter {
-        let e = format!("this is a collector; {} connected", l.hello.role.name());
-        l.writer.refuse(&e);
-        return Err(format!("refused: {e}"));
-    }
     log(&format!("{} ({}) connected", l.hello.name, l.peer));
     let mut n = 0u64;
     let mut pair = l.hello.name.clone();

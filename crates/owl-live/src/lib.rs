@@ -7,6 +7,7 @@
 //! | the pre-shared key (`owl keygen`) and derived keys | [`key`] |
 //! | frames: length-prefixed, versioned, capped, HMAC-SHA256 per frame, sequence numbers | [`frame`] |
 //! | the handshake: a session key from the pre-shared key and two nonces; refusals | [`link`] |
+//! | admission: handshakes at once, under a cap and a deadline; the busiest source shed first | [`admission`] |
 //! | the configuration both agents must agree on, and the field that differs | [`config`] |
 //! | the agents' messages (synopses, RDA's exchange, results, flow control) | [`protocol`] |
 //! | the receiver's join of both points' intervals: estimate, lead-in/out, missing | [`join`] |
@@ -34,6 +35,7 @@
 //! This crate reads sockets and clocks; the measurement itself stays in `owl_core`
 //! (synopses, estimators) and `owl_trace` (captures).
 
+pub mod admission;
 pub mod afpacket;
 pub mod agent;
 pub mod capture;

@@ -43,12 +43,15 @@
 //! `owl_metric_pairs_dropped_total` and stay in the database), at most [`MAX_CLASS_SERIES`]
 //! class histograms (pair, method, class) are (later ones counted in
 //! `owl_metric_class_series_dropped_total`), and the endpoint reads at most
-//! [`MAX_REQUEST`] bytes of a request, with a timeout, one scrape at a time.
+//! [`MAX_REQUEST`] bytes of a request; scrapes are answered at once under [`crate::admission`]'s
+//! cap and deadline.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use crate::admission::Admission;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -151,6 +154,14 @@ impl prometheus_client::encoding::EncodeMetric for WeightedHistogram {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConnectionLabels {
+    /// `collector` (agents reporting) or `metrics` (scrapes).
+    port: String,
+    /// `accepted`, `admitted`, `refused`, `shed`, `timed_out` ([`crate::admission::Counts`]).
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PairLabel {
     pair: String,
 }
@@ -235,6 +246,7 @@ pub struct Metrics {
     cut_unpaired: Family<PairLabel, Counter>,
     refused: Counter,
     pairs_dropped: Counter,
+    connections: Family<ConnectionLabels, Counter>,
     /// Each tracked pair's latest interval index and the methods its gauges show.
     latest: Mutex<HashMap<String, (u64, Vec<String>)>>,
 }
@@ -272,6 +284,7 @@ impl Metrics {
             cut_unpaired: Family::default(),
             refused: Counter::default(),
             pairs_dropped: Counter::default(),
+            connections: Family::default(),
             latest: Mutex::new(HashMap::new()),
             registry: Registry::default(),
         };
@@ -385,7 +398,32 @@ impl Metrics {
             "Class histograms (pair, method, class) beyond the metrics' cap, left out",
             m.class_series_dropped.clone(),
         );
+        registry.register(
+            "owl_connections",
+            "Connections to a port (collector, metrics) by what admission did with them: accepted, then admitted, refused, shed (handshakes over the cap) or timed_out (past the handshake deadline)",
+            m.connections.clone(),
+        );
         Metrics { registry, ..m }
+    }
+
+    /// The admission counters of `port` (`collector`, `metrics`), exposed as
+    /// `owl_connections_total{port, outcome}`.
+    pub fn admission(&self, port: &str) -> crate::admission::Counts {
+        let c = |outcome: &str| {
+            self.connections
+                .get_or_create(&ConnectionLabels {
+                    port: port.into(),
+                    outcome: outcome.into(),
+                })
+                .clone()
+        };
+        crate::admission::Counts {
+            accepted: c("accepted"),
+            admitted: c("admitted"),
+            refused: c("refused"),
+            shed: c("shed"),
+            timed_out: c("timed_out"),
+        }
     }
 
     /// A report the collector could not store.
@@ -588,19 +626,23 @@ impl Metrics {
 }
 
 /// Serve the metrics over HTTP/1.1 on `listener` forever: `GET /metrics` (or `/`) answers the
-/// OpenMetrics text, anything else 404 or 405. One scrape at a time; a slow or hostile client
-/// is dropped after [`REQUEST_TIMEOUT`] or [`MAX_REQUEST`] bytes.
-pub fn serve(listener: TcpListener, metrics: &Metrics, log: &(dyn Fn(&str) + Send + Sync)) {
-    for stream in listener.incoming() {
-        match stream {
-            Ok(s) => {
-                if let Err(e) = answer(s, metrics) {
-                    log(&format!("metrics: {e}"));
-                }
-            }
-            Err(e) => log(&format!("metrics: accept: {e}")),
-        }
-    }
+/// OpenMetrics text, anything else 404 or 405. Scrapes are answered at once, each on its own
+/// thread under [`crate::admission`]'s cap and deadline (a client that has not had its answer
+/// within [`REQUEST_TIMEOUT`] is closed; idle connections cannot hold the port), and a request
+/// is read to at most [`MAX_REQUEST`] bytes.
+pub fn serve(listener: TcpListener, metrics: Arc<Metrics>, log: Arc<dyn Fn(&str) + Send + Sync>) {
+    let rules = Admission {
+        deadline: REQUEST_TIMEOUT,
+        counts: Arc::new(metrics.admission("metrics")),
+        ..Admission::default()
+    };
+    crate::admission::serve(
+        listener,
+        rules,
+        move |s| answer(s, &metrics),
+        |()| {},
+        Arc::new(move |m: &str| log(&format!("metrics: {m}"))),
+    );
 }
 
 fn answer(mut s: TcpStream, metrics: &Metrics) -> Result<(), String> {
@@ -623,6 +665,10 @@ fn answer(mut s: TcpStream, metrics: &Metrics) -> Result<(), String> {
             .read(&mut buf)
             .map_err(|e| format!("reading a request: {e}"))?;
         if n == 0 {
+            if head.is_empty() {
+                // a connection closed without a request: nothing to answer, nothing to say
+                return Ok(());
+            }
             break;
         }
         head.extend_from_slice(&buf[..n]);
@@ -850,7 +896,7 @@ mod tests {
         let m = std::sync::Arc::new(Metrics::new());
         m.observe("x", &interval(1, Some(2000.0)));
         let m2 = m.clone();
-        std::thread::spawn(move || serve(l, &m2, &|_| {}));
+        std::thread::spawn(move || serve(l, m2, Arc::new(|_: &str| {})));
         let get = |req: &str| {
             let mut s = TcpStream::connect(addr).unwrap();
             s.write_all(req.as_bytes()).unwrap();

@@ -570,10 +570,178 @@ fn report_json(db: &Path, pair: &str) -> serde_json::Value {
 fn http_get(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
+    // a port that serves one connection at a time behind idle ones would hang the test
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
     write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     out
+}
+
+/// Raise this process's limit on open files to at least `n` (up to the hard limit): the
+/// hostile-port test holds thousands of sockets.
+fn raise_open_files(n: u64) -> u64 {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit write/read the struct passed, nothing else
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut l), 0);
+        if l.rlim_cur < n {
+            l.rlim_cur = n.min(l.rlim_max);
+            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &l), 0);
+        }
+    }
+    l.rlim_cur
+}
+
+/// `n` connections to `addr` that never send a byte, and `trickle` that send one byte a second
+/// (until `stop`), held in `held`.
+fn hostile(
+    addr: &str,
+    n: usize,
+    trickle: usize,
+    held: &std::sync::Mutex<Vec<std::net::TcpStream>>,
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    use std::io::Write;
+    let mut h = held.lock().unwrap();
+    for _ in 0..n {
+        h.push(std::net::TcpStream::connect(addr).unwrap());
+    }
+    let slow: Vec<std::net::TcpStream> = (0..trickle)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    let stop = stop.clone();
+    std::thread::spawn(move || {
+        let mut slow = slow;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            for s in &mut slow {
+                let _ = s.write_all(b"G");
+            }
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+    });
+}
+
+/// A counter of the collector's exposition.
+fn counter(scraped: &str, series: &str) -> f64 {
+    scraped
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {series} in {scraped}"))
+        .parse()
+        .unwrap()
+}
+
+/// Anyone who can reach a port can open connections and say nothing, or a byte a second: with
+/// a thousand such connections open on each of the receiver agent's port, the collector's and
+/// `--metrics`, a real sender still completes its handshake and its run, the receiver still
+/// delivers to the collector, a scrape is still answered, and the ports hold no more than the
+/// admission cap of handshakes (threads stay bounded) — the idle ones are shed and counted.
+#[test]
+fn a_thousand_idle_connections_stop_no_measurement_and_no_scrape() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+    const IDLE: usize = 1000;
+    const TRICKLE: usize = 20;
+    let limit = raise_open_files(4 * (IDLE + TRICKLE) as u64);
+    assert!(
+        limit >= 3 * (IDLE + TRICKLE) as u64 + 100,
+        "this test holds {} sockets; the hard limit on open files is {limit}",
+        3 * (IDLE + TRICKLE)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = common::simulate(&dir.path().join("p"), &[]);
+    let key = dir.path().join("k");
+    ok(&["keygen", "-o", key.to_str().unwrap()]);
+    let db = dir.path().join("owl.db");
+    let (c, said) = collector("127.0.0.1:0", &db, &key, &["--metrics", "127.0.0.1:0"]);
+    let pid = c.id();
+    let c = Guard(Some(c));
+    let caddr = said.split(',').next().unwrap().to_string();
+    let maddr = said
+        .split("metrics on http://")
+        .nth(1)
+        .and_then(|m| m.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("said: {said}"))
+        .to_string();
+    let held = Mutex::new(Vec::new());
+    let stop = Arc::new(AtomicBool::new(false));
+    hostile(&caddr, IDLE, TRICKLE, &held, &stop);
+    hostile(&maddr, IDLE, TRICKLE, &held, &stop);
+    let t0 = Instant::now();
+    let scraped = http_get(&maddr, "/metrics");
+    let scrape = t0.elapsed();
+    assert!(scraped.starts_with("HTTP/1.1 200 OK"), "{scraped}");
+    // the collector holds at most the cap of handshakes on each port, each on a thread
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let threads: usize = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .map_or(0, |t| t.trim().parse().unwrap());
+    assert!(
+        threads <= 2 * owl_live::admission::DEFAULT_CAP + 16,
+        "{threads} threads in the collector"
+    );
+    let common = ["--methods", "lda,rda", "--interval", "100ms"];
+    let handshake = Mutex::new(None);
+    let run = agents_via(
+        &s,
+        &r,
+        &key,
+        &common,
+        &["--collector", &caddr, "--pair", "s→r"],
+        &|a| {
+            hostile(a, IDLE, TRICKLE, &held, &stop);
+            *handshake.lock().unwrap() = Some(Instant::now());
+            a.to_string()
+        },
+    );
+    let ran = handshake.lock().unwrap().unwrap().elapsed();
+    stop.store(true, Ordering::Relaxed);
+    assert!(
+        run.receiver_err
+            .contains("lines delivered to the collector"),
+        "{}",
+        run.receiver_err
+    );
+    assert!(
+        run.summary["intervals"].as_u64().unwrap() > 0,
+        "{}",
+        run.summary
+    );
+    let scraped = http_get(&maddr, "/metrics");
+    for port in ["collector", "metrics"] {
+        let shed = counter(
+            &scraped,
+            &format!("owl_connections_total{{port=\"{port}\",outcome=\"shed\"}}"),
+        );
+        let accepted = counter(
+            &scraped,
+            &format!("owl_connections_total{{port=\"{port}\",outcome=\"accepted\"}}"),
+        );
+        assert!(accepted >= (IDLE + TRICKLE) as f64, "{port}: {scraped}");
+        assert!(
+            shed >= (IDLE - owl_live::admission::DEFAULT_CAP) as f64,
+            "{port}: {shed} shed"
+        );
+    }
+    assert_eq!(
+        counter(
+            &scraped,
+            "owl_connections_total{port=\"collector\",outcome=\"admitted\"}"
+        ),
+        1.0
+    );
+    eprintln!(
+        "a scrape behind {IDLE}+{TRICKLE} hostile connections: {scrape:?}; a replayed pair behind as many at the receiver and the collector: {ran:?}"
+    );
+    drop(held);
+    drop(c);
 }
 
 /// Agents deliver every interval to a collector; `owl report` prints the same series the

@@ -92,7 +92,7 @@ pub fn run(a: CollectorArgs) -> Result<()> {
     let metrics = scrape.map(|l| {
         let m = Arc::new(Metrics::new());
         let served = m.clone();
-        std::thread::spawn(move || owl_live::metrics::serve(l, &served, &log));
+        std::thread::spawn(move || owl_live::metrics::serve(l, served, Arc::new(log)));
         m
     });
     owl_live::collector::serve(listener, key, &a.db, metrics, Arc::new(log)).map_err(|e| anyhow!(e))
