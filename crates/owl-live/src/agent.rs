@@ -1061,6 +1061,20 @@ pub fn run_receiver(
             continue;
         }
         r.advance(writer.as_mut(), out)?;
+        if writer.is_some() && r.sender_through() && !r.join.finished() {
+            // the sender stopped (--duration, a signal, the end of its replay) and every
+            // interval it recorded is reported and released: it may exit now, while this
+            // receiver goes on alone until its own capture ends (what only R records from here
+            // on is a lead-out)
+            let mut w = writer.take().expect("checked");
+            send(&mut w, &Msg::Bye)?;
+            count(&mut r.summary, &w);
+            w.shutdown();
+            peer = crossbeam_channel::never();
+            (o.log)(
+                "the sender is done and every interval it recorded is reported: it exits; this receiver goes on until its capture ends",
+            );
+        }
         if r.join.finished() && r.work.is_empty() {
             if let Some(w) = writer.as_mut() {
                 send(w, &Msg::Bye)?;
@@ -1616,6 +1630,12 @@ impl ReceiverState {
             }
         }
         Ok(())
+    }
+
+    /// S is done, and nothing of it is left here: every interval it announced is decided and
+    /// released, and no work (an RDA exchange) is under way.
+    fn sender_through(&self) -> bool {
+        self.join.is_through(SENDER) && self.outstanding.is_empty() && self.work.is_empty()
     }
 
     /// Ask S for the time, unless a ping is still unanswered.

@@ -160,6 +160,12 @@ impl Join {
         self.sides[p].done
     }
 
+    /// Side `p` is done and every interval it announced is decided: nothing more is needed
+    /// from it.
+    pub fn is_through(&self, p: usize) -> bool {
+        self.sides[p].done && self.held.values().all(|h| h[p].is_none())
+    }
+
     /// Every interval below this is decided.
     pub fn decided_below(&self) -> u64 {
         self.decided

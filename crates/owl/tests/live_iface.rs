@@ -385,8 +385,29 @@ fn on_a_veth_pair(variant: &str, extra: &[&str]) {
     // (R's capture was open all through it). Starting elsewhere would pass this by chance.
     let at = before_boundary(Duration::from_millis(5), Duration::from_millis(200));
     send_udp_at(&ns_s, &format!("{R_ADDR}:{PORT}"), Some(at));
-    // the sender stops by itself (--duration), the receiver on SIGTERM (`ip netns exec`
-    // execs owl: the child is the agent), each at the end of its current interval
+    // the sender stops by itself (--duration) and exits once the receiver has reported its
+    // intervals, while the receiver, which has no --duration, still runs (it used to wait for
+    // the receiver to end first, forever); then the receiver on SIGTERM (`ip netns exec` execs
+    // owl: the child is the agent), at the end of its current interval
+    let t0 = Instant::now();
+    let sender_status = loop {
+        if let Some(st) = lab.children[1].try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the sender (--duration 3s) did not exit while the receiver runs\nsender:\n{}\nreceiver:\n{}",
+            s_log.lock().unwrap(),
+            r_log.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(sender_status.success(), "{}", s_log.lock().unwrap());
+    assert!(
+        lab.children[0].try_wait().unwrap().is_none(),
+        "the receiver exited with the sender\n{}",
+        r_log.lock().unwrap()
+    );
     let rx_pid = lab.children[0].id().to_string();
     let st = Command::new("kill")
         .args(["-TERM", &rx_pid])

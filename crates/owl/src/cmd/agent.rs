@@ -99,7 +99,9 @@ packets are in no synopsis: dropped at R they read as loss, at S as packets R ha
 R's interval lines carry both points' drops as \"kernel_drops\":[S, R] (null for a point that
 replays a file or closed no such interval). A live agent runs until its --duration has passed
 or it gets SIGINT or SIGTERM, then stops at the end of the interval then open, exchanges it
-and exits 0 (a second signal exits at once).
+and exits 0 (a second signal exits at once). A sender exits once the receiver has reported
+every interval it recorded (the receiver's clock passed its last, plus the cut window), while
+the receiver goes on; a receiver exits when its own capture ends and its sender is through.
 
 Examples:
   owl keygen -o owl.key
