@@ -21,7 +21,6 @@ use crossbeam_channel::{Receiver, Sender, after, bounded, select, unbounded};
 use owl_core::wire::{WireReader, WireWriter};
 
 use crate::admission::Admission;
-use crate::agent::connect_with_patience;
 use crate::key::Key;
 use crate::link::{self, Link, LinkError, LinkWriter, PeerRole};
 use crate::metrics::Metrics;
@@ -245,7 +244,7 @@ impl Reporter {
     }
 
     /// A function that queues lines (for the receiver agent's sink).
-    pub fn sink(&self) -> crate::agent::LineSink {
+    pub fn sink(&self) -> crate::lines::LineSink {
         let tx = self.tx.clone();
         Box::new(move |l: &str| {
             let _ = tx.send(Cmd::Line(l.to_string()));
@@ -268,7 +267,7 @@ struct Conn {
 }
 
 fn connect(addr: &str, key: &Key, pair: &str) -> Result<Conn, String> {
-    let s = connect_with_patience(addr, Duration::ZERO).map_err(|e| e.to_string())?;
+    let s = link::connect_with_patience(addr, Duration::ZERO)?;
     let l = link::connect(s, key, PeerRole::Reporter, pair).map_err(|e| e.to_string())?;
     let (tx, acks) = bounded(1024);
     let mut r = l.reader;

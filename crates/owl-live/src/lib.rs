@@ -15,6 +15,7 @@
 //! | live capture on Linux: `AF_PACKET`, a `TPACKET_V3` ring, the kernel's drop counts | [`afpacket`] |
 //! | `--filter`: the measured path's packets, selected on the dissected record | [`filter`] |
 //! | the sender and receiver agents | [`agent`] |
+//! | the receiver's interval and summary lines (JSON), which the collector reads | [`lines`] |
 //! | the collector and the agents' delivery to it (queued, resent until acknowledged) | [`collector`] |
 //! | the collector's SQLite database: schema, one transaction per interval, the series | [`store`] |
 //! | the collector's Prometheus/OpenMetrics endpoint: latest interval per pair as gauges, failures as counters | [`metrics`] |
@@ -46,6 +47,7 @@ pub mod filter;
 pub mod frame;
 pub mod join;
 pub mod key;
+pub mod lines;
 pub mod link;
 pub mod metrics;
 #[cfg(feature = "pcap")]

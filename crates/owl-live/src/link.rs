@@ -18,8 +18,8 @@
 //! (the Hello did not verify) it is sent untagged, and the connector reports it as such.
 
 use std::io::Write;
-use std::net::{Shutdown, TcpStream};
-use std::time::Duration;
+use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
 
 use owl_core::wire::{WireReader, WireWriter};
 
@@ -380,6 +380,34 @@ pub fn connect_within(
         hello,
         peer,
     ))
+}
+
+/// Connect to `peer`, retrying until `patience` has passed (the receiver may start later).
+pub fn connect_with_patience(peer: &str, patience: Duration) -> Result<TcpStream, String> {
+    let start = Instant::now();
+    let addrs: Vec<SocketAddr> = peer
+        .to_socket_addrs()
+        .map_err(|e| format!("--peer {peer}: {e}"))?
+        .collect();
+    loop {
+        let mut last = None;
+        for a in &addrs {
+            match TcpStream::connect_timeout(a, Duration::from_secs(2)) {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        if start.elapsed() >= patience {
+            let e = last
+                .map(|e| e.to_string())
+                .unwrap_or_else(|| "no address".into());
+            return Err(format!(
+                "cannot connect to the receiver at {peer} within {} s: {e}",
+                patience.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// The listening side's handshake: the connector must prove it holds the key before anything

@@ -74,11 +74,7 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 type FGauge = Gauge<f64, AtomicU64>;
 
-/// The bounds of `owl_one_way_delay_seconds`, ns: 1 µs to 10 s in 1-2-5 steps.
-pub const DELAY_BOUNDS_NS: [f64; 22] = [
-    1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6, 2e6, 5e6, 1e7, 2e7, 5e7, 1e8, 2e8, 5e8, 1e9,
-    2e9, 5e9, 1e10,
-];
+pub use crate::lines::DELAY_BOUNDS_NS;
 
 /// A histogram whose observations carry weights (the packets a recovered delay stands for),
 /// exposed with its counts rounded.
