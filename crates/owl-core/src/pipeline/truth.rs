@@ -29,6 +29,7 @@
 use std::collections::{BTreeSet, VecDeque};
 
 use hashbrown::{HashMap, HashSet};
+use queue::{ChunkedQueue, IdIndex};
 use serde::Serialize;
 
 use crate::exact::{FlowTruth, IntervalTruth, MatchedPacket};
@@ -91,6 +92,8 @@ impl TruthConfig {
 /// Default budget of whole-run delays kept for exact quantiles: 4 Mi (32 MiB each for the
 /// whole-run and the within-interval summaries).
 pub const DEFAULT_EXACT_QUANTILES: usize = 4 << 20;
+/// Delays per chunk of [`DelayAcc`]'s exact store (512 KiB).
+const EXACT_CHUNK: usize = 1 << 16;
 /// Default horizon: 1 s of one-way delay.
 pub const DEFAULT_HORIZON_NS: u64 = 1_000_000_000;
 /// Default capture disorder tolerated: 10 ms.
@@ -123,6 +126,14 @@ struct FlowState {
     last_ts: u64,
 }
 
+/// The id of the sender packet in flight at position `q` (low 32 bits of its sequence number)
+/// of `sent`, whose front is at `first` (low 32 bits).
+fn id_at(sent: &ChunkedQueue<Sent>, first: u32, q: u32) -> u64 {
+    sent.get(q.wrapping_sub(first) as usize)
+        .expect("an indexed packet is in flight")
+        .id
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Arrival {
     ts: u64,
@@ -149,7 +160,9 @@ struct OpenInterval {
 /// histogram past it.
 #[derive(Debug)]
 pub struct DelayAcc {
-    exact: Option<Vec<i64>>,
+    /// Every delay so far, in chunks of [`EXACT_CHUNK`] (the first grows to it): no doubling
+    /// of one buffer of millions holds two at once.
+    exact: Option<Vec<Vec<i64>>>,
     limit: usize,
     count: u64,
     sum: i128,
@@ -183,10 +196,17 @@ impl DelayAcc {
         self.min = self.min.min(d);
         self.max = self.max.max(d);
         match self.exact.as_mut() {
-            Some(v) if v.len() < self.limit => v.push(d),
-            Some(v) => {
+            Some(chunks) if self.count <= self.limit as u64 => {
+                if chunks.last().is_none_or(|c| c.len() >= EXACT_CHUNK) {
+                    // the first chunk grows as a Vec does; the later ones are allocated whole
+                    let room = if chunks.is_empty() { 0 } else { EXACT_CHUNK };
+                    chunks.push(Vec::with_capacity(room));
+                }
+                chunks.last_mut().expect("a chunk").push(d);
+            }
+            Some(chunks) => {
                 // past the budget: the histogram takes over, from every delay so far
-                for &x in v.iter() {
+                for &x in chunks.iter().flatten() {
                     self.hist.record(x);
                 }
                 self.hist.record(d);
@@ -207,7 +227,16 @@ impl DelayAcc {
         if self.count == 0 {
             return (None, true);
         }
-        if let Some(v) = self.exact.as_mut() {
+        if let Some(chunks) = self.exact.as_mut() {
+            if chunks.len() > 1 {
+                // one buffer for the selection, filled as the chunks are freed
+                let mut all = Vec::with_capacity(self.count as usize);
+                for c in chunks.drain(..) {
+                    all.extend_from_slice(&c);
+                }
+                chunks.push(all);
+            }
+            let v = chunks.first_mut().map_or(&mut [][..], |v| &mut v[..]);
             return (DelaySummary::from_delays(v), true);
         }
         let n = self.count as f64;
@@ -336,7 +365,7 @@ pub fn truth_of(
         exact_quantiles: usize::MAX,
         ..cfg
     });
-    t.by_id.reserve(sender.len());
+    t.reserve_sender(sender.len());
     t.push_sender(sender);
     t.finish_sender();
     t.push_receiver(receiver);
@@ -405,10 +434,10 @@ pub struct StreamingTruth {
     receiver_cuts: Option<crate::cut::Delimiters>,
     decisions: std::collections::BTreeMap<u64, crate::cut::Decision>,
     decided_below: u64,
-    sent: VecDeque<Sent>,
+    sent: ChunkedQueue<Sent>,
     first_seq: u64,
-    by_id: HashMap<u64, u64>,
-    arrivals: VecDeque<Arrival>,
+    by_id: IdIndex,
+    arrivals: ChunkedQueue<Arrival>,
     wm: [Option<u64>; 2],
     /// Oldest timestamp per point.
     first: [Option<u64>; 2],
@@ -467,10 +496,10 @@ impl StreamingTruth {
             receiver_cuts: None,
             decisions: std::collections::BTreeMap::new(),
             decided_below: 0,
-            sent: VecDeque::new(),
+            sent: ChunkedQueue::new(),
             first_seq: 0,
-            by_id: HashMap::new(),
-            arrivals: VecDeque::new(),
+            by_id: IdIndex::new(),
+            arrivals: ChunkedQueue::new(),
             wm: [None; 2],
             first: [None; 2],
             trimmed: [0; 2],
@@ -632,15 +661,9 @@ impl StreamingTruth {
         for rec in batch {
             self.sender_records += 1;
             self.note_wm(0, rec.ts_ns);
-            let seq = self.first_seq + self.sent.len() as u64;
-            match self.by_id.entry(rec.id) {
-                hashbrown::hash_map::Entry::Occupied(_) => {
-                    self.sender_duplicates += 1;
-                    continue;
-                }
-                hashbrown::hash_map::Entry::Vacant(v) => {
-                    v.insert(seq);
-                }
+            if self.seq_of(rec.id).is_some() {
+                self.sender_duplicates += 1;
+                continue;
             }
             let flow = if self.cfg.per_flow || self.cfg.keep_matched {
                 let slot = self.flow_of(&rec.flow);
@@ -668,6 +691,9 @@ impl StreamingTruth {
                 flow,
                 late: false,
             });
+            let seq = (self.sent_total() - 1) as u32;
+            let (sent, first) = (&self.sent, self.first_seq as u32);
+            self.by_id.insert(rec.id, seq, |q| id_at(sent, first, q));
         }
         self.advance();
     }
@@ -815,10 +841,8 @@ impl StreamingTruth {
     /// [`TruthConfig::trim`] will), not for every batch.
     pub fn delay_bound(&self) -> u64 {
         let pending = self.arrivals.iter().filter_map(|a| {
-            let seq = *self.by_id.get(&a.id)?;
-            let s = self
-                .sent
-                .get(usize::try_from(seq.checked_sub(self.first_seq)?).ok()?)?;
+            let seq = self.seq_of(a.id)?;
+            let s = self.sent.get((seq - self.first_seq) as usize)?;
             Some(a.ts.saturating_sub(s.ts))
         });
         pending.fold(self.max_delay, u64::max)
@@ -861,6 +885,7 @@ impl StreamingTruth {
                 break;
             }
             self.sent.pop_front();
+            self.by_id.remove(s.id, self.first_seq as u32);
             self.first_seq += 1;
             self.resolve_sent(s);
         }
@@ -882,16 +907,12 @@ impl StreamingTruth {
     }
 
     fn match_arrival(&mut self, a: Arrival) {
-        let sent_in = self
-            .by_id
-            .get(&a.id)
-            .and_then(|&q| {
-                self.sent
-                    .get(usize::try_from(q.checked_sub(self.first_seq)?).ok()?)
-            })
+        let found = self.seq_of(a.id);
+        let sent_in = found
+            .and_then(|q| self.sent.get((q - self.first_seq) as usize))
             .map_or(NO_INTERVAL, |s| s.interval);
         let ri = self.receiver_interval(&a, sent_in);
-        let Some(&seq) = self.by_id.get(&a.id) else {
+        let Some(seq) = found else {
             if self.lost_recent.contains(&a.id) {
                 self.late += 1;
                 self.settle_arrival(&a);
@@ -924,7 +945,10 @@ impl StreamingTruth {
             return;
         };
         let h = self.cfg.horizon_ns;
-        let s = &mut self.sent[(seq - self.first_seq) as usize];
+        let s = self
+            .sent
+            .get_mut((seq - self.first_seq) as usize)
+            .expect("a sender packet in flight is in the queue");
         if s.recv != NOT_RECEIVED {
             self.receiver_duplicates += 1;
             self.settle_arrival(&a);
@@ -991,7 +1015,6 @@ impl StreamingTruth {
     }
 
     fn resolve_sent(&mut self, s: Sent) {
-        self.by_id.remove(&s.id);
         if s.recv == NOT_RECEIVED && !s.late && self.outside(0, s.ts) {
             self.trimmed[0] += 1;
             if s.interval != NO_INTERVAL {
@@ -1168,6 +1191,19 @@ impl StreamingTruth {
         (t, rest)
     }
 
+    /// The sequence number of the sender packet in flight with `id`.
+    fn seq_of(&self, id: u64) -> Option<u64> {
+        let (sent, first) = (&self.sent, self.first_seq);
+        let q = self.by_id.find(id, |q| id_at(sent, first as u32, q))?;
+        Some(first + u64::from(q.wrapping_sub(first as u32)))
+    }
+
+    /// Room in the index for `n` more sender packets.
+    fn reserve_sender(&mut self, n: usize) {
+        let (sent, first) = (&self.sent, self.first_seq as u32);
+        self.by_id.reserve(n, |q| id_at(sent, first, q));
+    }
+
     fn sent_total(&self) -> u64 {
         self.first_seq + self.sent.len() as u64
     }
@@ -1180,5 +1216,6 @@ impl StreamingTruth {
     }
 }
 
+mod queue;
 #[cfg(test)]
 mod tests;
