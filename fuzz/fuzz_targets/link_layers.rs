@@ -1,5 +1,5 @@
 //! Hostile frames through every link layer owl dissects (VLAN tags, MPLS label stacks, PPPoE,
-//! PPP, Cisco HDLC, NFLOG TLVs, IPoIB, PKTAP) and the identity hash, with and without an
+//! PPP, Cisco HDLC, NFLOG TLVs, IPoIB, PKTAP, 802.11 and radiotap) and the identity hash, with and without an
 //! identity byte limit: every outcome must be a packet or a counted skip, never a panic, and
 //! what is dissected stays inside the frame.
 #![no_main]
@@ -8,8 +8,8 @@ use libfuzzer_sys::fuzz_target;
 use owl_trace::dissect::{dissect, supports_linktype};
 use owl_trace::identity::{DEFAULT_IDENTITY_SEED, frame_identity_within};
 
-const LINKTYPES: [u32; 17] = [
-    0, 1, 9, 12, 14, 50, 101, 104, 108, 113, 219, 228, 229, 239, 242, 258, 276,
+const LINKTYPES: [u32; 19] = [
+    0, 1, 9, 12, 14, 50, 101, 104, 108, 113, 219, 228, 229, 239, 242, 258, 276, 105, 127,
 ];
 
 fuzz_target!(|data: &[u8]| {

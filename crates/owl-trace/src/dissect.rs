@@ -3,11 +3,13 @@
 //! Link types: Ethernet, Linux cooked capture SLL and SLL2, raw IP (LINKTYPE_RAW and the
 //! IPv4/IPv6-only variants), BSD loopback (LINKTYPE_NULL, LINKTYPE_LOOP), PPP (with or without
 //! HDLC-like framing, RFC 1661/1662), PPP-in-HDLC and Cisco HDLC, Linux NFLOG (`tcpdump -i
-//! nflog`), IP over InfiniBand, bare MPLS, and macOS PKTAP (`tcpdump -k`), whose inner link
-//! type is any of these. Wherever an EtherType or PPP protocol names the payload, any stack of
-//! 802.1Q / 802.1ad / QinQ tags, an MPLS label stack (RFC 3032, any depth up to
-//! [`MAX_MPLS_LABELS`], explicit null included) and a PPPoE session (RFC 2516) are skipped like
-//! the link layer: routers swap labels at every hop, so identity must not see them.
+//! nflog`), IP over InfiniBand, bare MPLS, IEEE 802.11 data frames, bare or behind radiotap
+//! (`dissect/ieee802_11.rs`: LLC/SNAP to an EtherType; the FCS radiotap announces is cut), and
+//! macOS PKTAP (`tcpdump -k`), whose inner link type is any of these. Wherever an EtherType or
+//! PPP protocol names the payload, any stack of 802.1Q / 802.1ad / QinQ tags, an MPLS label
+//! stack (RFC 3032, any depth up to [`MAX_MPLS_LABELS`], explicit null included) and a PPPoE
+//! session (RFC 2516) are skipped like the link layer: routers swap labels at every hop, so
+//! identity must not see them.
 //! Network layer: IPv4 (with options and fragments) and IPv6
 //! (walking hop-by-hop, routing, fragment, destination-options, mobility, HIP, shim6, AH and
 //! experimental extension headers). Transport: TCP and UDP ports, ICMP / ICMPv6 type, code and
@@ -20,6 +22,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use owl_core::FlowKey;
 
+mod ieee802_11;
 mod linktypes;
 
 pub const LINKTYPE_NULL: u32 = 0;
@@ -28,8 +31,10 @@ pub const LINKTYPE_PPP: u32 = 9;
 pub const LINKTYPE_PPP_HDLC: u32 = 50;
 pub const LINKTYPE_RAW: u32 = 101;
 pub const LINKTYPE_C_HDLC: u32 = 104;
+pub const LINKTYPE_IEEE802_11: u32 = 105;
 pub const LINKTYPE_LOOP: u32 = 108;
 pub const LINKTYPE_LINUX_SLL: u32 = 113;
+pub const LINKTYPE_IEEE802_11_RADIOTAP: u32 = 127;
 pub const LINKTYPE_MPLS: u32 = 219;
 pub const LINKTYPE_IPV4: u32 = 228;
 pub const LINKTYPE_IPV6: u32 = 229;
@@ -87,8 +92,10 @@ pub fn supports_linktype(linktype: u32) -> bool {
             | DLT_RAW_BSD
             | DLT_RAW_OPENBSD
             | LINKTYPE_C_HDLC
+            | LINKTYPE_IEEE802_11
             | LINKTYPE_LOOP
             | LINKTYPE_LINUX_SLL
+            | LINKTYPE_IEEE802_11_RADIOTAP
             | LINKTYPE_MPLS
             | LINKTYPE_IPV4
             | LINKTYPE_IPV6
@@ -147,8 +154,11 @@ pub enum Skip {
 
 /// Dissect one frame.
 pub fn dissect(linktype: u32, frame: &[u8]) -> Result<Dissected, Skip> {
-    let (ip_offset, hint) = link_layer(linktype, frame)?;
-    let ip = &frame[ip_offset..];
+    let (ip_offset, hint, end) = link_layer(linktype, frame)?;
+    // the link layer's trailer (an FCS) is not IP, nor is anything it left out
+    let Some(ip) = frame.get(ip_offset..end) else {
+        return Err(Skip::Malformed("link layer points past the frame"));
+    };
     let version = match ip.first().map(|b| b >> 4) {
         Some(4) => IpVersion::V4,
         Some(6) => IpVersion::V6,
@@ -180,8 +190,25 @@ pub fn dissect(linktype: u32, frame: &[u8]) -> Result<Dissected, Skip> {
 /// announces (if it does).
 type Link = Result<(usize, Option<IpVersion>), Skip>;
 
-/// Skip the link layer: the IP header offset and the IP version the link layer announces.
-fn link_layer(linktype: u32, f: &[u8]) -> Link {
+/// The link layer of a frame that may have a trailer: the IP header offset, the IP version the
+/// link layer announces, and where the frame ends before its trailer (an 802.11 FCS).
+type Framed = Result<(usize, Option<IpVersion>, usize), Skip>;
+
+/// Skip the link layer: the IP header offset, the IP version the link layer announces, and
+/// where the frame ends before the link layer's trailer (the frame's end unless it has one).
+fn link_layer(linktype: u32, f: &[u8]) -> Framed {
+    let whole = |(off, hint)| (off, hint, f.len());
+    match linktype {
+        LINKTYPE_IEEE802_11_RADIOTAP => ieee802_11::radiotap(f),
+        LINKTYPE_IEEE802_11 => ieee802_11::mac(f, false).map(whole),
+        LINKTYPE_PKTAP => pktap(f),
+        _ => header(linktype, f).map(whole),
+    }
+}
+
+/// The link types without a trailer: the IP header offset and the IP version the link layer
+/// announces.
+fn header(linktype: u32, f: &[u8]) -> Link {
     match linktype {
         LINKTYPE_ETHERNET => match be16(f, 12) {
             Some(t) => by_ethertype(f, 14, t),
@@ -244,7 +271,6 @@ fn link_layer(linktype: u32, f: &[u8]) -> Link {
             _ => Err(Skip::Malformed("truncated IP-over-InfiniBand header")),
         },
         LINKTYPE_NFLOG => nflog(f),
-        LINKTYPE_PKTAP => pktap(f),
         _ => Err(Skip::UnsupportedLinkType),
     }
 }
@@ -407,7 +433,7 @@ fn nflog(f: &[u8]) -> Link {
 
 /// macOS PKTAP (LINKTYPE_PKTAP): a little-endian header (`pth_length`, `pth_type_next`,
 /// `pth_dlt`, …) in front of a frame of link type `pth_dlt`, as tcpdump reads it.
-fn pktap(f: &[u8]) -> Link {
+fn pktap(f: &[u8]) -> Framed {
     const PKTAP_MIN_HEADER: usize = 108;
     const PTH_TYPE_PACKET: u32 = 1;
     let le32 = |o: usize| {
@@ -427,8 +453,8 @@ fn pktap(f: &[u8]) -> Link {
     if dlt == LINKTYPE_PKTAP || !supports_linktype(dlt) {
         return Err(Skip::NotIp);
     }
-    let (off, hint) = link_layer(dlt, &f[len..])?;
-    Ok((len + off, hint))
+    let (off, hint, end) = link_layer(dlt, &f[len..])?;
+    Ok((len + off, hint, len + end))
 }
 
 #[inline]

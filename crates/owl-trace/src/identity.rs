@@ -90,9 +90,10 @@ pub fn frame_identity_within(
 }
 
 /// IP bytes a capture with this snaplen keeps of every packet of link type `linktype` whose
-/// link header has its usual length (no VLAN tag, no MPLS label; 128 bytes for link types
-/// whose header length varies from packet to packet, NFLOG and PKTAP); `None` when the snaplen
-/// cuts nothing (0, or at least libpcap's 262 144-byte maximum).
+/// link header has its usual length (no VLAN tag, no MPLS label; for 802.11, a QoS data frame
+/// with three addresses and LLC/SNAP; 128 bytes for link types whose header length varies from
+/// packet to packet, NFLOG, PKTAP and radiotap); `None` when the snaplen cuts nothing (0, or at
+/// least libpcap's 262 144-byte maximum).
 pub fn identity_bytes(snaplen: u32, linktype: u32) -> Option<u32> {
     use crate::dissect::*;
     if snaplen == 0 || snaplen >= crate::capture::MAX_SNAPLEN {
@@ -106,6 +107,8 @@ pub fn identity_bytes(snaplen: u32, linktype: u32) -> Option<u32> {
         LINKTYPE_LINUX_SLL => 16,
         LINKTYPE_LINUX_SLL2 => 20,
         LINKTYPE_IPOIB => 44,
+        // 24-byte MAC header, QoS Control, LLC/SNAP
+        LINKTYPE_IEEE802_11 => 34,
         _ => 128,
     };
     Some(snaplen.saturating_sub(header))
@@ -202,5 +205,14 @@ mod tests {
         let mut h = f.clone();
         h[15] = 0x02; // flow label changed
         assert_ne!(id_of(&f), id_of(&h));
+    }
+
+    /// A bare 802.11 capture keeps what follows a QoS data header and LLC/SNAP; radiotap's
+    /// length varies, so it counts as 128 bytes.
+    #[test]
+    fn ieee802_11_identity_bytes() {
+        use crate::dissect::{LINKTYPE_IEEE802_11, LINKTYPE_IEEE802_11_RADIOTAP};
+        assert_eq!(identity_bytes(200, LINKTYPE_IEEE802_11), Some(166));
+        assert_eq!(identity_bytes(200, LINKTYPE_IEEE802_11_RADIOTAP), Some(72));
     }
 }

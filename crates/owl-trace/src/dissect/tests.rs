@@ -246,7 +246,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(3000))]
     /// Hostile frames never panic, and whatever is dissected stays inside the frame.
     #[test]
-    fn arbitrary_frames_never_panic(lt in prop::sample::select(vec![0u32, 1, 9, 50, 101, 104, 108, 113, 219, 228, 229, 239, 242, 258, 276]),
+    fn arbitrary_frames_never_panic(lt in prop::sample::select(vec![0u32, 1, 9, 50, 101, 104, 105, 108, 113, 127, 219, 228, 229, 239, 242, 258, 276]),
                                     v in prop::sample::select(vec![0x45u8, 0x4f, 0x60, 0x00]),
                                     mut f in proptest::collection::vec(any::<u8>(), 0..200)) {
         if !f.is_empty() { let i = f.len() / 3; f[i] = v; }
@@ -568,7 +568,459 @@ fn refused_link_types_carry_libpcap_names() {
         assert_eq!(linktype_name(lt), name);
     }
     assert_eq!(linktype_name(60_000), "a value libpcap does not define");
-    for lt in [9, 50, 104, 239, 242, 258, 276, 219] {
+    for lt in [9, 50, 104, 105, 127, 239, 242, 258, 276, 219] {
         assert!(supports_linktype(lt), "{lt}");
+    }
+}
+
+/// Frame control byte 0 (IEEE 802.11-2020 §9.2.4.1.1): version 0, type, subtype.
+const fn fc(kind: u8, subtype: u8) -> u8 {
+    (subtype << 4) | (kind << 2)
+}
+const DATA: u8 = fc(2, 0);
+const NULL: u8 = fc(2, 4);
+const QOS_DATA: u8 = fc(2, 8);
+const QOS_NULL: u8 = fc(2, 12);
+const BEACON: u8 = fc(0, 8);
+const ACK: u8 = fc(1, 13);
+/// Frame control byte 1 flags.
+const TO_DS: u8 = 0x01;
+const FROM_DS: u8 = 0x02;
+const MORE_FRAGMENTS: u8 = 0x04;
+const RETRY: u8 = 0x08;
+const PROTECTED: u8 = 0x40;
+const ORDER: u8 = 0x80;
+
+/// An 802.11 frame: frame control, duration, three addresses (four with ToDS and FromDS),
+/// sequence control (fragment `frag`), QoS Control (its first byte `qos`) and HT Control as
+/// the frame control asks, then `body`.
+fn wifi_frame(fc0: u8, fc1: u8, qos: Option<u8>, frag: u8, body: &[u8]) -> Vec<u8> {
+    let mut f = vec![fc0, fc1, 0x2c, 0x00];
+    for a in 1..=3u8 {
+        f.extend_from_slice(&[0x02, 0x11, 0x22, 0x33, 0x44, a]);
+    }
+    f.extend_from_slice(&[0x70 | frag, 0x1b]); // sequence number 0x1b7, fragment
+    if fc1 & (TO_DS | FROM_DS) == TO_DS | FROM_DS {
+        f.extend_from_slice(&[0x02, 0x11, 0x22, 0x33, 0x44, 4]);
+    }
+    if let Some(q) = qos {
+        f.extend_from_slice(&[q, 0x00]);
+        if fc1 & ORDER != 0 {
+            f.extend_from_slice(&[0x00, 0x00, 0x0c, 0x00]); // HT Control
+        }
+    }
+    f.extend_from_slice(body);
+    f
+}
+
+/// An RFC 1042 LLC/SNAP header (OUI `oui`) and EtherType, then `payload`.
+fn snap(oui: [u8; 3], ethertype: u16, payload: &[u8]) -> Vec<u8> {
+    let mut b = vec![0xaa, 0xaa, 0x03];
+    b.extend_from_slice(&oui);
+    b.extend_from_slice(&ethertype.to_be_bytes());
+    b.extend_from_slice(payload);
+    b
+}
+const RFC1042: [u8; 3] = [0, 0, 0];
+
+/// A radiotap header as a Linux monitor interface writes it (TSFT, Flags `flags`, Rate,
+/// Channel, antenna signal, antenna, RX flags: 26 bytes), then `frame`, then an FCS when
+/// the flags say the frame has one.
+fn radiotap(flags: u8, frame: &[u8]) -> Vec<u8> {
+    let present: u32 = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 5) | (1 << 11) | (1 << 14);
+    let mut h = vec![0, 0, 26, 0];
+    h.extend_from_slice(&present.to_le_bytes());
+    h.extend_from_slice(&0x0001_0203_0405_0607u64.to_le_bytes()); // TSFT
+    h.push(flags);
+    h.push(12); // 6 Mb/s
+    h.extend_from_slice(&2437u16.to_le_bytes());
+    h.extend_from_slice(&0x00c0u16.to_le_bytes()); // 2 GHz, OFDM
+    h.push(0xc4); // -60 dBm
+    h.push(1); // antenna 1
+    h.extend_from_slice(&0u16.to_le_bytes());
+    assert_eq!(h.len(), 26);
+    h.extend_from_slice(frame);
+    if flags & 0x10 != 0 {
+        h.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+    }
+    h
+}
+
+/// Item 11: the IP packet of an 802.11 data frame is the IP packet an Ethernet capture of it
+/// holds: same offsets into the IP bytes, same flow, same identity, the FCS left out.
+#[test]
+fn ieee802_11_data_frames_carry_the_ethernet_packet() {
+    let v4 = ipv4_tcp(6);
+    let v6 = ipv6_with(17, &[], &[0x13, 0x88, 0x00, 0x35, 0, 8, 0, 0]);
+    for ip in [&v4, &v6] {
+        let ethertype = if ip[0] >> 4 == 4 { 0x0800 } else { 0x86dd };
+        let want = dissect(LINKTYPE_ETHERNET, &eth(ethertype, &[], ip)).unwrap();
+        let want_id = identity(LINKTYPE_ETHERNET, &eth(ethertype, &[], ip));
+        let body = snap(RFC1042, ethertype, ip);
+        for (what, lt, f, off) in [
+            // QoS data to the AP, radiotap with the FCS flag
+            (
+                "qos+fcs",
+                LINKTYPE_IEEE802_11_RADIOTAP,
+                radiotap(0x10, &wifi_frame(QOS_DATA, TO_DS, Some(0x05), 0, &body)),
+                26 + 26 + 8,
+            ),
+            // the same, a retry, without an FCS
+            (
+                "qos retry",
+                LINKTYPE_IEEE802_11_RADIOTAP,
+                radiotap(0, &wifi_frame(QOS_DATA, TO_DS | RETRY, Some(0), 0, &body)),
+                26 + 26 + 8,
+            ),
+            // +HTC: HT Control after QoS Control
+            (
+                "qos+htc",
+                LINKTYPE_IEEE802_11,
+                wifi_frame(QOS_DATA, FROM_DS | ORDER, Some(0), 0, &body),
+                30 + 8,
+            ),
+            // WDS: four addresses, plain data (Order on non-QoS data adds nothing)
+            (
+                "wds",
+                LINKTYPE_IEEE802_11,
+                wifi_frame(DATA, TO_DS | FROM_DS | ORDER, None, 0, &body),
+                30 + 8,
+            ),
+            // the data-pad flag: a 26-byte QoS header padded to 28
+            (
+                "pad",
+                LINKTYPE_IEEE802_11_RADIOTAP,
+                radiotap(
+                    0x20,
+                    &wifi_frame(
+                        QOS_DATA,
+                        FROM_DS,
+                        Some(0),
+                        0,
+                        &[&[0, 0][..], &body].concat(),
+                    ),
+                ),
+                26 + 28 + 8,
+            ),
+            // 802.1H bridge-tunnel OUI
+            (
+                "bridge-tunnel",
+                LINKTYPE_IEEE802_11,
+                wifi_frame(DATA, 0, None, 0, &snap([0, 0, 0xf8], ethertype, ip)),
+                24 + 8,
+            ),
+        ] {
+            let d = dissect(lt, &f).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+            assert_eq!(d.ip_offset, off, "{what}");
+            assert_eq!(
+                (
+                    d.ip_end - d.ip_offset,
+                    d.ip_len,
+                    d.version,
+                    d.header_len,
+                    d.flow
+                ),
+                (
+                    want.ip_end - want.ip_offset,
+                    want.ip_len,
+                    want.version,
+                    want.header_len,
+                    want.flow
+                ),
+                "{what}"
+            );
+            assert_eq!(identity(lt, &f), want_id, "{what}");
+        }
+    }
+    // the FCS is cut before the IP length is read: a total length of 0 is the captured length
+    let mut ip = ipv4_tcp(6);
+    ip[2..4].copy_from_slice(&[0, 0]);
+    let f = radiotap(
+        0x10,
+        &wifi_frame(QOS_DATA, TO_DS, Some(0), 0, &snap(RFC1042, 0x0800, &ip)),
+    );
+    let d = dissect(LINKTYPE_IEEE802_11_RADIOTAP, &f).unwrap();
+    assert_eq!((d.ip_len as usize, d.ip_end), (ip.len(), f.len() - 4));
+    // ... and PKTAP may carry radiotap (with its FCS) too
+    let mut p = vec![0u8; 108];
+    p[0..4].copy_from_slice(&108u32.to_le_bytes());
+    p[4..8].copy_from_slice(&1u32.to_le_bytes());
+    p[8..12].copy_from_slice(&LINKTYPE_IEEE802_11_RADIOTAP.to_le_bytes());
+    p.extend_from_slice(&f);
+    let d = dissect(LINKTYPE_PKTAP, &p).unwrap();
+    assert_eq!((d.ip_offset, d.ip_end), (108 + 60, p.len() - 4));
+}
+
+/// Item 11: what 802.11 carries besides unencrypted IP in LLC/SNAP is counted non-IP.
+#[test]
+fn ieee802_11_frames_without_ip_are_not_ip() {
+    let ip = ipv4_tcp(0);
+    let body = snap(RFC1042, 0x0800, &ip);
+    let beacon_body = [0u8; 12]
+        .iter()
+        .chain(&[0x64, 0, 0x11, 0x04, 0, 3])
+        .chain(b"owl")
+        .copied()
+        .collect::<Vec<_>>();
+    for (what, f) in [
+        ("beacon", wifi_frame(BEACON, 0, None, 0, &beacon_body)),
+        ("ack", vec![ACK, 0, 0, 0, 2, 0, 0, 0, 0, 1]),
+        ("null", wifi_frame(NULL, TO_DS, None, 0, &[])),
+        ("qos null", wifi_frame(QOS_NULL, TO_DS, Some(0), 0, &[])),
+        // CCMP header then ciphertext
+        (
+            "protected",
+            wifi_frame(
+                QOS_DATA,
+                TO_DS | PROTECTED,
+                Some(0),
+                0,
+                &[&[1, 0, 0, 0x20, 0, 0, 0, 0][..], &body].concat(),
+            ),
+        ),
+        (
+            "a-msdu",
+            wifi_frame(QOS_DATA, FROM_DS, Some(0x80), 0, &body),
+        ),
+        (
+            "first fragment",
+            wifi_frame(DATA, MORE_FRAGMENTS, None, 0, &body),
+        ),
+        ("last fragment", wifi_frame(DATA, 0, None, 1, &ip)),
+        (
+            "eapol",
+            wifi_frame(
+                QOS_DATA,
+                FROM_DS,
+                Some(0),
+                0,
+                &snap(RFC1042, 0x888e, &[2, 3, 0, 0]),
+            ),
+        ),
+        (
+            "arp",
+            wifi_frame(DATA, FROM_DS, None, 0, &snap(RFC1042, 0x0806, &[0; 28])),
+        ),
+        (
+            "other llc",
+            wifi_frame(DATA, FROM_DS, None, 0, &[0x42, 0x42, 0x03, 0, 0, 0, 0, 0]),
+        ),
+        ("version 1", {
+            let mut f = wifi_frame(DATA, 0, None, 0, &body);
+            f[0] |= 1;
+            f
+        }),
+    ] {
+        assert_eq!(dissect(LINKTYPE_IEEE802_11, &f), Err(Skip::NotIp), "{what}");
+        assert_eq!(
+            dissect(LINKTYPE_IEEE802_11_RADIOTAP, &radiotap(0x10, &f)),
+            Err(Skip::NotIp),
+            "{what} over radiotap"
+        );
+    }
+    // a frame that failed its FCS check is not measured, IP or not
+    let f = radiotap(0x50, &wifi_frame(QOS_DATA, TO_DS, Some(0), 0, &body));
+    assert_eq!(dissect(LINKTYPE_IEEE802_11_RADIOTAP, &f), Err(Skip::NotIp));
+}
+
+/// Radiotap's presence words: extension words are walked to find the fields, TSFT's
+/// alignment is kept, and a header without Flags has no FCS.
+#[test]
+fn radiotap_presence_words_are_walked() {
+    let ip = ipv4_tcp(2);
+    let mac = wifi_frame(DATA, FROM_DS, None, 0, &snap(RFC1042, 0x0800, &ip));
+    let want = identity(LINKTYPE_RAW, &ip);
+    // word 0: TSFT, Flags, radiotap namespace next, extended; word 1: extended; word 2: none
+    let w0: u32 = 1 | 2 | (1 << 29) | (1 << 31);
+    let mut f = vec![0, 0, 40, 0];
+    f.extend_from_slice(&w0.to_le_bytes());
+    f.extend_from_slice(&(1u32 << 31).to_le_bytes());
+    f.extend_from_slice(&0u32.to_le_bytes());
+    f.extend_from_slice(&[0; 24]); // pad to 24 (8-aligned TSFT), TSFT, Flags at 32, 7 more
+    assert_eq!(f.len(), 40);
+    f[32] = 0x10;
+    f.extend_from_slice(&mac);
+    f.extend_from_slice(&[0; 4]);
+    let d = dissect(LINKTYPE_IEEE802_11_RADIOTAP, &f).unwrap();
+    assert_eq!((d.ip_offset, d.ip_end), (40 + 24 + 8, f.len() - 4));
+    assert_eq!(identity(LINKTYPE_IEEE802_11_RADIOTAP, &f), want);
+    // Flags without TSFT: right after the presence words; no Flags: no FCS
+    let mut g = vec![0, 0, 9, 0, 2, 0, 0, 0, 0x10];
+    g.extend_from_slice(&mac);
+    g.extend_from_slice(&[0; 4]);
+    assert_eq!(identity(LINKTYPE_IEEE802_11_RADIOTAP, &g), want);
+    let mut g = vec![0, 0, 8, 0, 0, 0, 0, 0];
+    g.extend_from_slice(&mac);
+    assert_eq!(identity(LINKTYPE_IEEE802_11_RADIOTAP, &g), want);
+}
+
+/// Hostile radiotap and 802.11 headers are malformed frames, never a panic.
+#[test]
+fn hostile_ieee802_11_headers_are_malformed() {
+    let mac = wifi_frame(
+        QOS_DATA,
+        TO_DS,
+        Some(0),
+        0,
+        &snap(RFC1042, 0x0800, &ipv4_tcp(0)),
+    );
+    let good = radiotap(0x10, &mac);
+    let with = |edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut f = good.clone();
+        edit(&mut f);
+        f
+    };
+    let rt = LINKTYPE_IEEE802_11_RADIOTAP;
+    for (what, lt, f, want) in [
+        (
+            "version 1",
+            rt,
+            with(&|f| f[0] = 1),
+            "radiotap version is not 0",
+        ),
+        (
+            "it_len 7",
+            rt,
+            with(&|f| f[2] = 7),
+            "radiotap length below 8 bytes",
+        ),
+        (
+            "it_len past the frame",
+            rt,
+            with(&|f| f[2..4].copy_from_slice(&4000u16.to_le_bytes())),
+            "radiotap length past the captured frame",
+        ),
+        (
+            "extension words past it_len",
+            rt,
+            vec![0, 0, 12, 0, 0, 0, 0, 0x80, 0, 0, 0, 0x80, 0, 0, 0, 0],
+            "radiotap presence words run past its length",
+        ),
+        (
+            "flags past it_len",
+            rt,
+            with(&|f| f[2] = 16),
+            "radiotap Flags field past its length",
+        ),
+        (
+            "no room for the FCS",
+            rt,
+            radiotap(0x10, &[])[..27].to_vec(),
+            "802.11 frame shorter than its FCS",
+        ),
+        (
+            "four-address header cut",
+            rt,
+            radiotap(0, &wifi_frame(DATA, TO_DS | FROM_DS, None, 0, &[])[..28]),
+            "802.11 header shorter than its frame type",
+        ),
+        (
+            "HT Control cut",
+            LINKTYPE_IEEE802_11,
+            wifi_frame(QOS_DATA, ORDER, Some(0), 0, &[])[..29].to_vec(),
+            "802.11 header shorter than its frame type",
+        ),
+        (
+            "no LLC/SNAP",
+            rt,
+            radiotap(0, &wifi_frame(DATA, 0, None, 0, &[0xaa, 0xaa, 0x03])),
+            "truncated LLC/SNAP header",
+        ),
+    ] {
+        assert_eq!(dissect(lt, &f), Err(Skip::Malformed(want)), "{what}");
+    }
+}
+
+/// Every truncation of an 802.11 frame is a per-frame outcome: malformed until the IP header
+/// (and, with radiotap's FCS flag, the 4 bytes after it) is captured, then the packet, cut.
+#[test]
+fn truncated_ieee802_11_frames() {
+    let ip = ipv4_tcp(12);
+    let body = snap(RFC1042, 0x0800, &ip);
+    let frames = [
+        (
+            LINKTYPE_IEEE802_11,
+            wifi_frame(QOS_DATA, TO_DS, Some(0), 0, &body),
+            26 + 8,
+            0,
+        ),
+        (
+            LINKTYPE_IEEE802_11,
+            wifi_frame(DATA, TO_DS | FROM_DS, None, 0, &body),
+            30 + 8,
+            0,
+        ),
+        (
+            LINKTYPE_IEEE802_11_RADIOTAP,
+            radiotap(
+                0x10,
+                &wifi_frame(QOS_DATA, FROM_DS | ORDER, Some(0), 0, &body),
+            ),
+            26 + 30 + 8,
+            4,
+        ),
+    ];
+    for (lt, f, off, fcs) in frames {
+        for n in 0..=f.len() {
+            let got = dissect(lt, &f[..n]);
+            if n < off + 20 + fcs {
+                assert!(
+                    matches!(got, Err(Skip::Malformed(_))),
+                    "{lt} cut at {n}: {got:?}"
+                );
+            } else {
+                let d = got.unwrap_or_else(|e| panic!("{lt} cut at {n}: {e:?}"));
+                assert_eq!((d.ip_offset, d.ip_end), (off, n - fcs), "{lt} cut at {n}");
+                assert_eq!(d.flow.src.to_string(), "192.0.2.1");
+            }
+        }
+    }
+    // frames that are not IP stay so as soon as their frame control says it
+    for f in [
+        wifi_frame(BEACON, 0, None, 0, &[0; 20]),
+        wifi_frame(NULL, TO_DS, None, 0, &[]),
+    ] {
+        for n in 0..=f.len() {
+            let want = if n < 2 { None } else { Some(Skip::NotIp) };
+            match dissect(LINKTYPE_IEEE802_11, &f[..n]) {
+                Err(Skip::NotIp) if want.is_some() => {}
+                Err(Skip::Malformed(_)) if want.is_none() => {}
+                other => panic!("cut at {n}: {other:?}"),
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+    /// Radiotap headers of any length and presence words, over data frames of any bytes,
+    /// never panic, and what is dissected stays inside the frame before the FCS.
+    #[test]
+    fn arbitrary_radiotap_frames_never_panic(present in any::<u32>(),
+                                             it_len in 0u16..80,
+                                             flags in any::<u8>(),
+                                             fc1 in any::<u8>(),
+                                             subtype in 0u8..16,
+                                             mut f in proptest::collection::vec(any::<u8>(), 8..160)) {
+        f[0] = 0;
+        f[2..4].copy_from_slice(&it_len.to_le_bytes());
+        f[4..8].copy_from_slice(&present.to_le_bytes());
+        for at in [8, 12, 16, 24] {
+            if at < f.len() && present & 2 != 0 {
+                f[at] = flags;
+            }
+        }
+        let mac = usize::from(it_len);
+        if mac + 1 < f.len() {
+            f[mac] = fc(2, subtype);
+            f[mac + 1] = fc1;
+        }
+        if mac + 34 < f.len() && flags & 1 == 0 {
+            f[mac + 26..mac + 32].copy_from_slice(&[0xaa, 0xaa, 3, 0, 0, 0]);
+        }
+        if let Ok(d) = dissect(LINKTYPE_IEEE802_11_RADIOTAP, &f) {
+            prop_assert!(mac <= d.ip_offset && d.ip_offset <= d.ip_end && d.ip_end <= f.len());
+            let _ = frame_identity(&f, &d, DEFAULT_IDENTITY_SEED);
+        }
     }
 }
