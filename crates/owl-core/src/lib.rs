@@ -35,6 +35,8 @@
 //! It never reads a clock, a file or a socket: every time is a capture timestamp carried by a
 //! record, so every result is a pure, reproducible function of its inputs and its seeds.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 pub mod cut;
 pub mod delay_histogram;
 pub mod flow_class;

@@ -36,6 +36,8 @@
 //! This crate reads sockets and clocks; the measurement itself stays in `owl_core`
 //! (synopses, estimators) and `owl_trace` (captures).
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 pub mod admission;
 pub mod afpacket;
 pub mod agent;

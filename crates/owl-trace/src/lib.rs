@@ -10,6 +10,8 @@
 //! - [`sim`]: the two-point simulator (traffic, delay, loss, reordering, duplication, router
 //!   rewrites, clock offset) writing a sender and a receiver capture.
 
+#![deny(unsafe_code)]
+
 pub mod capture;
 pub mod dissect;
 pub mod identity;

@@ -14,6 +14,8 @@
 //! - [`input`]: reading one capture into batches of records;
 //! - [`progress`]: progress bars on a terminal.
 
+#![deny(unsafe_code)]
+
 pub mod compare;
 pub mod input;
 pub mod methods;

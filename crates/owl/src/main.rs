@@ -1,5 +1,7 @@
 //! `owl`: passive one-way latency measurement between two observation points.
 
+#![deny(unsafe_code)]
+
 /// `println!` that hands back the error of a closed standard output (`owl … | head`) instead of
 /// panicking on it.
 macro_rules! say {
