@@ -553,6 +553,20 @@ fn collector(listen: &str, db: &Path, key: &Path, extra: &[&str]) -> (std::proce
     first_line(c, "owl: collector: listening on ")
 }
 
+/// `owl collector` on a free loopback port with `--metrics` on another: the child, the
+/// collector's address and the metrics endpoint's.
+fn collector_with_metrics(db: &Path, key: &Path) -> (std::process::Child, String, String) {
+    let (c, said) = collector("127.0.0.1:0", db, key, &["--metrics", "127.0.0.1:0"]);
+    let caddr = said.split(',').next().unwrap().to_string();
+    let maddr = said
+        .split("metrics on http://")
+        .nth(1)
+        .and_then(|m| m.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("said: {said}"))
+        .to_string();
+    (c, caddr, maddr)
+}
+
 /// `owl report --json` of one pair.
 fn report_json(db: &Path, pair: &str) -> serde_json::Value {
     serde_json::from_str(&ok(&[
@@ -659,16 +673,9 @@ fn a_thousand_idle_connections_stop_no_measurement_and_no_scrape() {
     let key = dir.path().join("k");
     ok(&["keygen", "-o", key.to_str().unwrap()]);
     let db = dir.path().join("owl.db");
-    let (c, said) = collector("127.0.0.1:0", &db, &key, &["--metrics", "127.0.0.1:0"]);
+    let (c, caddr, maddr) = collector_with_metrics(&db, &key);
     let pid = c.id();
     let c = Guard(Some(c));
-    let caddr = said.split(',').next().unwrap().to_string();
-    let maddr = said
-        .split("metrics on http://")
-        .nth(1)
-        .and_then(|m| m.strip_suffix("/metrics"))
-        .unwrap_or_else(|| panic!("said: {said}"))
-        .to_string();
     let held = Mutex::new(Vec::new());
     let stop = Arc::new(AtomicBool::new(false));
     hostile(&caddr, IDLE, TRICKLE, &held, &stop);
@@ -753,14 +760,7 @@ fn the_collector_stores_what_the_receiver_reports() {
     let key = dir.path().join("k");
     ok(&["keygen", "-o", key.to_str().unwrap()]);
     let db = dir.path().join("owl.db");
-    let (c, said) = collector("127.0.0.1:0", &db, &key, &["--metrics", "127.0.0.1:0"]);
-    let caddr = said.split(',').next().unwrap().to_string();
-    let maddr = said
-        .split("metrics on http://")
-        .nth(1)
-        .and_then(|m| m.strip_suffix("/metrics"))
-        .unwrap_or_else(|| panic!("said: {said}"))
-        .to_string();
+    let (c, caddr, maddr) = collector_with_metrics(&db, &key);
     let mut c = Guard(Some(c));
     // scraped before any report: a valid, empty exposition
     let empty = http_get(&maddr, "/metrics");
