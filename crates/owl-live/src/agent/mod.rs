@@ -169,6 +169,14 @@ fn rda_config(m: &dyn Method) -> Option<owl_core::rda::Config> {
 /// What the reader thread passes on: a message, or why the connection ended.
 type Incoming = Result<Msg, AgentError>;
 
+/// Read the peer's frames on their own thread, decoded, into a channel the exchange drains.
+///
+/// The channel has no cap of its own, on purpose: a reader that stopped reading when the
+/// exchange is busy writing would let both points block on full socket buffers, each waiting
+/// for the other to read. What it holds is bounded by the protocol instead: R refuses a sender
+/// that announces beyond its window (`--queue` intervals not released), and S holds at most
+/// the frames of the RDA exchanges and results of those intervals; every frame is capped
+/// (`frame::MAX_FRAME`).
 fn spawn_reader(mut r: LinkReader, read: Arc<AtomicU64>) -> Receiver<Incoming> {
     let (tx, rx) = unbounded();
     std::thread::spawn(move || {
