@@ -651,3 +651,149 @@ fn zstd_window_beyond_the_limit_is_refused_before_allocating() {
     assert!(matches!(e, CaptureError::Io(_)), "{e}");
     assert!(e.to_string().contains("zstd"), "{e}");
 }
+
+/// The packets of a capture with the offset where each record ends in the (decompressed) file.
+fn packets_and_ends(plain: &[u8]) -> (Packets, Vec<u64>) {
+    let mut r = CaptureReader::new(plain).unwrap();
+    let (mut v, mut ends) = (Vec::new(), Vec::new());
+    while let Some(p) = r.next_packet().unwrap() {
+        v.push((p.ts_ns, p.linktype, p.data.to_vec(), p.orig_len));
+        ends.push(0);
+    }
+    // every record of `sample_capture` is a 16-byte header and its data after the 24-byte header
+    let mut end = 24;
+    for (e, p) in ends.iter_mut().zip(&v) {
+        end += 16 + p.2.len() as u64;
+        *e = end;
+    }
+    (v, ends)
+}
+
+/// Read a cut capture to its error: the packets before it, and the error.
+fn read_to_error(b: &[u8]) -> (Packets, CaptureError) {
+    let mut v = Vec::new();
+    let mut r = match CaptureReader::new(b) {
+        Ok(r) => r,
+        Err(e) => return (v, e),
+    };
+    loop {
+        match r.next_packet() {
+            Ok(Some(p)) => v.push((p.ts_ns, p.linktype, p.data.to_vec(), p.orig_len)),
+            Ok(None) => panic!("a cut stream read to its end"),
+            Err(e) => return (v, e),
+        }
+    }
+}
+
+/// A zstd frame of raw blocks of `block` bytes declaring an 8 MiB window (as `zstd -19`
+/// does), with a content checksum field when `checksum` (zeros: only cut copies are read).
+fn zstd_raw_frame(content: &[u8], block: usize, checksum: bool) -> Vec<u8> {
+    let mut z = vec![
+        0x28,
+        0xb5,
+        0x2f,
+        0xfd,
+        if checksum { 0x04 } else { 0 },
+        0x68,
+    ];
+    let chunks: Vec<&[u8]> = content.chunks(block).collect();
+    for (i, c) in chunks.iter().enumerate() {
+        let last = u32::from(i + 1 == chunks.len());
+        z.extend_from_slice(&(last | (c.len() as u32) << 3).to_le_bytes()[..3]);
+        z.extend_from_slice(c);
+    }
+    if checksum {
+        z.extend_from_slice(&[0; 4]);
+    }
+    z
+}
+
+/// Item 9: a zstd capture cut short gives every byte the decoder could produce before the cut,
+/// as `zstd -dc` does (it streams a raw block's bytes as they come), then the truncation.
+/// Before, up to a window (8 MiB here, 128 MiB at most) was held back: nothing of this 1 MB
+/// capture was read at any cut.
+#[test]
+fn zstd_cut_inside_a_large_window_gives_every_byte_before_the_cut() {
+    let plain = sample_capture(3_000, CaptureFormat::Pcap);
+    let (want, ends) = packets_and_ends(&plain);
+    for checksum in [false, true] {
+        let z = zstd_raw_frame(&plain, 100_000, checksum);
+        let header = 6;
+        let mut cuts: Vec<usize> = (7..z.len()).step_by(49_999).collect();
+        // inside the first block's header, at a block's end, inside the next block's header,
+        // inside the checksum
+        cuts.extend([8, header + 3 + 100_000, header + 3 + 100_000 + 2]);
+        if checksum {
+            cuts.push(z.len() - 2);
+        }
+        for cut in cuts {
+            // content bytes before the cut: the cut less the frame header and block headers
+            let full_blocks = (cut - header) / (100_003);
+            let in_block = ((cut - header) % 100_003).saturating_sub(3);
+            let content = (full_blocks * 100_000 + in_block).min(plain.len()) as u64;
+            let n = ends.iter().take_while(|&&e| e <= content).count();
+            let (got, e) = read_to_error(&z[..cut]);
+            assert!(e.is_truncation(), "cut at {cut}: {e}");
+            assert_eq!(got.len(), n, "cut at {cut} (content {content})");
+            assert_eq!(got[..], want[..n], "cut at {cut}");
+            if n > 0 {
+                assert!(
+                    e.to_string().contains("zstd stream ends early"),
+                    "cut at {cut}: {e}"
+                );
+            }
+        }
+    }
+}
+
+/// The zstd blocks of a one-frame stream wholly before `cut`, in decompressed bytes (a
+/// compressed block of ruzstd's holds 128 KiB but the last), and the bytes of a raw block the
+/// cut splits.
+fn zstd_bytes_before(z: &[u8], cut: usize) -> u64 {
+    let fhd = z[4];
+    let mut p = 5 + usize::from(fhd & 0x20 == 0) + [0, 1, 2, 4][usize::from(fhd & 3)];
+    p += [usize::from(fhd & 0x20 != 0), 2, 4, 8][usize::from(fhd >> 6)];
+    let mut bytes = 0;
+    while p + 3 <= cut {
+        let h = u32::from_le_bytes([z[p], z[p + 1], z[p + 2], 0]);
+        let (last, kind, size) = (h & 1 == 1, (h >> 1) & 3, (h >> 3) as usize);
+        let stored = if kind == 1 { 1 } else { size };
+        if p + 3 + stored > cut {
+            if kind == 0 {
+                bytes += (cut - p - 3) as u64;
+            }
+            break;
+        }
+        bytes += match kind {
+            2 => {
+                assert!(!last, "the test cuts before the last block");
+                128 << 10
+            }
+            _ => size as u64,
+        };
+        p += 3 + stored;
+        if last {
+            break;
+        }
+    }
+    bytes
+}
+
+/// Item 9 with compressed blocks: a cut keeps every whole block before it (a compressed block
+/// decodes only whole; `zstd -dc` loses the same bytes).
+#[test]
+fn zstd_cut_keeps_every_whole_compressed_block() {
+    let plain = sample_capture(10_000, CaptureFormat::Pcap);
+    let (want, ends) = packets_and_ends(&plain);
+    let z = zstd(&plain);
+    for pct in [10, 50, 90, 99] {
+        let cut = z.len() * pct / 100;
+        let content = zstd_bytes_before(&z, cut);
+        let n = ends.iter().take_while(|&&e| e <= content).count();
+        assert!(n > 0);
+        let (got, e) = read_to_error(&z[..cut]);
+        assert!(e.is_truncation(), "{pct}%: {e}");
+        assert_eq!(got.len(), n, "{pct}%");
+        assert_eq!(got[..], want[..n]);
+    }
+}
