@@ -59,7 +59,8 @@ fn pcap_all_four_magics() {
                 r.container(),
                 Container::Pcap {
                     nanosecond: nano,
-                    big_endian: big
+                    big_endian: big,
+                    modified: false,
                 }
             );
         }
@@ -103,7 +104,10 @@ fn pcap_huge_snaplen_does_not_allow_huge_records() {
     b[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
     b[24 + 8..24 + 12].copy_from_slice(&0xf000_0000u32.to_le_bytes());
     let e = read_all(&b).unwrap_err();
-    assert!(matches!(e, CaptureError::Corrupt { offset: 24, .. }), "{e}");
+    assert!(
+        matches!(e, CaptureError::BadRecordLength { offset: 24, .. }),
+        "{e}"
+    );
 }
 
 #[test]
@@ -111,7 +115,10 @@ fn pcap_absurd_caplen_is_corrupt_not_an_allocation() {
     let mut b = pcap_bytes(false, true, 1, &[(1, 1, b"hello")]);
     b[24 + 8..24 + 12].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
     let e = read_all(&b).unwrap_err();
-    assert!(matches!(e, CaptureError::Corrupt { offset: 24, .. }), "{e}");
+    assert!(
+        matches!(e, CaptureError::BadRecordLength { offset: 24, .. }),
+        "{e}"
+    );
 }
 
 struct Ng {
@@ -795,5 +802,96 @@ fn zstd_cut_keeps_every_whole_compressed_block() {
         assert!(e.is_truncation(), "{pct}%: {e}");
         assert_eq!(got.len(), n, "{pct}%");
         assert_eq!(got[..], want[..n]);
+    }
+}
+
+/// Item 10: Kuznetzov's modified pcap (magic 0xa1b2cd34, libpcap's KUZNETZOV_TCPDUMP_MAGIC):
+/// microseconds, 24-byte record headers; an Ethernet capture's snaplen grows by 14.
+#[test]
+fn modified_pcap_is_read_in_both_byte_orders() {
+    for big in [false, true] {
+        let w32 = |v: u32| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let w16 = |v: u16| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let mut b = Vec::new();
+        b.extend_from_slice(&w32(0xa1b2_cd34));
+        b.extend_from_slice(&w16(2));
+        b.extend_from_slice(&w16(4));
+        b.extend_from_slice(&[0; 8]);
+        b.extend_from_slice(&w32(1500));
+        b.extend_from_slice(&w32(1));
+        for (sec, us, data) in [(10u32, 5u32, &b"abc"[..]), (11, 999_999, b"hello")] {
+            b.extend_from_slice(&w32(sec));
+            b.extend_from_slice(&w32(us));
+            b.extend_from_slice(&w32(data.len() as u32));
+            b.extend_from_slice(&w32(data.len() as u32 + 4));
+            b.extend_from_slice(&w32(3)); // ifindex
+            b.extend_from_slice(&w16(0x0800)); // protocol
+            b.extend_from_slice(&[4, 0]); // packet type, pad
+            b.extend_from_slice(data);
+        }
+        let r = CaptureReader::new(&b[..]).unwrap();
+        assert_eq!(
+            r.container(),
+            Container::Pcap {
+                nanosecond: false,
+                big_endian: big,
+                modified: true
+            }
+        );
+        assert_eq!(r.snaplen(), Some(1514));
+        drop(r);
+        let v = read_all(&b).unwrap();
+        assert_eq!(
+            v,
+            vec![
+                (10_000_005_000, 1, b"abc".to_vec(), 7),
+                (11_999_999_000, 1, b"hello".to_vec(), 9)
+            ],
+            "big endian {big}"
+        );
+        // cut inside the second record's extra header bytes: a truncation at its offset
+        let second = 24 + 24 + 3;
+        let e = read_all(&b[..second + 20]).unwrap_err();
+        assert!(e.is_truncation(), "{e}");
+        assert_eq!(e.offset(), Some(second as u64));
+    }
+}
+
+/// Item 10: a record whose length field is damaged ends the file where libpcap ends it: the
+/// packets before it are read, then `BadRecordLength` at its offset, a kind of truncation (so
+/// `--allow-truncated` measures the packets before it). tcpdump prints 1 000 packets of a
+/// capture whose record 1 000 claims 2 GiB, then "invalid packet capture length".
+#[test]
+fn pcap_corrupt_record_length_keeps_the_packets_before_it() {
+    let recs: Vec<(u32, u32, &[u8])> = vec![(1, 1, b"one"), (2, 2, b"two"), (3, 3, b"three")];
+    for caplen in [0x7fff_0000u32, 300_000, u32::MAX] {
+        let mut b = pcap_bytes(false, false, 1, &recs);
+        let third = 24 + 16 + 3 + 16 + 3;
+        b[third + 8..third + 12].copy_from_slice(&caplen.to_le_bytes());
+        let (got, e) = read_to_error(&b);
+        assert_eq!(got.len(), 2, "{e}");
+        assert!(
+            matches!(e, CaptureError::BadRecordLength { offset, caplen: c, snaplen: 65535 }
+                if offset == third as u64 && c == caplen),
+            "{e}"
+        );
+        assert!(e.is_truncation());
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("offset {third}")) && msg.contains(&caplen.to_string()),
+            "{msg}"
+        );
     }
 }

@@ -153,7 +153,8 @@ pub struct CompareArgs {
     /// standard error).
     #[arg(long = "per-packet", value_name = "FILE")]
     pub per_packet: Option<PathBuf>,
-    /// Measure the complete records of a capture that ends inside a record, instead of failing.
+    /// Measure the complete records of a capture that ends early (cut inside a record, or at a
+    /// pcap record whose length field is damaged), instead of failing.
     #[arg(long)]
     pub allow_truncated: bool,
     /// Accept captures where most delays are negative (R's clock known to lag S's).
