@@ -895,3 +895,23 @@ fn pcap_corrupt_record_length_keeps_the_packets_before_it() {
         );
     }
 }
+
+/// Item 10: interfaces that differ only in timestamp resolution are read each at its own
+/// (libpcap scales every packet with its interface's if_tsresol and if_tsoffset).
+#[test]
+fn pcapng_packets_are_timed_at_their_own_interface_resolution() {
+    let mut ng = Ng {
+        big: false,
+        b: Vec::new(),
+    };
+    ng.shb();
+    ng.idb(1, None, None); // µs
+    ng.idb(1, Some(9), None); // ns
+    ng.idb(1, Some(0x80 | 20), Some(-1)); // 2^-20 s, one second earlier
+    ng.epb(0, 1_000_001, b"a");
+    ng.epb(1, 1_000_002_003, b"b");
+    ng.epb(2, 3 << 20, b"c");
+    let v = read_all(&ng.b).unwrap();
+    let ts: Vec<u64> = v.iter().map(|p| p.0).collect();
+    assert_eq!(ts, vec![1_000_001_000, 1_000_002_003, 2_000_000_000]);
+}

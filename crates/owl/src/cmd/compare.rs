@@ -58,7 +58,8 @@ Checks:
 
 Interfaces:
   The interfaces of a pcapng file are measured as one stream only when they are alike (link
-  type, snaplen, timestamp resolution); otherwise compare stops naming both: pick one with
+  type and snaplen; each packet is timed at its own interface's resolution); otherwise compare
+  stops naming both: pick one with
   --interface N (both captures), --sender-interface N or --receiver-interface N (numbered from
   0 in file order, as `tshark -D` lists a dumpcap capture's). Interfaces of link types owl
   cannot read are counted and skipped.

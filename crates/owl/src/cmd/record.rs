@@ -44,8 +44,8 @@ estimate cuts them at S's delimiters, so both points' intervals hold the same pa
 points must use the same --cut and --cut-window (estimate refuses a pair that differs).
 
 A pcapng file with several interfaces is recorded as one stream only if they are alike (link
-type, snaplen, timestamp resolution); otherwise record stops naming them: --interface N picks
-one.
+type and snaplen; each packet is timed at its own interface's resolution); otherwise record
+stops naming them: --interface N picks one.
 
 Streaming: each interval is appended to FILE as soon as the capture has passed its end (plus
 --disorder), and freed, so memory holds one or two intervals whatever the capture's length, and
