@@ -162,10 +162,27 @@ impl Ng {
         self.block(0x0a0d_0d0a, &body);
     }
     fn idb(&mut self, linktype: u16, tsresol: Option<u8>, tsoffset: Option<i64>) {
+        self.idb_named(linktype, tsresol, tsoffset, None);
+    }
+    fn idb_named(
+        &mut self,
+        linktype: u16,
+        tsresol: Option<u8>,
+        tsoffset: Option<i64>,
+        name: Option<&str>,
+    ) {
         let mut body = Vec::new();
         body.extend_from_slice(&self.w16(linktype));
         body.extend_from_slice(&[0, 0]);
         body.extend_from_slice(&self.w32(65535));
+        if let Some(n) = name {
+            body.extend_from_slice(&self.w16(2));
+            body.extend_from_slice(&self.w16(n.len() as u16));
+            body.extend_from_slice(n.as_bytes());
+            while !body.len().is_multiple_of(4) {
+                body.push(0);
+            }
+        }
         if let Some(r) = tsresol {
             body.extend_from_slice(&self.w16(9));
             body.extend_from_slice(&self.w16(1));
@@ -914,4 +931,43 @@ fn pcapng_packets_are_timed_at_their_own_interface_resolution() {
     let v = read_all(&ng.b).unwrap();
     let ts: Vec<u64> = v.iter().map(|p| p.0).collect();
     assert_eq!(ts, vec![1_000_001_000, 1_000_002_003, 2_000_000_000]);
+}
+
+/// Item 10: a timestamp out of range names its interface (number in file order, and if_name).
+#[test]
+fn pcapng_timestamp_out_of_range_names_the_interface() {
+    let mut ng = Ng {
+        big: false,
+        b: Vec::new(),
+    };
+    ng.shb();
+    ng.idb(1, None, None);
+    ng.epb(0, 1, b"ok");
+    ng.shb();
+    ng.idb(1, None, None);
+    ng.idb_named(1, Some(0), Some(-10), Some("eth1"));
+    let at = ng.b.len() as u64;
+    ng.epb(1, 5, b"before 1970");
+    let (got, e) = read_to_error(&ng.b);
+    assert_eq!(got.len(), 1);
+    let msg = e.to_string();
+    assert!(
+        matches!(e, CaptureError::Corrupt { offset, .. } if offset == at + 12),
+        "{msg}"
+    );
+    assert!(msg.contains("interface 2 (eth1)"), "{msg}");
+    // without if_name: the number
+    let mut ng = Ng {
+        big: true,
+        b: Vec::new(),
+    };
+    ng.shb();
+    ng.idb(1, Some(0), None);
+    ng.epb(0, u64::MAX, b"after 2554");
+    let e = read_all(&ng.b).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("timestamp out of range on interface 0:"),
+        "{e}"
+    );
 }
