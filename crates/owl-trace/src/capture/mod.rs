@@ -100,9 +100,9 @@ pub enum CaptureError {
     },
     #[error("no interface {wanted}: the capture describes {count} (numbered from 0)")]
     NoSuchInterface { wanted: u32, count: u32 },
-    /// A pcapng file whose packets come from interfaces of different kinds (link type,
-    /// snaplen or timestamp resolution): measured together they would mix packets identified
-    /// on different bytes, or timed at different precisions.
+    /// A pcapng file whose packets come from interfaces of different kinds (link type or
+    /// snaplen): measured together they would mix packets identified on different bytes.
+    /// (Timestamp resolutions may differ: each packet is timed at its own interface's.)
     #[error(
         "offset {offset}: interface {other} ({other_kind}) is not like interface {first} ({first_kind}), whose packets are measured: owl measures the interfaces of one capture together only when they are alike; select one"
     )]
