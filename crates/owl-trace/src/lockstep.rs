@@ -192,7 +192,13 @@ fn spawn(
                 if let Some((k, a)) = &agreement {
                     a.decide(*k, None);
                 }
-                let _ = tx.send(Msg::End(end(InputStats::default(), 0, None, Some(e))));
+                // a capture cut before its first record ends with no packets, like any other
+                let m = if e.is_truncation() && allow_truncated {
+                    end(InputStats::default(), 0, Some(e.to_string()), None)
+                } else {
+                    end(InputStats::default(), 0, None, Some(e))
+                };
+                let _ = tx.send(Msg::End(m));
                 return;
             }
         };

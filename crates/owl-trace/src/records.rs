@@ -16,7 +16,9 @@ use crate::identity::frame_identity_within;
 /// `frames = ip_packets + non_ip + malformed`: every packet record of the interfaces measured.
 /// Records skipped before dissection (no timestamp, another interface, a link type owl cannot
 /// read) are counted apart. A pcapng file's interfaces are measured together only when they
-/// are alike (link type, snaplen, timestamp resolution); packets from an interface unlike the
+/// are alike (link type and snaplen; each packet's timestamp is read at its own interface's
+/// resolution and offset, as libpcap does, so resolutions may differ); packets from an
+/// interface unlike the
 /// first one measured are [`CaptureError::MixedInterfaces`] unless one is selected
 /// ([`ReadOptions::interface`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -98,11 +100,12 @@ impl Held {
     }
 }
 
-/// What makes two interfaces' packets one stream: link type, snaplen, timestamp resolution.
+/// What makes two interfaces' packets one stream: the link type and snaplen, which decide the
+/// bytes a packet is identified on. Timestamp resolutions may differ: the reader gives every
+/// packet's time in ns at its own interface's resolution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Kind {
     info: InterfaceInfo,
-    resolution: Option<(bool, u8)>,
 }
 
 impl Kind {
@@ -116,7 +119,6 @@ impl Kind {
                     linktype,
                     snaplen: 0,
                 }),
-            resolution: r.resolution(n),
         }
     }
 }
@@ -125,15 +127,8 @@ impl std::fmt::Display for Kind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}, ", linktype_name(self.info.linktype))?;
         match self.info.snaplen {
-            0 => write!(f, "no snaplen")?,
-            n => write!(f, "snaplen {n}")?,
-        }
-        match self.resolution {
-            Some((false, 6)) => write!(f, ", timestamps in µs"),
-            Some((false, 9)) => write!(f, ", timestamps in ns"),
-            Some((false, e)) => write!(f, ", timestamps in 10^-{e} s"),
-            Some((true, e)) => write!(f, ", timestamps in 2^-{e} s"),
-            None => Ok(()),
+            0 => write!(f, "no snaplen"),
+            n => write!(f, "snaplen {n}"),
         }
     }
 }

@@ -32,8 +32,20 @@ fn open_error(path: &Path, e: CaptureError) -> anyhow::Error {
     }
 }
 
-/// The error for a capture that held no IP packet, saying what it held instead.
-pub fn no_ip_packets(name: &str, s: &InputStats) -> anyhow::Error {
+/// The error for a capture that ends early (`is_truncation`) without `--allow-truncated`; the
+/// flag is advised only when there are packets before the end for it to measure.
+pub fn ends_early(name: &str, e: &CaptureError, packets_before: u64) -> anyhow::Error {
+    match packets_before {
+        0 => anyhow!("{name}: {e}"),
+        n => anyhow!(
+            "{name}: {e} (pass --allow-truncated to measure the {n} complete packets before it)"
+        ),
+    }
+}
+
+/// The error for a capture that held no IP packet, saying what it held instead (and, for one
+/// that ended early under `--allow-truncated`, where it ended).
+pub fn no_ip_packets(name: &str, s: &InputStats, truncated: Option<&str>) -> anyhow::Error {
     let mut held = format!(
         "{} frames: {} not IP, {} malformed IP, {} without timestamp",
         s.frames, s.non_ip, s.malformed, s.no_timestamp
@@ -51,7 +63,12 @@ pub fn no_ip_packets(name: &str, s: &InputStats) -> anyhow::Error {
             s.other_interface
         ));
     }
-    anyhow!("{name}: no IP packets to measure ({held})")
+    match truncated {
+        Some(t) => {
+            anyhow!("{name}: no IP packets to measure before the capture ends ({held}): {t}")
+        }
+        None => anyhow!("{name}: no IP packets to measure ({held})"),
+    }
 }
 
 /// Stream `path` (a file, a FIFO, or `-` for standard input) through `consume`, one batch at a
@@ -65,11 +82,19 @@ pub fn read_capture(
 ) -> Result<Read> {
     let src = Source::parse(path);
     let size = src.size().unwrap_or(0);
-    let mut rr = src
+    let name = path.display().to_string();
+    let opened = src
         .open()
         .and_then(CaptureReader::new)
-        .and_then(|r| RecordReader::with_options(r, options))
-        .map_err(|e| open_error(path, e))?;
+        .and_then(|r| RecordReader::with_options(r, options));
+    let mut rr = match opened {
+        Ok(rr) => rr,
+        Err(e) if e.is_truncation() && allow_truncated => {
+            let t = e.to_string();
+            return Err(no_ip_packets(&name, &InputStats::default(), Some(&t)));
+        }
+        Err(e) => return Err(open_error(path, e)),
+    };
     let pb = progress::bar(size, &format!("reading {label}"), true);
     let mut batch = Vec::with_capacity(BATCH);
     let mut truncated = None;
@@ -90,10 +115,7 @@ pub fn read_capture(
             }
             Err(e) if e.is_truncation() => {
                 pb.finish_and_clear();
-                return Err(anyhow!(
-                    "{}: {e} (pass --allow-truncated to measure the complete records before it)",
-                    path.display()
-                ));
+                return Err(ends_early(&name, &e, rr.stats().ip_packets));
             }
             Err(e) => {
                 pb.finish_and_clear();
@@ -104,7 +126,7 @@ pub fn read_capture(
     pb.finish_and_clear();
     let stats = rr.stats();
     if stats.ip_packets == 0 {
-        return Err(no_ip_packets(&path.display().to_string(), &stats));
+        return Err(no_ip_packets(&name, &stats, truncated.as_deref()));
     }
     Ok(Read { stats, truncated })
 }

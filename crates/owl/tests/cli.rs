@@ -283,6 +283,92 @@ fn bad_inputs_give_one_clear_error() {
     fails(&["compare", s, r, "--interval", "fast"], "not a duration");
 }
 
+/// The offsets where the records of a classic pcap end.
+fn record_ends(pcap: &[u8]) -> Vec<usize> {
+    let (mut at, mut ends) = (24, Vec::new());
+    while at + 16 <= pcap.len() {
+        let caplen = u32::from_le_bytes(pcap[at + 8..at + 12].try_into().unwrap()) as usize;
+        at += 16 + caplen;
+        ends.push(at);
+    }
+    ends
+}
+
+/// Issue 33, items 9 and 10: a capture damaged half-way is measured up to the damage with
+/// --allow-truncated, as tcpdump prints it: a pcap record whose length field is corrupt, and a
+/// zstd capture cut inside a frame whose window (8 MiB, as `zstd -19` writes) is larger than
+/// the capture (nothing was read of it before). Without the flag the error advises it, with the
+/// number of packets it would measure; never once it is given, nor when nothing precedes the
+/// damage.
+#[test]
+fn damaged_captures_are_measured_up_to_the_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = simulate(dir.path(), &[]);
+    let s = s.to_str().unwrap();
+    let full = std::fs::read(&r).unwrap();
+    let ends = record_ends(&full);
+    let compare = |capture: &Path, flag: bool| {
+        let mut args = vec!["compare", s, capture.to_str().unwrap(), "--json"];
+        if flag {
+            args.push("--allow-truncated");
+        }
+        owl(&args)
+    };
+    let measured = |capture: &Path, want: usize, says: &str| {
+        let o = compare(capture, true);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert!(err.contains(says) && !err.contains("pass --allow"), "{err}");
+        let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(j["receiver"]["ip_packets"], want, "{err}");
+        assert!(j["receiver"]["truncated"].is_string());
+    };
+
+    // record 1 000 claims 2 GiB: tcpdump prints 1 000 packets, then "invalid packet capture
+    // length"
+    let mut bad = full.clone();
+    let at = ends[999];
+    bad[at + 8..at + 12].copy_from_slice(&0x7fff_0000u32.to_le_bytes());
+    let badlen = write(dir.path(), "badlen.pcap", &bad);
+    let o = compare(&badlen, false);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("offset {at}: corrupt pcap record"))
+            && err.contains("pass --allow-truncated to measure the 1000 complete packets"),
+        "{err}"
+    );
+    measured(&badlen, 1000, "corrupt pcap record");
+
+    // zstd: one frame of raw blocks with an 8 MiB window, cut at 60 %
+    let mut z = vec![0x28, 0xb5, 0x2f, 0xfd, 0, 0x68];
+    let chunks: Vec<&[u8]> = full.chunks(100_000).collect();
+    for (i, c) in chunks.iter().enumerate() {
+        let last = u32::from(i + 1 == chunks.len());
+        z.extend_from_slice(&(last | (c.len() as u32) << 3).to_le_bytes()[..3]);
+        z.extend_from_slice(c);
+    }
+    let cut = z.len() * 6 / 10;
+    // the capture's bytes before the cut: less the frame header and each block's header
+    let content = (cut - 6) / 100_003 * 100_000 + ((cut - 6) % 100_003).saturating_sub(3);
+    let zcut = write(dir.path(), "cut.pcap.zst", &z[..cut]);
+    let want = ends.iter().take_while(|&&e| e <= content).count();
+    assert!(want > ends.len() / 2);
+    measured(&zcut, want, "the zstd stream ends early");
+
+    // cut before the pcap header: no packets, and no advice either way
+    let early = write(dir.path(), "early.pcap.zst", &z[..12]);
+    for flag in [false, true] {
+        let o = compare(&early, flag);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("zstd stream ends early") && !err.contains("pass --allow"),
+            "{err}"
+        );
+    }
+}
+
 #[test]
 fn absurd_simulator_parameters_are_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -8,12 +8,15 @@
 //!
 //! A compressed stream that ends early (a capture piped through `gzip` and killed) is reported
 //! as a truncation, like a pcap that ends inside a record: the packets before it are intact.
+//! Everything the decoder could produce before the cut is handed out first, as `zstd -dc` and
+//! `gzip -dc` write it: for zstd, every complete block and the bytes of a cut raw block (a
+//! compressed block decodes only whole, so the part of one that the cut leaves is lost).
 
 use std::io::{self, Cursor, Read};
 
 use flate2::read::MultiGzDecoder;
-use ruzstd::decoding::FrameDecoder;
 use ruzstd::decoding::errors::{FrameDecoderError, ReadFrameHeaderError};
+use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
 
 /// Largest zstd window owl accepts (2^27 bytes, `zstd -d`'s default `--memory` limit).
 pub const MAX_ZSTD_WINDOW: u64 = 1 << 27;
@@ -126,9 +129,14 @@ impl<R: Read> Input<R> {
             Compression::None => Kind::Plain(raw),
             Compression::Gzip => Kind::Gzip(Box::new(MultiGzDecoder::new(raw))),
             Compression::Zstd => Kind::Zstd(Box::new(ZstdFrames {
-                src: raw,
+                src: BlockTap {
+                    src: raw,
+                    block: Vec::new(),
+                    recording: false,
+                },
                 frame: FrameDecoder::new(),
                 in_frame: false,
+                cut: None,
             })),
         };
         Ok((
@@ -150,7 +158,7 @@ impl<R: Read> Input<R> {
         match &self.kind {
             Kind::Plain(c) => c.count,
             Kind::Gzip(g) => g.get_ref().count,
-            Kind::Zstd(z) => z.src.count,
+            Kind::Zstd(z) => z.src.src.count,
         }
     }
 
@@ -158,7 +166,7 @@ impl<R: Read> Input<R> {
         match &self.kind {
             Kind::Plain(c) => c.at_end,
             Kind::Gzip(g) => g.get_ref().at_end,
-            Kind::Zstd(z) => z.src.at_end,
+            Kind::Zstd(z) => z.src.src.at_end,
         }
     }
 }
@@ -194,23 +202,85 @@ impl<R: Read> Read for Input<R> {
 
 /// A sequence of zstd frames (RFC 8878 section 3.1: a stream may hold several, and skippable
 /// frames anywhere), decoded one block at a time.
+///
+/// While a frame is being decoded, the decoder keeps its last window of output (up to
+/// [`MAX_ZSTD_WINDOW`]) for back-references and hands out only what lies before it; at the end
+/// of the frame it hands out the rest. A stream cut inside a frame has no end, so at the cut the
+/// frame is ended with an empty last block ([`EMPTY_LAST_BLOCK`]) to make the decoder hand over
+/// what it held, then the bytes of the cut raw block are handed out, then the truncation.
 struct ZstdFrames<R: Read> {
-    src: Counted<R>,
+    src: BlockTap<R>,
     frame: FrameDecoder,
     in_frame: bool,
+    /// The stream was cut: the bytes of the raw block it cut, still to hand out.
+    cut: Option<Cursor<Vec<u8>>>,
+}
+
+/// A last raw block of no bytes (block header: `Last_Block` 1, `Block_Type` 0, `Block_Size`
+/// 0), then four bytes for the frame's checksum when it has one (read only then; never
+/// checked, since the truncation is reported instead).
+const EMPTY_LAST_BLOCK: [u8; 7] = [1, 0, 0, 0, 0, 0, 0];
+
+/// The compressed input, keeping the bytes of the block being decoded when it is a raw block
+/// (stored as is, so a cut one still gives the bytes before the cut, as libzstd's streaming
+/// decoder gives them); only its 3-byte header of any other block.
+struct BlockTap<R: Read> {
+    src: Counted<R>,
+    block: Vec<u8>,
+    recording: bool,
+}
+
+impl<R: Read> BlockTap<R> {
+    /// Keep the bytes read from here on as the next block's.
+    fn start_block(&mut self) {
+        self.block.clear();
+        self.recording = true;
+    }
+
+    /// The content bytes of a raw block cut short (none if the block read is not raw, or was
+    /// read whole).
+    fn cut_raw_block(&mut self) -> Vec<u8> {
+        self.recording = false;
+        let Some(h) = self.block.get(..3) else {
+            return Vec::new();
+        };
+        let header = u32::from_le_bytes([h[0], h[1], h[2], 0]);
+        let (raw, size) = ((header >> 1) & 3 == 0, (header >> 3) as usize);
+        let content = &self.block[3..];
+        if raw && content.len() < size {
+            content.to_vec()
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+impl<R: Read> Read for BlockTap<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.src.read(buf)?;
+        if self.recording {
+            self.block.extend_from_slice(&buf[..n]);
+            // Block_Type 0 is a raw block: any other is kept no further than its header
+            if self.block.len() >= 3 && (self.block[0] >> 1) & 3 != 0 {
+                self.block.truncate(3);
+                self.recording = false;
+            }
+        }
+        Ok(n)
+    }
 }
 
 impl<R: Read> ZstdFrames<R> {
     /// Start the next frame; false at a clean end of the stream.
     fn next_frame(&mut self) -> io::Result<bool> {
         loop {
-            let before = self.src.count;
+            let before = self.src.src.count;
             self.frame.set_max_window_size(MAX_ZSTD_WINDOW);
             match self.frame.reset(&mut self.src) {
                 Ok(()) => return Ok(true),
                 Err(FrameDecoderError::ReadFrameHeaderError(
                     ReadFrameHeaderError::MagicNumberReadError(_),
-                )) if self.src.count == before && self.src.at_end => return Ok(false),
+                )) if self.src.src.count == before && self.src.src.at_end => return Ok(false),
                 Err(FrameDecoderError::ReadFrameHeaderError(ReadFrameHeaderError::SkipFrame {
                     length,
                     ..
@@ -236,6 +306,18 @@ impl<R: Read> Read for ZstdFrames<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
+        }
+        if let Some(rest) = &mut self.cut {
+            if self.frame.can_collect() > 0 {
+                return self.frame.read(buf);
+            }
+            return match rest.read(buf)? {
+                0 => Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "zstd stream cut inside a frame",
+                )),
+                n => Ok(n),
+            };
         }
         loop {
             if !self.in_frame {
@@ -263,12 +345,27 @@ impl<R: Read> Read for ZstdFrames<R> {
                 self.in_frame = false;
                 continue;
             }
-            self.frame
-                .decode_blocks(
-                    &mut self.src,
-                    ruzstd::decoding::BlockDecodingStrategy::UptoBlocks(1),
-                )
-                .map_err(io::Error::other)?;
+            self.src.start_block();
+            let decoded = self
+                .frame
+                .decode_blocks(&mut self.src, BlockDecodingStrategy::UptoBlocks(1));
+            self.src.recording = false;
+            if let Err(e) = decoded {
+                if !self.src.src.at_end {
+                    return Err(io::Error::other(e));
+                }
+                // cut: a failed block leaves the decoder's output as it was, so ending the
+                // frame there hands over every complete block
+                self.cut = Some(Cursor::new(self.src.cut_raw_block()));
+                if self
+                    .frame
+                    .decode_blocks(&EMPTY_LAST_BLOCK[..], BlockDecodingStrategy::UptoBlocks(1))
+                    .is_err()
+                {
+                    return Err(io::Error::other(e));
+                }
+                return self.read(buf);
+            }
         }
     }
 }

@@ -9,12 +9,16 @@
 //! Supported, checked against libpcap (`sf-pcap.c`, `sf-pcapng.c`) so that owl reads what
 //! tcpdump reads and refuses what it refuses:
 //! - pcap 2.0–2.4 with microsecond and nanosecond magic in both byte orders (caplen and len
-//!   swapped before 2.3, and when they look swapped in 2.3, as libpcap does). The link-type
+//!   swapped before 2.3, and when they look swapped in 2.3, as libpcap does), and Kuznetzov's
+//!   modified pcap (magic `0xa1b2cd34`, microseconds, 24-byte record headers whose last 8
+//!   bytes are skipped; an Ethernet capture's snaplen grows by 14, as libpcap's does). The link-type
 //!   field's upper bits (pcap-savefile(5)): the link type is its low 16 bits; with the P bit
 //!   set, the FCS length in 16-bit words (bits 28–31) is stripped from every frame
 //!   ([`ReaderStats::fcs_stripped`]); non-zero reserved bits are refused. A record whose
 //!   fraction of a second is not below 10⁶ µs (10⁹ ns) has no valid time (tcpdump prints it
-//!   as invalid): it is counted in [`ReaderStats::bad_timestamp`] and left out.
+//!   as invalid): it is counted in [`ReaderStats::bad_timestamp`] and left out. A record
+//!   longer than any snaplen allows ends the file ([`CaptureError::BadRecordLength`], a kind
+//!   of truncation): tcpdump prints the packets before it, then the error.
 //! - pcapng 1.0 and 1.2 with any number of sections (each with its own byte order) and
 //!   interfaces, `if_tsresol` (decimal and binary) and `if_tsoffset`, Enhanced Packet Blocks,
 //!   obsolete Packet Blocks, and Simple Packet Blocks (which carry no timestamp: they are
@@ -75,6 +79,17 @@ pub enum CaptureError {
     },
     #[error("offset {offset}: {what}")]
     Corrupt { offset: u64, what: String },
+    /// A pcap record whose captured length no snaplen allows: a damaged length field, after
+    /// which no record can be found (libpcap stops there too). The records before it are
+    /// intact, so it ends the capture early like a truncation ([`CaptureError::is_truncation`]).
+    #[error(
+        "offset {offset}: corrupt pcap record: it claims {caplen} captured bytes, more than the snaplen {snaplen} allows; the file cannot be read past it"
+    )]
+    BadRecordLength {
+        offset: u64,
+        caplen: u32,
+        snaplen: u32,
+    },
     #[error(
         "offset {offset}: unsupported link type {linktype} ({name}); owl reads Ethernet, Linux SLL/SLL2, raw IP, BSD loopback, PPP, Cisco HDLC, NFLOG, IPoIB, MPLS and PKTAP"
     )]
@@ -85,9 +100,9 @@ pub enum CaptureError {
     },
     #[error("no interface {wanted}: the capture describes {count} (numbered from 0)")]
     NoSuchInterface { wanted: u32, count: u32 },
-    /// A pcapng file whose packets come from interfaces of different kinds (link type,
-    /// snaplen or timestamp resolution): measured together they would mix packets identified
-    /// on different bytes, or timed at different precisions.
+    /// A pcapng file whose packets come from interfaces of different kinds (link type or
+    /// snaplen): measured together they would mix packets identified on different bytes.
+    /// (Timestamp resolutions may differ: each packet is timed at its own interface's.)
     #[error(
         "offset {offset}: interface {other} ({other_kind}) is not like interface {first} ({first_kind}), whose packets are measured: owl measures the interfaces of one capture together only when they are alike; select one"
     )]
@@ -107,18 +122,23 @@ impl CaptureError {
             CaptureError::Truncated { offset, .. }
             | CaptureError::TruncatedStream { offset, .. }
             | CaptureError::Corrupt { offset, .. }
+            | CaptureError::BadRecordLength { offset, .. }
             | CaptureError::UnsupportedLinkType { offset, .. }
             | CaptureError::MixedInterfaces { offset, .. } => Some(*offset),
             _ => None,
         }
     }
 
-    /// True for a capture that simply ends inside a record (the usual result of killing a
-    /// capture process, compressed or not); everything before it is intact.
+    /// True for a capture that ends early with everything before it intact: one that simply
+    /// ends inside a record (the usual result of killing a capture process, compressed or
+    /// not), or a pcap whose next record's length field is damaged
+    /// ([`CaptureError::BadRecordLength`]: nothing after it can be read).
     pub fn is_truncation(&self) -> bool {
         matches!(
             self,
-            CaptureError::Truncated { .. } | CaptureError::TruncatedStream { .. }
+            CaptureError::Truncated { .. }
+                | CaptureError::TruncatedStream { .. }
+                | CaptureError::BadRecordLength { .. }
         )
     }
 
@@ -168,7 +188,12 @@ pub struct ReaderStats {
 /// Which container a capture uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Container {
-    Pcap { nanosecond: bool, big_endian: bool },
+    Pcap {
+        nanosecond: bool,
+        big_endian: bool,
+        /// Kuznetzov's modified pcap (magic `0xa1b2cd34`): 8 more bytes per record header.
+        modified: bool,
+    },
     Pcapng,
 }
 
@@ -261,6 +286,7 @@ impl<R: Read> CaptureReader<R> {
             Inner::Pcap(p) => Container::Pcap {
                 nanosecond: p.nanosecond,
                 big_endian: p.endian.big,
+                modified: p.modified,
             },
             Inner::Pcapng(_) => Container::Pcapng,
         }

@@ -8,11 +8,18 @@ use super::{
     CaptureError, Endian, InterfaceInfo, MAX_BLOCK, MAX_SNAPLEN, RawPacket, ReaderStats, cut,
     end_of_input,
 };
+use crate::dissect::LINKTYPE_ETHERNET;
 
 const MAGIC_US: u32 = 0xa1b2_c3d4;
 const MAGIC_NS: u32 = 0xa1b2_3c4d;
+/// Alexey Kuznetzov's modified pcap (libpcap's `KUZNETZOV_TCPDUMP_MAGIC`): microseconds, and
+/// each record header 8 bytes longer ([`RECORD_MODIFIED`]).
+const MAGIC_MODIFIED: u32 = 0xa1b2_cd34;
 const HEADER: usize = 24;
 const RECORD: usize = 16;
+/// A modified pcap's record header: the usual 16 bytes, then the interface index (u32), the
+/// protocol (u16), the packet type (u8) and a pad byte, which owl skips.
+const RECORD_MODIFIED: usize = 24;
 
 /// The link-type field of the file header (pcap-savefile(5), libpcap's `LT_*` macros): the link
 /// type in bits 0–15, ten reserved bits, the P bit (26) saying the FCS length is present, a
@@ -34,6 +41,10 @@ enum Lengths {
 pub(crate) struct PcapState {
     pub endian: Endian,
     pub nanosecond: bool,
+    /// Kuznetzov's modified format ([`MAGIC_MODIFIED`]).
+    pub modified: bool,
+    /// Length of a record header: [`RECORD`], or [`RECORD_MODIFIED`].
+    record: usize,
     snaplen: u32,
     linktype: u32,
     /// Bytes of FCS at the end of every frame.
@@ -48,13 +59,14 @@ impl PcapState {
         magic: [u8; 4],
     ) -> Result<Option<PcapState>, CaptureError> {
         let le = u32::from_le_bytes(magic);
-        let (big, nanosecond) = match le {
-            MAGIC_US => (false, false),
-            MAGIC_NS => (false, true),
-            m if m.swap_bytes() == MAGIC_US => (true, false),
-            m if m.swap_bytes() == MAGIC_NS => (true, true),
-            _ => return Ok(None),
+        let (big, magic) = if [MAGIC_US, MAGIC_NS, MAGIC_MODIFIED].contains(&le) {
+            (false, le)
+        } else if [MAGIC_US, MAGIC_NS, MAGIC_MODIFIED].contains(&le.swap_bytes()) {
+            (true, le.swap_bytes())
+        } else {
+            return Ok(None);
         };
+        let (nanosecond, modified) = (magic == MAGIC_NS, magic == MAGIC_MODIFIED);
         let have = src.ensure(HEADER)?;
         if have < HEADER {
             return Err(cut(src, 0, "pcap file header", HEADER as u64, have));
@@ -76,7 +88,7 @@ impl PcapState {
                 ));
             }
         };
-        let snaplen = e.u32(&h[16..]);
+        let mut snaplen = e.u32(&h[16..]);
         let field = e.u32(&h[20..]);
         if field & LT_RESERVED != 0 {
             return Err(CaptureError::corrupt(
@@ -92,11 +104,19 @@ impl PcapState {
         } else {
             0
         };
+        let linktype = field & LT_LINKTYPE;
+        if modified && linktype == LINKTYPE_ETHERNET && snaplen != 0 {
+            // as libpcap: a capture in cooked mode added a 14-byte Ethernet header to up to
+            // snaplen bytes
+            snaplen = snaplen.saturating_add(14);
+        }
         Ok(Some(PcapState {
             endian: e,
             nanosecond,
+            modified,
+            record: if modified { RECORD_MODIFIED } else { RECORD },
             snaplen,
-            linktype: field & LT_LINKTYPE,
+            linktype,
             fcs_len,
             lengths,
         }))
@@ -119,18 +139,19 @@ impl PcapState {
         src: &'a mut ByteSource<Input<R>>,
         stats: &mut ReaderStats,
     ) -> Result<Option<RawPacket<'a>>, CaptureError> {
+        let record = self.record;
         loop {
             let offset = src.offset();
-            let have = src.ensure(RECORD)?;
+            let have = src.ensure(record)?;
             if have == 0 {
                 end_of_input(src)?;
                 return Ok(None);
             }
-            if have < RECORD {
-                return Err(cut(src, offset, "pcap record header", RECORD as u64, have));
+            if have < record {
+                return Err(cut(src, offset, "pcap record header", record as u64, have));
             }
             let e = self.endian;
-            let h = &src.peek()[..RECORD];
+            let h = &src.peek()[..record];
             let sec = e.u32(h) as u64;
             let frac = e.u32(&h[4..]) as u64;
             let (mut caplen, mut orig_len) = (e.u32(&h[8..]), e.u32(&h[12..]));
@@ -139,16 +160,15 @@ impl PcapState {
             {
                 (caplen, orig_len) = (orig_len, caplen);
             }
-            if caplen > self.snaplen.max(MAX_SNAPLEN) || caplen as usize > MAX_BLOCK - RECORD {
-                return Err(CaptureError::corrupt(
+            if caplen > self.snaplen.max(MAX_SNAPLEN) || caplen as usize > MAX_BLOCK - record {
+                // libpcap stops here too: the records after it cannot be found
+                return Err(CaptureError::BadRecordLength {
                     offset,
-                    format!(
-                        "pcap record claims {caplen} captured bytes, more than the snaplen {} allows: corrupt file",
-                        self.snaplen
-                    ),
-                ));
+                    caplen,
+                    snaplen: self.snaplen,
+                });
             }
-            let total = RECORD + caplen as usize;
+            let total = record + caplen as usize;
             let have = src.ensure(total)?;
             if have < total {
                 return Err(cut(src, offset, "pcap record", total as u64, have));
@@ -162,7 +182,7 @@ impl PcapState {
             }
             let ts_ns = sec * 1_000_000_000 + frac * unit;
             let rec = src.take(total);
-            let mut data = &rec[RECORD..];
+            let mut data = &rec[record..];
             if self.fcs_len > 0 {
                 // the FCS is the last fcs_len bytes of the frame on the wire; keep what was
                 // captured before it

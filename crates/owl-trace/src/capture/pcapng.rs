@@ -20,16 +20,19 @@ const EPB_TYPE: u32 = 6;
 pub const MAX_INTERFACES: usize = 1 << 16;
 
 const OPT_END: u16 = 0;
+const OPT_IF_NAME: u16 = 2;
 const OPT_IF_TSRESOL: u16 = 9;
 const OPT_IF_TSOFFSET: u16 = 14;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Interface {
     linktype: u32,
     snaplen: u32,
     /// Timestamp resolution: `(binary, exponent)`: units of 10^-e or 2^-e seconds.
     resol: (bool, u8),
     offset_s: i64,
+    /// `if_name`, for messages.
+    name: Option<String>,
 }
 
 pub(crate) struct PcapngState {
@@ -201,12 +204,12 @@ impl PcapngState {
                             format!("more than {MAX_INTERFACES} pcapng interfaces"),
                         ));
                     }
-                    self.interfaces.push(iface);
                     self.all.push(InterfaceInfo {
                         linktype: iface.linktype,
                         snaplen: iface.snaplen,
                     });
                     self.all_resol.push(iface.resol);
+                    self.interfaces.push(iface);
                 }
                 EPB_TYPE | PB_TYPE
                     if selected.is_some() && !self.is_selected(src, btype, selected) =>
@@ -250,16 +253,16 @@ impl PcapngState {
                             ),
                         ));
                     }
-                    let ts_ns = to_ns(ts, iface).ok_or_else(|| {
-                        CaptureError::corrupt(offset + 12, "pcapng timestamp out of range")
-                    })?;
+                    let interface = self.base.saturating_add(iface_id);
+                    let ts_ns = to_ns(ts, iface)
+                        .ok_or_else(|| out_of_range(ts, iface, interface, offset + 12))?;
                     return Ok(Some(RawPacket {
                         ts_ns,
                         linktype: iface.linktype,
                         data: &body[20..20 + caplen],
                         orig_len,
                         offset,
-                        interface: self.base.saturating_add(iface_id),
+                        interface,
                     }));
                 }
                 SPB_TYPE => {
@@ -317,6 +320,7 @@ fn parse_idb(e: Endian, body: &[u8], offset: u64) -> Result<Interface, CaptureEr
         snaplen: e.u32(&body[4..]),
         resol: (false, 6),
         offset_s: 0,
+        name: None,
     };
     let mut p = 8;
     while p + 4 <= body.len() {
@@ -338,6 +342,10 @@ fn parse_idb(e: Endian, body: &[u8], offset: u64) -> Result<Interface, CaptureEr
                 iface.resol = (r & 0x80 != 0, r & 0x7f);
             }
             OPT_IF_TSOFFSET if len >= 8 => iface.offset_s = e.u64(&body[v..]) as i64,
+            OPT_IF_NAME => {
+                let name = String::from_utf8_lossy(&body[v..v + len]);
+                iface.name = Some(name.trim_end_matches('\0').to_string());
+            }
             _ => {}
         }
         p = v + len.div_ceil(4) * 4;
@@ -353,6 +361,25 @@ fn parse_idb(e: Endian, body: &[u8], offset: u64) -> Result<Interface, CaptureEr
         ));
     }
     Ok(iface)
+}
+
+/// A timestamp that is no time in ns since the epoch (before 1970 or after 2554, once its
+/// interface's `if_tsresol` and `if_tsoffset` are applied), naming its interface (`n` in file
+/// order) and where its timestamp is.
+fn out_of_range(ts: u64, iface: &Interface, n: u32, offset: u64) -> CaptureError {
+    let (binary, exp) = iface.resol;
+    let name = iface
+        .name
+        .as_ref()
+        .map_or(String::new(), |s| format!(" ({s})"));
+    CaptureError::corrupt(
+        offset,
+        format!(
+            "pcapng timestamp out of range on interface {n}{name}: {ts} units of {}^-{exp} s plus an if_tsoffset of {} s is not a time between 1970 and 2554",
+            if binary { 2 } else { 10 },
+            iface.offset_s
+        ),
+    )
 }
 
 /// Convert interface timestamp units to ns since the epoch.

@@ -59,7 +59,8 @@ fn pcap_all_four_magics() {
                 r.container(),
                 Container::Pcap {
                     nanosecond: nano,
-                    big_endian: big
+                    big_endian: big,
+                    modified: false,
                 }
             );
         }
@@ -103,7 +104,10 @@ fn pcap_huge_snaplen_does_not_allow_huge_records() {
     b[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
     b[24 + 8..24 + 12].copy_from_slice(&0xf000_0000u32.to_le_bytes());
     let e = read_all(&b).unwrap_err();
-    assert!(matches!(e, CaptureError::Corrupt { offset: 24, .. }), "{e}");
+    assert!(
+        matches!(e, CaptureError::BadRecordLength { offset: 24, .. }),
+        "{e}"
+    );
 }
 
 #[test]
@@ -111,7 +115,10 @@ fn pcap_absurd_caplen_is_corrupt_not_an_allocation() {
     let mut b = pcap_bytes(false, true, 1, &[(1, 1, b"hello")]);
     b[24 + 8..24 + 12].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
     let e = read_all(&b).unwrap_err();
-    assert!(matches!(e, CaptureError::Corrupt { offset: 24, .. }), "{e}");
+    assert!(
+        matches!(e, CaptureError::BadRecordLength { offset: 24, .. }),
+        "{e}"
+    );
 }
 
 struct Ng {
@@ -155,10 +162,27 @@ impl Ng {
         self.block(0x0a0d_0d0a, &body);
     }
     fn idb(&mut self, linktype: u16, tsresol: Option<u8>, tsoffset: Option<i64>) {
+        self.idb_named(linktype, tsresol, tsoffset, None);
+    }
+    fn idb_named(
+        &mut self,
+        linktype: u16,
+        tsresol: Option<u8>,
+        tsoffset: Option<i64>,
+        name: Option<&str>,
+    ) {
         let mut body = Vec::new();
         body.extend_from_slice(&self.w16(linktype));
         body.extend_from_slice(&[0, 0]);
         body.extend_from_slice(&self.w32(65535));
+        if let Some(n) = name {
+            body.extend_from_slice(&self.w16(2));
+            body.extend_from_slice(&self.w16(n.len() as u16));
+            body.extend_from_slice(n.as_bytes());
+            while !body.len().is_multiple_of(4) {
+                body.push(0);
+            }
+        }
         if let Some(r) = tsresol {
             body.extend_from_slice(&self.w16(9));
             body.extend_from_slice(&self.w16(1));
@@ -650,4 +674,300 @@ fn zstd_window_beyond_the_limit_is_refused_before_allocating() {
     let e = read_all(&b).unwrap_err();
     assert!(matches!(e, CaptureError::Io(_)), "{e}");
     assert!(e.to_string().contains("zstd"), "{e}");
+}
+
+/// The packets of a capture with the offset where each record ends in the (decompressed) file.
+fn packets_and_ends(plain: &[u8]) -> (Packets, Vec<u64>) {
+    let mut r = CaptureReader::new(plain).unwrap();
+    let (mut v, mut ends) = (Vec::new(), Vec::new());
+    while let Some(p) = r.next_packet().unwrap() {
+        v.push((p.ts_ns, p.linktype, p.data.to_vec(), p.orig_len));
+        ends.push(0);
+    }
+    // every record of `sample_capture` is a 16-byte header and its data after the 24-byte header
+    let mut end = 24;
+    for (e, p) in ends.iter_mut().zip(&v) {
+        end += 16 + p.2.len() as u64;
+        *e = end;
+    }
+    (v, ends)
+}
+
+/// Read a cut capture to its error: the packets before it, and the error.
+fn read_to_error(b: &[u8]) -> (Packets, CaptureError) {
+    let mut v = Vec::new();
+    let mut r = match CaptureReader::new(b) {
+        Ok(r) => r,
+        Err(e) => return (v, e),
+    };
+    loop {
+        match r.next_packet() {
+            Ok(Some(p)) => v.push((p.ts_ns, p.linktype, p.data.to_vec(), p.orig_len)),
+            Ok(None) => panic!("a cut stream read to its end"),
+            Err(e) => return (v, e),
+        }
+    }
+}
+
+/// A zstd frame of raw blocks of `block` bytes declaring an 8 MiB window (as `zstd -19`
+/// does), with a content checksum field when `checksum` (zeros: only cut copies are read).
+fn zstd_raw_frame(content: &[u8], block: usize, checksum: bool) -> Vec<u8> {
+    let mut z = vec![
+        0x28,
+        0xb5,
+        0x2f,
+        0xfd,
+        if checksum { 0x04 } else { 0 },
+        0x68,
+    ];
+    let chunks: Vec<&[u8]> = content.chunks(block).collect();
+    for (i, c) in chunks.iter().enumerate() {
+        let last = u32::from(i + 1 == chunks.len());
+        z.extend_from_slice(&(last | (c.len() as u32) << 3).to_le_bytes()[..3]);
+        z.extend_from_slice(c);
+    }
+    if checksum {
+        z.extend_from_slice(&[0; 4]);
+    }
+    z
+}
+
+/// Item 9: a zstd capture cut short gives every byte the decoder could produce before the cut,
+/// as `zstd -dc` does (it streams a raw block's bytes as they come), then the truncation.
+/// Before, up to a window (8 MiB here, 128 MiB at most) was held back: nothing of this 1 MB
+/// capture was read at any cut.
+#[test]
+fn zstd_cut_inside_a_large_window_gives_every_byte_before_the_cut() {
+    let plain = sample_capture(3_000, CaptureFormat::Pcap);
+    let (want, ends) = packets_and_ends(&plain);
+    for checksum in [false, true] {
+        let z = zstd_raw_frame(&plain, 100_000, checksum);
+        let header = 6;
+        let mut cuts: Vec<usize> = (7..z.len()).step_by(49_999).collect();
+        // inside the first block's header, at a block's end, inside the next block's header,
+        // inside the checksum
+        cuts.extend([8, header + 3 + 100_000, header + 3 + 100_000 + 2]);
+        if checksum {
+            cuts.push(z.len() - 2);
+        }
+        for cut in cuts {
+            // content bytes before the cut: the cut less the frame header and block headers
+            let full_blocks = (cut - header) / (100_003);
+            let in_block = ((cut - header) % 100_003).saturating_sub(3);
+            let content = (full_blocks * 100_000 + in_block).min(plain.len()) as u64;
+            let n = ends.iter().take_while(|&&e| e <= content).count();
+            let (got, e) = read_to_error(&z[..cut]);
+            assert!(e.is_truncation(), "cut at {cut}: {e}");
+            assert_eq!(got.len(), n, "cut at {cut} (content {content})");
+            assert_eq!(got[..], want[..n], "cut at {cut}");
+            if n > 0 {
+                assert!(
+                    e.to_string().contains("zstd stream ends early"),
+                    "cut at {cut}: {e}"
+                );
+            }
+        }
+    }
+}
+
+/// The zstd blocks of a one-frame stream wholly before `cut`, in decompressed bytes (a
+/// compressed block of ruzstd's holds 128 KiB but the last), and the bytes of a raw block the
+/// cut splits.
+fn zstd_bytes_before(z: &[u8], cut: usize) -> u64 {
+    let fhd = z[4];
+    let mut p = 5 + usize::from(fhd & 0x20 == 0) + [0, 1, 2, 4][usize::from(fhd & 3)];
+    p += [usize::from(fhd & 0x20 != 0), 2, 4, 8][usize::from(fhd >> 6)];
+    let mut bytes = 0;
+    while p + 3 <= cut {
+        let h = u32::from_le_bytes([z[p], z[p + 1], z[p + 2], 0]);
+        let (last, kind, size) = (h & 1 == 1, (h >> 1) & 3, (h >> 3) as usize);
+        let stored = if kind == 1 { 1 } else { size };
+        if p + 3 + stored > cut {
+            if kind == 0 {
+                bytes += (cut - p - 3) as u64;
+            }
+            break;
+        }
+        bytes += match kind {
+            2 => {
+                assert!(!last, "the test cuts before the last block");
+                128 << 10
+            }
+            _ => size as u64,
+        };
+        p += 3 + stored;
+        if last {
+            break;
+        }
+    }
+    bytes
+}
+
+/// Item 9 with compressed blocks: a cut keeps every whole block before it (a compressed block
+/// decodes only whole; `zstd -dc` loses the same bytes).
+#[test]
+fn zstd_cut_keeps_every_whole_compressed_block() {
+    let plain = sample_capture(10_000, CaptureFormat::Pcap);
+    let (want, ends) = packets_and_ends(&plain);
+    let z = zstd(&plain);
+    for pct in [10, 50, 90, 99] {
+        let cut = z.len() * pct / 100;
+        let content = zstd_bytes_before(&z, cut);
+        let n = ends.iter().take_while(|&&e| e <= content).count();
+        assert!(n > 0);
+        let (got, e) = read_to_error(&z[..cut]);
+        assert!(e.is_truncation(), "{pct}%: {e}");
+        assert_eq!(got.len(), n, "{pct}%");
+        assert_eq!(got[..], want[..n]);
+    }
+}
+
+/// Item 10: Kuznetzov's modified pcap (magic 0xa1b2cd34, libpcap's KUZNETZOV_TCPDUMP_MAGIC):
+/// microseconds, 24-byte record headers; an Ethernet capture's snaplen grows by 14.
+#[test]
+fn modified_pcap_is_read_in_both_byte_orders() {
+    for big in [false, true] {
+        let w32 = |v: u32| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let w16 = |v: u16| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let mut b = Vec::new();
+        b.extend_from_slice(&w32(0xa1b2_cd34));
+        b.extend_from_slice(&w16(2));
+        b.extend_from_slice(&w16(4));
+        b.extend_from_slice(&[0; 8]);
+        b.extend_from_slice(&w32(1500));
+        b.extend_from_slice(&w32(1));
+        for (sec, us, data) in [(10u32, 5u32, &b"abc"[..]), (11, 999_999, b"hello")] {
+            b.extend_from_slice(&w32(sec));
+            b.extend_from_slice(&w32(us));
+            b.extend_from_slice(&w32(data.len() as u32));
+            b.extend_from_slice(&w32(data.len() as u32 + 4));
+            b.extend_from_slice(&w32(3)); // ifindex
+            b.extend_from_slice(&w16(0x0800)); // protocol
+            b.extend_from_slice(&[4, 0]); // packet type, pad
+            b.extend_from_slice(data);
+        }
+        let r = CaptureReader::new(&b[..]).unwrap();
+        assert_eq!(
+            r.container(),
+            Container::Pcap {
+                nanosecond: false,
+                big_endian: big,
+                modified: true
+            }
+        );
+        assert_eq!(r.snaplen(), Some(1514));
+        drop(r);
+        let v = read_all(&b).unwrap();
+        assert_eq!(
+            v,
+            vec![
+                (10_000_005_000, 1, b"abc".to_vec(), 7),
+                (11_999_999_000, 1, b"hello".to_vec(), 9)
+            ],
+            "big endian {big}"
+        );
+        // cut inside the second record's extra header bytes: a truncation at its offset
+        let second = 24 + 24 + 3;
+        let e = read_all(&b[..second + 20]).unwrap_err();
+        assert!(e.is_truncation(), "{e}");
+        assert_eq!(e.offset(), Some(second as u64));
+    }
+}
+
+/// Item 10: a record whose length field is damaged ends the file where libpcap ends it: the
+/// packets before it are read, then `BadRecordLength` at its offset, a kind of truncation (so
+/// `--allow-truncated` measures the packets before it). tcpdump prints 1 000 packets of a
+/// capture whose record 1 000 claims 2 GiB, then "invalid packet capture length".
+#[test]
+fn pcap_corrupt_record_length_keeps_the_packets_before_it() {
+    let recs: Vec<(u32, u32, &[u8])> = vec![(1, 1, b"one"), (2, 2, b"two"), (3, 3, b"three")];
+    for caplen in [0x7fff_0000u32, 300_000, u32::MAX] {
+        let mut b = pcap_bytes(false, false, 1, &recs);
+        let third = 24 + 16 + 3 + 16 + 3;
+        b[third + 8..third + 12].copy_from_slice(&caplen.to_le_bytes());
+        let (got, e) = read_to_error(&b);
+        assert_eq!(got.len(), 2, "{e}");
+        assert!(
+            matches!(e, CaptureError::BadRecordLength { offset, caplen: c, snaplen: 65535 }
+                if offset == third as u64 && c == caplen),
+            "{e}"
+        );
+        assert!(e.is_truncation());
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("offset {third}")) && msg.contains(&caplen.to_string()),
+            "{msg}"
+        );
+    }
+}
+
+/// Item 10: interfaces that differ only in timestamp resolution are read each at its own
+/// (libpcap scales every packet with its interface's if_tsresol and if_tsoffset).
+#[test]
+fn pcapng_packets_are_timed_at_their_own_interface_resolution() {
+    let mut ng = Ng {
+        big: false,
+        b: Vec::new(),
+    };
+    ng.shb();
+    ng.idb(1, None, None); // µs
+    ng.idb(1, Some(9), None); // ns
+    ng.idb(1, Some(0x80 | 20), Some(-1)); // 2^-20 s, one second earlier
+    ng.epb(0, 1_000_001, b"a");
+    ng.epb(1, 1_000_002_003, b"b");
+    ng.epb(2, 3 << 20, b"c");
+    let v = read_all(&ng.b).unwrap();
+    let ts: Vec<u64> = v.iter().map(|p| p.0).collect();
+    assert_eq!(ts, vec![1_000_001_000, 1_000_002_003, 2_000_000_000]);
+}
+
+/// Item 10: a timestamp out of range names its interface (number in file order, and if_name).
+#[test]
+fn pcapng_timestamp_out_of_range_names_the_interface() {
+    let mut ng = Ng {
+        big: false,
+        b: Vec::new(),
+    };
+    ng.shb();
+    ng.idb(1, None, None);
+    ng.epb(0, 1, b"ok");
+    ng.shb();
+    ng.idb(1, None, None);
+    ng.idb_named(1, Some(0), Some(-10), Some("eth1"));
+    let at = ng.b.len() as u64;
+    ng.epb(1, 5, b"before 1970");
+    let (got, e) = read_to_error(&ng.b);
+    assert_eq!(got.len(), 1);
+    let msg = e.to_string();
+    assert!(
+        matches!(e, CaptureError::Corrupt { offset, .. } if offset == at + 12),
+        "{msg}"
+    );
+    assert!(msg.contains("interface 2 (eth1)"), "{msg}");
+    // without if_name: the number
+    let mut ng = Ng {
+        big: true,
+        b: Vec::new(),
+    };
+    ng.shb();
+    ng.idb(1, Some(0), None);
+    ng.epb(0, u64::MAX, b"after 2554");
+    let e = read_all(&ng.b).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("timestamp out of range on interface 0:"),
+        "{e}"
+    );
 }

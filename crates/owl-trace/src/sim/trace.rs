@@ -28,8 +28,8 @@ pub(crate) struct TraceSource {
 
 impl TraceSource {
     /// Load the IP packets of `path` (of pcapng interface `interface` only, when given; else
-    /// of every interface, which must be alike: one link type, snaplen and timestamp
-    /// resolution).
+    /// of every interface, which must be alike: one link type and snaplen; timestamps are read
+    /// at each interface's own resolution).
     pub fn load(path: &Path, interface: Option<u32>) -> Result<TraceSource, SimError> {
         let wrap = |e: CaptureError| SimError::Capture {
             path: path.display().to_string(),
@@ -103,10 +103,10 @@ impl TraceSource {
             });
             t.arena.extend_from_slice(p.data);
         }
-        let kind = |n: u32| (r.interfaces().get(n as usize).copied(), r.resolution(n));
+        let kind = |n: u32| r.interfaces().get(n as usize).copied();
         if let Some(&other) = seen.iter().find(|&&n| kind(n) != kind(seen[0])) {
             return Err(SimError::Invalid(format!(
-                "{}: interfaces {} and {other} differ in snaplen or timestamp resolution: --from takes one stream of packets; pick one with --interface N",
+                "{}: interfaces {} and {other} differ in snaplen: --from takes one stream of packets; pick one with --interface N",
                 path.display(),
                 seen[0]
             )));

@@ -58,7 +58,8 @@ Checks:
 
 Interfaces:
   The interfaces of a pcapng file are measured as one stream only when they are alike (link
-  type, snaplen, timestamp resolution); otherwise compare stops naming both: pick one with
+  type and snaplen; each packet is timed at its own interface's resolution); otherwise compare
+  stops naming both: pick one with
   --interface N (both captures), --sender-interface N or --receiver-interface N (numbered from
   0 in file order, as `tshark -D` lists a dumpcap capture's). Interfaces of link types owl
   cannot read are counted and skipped.
@@ -153,7 +154,8 @@ pub struct CompareArgs {
     /// standard error).
     #[arg(long = "per-packet", value_name = "FILE")]
     pub per_packet: Option<PathBuf>,
-    /// Measure the complete records of a capture that ends inside a record, instead of failing.
+    /// Measure the complete records of a capture that ends early (cut inside a record, or at a
+    /// pcap record whose length field is damaged), instead of failing.
     #[arg(long)]
     pub allow_truncated: bool,
     /// Accept captures where most delays are negative (R's clock known to lag S's).

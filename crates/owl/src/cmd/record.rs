@@ -44,8 +44,8 @@ estimate cuts them at S's delimiters, so both points' intervals hold the same pa
 points must use the same --cut and --cut-window (estimate refuses a pair that differs).
 
 A pcapng file with several interfaces is recorded as one stream only if they are alike (link
-type, snaplen, timestamp resolution); otherwise record stops naming them: --interface N picks
-one.
+type and snaplen; each packet is timed at its own interface's resolution); otherwise record
+stops naming them: --interface N picks one.
 
 Streaming: each interval is appended to FILE as soon as the capture has passed its end (plus
 --disorder), and freed, so memory holds one or two intervals whatever the capture's length, and
@@ -55,7 +55,8 @@ interval written before the cut and says where the file ends.
 
 If the capture turns out truncated or corrupt half-way, the intervals recorded before the error are
 kept in FILE, and owl exits with status 1 saying so (with --allow-truncated, a capture that merely
-ends inside a record is accepted with a warning).
+ends early, cut inside a record or at a pcap record whose length field is damaged, is accepted
+with a warning).
 
 COLATE records no intervals: with --store FILE, each counter epoch is appended to an SQLite
 epoch store as soon as the point's vector is dumped (durable once written; a crash loses at
@@ -100,7 +101,8 @@ pub struct RecordArgs {
     /// Timestamp disorder tolerated within the capture before an interval closes.
     #[arg(long, default_value = "10ms", value_parser = parse_duration_u64, value_name = "T")]
     pub disorder: u64,
-    /// Accept a capture that ends inside a record (measure what is complete).
+    /// Accept a capture that ends early, cut inside a record or at a pcap record whose length
+    /// field is damaged (measure what is complete).
     #[arg(long)]
     pub allow_truncated: bool,
     /// Measure only pcapng interface N (numbered from 0 in file order).

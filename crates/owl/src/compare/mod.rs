@@ -544,9 +544,9 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
                     let name = sources[k].name();
                     let flag = ["--sender-interface", "--receiver-interface"][k];
                     return Err(match e {
-                        e if e.is_truncation() => anyhow!(
-                            "{name}: {e} (pass --allow-truncated to measure the complete records before it)"
-                        ),
+                        e if e.is_truncation() && !opts.allow_truncated => {
+                            crate::input::ends_early(&name, &e, end.stats.ip_packets)
+                        }
                         CaptureError::Io(io) => anyhow!("{name}: cannot read: {io}"),
                         e @ CaptureError::MixedInterfaces { .. } => {
                             anyhow!("{name}: {e} with {flag} N (or --interface N for both)")
@@ -615,7 +615,11 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
     };
     for (k, e) in [&s_end, &r_end].into_iter().enumerate() {
         if e.stats.ip_packets == 0 {
-            return Err(crate::input::no_ip_packets(&sources[k].name(), &e.stats));
+            return Err(crate::input::no_ip_packets(
+                &sources[k].name(),
+                &e.stats,
+                e.truncated.as_deref(),
+            ));
         }
         if let Some(t) = &e.truncated {
             sinks.notice(Notice::Warning(format!(
