@@ -415,9 +415,15 @@ impl Cells {
         self.iter().unzip()
     }
 
-    /// All counters to zero.
+    /// All counters to zero, writing only the 64-byte chunks that hold a bit: a vector of few
+    /// packets is cleared by a read of its cells, and the pages no packet touched stay
+    /// unwritten (not resident), so its RAM follows its packets.
     pub fn clear(&mut self) {
-        self.bytes.fill(0);
+        for chunk in self.bytes.chunks_mut(64) {
+            if chunk.iter().any(|&b| b != 0) {
+                chunk.fill(0);
+            }
+        }
         self.spill.clear();
     }
 }
