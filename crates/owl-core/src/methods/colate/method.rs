@@ -239,7 +239,8 @@ impl Method for ColateMethod {
             epochs(s.len()),
             epochs(r.len())
         ));
-        // a decoded synopsis has no vectors in RAM: only a recording point reports them
+        // the configured vectors (not a measurement), for decoded synopses too; the epochs
+        // held until the estimate come on top (n cells each, whatever their packets)
         if ram.total_bytes() > 0 {
             e.notes.push(format!("per point: {ram_line}"));
         }
