@@ -71,11 +71,16 @@ pub fn record_to_store(
         }
         Ok(())
     };
+    // each epoch goes to the store as it is dumped, not at the batch's end: a batch of sparse
+    // packets can dump many, and RAM then holds one epoch, not a batch of them
     let read = read_capture(capture, options, allow_truncated, "capture", |batch| {
         for r in batch {
             rec.record(r);
+            if !rec.sealed().is_empty() {
+                flush(&mut rec, &mut out)?;
+            }
         }
-        flush(&mut rec, &mut out)
+        Ok(())
     });
     out.memory = rec.memory();
     rec.dump_open();

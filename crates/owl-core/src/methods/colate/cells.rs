@@ -23,6 +23,7 @@
 //! first — the paper's rule, "before any counter overflows, COLATE dumps the counter vector",
 //! applied to the whole SRAM + DRAM counter. `spill = 0` is that rule with no DRAM at all.
 
+use super::coding::BLOCK_CELLS;
 use super::epoch::CellSource;
 use super::vector::mix;
 
@@ -415,9 +416,15 @@ impl Cells {
         self.iter().unzip()
     }
 
-    /// All counters to zero.
+    /// All counters to zero, writing only the 64-byte chunks that hold a bit: a vector of few
+    /// packets is cleared by a read of its cells, and the pages no packet touched stay
+    /// unwritten (not resident), so its RAM follows its packets.
     pub fn clear(&mut self) {
-        self.bytes.fill(0);
+        for chunk in self.bytes.chunks_mut(64) {
+            if chunk.iter().any(|&b| b != 0) {
+                chunk.fill(0);
+            }
+        }
         self.spill.clear();
     }
 }
@@ -449,6 +456,37 @@ impl CellSource for Cells {
 
     fn cell_at(&self, i: usize) -> (u64, u32) {
         self.get(i)
+    }
+
+    /// [`each`](CellSource::each), a block of [`BLOCK_CELLS`] cells whose `8·(b + c)` bytes are
+    /// zero and that no high part falls in given as one run.
+    fn each_run(&self, mut f: impl FnMut(u64, u32, usize)) {
+        let hi = self.high_parts();
+        let (b, c) = (self.b, self.c);
+        let block_bytes = BLOCK_CELLS * self.w as usize / 8;
+        let (mut k, mut next) = (0usize, hi.first().map_or(usize::MAX, |h| h.0 as usize));
+        let mut i = 0;
+        while i < self.n {
+            if i.is_multiple_of(BLOCK_CELLS) && i + BLOCK_CELLS <= self.n && next >= i + BLOCK_CELLS
+            {
+                let at = i / 8 * self.w as usize;
+                if self.bytes[at..at + block_bytes].iter().all(|&x| x == 0) {
+                    f(0, 0, BLOCK_CELLS);
+                    i += BLOCK_CELLS;
+                    continue;
+                }
+            }
+            let (mut ts, mut cnt) = self.low(i);
+            if i == next {
+                let (_, t, n) = hi[k];
+                ts |= (t as u64) << b;
+                cnt |= (n as u64) << c;
+                k += 1;
+                next = hi.get(k).map_or(usize::MAX, |h| h.0 as usize);
+            }
+            f(ts, cnt as u32, 1);
+            i += 1;
+        }
     }
 }
 

@@ -218,9 +218,14 @@ impl Default for Lengths {
 impl Lengths {
     #[inline]
     fn add(&mut self, v: u64) {
+        self.add_n(v, 1);
+    }
+
+    #[inline]
+    fn add_n(&mut self, v: u64, k: u64) {
         let l = (64 - v.leading_zeros()) as usize;
-        self.count[l] += 1;
-        self.sum[l] += v as u128;
+        self.count[l] += k;
+        self.sum[l] += v as u128 * k as u128;
     }
 
     /// The parameter whose codes are smallest, the smallest on a tie: bits of parameter `k`
@@ -271,6 +276,13 @@ impl Tally {
         let (vc, vt) = model.codes(t, c);
         self.count.add(vc);
         self.residual[group(c)].add(vt);
+    }
+
+    /// [`add`](Self::add) of `k` zero cells.
+    pub fn add_zeros(&mut self, model: &Model, k: usize) {
+        let (vc, vt) = model.codes(0, 0);
+        self.count.add_n(vc, k as u64);
+        self.residual[group(0)].add_n(vt, k as u64);
     }
 
     pub fn params(&self) -> Params {
@@ -350,11 +362,17 @@ pub fn encode(
 ) -> (u8, u64, usize) {
     let model = Model::of(head);
     let n = cells.count();
+    // every TALLY_STRIDE-th cell; a run of zeros (aligned to a block) holds run/TALLY_STRIDE
     let mut tally = Tally::new();
-    for i in (0..n).step_by(TALLY_STRIDE) {
-        let (t, c) = cells.cell_at(i);
-        tally.add(&model, t, c);
-    }
+    let mut i = 0usize;
+    cells.each_run(|t, c, run| {
+        if run > 1 {
+            tally.add_zeros(&model, run / TALLY_STRIDE);
+        } else if i.is_multiple_of(TALLY_STRIDE) {
+            tally.add(&model, t, c);
+        }
+        i += run;
+    });
     let p = tally.params();
     let (k, s) = blocks(n);
     out.extend_from_slice(&p.residual);
@@ -367,8 +385,32 @@ pub fn encode(
         acc: 0,
         have: 0,
     };
+    // a block of zero cells codes to the same bytes wherever it is
+    let zero_block = {
+        let (vc, vt) = model.codes(0, 0);
+        let mut bytes = Vec::new();
+        let mut z = BitWriter {
+            out: &mut bytes,
+            acc: 0,
+            have: 0,
+        };
+        for _ in 0..BLOCK_CELLS {
+            z.rice(vc, p.count);
+            z.rice(vt, p.residual[group(0)]);
+        }
+        z.align();
+        bytes
+    };
     let (mut i, mut overflows) = (0usize, 0usize);
-    cells.each(|t, c| {
+    cells.each_run(|t, c, run| {
+        if run > 1 {
+            debug_assert!(run == BLOCK_CELLS && i.is_multiple_of(BLOCK_CELLS));
+            w.align();
+            starts.push((w.out.len() - blocks_at) as u64);
+            w.out.extend_from_slice(&zero_block);
+            i += run;
+            return;
+        }
         overflows += (t >= top) as usize;
         if i.is_multiple_of(BLOCK_CELLS) {
             w.align();

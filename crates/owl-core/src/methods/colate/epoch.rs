@@ -86,6 +86,13 @@ pub trait CellSource {
     fn each(&self, f: impl FnMut(u64, u32));
     /// Counter `i`: `(timestamp counter, packet counter)`.
     fn cell_at(&self, i: usize) -> (u64, u32);
+    /// [`each`](Self::each) with runs of zero counters: `f(t, c, 1)` is one counter and
+    /// `f(0, 0, k)` stands for `k` zeros. RAM cells give each whole
+    /// [`BLOCK_CELLS`](super::coding::BLOCK_CELLS)-aligned block of zeros as one run, so a
+    /// sparse vector is coded at the cost of its blocks, not of its cells; by default, runs of 1.
+    fn each_run(&self, mut f: impl FnMut(u64, u32, usize)) {
+        self.each(|t, c| f(t, c, 1))
+    }
 }
 
 /// Decoded counters: `(timestamp counters, packet counters)`.

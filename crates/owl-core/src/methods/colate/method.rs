@@ -79,11 +79,11 @@ impl PointSynopsis for Recorder {
         }
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        let epochs = self.snapshot_sealed();
+        let open = self.seal_open();
         let mut w = WireWriter::new(out);
         w.bytes(PAYLOAD_TAG);
-        w.u32(epochs.len() as u32);
-        for e in &epochs {
+        w.u32((self.sealed().len() + open.len()) as u32);
+        for e in self.sealed().iter().chain(&open) {
             w.u32(e.bytes.len() as u32);
             w.bytes(&e.bytes);
         }
@@ -172,10 +172,6 @@ impl ColateMethod {
     }
 }
 
-fn epochs_of(p: &dyn PointSynopsis) -> Result<Vec<Sealed>, MethodError> {
-    Ok(downcast_ref::<Recorder>(p, "colate")?.snapshot_sealed())
-}
-
 impl Method for ColateMethod {
     fn name(&self) -> &str {
         "colate"
@@ -232,7 +228,7 @@ impl Method for ColateMethod {
         let ram = self.layout.cfg.memory();
         let ram_line = ram.describe();
         let forced = s.overflow_dumps + r.overflow_dumps;
-        let (s, r) = (s.snapshot_sealed(), r.snapshot_sealed());
+        let (s, r) = (s.into_sealed(), r.into_sealed());
         let heads = |v: &[Sealed]| v.iter().map(|e| e.head.clone()).collect::<Vec<_>>();
         let mut e = aggregate_heads(&heads(&s), &heads(&r))?;
         let stored = |v: &[Sealed]| v.iter().map(|e| e.bytes.len() as u64).sum::<u64>();
@@ -243,7 +239,8 @@ impl Method for ColateMethod {
             epochs(s.len()),
             epochs(r.len())
         ));
-        // a decoded synopsis has no vectors in RAM: only a recording point reports them
+        // the configured vectors (not a measurement), for decoded synopses too; the epochs
+        // held until the estimate come on top (n cells each, whatever their packets)
         if ram.total_bytes() > 0 {
             e.notes.push(format!("per point: {ram_line}"));
         }
@@ -261,7 +258,14 @@ impl Method for ColateMethod {
         flows: &[FlowKey],
     ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
         let go = || -> Result<Vec<FlowEstimate>, MethodError> {
-            let (s, r) = (epochs_of(sender)?, epochs_of(receiver)?);
+            let (s, r) = (
+                downcast_ref::<Recorder>(sender, "colate")?,
+                downcast_ref::<Recorder>(receiver, "colate")?,
+            );
+            // the dumped epochs in place, the open vectors sealed beside them
+            let (so, ro) = (s.seal_open(), r.seal_open());
+            let s: Vec<&Sealed> = s.sealed().iter().chain(&so).collect();
+            let r: Vec<&Sealed> = r.sealed().iter().chain(&ro).collect();
             let (hs, hr): (Vec<_>, Vec<_>) = (
                 s.iter().map(|e| &e.head).collect(),
                 r.iter().map(|e| &e.head).collect(),
@@ -271,8 +275,8 @@ impl Method for ColateMethod {
             };
             // each flow's m cells of each epoch, read in place
             let (mut rs, mut rr): (Vec<_>, Vec<_>) = (
-                s.iter().map(Sealed::reader).collect(),
-                r.iter().map(Sealed::reader).collect(),
+                s.iter().map(|e| e.reader()).collect(),
+                r.iter().map(|e| e.reader()).collect(),
             );
             flows
                 .iter()

@@ -1443,3 +1443,113 @@ fn a_counter_two_j_share_is_read_once() {
         }
     }
 }
+
+/// Packets days apart cost what their packets do, not their span (a 9 KB capture spanning 13
+/// days took 1 GB): each gap dumps at most one epoch, a sparse vector is coded a block of
+/// zeros at a time (to the bytes the cell-by-cell coder writes), and the mean is the delay.
+#[test]
+fn a_sparse_span_costs_its_packets_not_its_time() {
+    const HOUR: u64 = 3_600_000_000_000;
+    let rng = Pcg64Mcg::seed_from_u64(33);
+    let flows: Vec<FlowKey> = (0..6u16)
+        .map(|k| FlowKey {
+            proto: 17,
+            src: [10, 0, 0, 1].into(),
+            dst: [10, 0, 0, 2].into(),
+            sport: 5_000 + k,
+            dport: 53,
+        })
+        .collect();
+    // 12 bursts of 30 packets, hours apart, the last after `last_gap`; whole µs, the unit
+    let pair = |last_gap: u64| {
+        let (mut s, mut r, mut delay) = (Vec::new(), Vec::new(), 0u64);
+        let mut rng = rng.clone();
+        let mut at = 1_767_225_600_000_000_000u64;
+        for burst in 0..12u64 {
+            at += match burst {
+                0 => 0,
+                11 => last_gap,
+                _ => rng.random_range(1..30) * HOUR,
+            };
+            for k in 0..30u64 {
+                let ts = at + k * 1_000_000;
+                let d = 1_000 * rng.random_range(100..900u64);
+                let (id, flow) = (rng.random::<u64>(), flows[rng.random_range(0..flows.len())]);
+                s.push(PacketRecord {
+                    ts_ns: ts,
+                    id,
+                    flow,
+                    len: 100,
+                });
+                r.push(PacketRecord {
+                    ts_ns: ts + d,
+                    id,
+                    flow,
+                    len: 100,
+                });
+                delay += d;
+            }
+        }
+        r.sort_by_key(|x| x.ts_ns);
+        (s, r, delay as f64 / 360.0)
+    };
+    // T of 1 000 s in µs: every gap of an hour or more reaches it
+    let c = cfg(1 << 16, 20, 1_000_000_000, 1_000, 3);
+    let mut counts = Vec::new();
+    for last_gap in [13 * 24 * HOUR, 13_000 * 24 * HOUR] {
+        let (s, r, mean) = pair(last_gap);
+        let mut rec = Recorder::new(Layout::new(c.clone()));
+        rec.record_batch(&s);
+        // one vector's cells, whatever the span
+        assert_eq!(rec.memory().cell_bytes, c.memory().cell_bytes);
+        rec.dump_open();
+        let sealed = rec.take_sealed();
+        assert!(
+            sealed.len() <= 12 + 1,
+            "{} epochs for 12 bursts",
+            sealed.len()
+        );
+        for e in &sealed {
+            let mut again = Vec::new();
+            e.decode().encode(&mut again);
+            assert_eq!(again, e.bytes, "epoch {}", e.head.seq);
+        }
+        let es: Vec<Epoch> = sealed.iter().map(Sealed::decode).collect();
+        let a = aggregate(&es, &record(&c, &r)).unwrap();
+        let got = a.mean_ns.unwrap();
+        assert!((got - mean).abs() < 1e-6 * mean, "{got} vs {mean}");
+        counts.push(sealed.len());
+    }
+    // a gap 1 000 times longer dumps no more epochs
+    assert_eq!(counts[0], counts[1]);
+}
+
+/// RAM cells give a block of zero cells as one run, and nothing else differs from `each`: a
+/// vector of `k` packets is visited in at most `n/64 + 64·k` calls.
+#[test]
+fn zero_blocks_come_as_runs() {
+    use super::cells::Cells;
+    use super::epoch::CellSource;
+    let mut rng = Pcg64Mcg::seed_from_u64(12);
+    let n = 1 << 16;
+    let mut cells = Cells::new(n, 19, 8, 100);
+    for k in 0..40 {
+        // some far beyond b bits (their high parts in the spill), one whose low bits are zero
+        let rel = if k == 0 {
+            1 << 19
+        } else {
+            rng.random_range(0..1u64 << 40)
+        };
+        assert!(cells.add(rng.random_range(0..n), rel));
+    }
+    let (mut seen, mut calls) = (Vec::new(), 0);
+    cells.each_run(|t, c, run| {
+        calls += 1;
+        assert!(run == 1 || (t, c, run) == (0, 0, 64));
+        seen.extend(std::iter::repeat_n((t, c), run));
+    });
+    assert_eq!(seen, cells.iter().collect::<Vec<_>>());
+    assert!(calls <= n / 64 + 64 * 40, "{calls} calls");
+    cells.clear();
+    assert!(cells.iter().all(|x| x == (0, 0)));
+}

@@ -604,6 +604,14 @@ impl Recorder {
     /// anything (what a synopsis of this point holds right now).
     pub fn snapshot_sealed(&self) -> Vec<Sealed> {
         let mut out = self.sealed.clone();
+        out.extend(self.seal_open());
+        out
+    }
+
+    /// The open vectors as the epochs that follow [`sealed`](Self::sealed) in a snapshot,
+    /// without resetting them (with `sealed`, a snapshot that copies no dumped epoch).
+    pub fn seal_open(&self) -> Vec<Sealed> {
+        let mut out = Vec::new();
         let mut seq = self.seq;
         for v in 0..self.vectors.len() {
             if self.vectors[v].packets > 0 {
@@ -612,6 +620,13 @@ impl Recorder {
             }
         }
         out
+    }
+
+    /// [`snapshot_sealed`](Self::snapshot_sealed) of a recorder no longer needed: the same
+    /// epochs, moved rather than copied.
+    pub fn into_sealed(mut self) -> Vec<Sealed> {
+        self.dump_open();
+        self.sealed
     }
 
     /// [`snapshot_sealed`](Self::snapshot_sealed), decoded.
