@@ -848,6 +848,13 @@ impl StreamingTruth {
         pending.fold(self.max_delay, u64::max)
     }
 
+    /// The timestamp at S of the sender packet with `id`, while it is in flight (not yet
+    /// resolved: R has not passed it by a horizon).
+    pub fn sender_ts(&self, id: u64) -> Option<u64> {
+        let seq = self.seq_of(id)?;
+        self.sent.get((seq - self.first_seq) as usize).map(|s| s.ts)
+    }
+
     /// Flows held open now.
     pub fn open_flows(&self) -> usize {
         self.flow_index.len()
