@@ -89,17 +89,26 @@ pub fn frame_identity_within(
     packet_identity(&frame[d.ip_offset..end], d.version, d.header_len, seed)
 }
 
+/// Fewest IP bytes two points may identify packets on: an IPv4 header's (addresses, length,
+/// identification). Below it, packets collide (at 0 bytes every packet has one identity).
+pub const MIN_IDENTITY_BYTES: u32 = 20;
+
 /// IP bytes a capture with this snaplen keeps of every packet of link type `linktype` whose
 /// link header has its usual length (no VLAN tag, no MPLS label; for 802.11, a QoS data frame
 /// with three addresses and LLC/SNAP; 128 bytes for link types whose header length varies from
 /// packet to packet, NFLOG, PKTAP and radiotap); `None` when the snaplen cuts nothing (0, or at
 /// least libpcap's 262 144-byte maximum).
 pub fn identity_bytes(snaplen: u32, linktype: u32) -> Option<u32> {
-    use crate::dissect::*;
     if snaplen == 0 || snaplen >= crate::capture::MAX_SNAPLEN {
         return None;
     }
-    let header = match linktype {
+    Some(snaplen.saturating_sub(link_header_bytes(linktype)))
+}
+
+/// The link header [`identity_bytes`] allows for `linktype`.
+pub fn link_header_bytes(linktype: u32) -> u32 {
+    use crate::dissect::*;
+    match linktype {
         LINKTYPE_RAW | DLT_RAW_BSD | DLT_RAW_OPENBSD | LINKTYPE_IPV4 | LINKTYPE_IPV6 => 0,
         LINKTYPE_NULL | LINKTYPE_LOOP | LINKTYPE_C_HDLC | LINKTYPE_PPP | LINKTYPE_PPP_HDLC
         | LINKTYPE_MPLS => 4,
@@ -110,8 +119,7 @@ pub fn identity_bytes(snaplen: u32, linktype: u32) -> Option<u32> {
         // 24-byte MAC header, QoS Control, LLC/SNAP
         LINKTYPE_IEEE802_11 => 34,
         _ => 128,
-    };
-    Some(snaplen.saturating_sub(header))
+    }
 }
 
 /// The identity byte limit two points must agree on: the fewer IP bytes either capture keeps

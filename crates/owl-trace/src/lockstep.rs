@@ -28,7 +28,9 @@ use std::time::{Duration, Instant};
 use owl_core::PacketRecord;
 
 use crate::capture::{CaptureError, CaptureReader, InterfaceInfo};
-use crate::identity::{common_identity_bytes, identity_bytes};
+use crate::identity::{
+    MIN_IDENTITY_BYTES, common_identity_bytes, identity_bytes, link_header_bytes,
+};
 use crate::records::{InputStats, ReadOptions, RecordReader};
 
 /// Records per batch.
@@ -204,7 +206,25 @@ fn spawn(
         };
         if let Some((k, a)) = &agreement {
             match rr.first_interface() {
-                Ok(interface) => rr.set_identity_bytes(a.decide(*k, interface)),
+                Ok(interface) => {
+                    let d = a.decide(*k, interface);
+                    // the capture that sets a limit too low to tell packets apart says so
+                    if let (Some(n), Some(i)) = (d, interface)
+                        && n < MIN_IDENTITY_BYTES
+                        && identity_bytes(i.snaplen, i.linktype) == Some(n)
+                    {
+                        let e = CaptureError::TooFewIdentityBytes {
+                            snaplen: i.snaplen,
+                            linktype: crate::dissect::linktype_name(i.linktype),
+                            header: link_header_bytes(i.linktype),
+                            kept: n,
+                            min: MIN_IDENTITY_BYTES,
+                        };
+                        let _ = tx.send(Msg::End(end(rr.stats(), rr.bytes_read(), None, Some(e))));
+                        return;
+                    }
+                    rr.set_identity_bytes(d)
+                }
                 Err(e) => {
                     a.decide(*k, None);
                     let m = if e.is_truncation() && allow_truncated {

@@ -79,6 +79,18 @@ pub enum CaptureError {
     },
     #[error("offset {offset}: {what}")]
     Corrupt { offset: u64, what: String },
+    /// The two points keep different IP bytes of a long packet, and the fewer are too few to
+    /// tell packets apart ([`crate::identity::MIN_IDENTITY_BYTES`]).
+    #[error(
+        "its snaplen {snaplen} ({linktype}, a link header of up to {header} bytes) keeps at most {kept} IP bytes of a packet, fewer than the other capture, and too few to tell packets apart (at least {min}): capture this point with a larger snaplen (tcpdump -s 0), or pass --identity-bytes N (at least {min}) if its link headers are shorter"
+    )]
+    TooFewIdentityBytes {
+        snaplen: u32,
+        linktype: &'static str,
+        header: u32,
+        kept: u32,
+        min: u32,
+    },
     /// A pcap record whose captured length no snaplen allows: a damaged length field, after
     /// which no record can be found (libpcap stops there too). The records before it are
     /// intact, so it ends the capture early like a truncation ([`CaptureError::is_truncation`]).
@@ -91,7 +103,7 @@ pub enum CaptureError {
         snaplen: u32,
     },
     #[error(
-        "offset {offset}: unsupported link type {linktype} ({name}); owl reads Ethernet, Linux SLL/SLL2, raw IP, BSD loopback, PPP, Cisco HDLC, NFLOG, IPoIB, MPLS and PKTAP"
+        "offset {offset}: unsupported link type {linktype} ({name}); owl reads Ethernet, Linux SLL/SLL2, raw IP, BSD loopback, PPP, Cisco HDLC, NFLOG, IPoIB, MPLS, PKTAP and 802.11 (bare or radiotap)"
     )]
     UnsupportedLinkType {
         offset: u64,
