@@ -45,6 +45,7 @@ mod methods;
 pub mod pipeline;
 pub mod record;
 pub mod registry;
+pub mod skew;
 pub mod stats;
 pub mod units;
 pub mod wire;
