@@ -29,7 +29,7 @@ fn trace(
                 .filter(|(at, _)| a - t0 >= *at)
                 .map(|(_, z)| *z as f64)
                 .sum::<f64>();
-        let r = (a as f64 + theta).round() as u64;
+        let r = (a as i128 + theta.round() as i128) as u64;
         out.push((s, r as i64 - s as i64, d, r));
     }
     out
@@ -161,4 +161,24 @@ fn memory_is_bounded() {
     assert!(f.memory_bytes() < 4 << 20, "{}", f.memory_bytes());
     let fit = f.fit().unwrap();
     assert!((fit.skew_ppm - 10.0).abs() < 0.05, "{fit:?}");
+}
+
+/// A minute with a step in the middle: a run of noise above the threshold just before the
+/// step's plateau must not take its place.
+#[test]
+fn a_step_in_a_minute() {
+    let tr = trace(
+        1,
+        60.0,
+        10_000.0,
+        100_000.0,
+        20.0,
+        &[(30_000_000_000, 2_000_000)],
+    );
+    let fit = floor_of(&tr).fit().unwrap();
+    assert!((fit.skew_ppm - 20.0).abs() < 0.01, "{fit:?}");
+    assert_eq!(fit.steps.len(), 1, "{fit:?}");
+    assert!((fit.steps[0].size_ns - 2_000_000).abs() < 100, "{fit:?}");
+    let at = fit.steps[0].at_ns - 1_767_225_600_000_000_000;
+    assert!(at.abs_diff(30_000_000_000) < 1_000_000, "{fit:?}");
 }
