@@ -242,8 +242,8 @@ pub struct DelayFloor {
 /// A step of R's clock found in the floor.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct ClockStep {
-    /// S's clock when the floor jumps: a packet at the floor sent before this reached R before
-    /// the step, ns since the epoch.
+    /// When R's clock stepped, by S's clock less the floor's delay: a packet at the floor sent
+    /// before this reached R before the step, ns since the epoch.
     pub at_ns: u64,
     /// How far R's clock jumped (later minus earlier floor), ns.
     pub size_ns: i64,
@@ -512,12 +512,16 @@ impl Place {
 
     /// At the last point below the middle of the two levels (`old`, `new`: floors less
     /// `β·t`) before a forward step, at the first below it after a backward one, over the
-    /// two buckets on each side: a suffix minimum (prefix minimum) of its bucket.
+    /// two buckets on each side: a suffix minimum (prefix minimum) of its bucket. The place is
+    /// on the axis of arrivals less the floor (a packet's send time plus its delay above the
+    /// floor), where R's records are placed ([`ClockCorrection`]): a forward step comes after
+    /// the last packet that arrived on the old clock.
     fn refine(&mut self, bs: &[&Bucket], beta: f64, old: f64, new: f64) {
         let lo = self.b.saturating_sub(2);
         let hi = (self.b + 2).min(bs.len());
         let mid = (old + new) / 2.0;
-        let below = |p: &&Pt| (p.d as f64 - beta * p.t as f64) < mid;
+        let level = |p: &Pt| p.d as f64 - beta * p.t as f64;
+        let below = |p: &&Pt| level(p) < mid;
         if new > old {
             if let Some(p) = bs[lo..hi]
                 .iter()
@@ -525,7 +529,7 @@ impl Place {
                 .filter(below)
                 .max_by_key(|p| p.t)
             {
-                self.at = p.t + 1;
+                self.at = p.t + (level(p) - old).max(0.0).round() as i64 + 1;
             }
         } else if let Some(p) = bs[lo..hi]
             .iter()
@@ -533,6 +537,8 @@ impl Place {
             .filter(below)
             .min_by_key(|p| p.t)
         {
+            // (its send time: the step came before it arrived, and a record of R after the
+            // step is placed by R's clock falling back, ClockCorrection)
             self.at = p.t;
         }
     }
@@ -675,12 +681,15 @@ fn moon_fit(segs: &[Segment]) -> Option<(f64, Vec<f64>)> {
 /// less the skew's drift since then and the steps before them. The offset at the origin stays
 /// (one-way traffic cannot tell it from the path's delay).
 ///
-/// A timestamp `r` belongs to segment `k` (after `k` steps); its time on S's axis is
-/// `x = (r − origin − α_k) / (1 + β)` (the send time of a packet at the floor that arrived at
-/// `r`), and its correction `β·x + α_k − α_0`. Segments are entered in R's order: a forward step
-/// once the old segment's `x` reaches the step; a backward step once R's timestamps fall back by
-/// half its size after reaching it (the same readings come twice around a backward step, and
-/// only the capture's order tells them apart), or once the old `x` passes it.
+/// A timestamp `r` of segment `k` (after `k` steps) sits at `x = (r − origin − α_k) / (1 + β)`
+/// on S's axis (the send time of a packet at the floor that arrived at `r`; a queued packet's
+/// `x` is later by its wait), and its correction is `β·x + α_k − α_0`. Segments are entered in
+/// R's order. Around a step of size `σ` at `a`, R's clock moves by `σ` between two records:
+/// a forward step is entered once the old segment's `x` passes `a + σ/2`, or jumps ahead of
+/// the largest `x` so far by more than `σ/2` within `σ` of `a`; a backward step once `x` falls
+/// back by more than `|σ|/2` within `|σ|` of `a` (the same readings come twice around it and
+/// only the capture's order tells them apart), or passes `a + |σ|/2`. A placement within
+/// `σ/2` of the step, or R's jump itself, puts every record on its side.
 #[derive(Clone, Debug)]
 pub struct ClockCorrection {
     origin: u64,
@@ -723,10 +732,14 @@ impl ClockCorrection {
     pub fn correct(&mut self, r: u64) -> u64 {
         while let Some(&(at, size)) = self.steps.get(self.cur) {
             let x = self.x(r, self.cur);
-            let fell_back = size < 0.0
-                && self.max_x >= at - size.abs() / 2.0
-                && x < self.max_x - size.abs() / 2.0;
-            if x >= at || fell_back {
+            let half = size.abs() / 2.0;
+            let near = self.max_x >= at - size.abs();
+            let jumped = if size >= 0.0 {
+                x > self.max_x + half
+            } else {
+                x < self.max_x - half
+            };
+            if x >= at + half || (near && jumped) {
                 self.cur += 1;
                 self.max_x = f64::NEG_INFINITY;
             } else {
