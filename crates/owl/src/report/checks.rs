@@ -8,9 +8,11 @@ use owl_trace::dissect::linktype_name;
 use owl_trace::identity::identity_bytes;
 use owl_trace::records::InputStats;
 
+use owl_core::skew::{ClockStep, SkewFit};
+
 use super::{
-    Check, Checks, ClockCheck, CutCheck, InvalidCheck, LateCheck, SnaplenCheck, SpanCheck, Status,
-    TrimCheck,
+    Check, Checks, ClockApplied, ClockCheck, CutCheck, InvalidCheck, LateCheck, SnaplenCheck,
+    SpanCheck, Status, TrimCheck,
 };
 
 const POINT: [&str; 2] = ["S", "R"];
@@ -285,14 +287,56 @@ fn invalid(stats: [&InputStats; 2], points: &[PointCounters; 2]) -> Check<Invali
     }
 }
 
-fn clock(stream: &StreamTruth) -> Check<ClockCheck> {
+/// Drift over the capture that the clock check warns about: 1 µs, or 1 % of the smallest
+/// delay when that is more.
+pub fn drift_limit_ns(min_delay_ns: Option<i64>) -> f64 {
+    (0.01 * min_delay_ns.unwrap_or(0).unsigned_abs() as f64).max(1_000.0)
+}
+
+/// "a step of +2.000 ms at 2026-01-01 00:00:30.000012 UTC (S's clock)", for each step.
+fn steps_text(steps: &[ClockStep]) -> String {
+    steps
+        .iter()
+        .map(|st| {
+            format!(
+                "{}{} at {} UTC",
+                if st.size_ns >= 0 { "+" } else { "-" },
+                format_ns(st.size_ns.unsigned_abs() as f64),
+                format_utc(st.at_ns)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The clock check. `fit`: R's clock against S's as the captures show it (the one pass of
+/// `--clock report`, or the first pass of `--clock correct`); `residual`: with `correct`, the
+/// fit of the corrected delays.
+fn clock(
+    stream: &StreamTruth,
+    fit: Option<&SkewFit>,
+    correct: bool,
+    residual: Option<&SkewFit>,
+) -> Check<ClockCheck> {
     let min = stream.delay.map(|d| d.min_ns);
+    let applied = correct.then(|| ClockApplied {
+        skew_ppm: fit.map_or(0.0, |f| f.skew_ppm),
+        steps: fit.map_or_else(Vec::new, |f| f.steps.clone()),
+        residual_skew_ppm: residual.map(|r| r.skew_ppm),
+        residual_drift_ns: residual.map(|r| r.drift_ns()),
+        residual_steps: residual.map_or(0, |r| r.steps.len()),
+    });
     let data = ClockCheck {
         negative_delays: stream.negative_delays,
         matched: stream.received,
         min_delay_ns: min,
+        skew_ppm: fit.map(|f| f.skew_ppm),
+        skew_uncertainty_ppm: fit.map(|f| f.skew_uncertainty_ppm),
+        drift_ns: fit.map(|f| f.drift_ns()),
+        steps: fit.map_or_else(Vec::new, |f| f.steps.clone()),
+        applied,
     };
-    let (status, summary) = match stream.delay {
+    let (mut status, mut summary) = match stream.delay {
         Some(d) if d.min_ns == 0 && d.max_ns == 0 => (
             Status::Warning,
             format!(
@@ -321,6 +365,53 @@ fn clock(stream: &StreamTruth) -> Check<ClockCheck> {
             None => (Status::Ok, "no matched packet".into()),
         },
     };
+    if let Some(f) = fit {
+        let drift = f.drift_ns();
+        let limit = drift_limit_ns(min);
+        let skew = format!(
+            "R's clock runs {:+.4} ± {:.4} ppm against S's (drift {}{} over {})",
+            f.skew_ppm,
+            f.skew_uncertainty_ppm,
+            if drift >= 0.0 { "+" } else { "-" },
+            format_ns(drift.abs()),
+            format_ns(f.span_ns as f64)
+        );
+        let steps = if f.steps.is_empty() {
+            "no step in the delays' floor".to_string()
+        } else {
+            format!(
+                "{} {} in the delays' floor ({})",
+                f.steps.len(),
+                if f.steps.len() == 1 { "step" } else { "steps" },
+                steps_text(&f.steps)
+            )
+        };
+        let big = drift.abs() > limit;
+        if correct {
+            let left = residual.map_or(String::new(), |r| {
+                format!(
+                    " (left: {:+.4} ppm, drift {}, {} steps)",
+                    r.skew_ppm,
+                    format_ns(r.drift_ns().abs()),
+                    r.steps.len()
+                )
+            });
+            summary.push_str(&format!(
+                "; {skew}, {steps}: removed from R's timestamps (--clock correct){left}"
+            ));
+            if status == Status::Ok && (f.skew_ppm != 0.0 || !f.steps.is_empty()) {
+                status = Status::Adjusted;
+            }
+        } else if big || !f.steps.is_empty() {
+            summary.push_str(&format!(
+                "; {skew}, {steps}: every delay carries R's clock error, more than the {} this check allows; --clock correct removes it",
+                format_ns(limit)
+            ));
+            status = Status::Warning;
+        } else {
+            summary.push_str(&format!("; {skew}, {steps}"));
+        }
+    }
     Check {
         status,
         summary,
@@ -412,6 +503,14 @@ pub fn cuts(cut: &Cut, tally: &CutTally, left: Option<u64>) -> Check<CutCheck> {
     }
 }
 
+/// R's clock as the comparison saw it: the fit of the captures as they are, and under
+/// `--clock correct` that the correction was applied (the truth's own fit is then of the
+/// corrected delays).
+pub struct ClockInput<'a> {
+    pub fit: Option<&'a SkewFit>,
+    pub correct: bool,
+}
+
 /// Every check of a compared pair (`cuts`: with intervals).
 pub fn compare(
     stats: [&InputStats; 2],
@@ -420,6 +519,7 @@ pub fn compare(
     trim: bool,
     identity_bytes: Option<u32>,
     cuts: Option<Check<CutCheck>>,
+    clock_in: ClockInput,
 ) -> Checks {
     Checks {
         snaplen: snaplen(stats, identity_bytes),
@@ -427,7 +527,11 @@ pub fn compare(
         trimmed: trimmed(stream, points, trim),
         late: late(stream),
         invalid: invalid(stats, points),
-        clock: clock(stream),
+        clock: if clock_in.correct {
+            clock(stream, clock_in.fit, true, stream.clock.as_ref())
+        } else {
+            clock(stream, stream.clock.as_ref(), false, None)
+        },
         cuts,
     }
 }
