@@ -497,6 +497,10 @@ impl DelayFloor {
 struct Place {
     b: usize,
     at: i64,
+    /// The two buckets around the step, `[from, to)`: left out of the fit, where a packet
+    /// queued on the old clock may sit as low as one at the floor on the new.
+    from: i64,
+    to: i64,
 }
 
 impl Place {
@@ -507,6 +511,8 @@ impl Place {
         Place {
             b,
             at: a + (c - a) / 2,
+            from: bs[b - 1].hull.first().map_or(a, |p| p.t),
+            to: bs[b].hull.last().map_or(c, |p| p.t) + 1,
         }
     }
 
@@ -577,42 +583,21 @@ impl Segment {
     }
 }
 
-/// The segments between steps: buckets by index, a bucket holding a step split at it (its
-/// count and time sum shared by the time each side holds).
+/// The segments between steps, less the two buckets around each step (their points could be
+/// on either clock): a bucket's points, count and time sum go to the segment of its time.
 fn segments(bs: &[&Bucket], places: &[Place]) -> Vec<Segment> {
     let mut segs: Vec<(Vec<Pt>, f64, f64)> = vec![(Vec::new(), 0.0, 0.0); places.len() + 1];
     for b in bs {
-        let (Some(first), Some(last)) = (b.hull.first(), b.hull.last()) else {
+        let Some(first) = b.hull.first() else {
             continue;
         };
-        let (t0, t1) = (first.t, last.t);
-        // the segment of a time: the number of steps at or before it
-        let seg = |t: i64| places.iter().filter(|p| p.at <= t).count();
-        let (s0, s1) = (seg(t0), seg(t1));
-        let n = b.n as f64;
-        if s0 == s1 {
-            segs[s0].0.extend_from_slice(&b.hull);
-            segs[s0].1 += n;
-            segs[s0].2 += b.sum_t as f64;
-        } else {
-            for p in &b.hull {
-                segs[seg(p.t)].0.push(*p);
-            }
-            // share n and Σt by the time on each side of each step within the bucket
-            let span = (t1 - t0).max(1) as f64;
-            let mut from = t0;
-            for (k, seg) in segs.iter_mut().enumerate().take(s1 + 1).skip(s0) {
-                let to = if k < s1 {
-                    places[k].at.clamp(t0, t1)
-                } else {
-                    t1
-                };
-                let frac = ((to - from).max(0) as f64 / span).clamp(0.0, 1.0);
-                seg.1 += n * frac;
-                seg.2 += n * frac * (from as f64 + to as f64) / 2.0;
-                from = to;
-            }
+        if places.iter().any(|p| first.t >= p.from && first.t < p.to) {
+            continue;
         }
+        let k = places.iter().filter(|p| p.at <= first.t).count();
+        segs[k].0.extend_from_slice(&b.hull);
+        segs[k].1 += b.n as f64;
+        segs[k].2 += b.sum_t as f64;
     }
     segs.into_iter()
         .map(|(mut pts, n, sum_t)| {
@@ -684,12 +669,12 @@ fn moon_fit(segs: &[Segment]) -> Option<(f64, Vec<f64>)> {
 /// A timestamp `r` of segment `k` (after `k` steps) sits at `x = (r − origin − α_k) / (1 + β)`
 /// on S's axis (the send time of a packet at the floor that arrived at `r`; a queued packet's
 /// `x` is later by its wait), and its correction is `β·x + α_k − α_0`. Segments are entered in
-/// R's order. Around a step of size `σ` at `a`, R's clock moves by `σ` between two records:
-/// a forward step is entered once the old segment's `x` passes `a + σ/2`, or jumps ahead of
-/// the largest `x` so far by more than `σ/2` within `σ` of `a`; a backward step once `x` falls
-/// back by more than `|σ|/2` within `|σ|` of `a` (the same readings come twice around it and
-/// only the capture's order tells them apart), or passes `a + |σ|/2`. A placement within
-/// `σ/2` of the step, or R's jump itself, puts every record on its side.
+/// R's order. Around a step of size `σ` placed at `a`: a forward step is entered once the old
+/// segment's `x` passes `a + σ/2` (every record after the step is at least `σ` past the last
+/// one before it; a record before it is past `a + σ/2` only when the placement is more than
+/// `σ/2` early); a backward step once `x` falls back by more than `|σ|/2` within `|σ|` of `a`
+/// (the same readings come twice around it and only the capture's order tells them apart;
+/// within one clock R's records never go back), or passes `a + |σ|/2`.
 #[derive(Clone, Debug)]
 pub struct ClockCorrection {
     origin: u64,
@@ -733,13 +718,10 @@ impl ClockCorrection {
         while let Some(&(at, size)) = self.steps.get(self.cur) {
             let x = self.x(r, self.cur);
             let half = size.abs() / 2.0;
-            let near = self.max_x >= at - size.abs();
-            let jumped = if size >= 0.0 {
-                x > self.max_x + half
-            } else {
-                x < self.max_x - half
-            };
-            if x >= at + half || (near && jumped) {
+            // (a forward jump of R's timestamps is also a gap in the traffic: only a fall back
+            // tells the step)
+            let fell_back = size < 0.0 && self.max_x >= at - size.abs() && x < self.max_x - half;
+            if x >= at + half || fell_back {
                 self.cur += 1;
                 self.max_x = f64::NEG_INFINITY;
             } else {
