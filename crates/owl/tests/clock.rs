@@ -17,6 +17,9 @@ use owl_trace::sim::{
     TrafficConfig, TrafficSource,
 };
 
+mod common;
+use common::{fails, ok};
+
 const IDENTITY_SEED: u64 = 0x6f77_6c21;
 const T0: u64 = 1_767_225_600_000_000_000;
 
@@ -301,4 +304,77 @@ fn statistics_over_many_seeds() {
         n += 1;
     }
     eprintln!("skew-free pairs that warn: {false_alarms} of {n}");
+}
+
+/// `owl simulate --clock-skew --clock-step`, then `owl compare` and `owl compare --clock
+/// correct`: the JSON's checks.clock, and the corrected truth against the simulator's books.
+#[test]
+fn compare_reports_and_corrects_r_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    ok(&[
+        "simulate",
+        "--out",
+        d,
+        "--packets",
+        "50k",
+        "--rate",
+        "10k",
+        "--clock-skew",
+        "20",
+        "--clock-step",
+        "2s:1ms",
+    ]);
+    let books: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("sim.json")).unwrap())
+            .unwrap();
+    assert_eq!(books["report"]["clock_skew_ppm"], 20.0);
+    assert_eq!(books["report"]["clock_steps"][0]["size_ns"], 1_000_000);
+    let (s, r) = (format!("{d}/sender.pcap"), format!("{d}/receiver.pcap"));
+    let j: serde_json::Value =
+        serde_json::from_str(&ok(&["compare", &s, &r, "--methods", "exact", "--json"])).unwrap();
+    let c = &j["checks"]["clock"];
+    assert_eq!(c["status"], "warning", "{c}");
+    let skew = c["skew_ppm"].as_f64().unwrap();
+    assert!((skew - 20.0).abs() < 0.05, "{c}");
+    assert!(c["skew_uncertainty_ppm"].as_f64().unwrap() < 0.05, "{c}");
+    assert!(
+        (c["drift_ns"].as_f64().unwrap() - 20e-6 * 5e9).abs() < 5_000.0,
+        "{c}"
+    );
+    let steps = c["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 1, "{c}");
+    assert!(
+        (steps[0]["size_ns"].as_i64().unwrap() - 1_000_000).abs() < 1_000,
+        "{c}"
+    );
+    assert!(c["applied"].is_null());
+    let j: serde_json::Value = serde_json::from_str(&ok(&[
+        "compare",
+        &s,
+        &r,
+        "--methods",
+        "exact",
+        "--json",
+        "--clock",
+        "correct",
+    ]))
+    .unwrap();
+    let c = &j["checks"]["clock"];
+    assert_eq!(c["status"], "adjusted", "{c}");
+    let a = &c["applied"];
+    assert!((a["skew_ppm"].as_f64().unwrap() - 20.0).abs() < 0.05, "{c}");
+    assert_eq!(a["steps"].as_array().unwrap().len(), 1, "{c}");
+    assert_eq!(a["residual_steps"], 0, "{c}");
+    assert!(
+        a["residual_drift_ns"].as_f64().unwrap().abs() < 1_000.0,
+        "{c}"
+    );
+    let mean = j["truth"]["mean_ns"].as_f64().unwrap();
+    let want = books["report"]["path_delay_mean_ns"].as_f64().unwrap();
+    assert!((mean - want).abs() / want < 0.01, "{mean} vs {want}");
+    fails(
+        &["compare", "-", &r, "--clock", "correct"],
+        "--clock correct reads both captures twice",
+    );
 }
