@@ -88,6 +88,9 @@ pub const STEP_WINDOW: usize = 16;
 pub const STEP_NOISE_FACTOR: f64 = 16.0;
 /// Bootstrap replicates for the skew's uncertainty.
 pub const BOOTSTRAP_REPLICATES: usize = 64;
+/// A skew is taken for R's (reported as a drift, removed by the correction) only beyond this
+/// many bootstrap standard deviations from 0.
+pub const RESOLVED_SD: f64 = 3.0;
 /// Buckets with points needed before a skew is fitted.
 pub const MIN_BUCKETS: usize = 8;
 
@@ -280,8 +283,17 @@ impl SkewFit {
         self.skew_ppm * 1e-6 * self.span_ns as f64
     }
 
+    /// Is the skew told from the floor's wander: more than [`RESOLVED_SD`] standard deviations
+    /// from 0? (Where the queue seldom empties, the floor wanders and the fitted line leans
+    /// with it: the bootstrap's spread says so.)
+    pub fn skew_resolved(&self) -> bool {
+        self.skew_uncertainty_ppm.is_finite()
+            && self.skew_ppm.abs() > RESOLVED_SD * self.skew_uncertainty_ppm
+    }
+
     /// The map that takes R's timestamps to R's clock as it stood at the origin, without skew
-    /// or steps.
+    /// or steps (the skew only when [resolved](Self::skew_resolved); the lines being parallel,
+    /// the steps' sizes do not depend on it).
     pub fn correction(&self) -> ClockCorrection {
         ClockCorrection::new(self)
     }
@@ -691,7 +703,11 @@ impl ClockCorrection {
     fn new(fit: &SkewFit) -> ClockCorrection {
         ClockCorrection {
             origin: fit.origin_ns,
-            beta: fit.skew_ppm * 1e-6,
+            beta: if fit.skew_resolved() {
+                fit.skew_ppm * 1e-6
+            } else {
+                0.0
+            },
             alphas: fit.offsets_ns.clone(),
             steps: fit
                 .steps

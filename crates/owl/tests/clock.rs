@@ -81,7 +81,8 @@ fn fit(s: &[PacketRecord], r: &[PacketRecord]) -> SkewFit {
 
 /// Would `checks.clock` warn about this fit (`--clock report`)?
 fn warns(f: &SkewFit, min_delay_ns: i64) -> bool {
-    f.drift_ns().abs() > drift_limit_ns(Some(min_delay_ns)) || !f.steps.is_empty()
+    (f.drift_ns().abs() > drift_limit_ns(Some(min_delay_ns)) && f.skew_resolved())
+        || !f.steps.is_empty()
 }
 
 /// What the correction leaves, against R's true clock.

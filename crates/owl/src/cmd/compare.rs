@@ -66,7 +66,9 @@ Clocks (--clock report | correct):
   between steps (Paxson's clock adjustments: jumps of the floor well above its noise).
   checks.clock gives skew_ppm, skew_uncertainty_ppm (bootstrap over the floor's buckets),
   drift_ns (skew times the capture's span) and steps[]{at_ns (S's clock), size_ns}, and warns
-  when the drift exceeds 1 us or 1 % of the smallest delay, or a step is found. --clock correct
+  when the drift exceeds 1 us or 1 % of the smallest delay (of a skew beyond 3 bootstrap
+  standard deviations: where the queue seldom empties, the floor wanders), or a step is
+  found. --clock correct
   fits in a first pass and removes the skew and the steps from R's timestamps before the truth
   and every method see them (checks.clock.applied says what, and what the corrected delays
   still show). The offset itself stays: one-way traffic cannot tell it from the path's delay.

@@ -287,10 +287,20 @@ fn invalid(stats: [&InputStats; 2], points: &[PointCounters; 2]) -> Check<Invali
     }
 }
 
-/// Drift over the capture that the clock check warns about: 1 µs, or 1 % of the smallest
-/// delay when that is more.
+/// Drift over the capture that the clock check warns about (when the skew is resolved,
+/// [`SkewFit::skew_resolved`]): 1 µs, or 1 % of the smallest delay when that is more.
 pub fn drift_limit_ns(min_delay_ns: Option<i64>) -> f64 {
     (0.01 * min_delay_ns.unwrap_or(0).unsigned_abs() as f64).max(1_000.0)
+}
+
+/// An uncertainty in ppm: four decimals, or two significant digits below 0.01 (down to
+/// 10⁻⁹ ppm: rounding below that).
+fn ppm_spread(x: f64) -> String {
+    if x.abs() >= 0.01 || x.abs() < 1e-9 || !x.is_finite() {
+        format!("{x:.4}")
+    } else {
+        format!("{x:.1e}")
+    }
 }
 
 /// "a step of +2.000 ms at 2026-01-01 00:00:30.000012 UTC (S's clock)", for each step.
@@ -320,7 +330,7 @@ fn clock(
 ) -> Check<ClockCheck> {
     let min = stream.delay.map(|d| d.min_ns);
     let applied = correct.then(|| ClockApplied {
-        skew_ppm: fit.map_or(0.0, |f| f.skew_ppm),
+        skew_ppm: fit.map_or(0.0, |f| if f.skew_resolved() { f.skew_ppm } else { 0.0 }),
         steps: fit.map_or_else(Vec::new, |f| f.steps.clone()),
         residual_skew_ppm: residual.map(|r| r.skew_ppm),
         residual_drift_ns: residual.map(|r| r.drift_ns()),
@@ -369,9 +379,9 @@ fn clock(
         let drift = f.drift_ns();
         let limit = drift_limit_ns(min);
         let skew = format!(
-            "R's clock runs {:+.4} ± {:.4} ppm against S's (drift {}{} over {})",
+            "R's clock runs {:+.4} ± {} ppm against S's (drift {}{} over {})",
             f.skew_ppm,
-            f.skew_uncertainty_ppm,
+            ppm_spread(f.skew_uncertainty_ppm),
             if drift >= 0.0 { "+" } else { "-" },
             format_ns(drift.abs()),
             format_ns(f.span_ns as f64)
@@ -386,7 +396,15 @@ fn clock(
                 steps_text(&f.steps)
             )
         };
-        let big = drift.abs() > limit;
+        let big = drift.abs() > limit && f.skew_resolved();
+        let unresolved = if drift.abs() > limit && !f.skew_resolved() {
+            format!(
+                " (not told from the floor's wander: under {} standard deviations; the queue seldom empties, so no skew is taken or removed)",
+                owl_core::skew::RESOLVED_SD
+            )
+        } else {
+            String::new()
+        };
         if correct {
             let left = residual.map_or(String::new(), |r| {
                 format!(
@@ -397,9 +415,9 @@ fn clock(
                 )
             });
             summary.push_str(&format!(
-                "; {skew}, {steps}: removed from R's timestamps (--clock correct){left}"
+                "; {skew}{unresolved}, {steps}: removed from R's timestamps (--clock correct){left}"
             ));
-            if status == Status::Ok && (f.skew_ppm != 0.0 || !f.steps.is_empty()) {
+            if status == Status::Ok && (f.skew_resolved() || !f.steps.is_empty()) {
                 status = Status::Adjusted;
             }
         } else if big || !f.steps.is_empty() {
@@ -409,7 +427,7 @@ fn clock(
             ));
             status = Status::Warning;
         } else {
-            summary.push_str(&format!("; {skew}, {steps}"));
+            summary.push_str(&format!("; {skew}{unresolved}, {steps}"));
         }
     }
     Check {
