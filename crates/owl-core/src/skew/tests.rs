@@ -182,3 +182,26 @@ fn a_step_in_a_minute() {
     let at = fit.steps[0].at_ns - 1_767_225_600_000_000_000;
     assert!(at.abs_diff(30_000_000_000) < 1_000_000, "{fit:?}");
 }
+
+/// What the fit costs: a million points (1 s at 1M packets/s) pushed and fitted.
+/// `cargo test -p owl-core --release skew::tests::cost -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn cost_of_a_million_points() {
+    let tr = trace(12, 1.0, 1_000_000.0, 100_000.0, 20.0, &[]);
+    let t = std::time::Instant::now();
+    let f = floor_of(&tr);
+    let pushed = t.elapsed();
+    let fit = f.fit().unwrap();
+    eprintln!(
+        "push {:?} ({:.1} ns a point), fit {:?}, {} bytes held, {} buckets of {} ns, skew {:.4} ± {:.4} ppm",
+        pushed,
+        pushed.as_nanos() as f64 / tr.len() as f64,
+        t.elapsed() - pushed,
+        f.memory_bytes(),
+        fit.buckets,
+        fit.bucket_ns,
+        fit.skew_ppm,
+        fit.skew_uncertainty_ppm
+    );
+}

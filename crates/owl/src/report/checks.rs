@@ -414,9 +414,15 @@ fn clock(
                     r.steps.len()
                 )
             });
-            summary.push_str(&format!(
-                "; {skew}{unresolved}, {steps}: removed from R's timestamps (--clock correct){left}"
-            ));
+            if f.skew_resolved() || !f.steps.is_empty() {
+                summary.push_str(&format!(
+                    "; {skew}{unresolved}, {steps}: removed from R's timestamps (--clock correct){left}"
+                ));
+            } else {
+                summary.push_str(&format!(
+                    "; {skew}{unresolved}, {steps}: nothing to remove (--clock correct)"
+                ));
+            }
             if status == Status::Ok && (f.skew_resolved() || !f.steps.is_empty()) {
                 status = Status::Adjusted;
             }
