@@ -32,6 +32,9 @@
 //!   Latency Measurement without Packet Probing and Time Stamping*, ACM SIGMETRICS 2014,
 //!   doi:10.1145/2591971.2591988.
 //!
+//! The clock fit of [`skew`] rests on Paxson (SIGMETRICS 1998), Moon, Skelly & Towsley (INFOCOM
+//! 1999) and Zhang, Liu & Xia (INFOCOM 2002), listed with their titles in its module doc.
+//!
 //! It never reads a clock, a file or a socket: every time is a capture timestamp carried by a
 //! record, so every result is a pure, reproducible function of its inputs and its seeds.
 
@@ -47,6 +50,7 @@ mod methods;
 pub mod pipeline;
 pub mod record;
 pub mod registry;
+pub mod skew;
 pub mod stats;
 pub mod units;
 pub mod wire;

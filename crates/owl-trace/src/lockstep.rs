@@ -276,7 +276,12 @@ pub struct LockStep {
     /// Per side: a regular file, whose reader can be waited for without limit.
     regular: [bool; 2],
     threads: Vec<JoinHandle<()>>,
+    /// Per side: applied to each batch as it arrives, before any ordering.
+    maps: [Option<RecordMap>; 2],
 }
+
+/// A rewrite of a side's records as they arrive ([`LockStep::map_side`]).
+pub type RecordMap = Box<dyn FnMut(&mut [PacketRecord]) + Send>;
 
 impl LockStep {
     /// Start reading `sources[0]` (the sender) and `sources[1]` (the receiver).
@@ -313,7 +318,22 @@ impl LockStep {
             handed: [None, None],
             regular,
             threads,
+            maps: [None, None],
         }
+    }
+
+    /// Rewrite every record of side `k` as its batch arrives, before the batches are ordered
+    /// (`owl compare --clock correct`: R's timestamps on S's clock); set before the first
+    /// event.
+    pub fn map_side(&mut self, k: usize, f: RecordMap) {
+        self.maps[k] = Some(f);
+    }
+
+    fn arrived(&mut self, k: usize, mut m: Msg) -> Msg {
+        if let (Msg::Batch(b, _), Some(f)) = (&mut m, self.maps[k].as_mut()) {
+            f(b);
+        }
+        m
     }
 
     fn stopped() -> Msg {
@@ -333,7 +353,7 @@ impl LockStep {
             && let Some(rx) = &self.rx[k]
         {
             match rx.try_recv() {
-                Ok(m) => self.peeked[k] = Some(m),
+                Ok(m) => self.peeked[k] = Some(self.arrived(k, m)),
                 Err(TryRecvError::Empty) => {}
                 Err(TryRecvError::Disconnected) => self.peeked[k] = Some(Self::stopped()),
             }
@@ -344,7 +364,7 @@ impl LockStep {
     fn wait(&mut self, k: usize, d: Duration) -> bool {
         let Some(rx) = &self.rx[k] else { return false };
         match rx.recv_timeout(d) {
-            Ok(m) => self.peeked[k] = Some(m),
+            Ok(m) => self.peeked[k] = Some(self.arrived(k, m)),
             Err(RecvTimeoutError::Timeout) => return false,
             Err(RecvTimeoutError::Disconnected) => self.peeked[k] = Some(Self::stopped()),
         }

@@ -69,6 +69,9 @@ pub struct TruthConfig {
     /// packet within the largest delay of the other point's first or last record stays lost,
     /// so two captures of the same span lose no real loss to trimming.
     pub trim: bool,
+    /// Fit R's clock against S's from the floor of the matched delays ([`crate::skew`]:
+    /// bounded state, [`StreamTruth::clock`]).
+    pub clock_fit: bool,
 }
 
 impl TruthConfig {
@@ -85,6 +88,7 @@ impl TruthConfig {
             exact_quantiles: DEFAULT_EXACT_QUANTILES,
             late_memory: 1 << 20,
             trim: false,
+            clock_fit: false,
         }
     }
 }
@@ -415,6 +419,10 @@ pub struct StreamTruth {
     /// False when the whole-run quantiles (`delay`, `in_interval`) come from the histogram.
     pub quantiles_exact: bool,
     pub flows: Vec<FlowTruth>,
+    /// R's clock against S's, from the floor of the delays (with [`TruthConfig::clock_fit`],
+    /// and enough of them).
+    #[serde(skip)]
+    pub clock: Option<crate::skew::SkewFit>,
     #[serde(skip)]
     pub lost_ids: Vec<u64>,
     #[serde(skip)]
@@ -486,6 +494,8 @@ pub struct StreamingTruth {
     lost_ids: Vec<u64>,
     unexpected_ids: Vec<u64>,
     matched: Vec<MatchedPacket>,
+    /// The floor of the matched delays, for the clock fit.
+    floor: Option<crate::skew::DelayFloor>,
 }
 
 impl StreamingTruth {
@@ -540,6 +550,7 @@ impl StreamingTruth {
             lost_ids: Vec::new(),
             unexpected_ids: Vec::new(),
             matched: Vec::new(),
+            floor: cfg.clock_fit.then(crate::skew::DelayFloor::new),
         }
     }
 
@@ -1055,6 +1066,9 @@ impl StreamingTruth {
             let d = s.recv.wrapping_sub(s.ts) as i64;
             self.negative += (d < 0) as u64;
             self.all.push(d);
+            if let Some(f) = self.floor.as_mut() {
+                f.push(s.ts, d);
+            }
             let flow = self
                 .flow_slots
                 .get_mut(s.flow as usize)
@@ -1192,6 +1206,7 @@ impl StreamingTruth {
             in_interval,
             quantiles_exact: exact_a && exact_b,
             flows,
+            clock: self.floor.as_ref().and_then(|f| f.fit()),
             lost_ids: std::mem::take(&mut self.lost_ids),
             unexpected_ids: std::mem::take(&mut self.unexpected_ids),
         };

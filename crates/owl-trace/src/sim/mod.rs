@@ -254,6 +254,47 @@ pub struct PathConfig {
     pub rewrite: Rewrite,
     /// R's clock minus S's clock, ns.
     pub clock_offset_ns: i64,
+    /// R's clock rate less S's, parts per million: R's clock gains `ppm · 10⁻⁶ · (t − t₀)` on
+    /// S's by true time `t`, from the first packet's send time `t₀`.
+    pub clock_skew_ppm: f64,
+    /// Steps of R's clock (an NTP step), in true time since the first send, in order.
+    pub clock_steps: Vec<ClockStepSpec>,
+}
+
+/// A step of R's clock: at `at_ns` of true time after the first packet was sent, R's clock
+/// jumps by `size_ns` (negative: back).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ClockStepSpec {
+    pub at_ns: u64,
+    pub size_ns: i64,
+}
+
+impl std::str::FromStr for ClockStepSpec {
+    type Err = SimError;
+    /// `AT:SIZE`, durations with units: `30s:2ms`, `5s:-500us`.
+    fn from_str(s: &str) -> Result<Self, SimError> {
+        let err = |why: &str| {
+            SimError::Invalid(format!(
+                "clock step '{s}': {why} (expected AT:SIZE, durations with units, e.g. 30s:2ms or 5s:-500us)"
+            ))
+        };
+        let (at, size) = s.split_once(':').ok_or_else(|| err("no ':'"))?;
+        let at = owl_core::units::parse_duration_ns(at).map_err(|e| err(&e.to_string()))?;
+        let size = owl_core::units::parse_duration_ns(size).map_err(|e| err(&e.to_string()))?;
+        if at < 0.0 {
+            return Err(err("AT is before the first packet"));
+        }
+        Ok(ClockStepSpec {
+            at_ns: at.round() as u64,
+            size_ns: size.round() as i64,
+        })
+    }
+}
+
+impl std::fmt::Display for ClockStepSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}ns:{}ns", self.at_ns, self.size_ns)
+    }
 }
 
 impl Default for PathConfig {
@@ -269,6 +310,8 @@ impl Default for PathConfig {
             duplicate: 0.0,
             rewrite: Rewrite::default(),
             clock_offset_ns: 0,
+            clock_skew_ppm: 0.0,
+            clock_steps: Vec::new(),
         }
     }
 }
@@ -405,6 +448,27 @@ impl SimConfig {
                 p.clock_offset_ns
             ));
         }
+        if !(p.clock_skew_ppm.is_finite() && p.clock_skew_ppm.abs() <= 1_000.0) {
+            return bad(format!(
+                "clock skew {} ppm must be within ±1000 ppm (a quartz is within ±100)",
+                p.clock_skew_ppm
+            ));
+        }
+        for w in p.clock_steps.windows(2) {
+            if w[1].at_ns < w[0].at_ns {
+                return bad("clock steps must be given in time order".into());
+            }
+        }
+        if let Some(st) = p
+            .clock_steps
+            .iter()
+            .find(|st| st.size_ns.unsigned_abs() > 1_000_000_000)
+        {
+            return bad(format!(
+                "clock step of {} ns is more than a second",
+                st.size_ns
+            ));
+        }
         Ok(())
     }
 }
@@ -429,13 +493,17 @@ pub struct SimReport {
     /// Of `lost`, the RED bottleneck's early drops and tail drops (0 without one).
     pub red_early_drops: u64,
     pub red_tail_drops: u64,
-    /// R's clock minus S's clock, ns.
+    /// R's clock minus S's clock, ns (at the first packet's send time).
     pub clock_offset_ns: i64,
+    /// R's clock rate less S's, ppm, and its steps (true time since the first send).
+    pub clock_skew_ppm: f64,
+    pub clock_steps: Vec<ClockStepSpec>,
     /// Mean and population std of the path delay (arrival − send, true clocks) of delivered
     /// packets, ns.
     pub path_delay_mean_ns: f64,
     pub path_delay_std_ns: f64,
-    /// Mean of what a pair of captures shows: path delay plus the clock offset.
+    /// Mean of what a pair of captures shows: path delay plus R's clock error (offset, skew
+    /// and steps) at each arrival.
     pub observed_delay_mean_ns: f64,
     /// Analytic mean of the configured delay model (first queue), ns.
     pub model_mean_ns: f64,
@@ -665,6 +733,30 @@ impl Simulation {
         drop(arrivals);
         drop(order);
         deliveries.sort_unstable();
+        // R's clock: skew and steps by true time (the capture order stays the true order, so a
+        // backward step shows as timestamps going back)
+        let t0 = if n > 0 { source.send_ns(0) } else { 0 };
+        let (skew, steps) = (p.clock_skew_ppm * 1e-6, &p.clock_steps);
+        if skew != 0.0 || !steps.is_empty() {
+            for d in deliveries.iter_mut() {
+                let a = (d.r_ns as i128 - off as i128).max(0) as u64;
+                let since = a.saturating_sub(t0);
+                let jump: i64 = steps
+                    .iter()
+                    .filter(|st| since >= st.at_ns)
+                    .map(|st| st.size_ns)
+                    .sum();
+                let e = (skew * since as f64).round() as i128 + jump as i128;
+                d.r_ns = u64::try_from(d.r_ns as i128 + e).map_err(|_| {
+                    SimError::Invalid("R's clock steps put receiver timestamps before 1970".into())
+                })?;
+            }
+        }
+        let observed_sum: i128 = deliveries
+            .iter()
+            .filter(|d| !d.dup)
+            .map(|d| d.r_ns as i128 - source.send_ns(d.idx as usize) as i128)
+            .sum();
 
         // RFC 4737 reordering from the sending order
         let mut reordered = 0u64;
@@ -698,13 +790,19 @@ impl Simulation {
             red_early_drops: red.as_ref().map_or(0, |q| q.early_drops),
             red_tail_drops: red.as_ref().map_or(0, |q| q.tail_drops),
             clock_offset_ns: off,
+            clock_skew_ppm: p.clock_skew_ppm,
+            clock_steps: p.clock_steps.clone(),
             path_delay_mean_ns: path_mean,
             path_delay_std_ns: if delivered > 0 {
                 (sumsq / delivered as f64).sqrt()
             } else {
                 f64::NAN
             },
-            observed_delay_mean_ns: path_mean + off as f64,
+            observed_delay_mean_ns: if delivered > 0 {
+                observed_sum as f64 / delivered as f64
+            } else {
+                f64::NAN
+            },
             model_mean_ns: p.delay.mean(),
             first_send_ns: source.send_ns(0),
             last_send_ns: source.send_ns(n - 1),

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::Args;
 use owl::compare::{
-    CompareOptions, CompareSinks, CsvOut, IntervalSink, Notice, compare, perpacket,
+    ClockMode, CompareOptions, CompareSinks, CsvOut, IntervalSink, Notice, compare, perpacket,
 };
 use owl_core::pipeline::truth::DEFAULT_EXACT_QUANTILES;
 use owl_core::units::parse_duration_u64;
@@ -54,7 +54,24 @@ Checks:
   here; --identity-bytes N sets the number), spans (when each capture ran), trimmed (a lead-in
   or lead-out only one capture has is not loss: it is trimmed for the truth and the methods
   alike, and counted; --no-trim keeps it), late, invalid records, clock (negative delays, the
-  same capture twice).
+  same capture twice, and R's clock against S's, below).
+
+Clocks (--clock report | correct):
+  Every delay is R's clock at arrival less S's at departure: an offset, R's relative skew
+  (NTP-disciplined hosts run 1-100 ppm apart: 3.6-360 ms an hour) and any step of R's clock
+  (an NTP step) are in it. Packets that found the queues empty touch the path's smallest
+  delay, so the floor of the points (send time, delay) draws R's clock: owl fits it with
+  Moon, Skelly & Towsley's linear program (the line below every point closest to all of them,
+  over every matched packet, through Zhang, Liu & Xia's convex hulls), one offset per segment
+  between steps (Paxson's clock adjustments: jumps of the floor well above its noise).
+  checks.clock gives skew_ppm, skew_uncertainty_ppm (bootstrap over the floor's buckets),
+  drift_ns (skew times the capture's span) and steps[]{at_ns (S's clock), size_ns}, and warns
+  when the drift exceeds 1 us or 1 % of the smallest delay (of a skew beyond 3 bootstrap
+  standard deviations: where the queue seldom empties, the floor wanders), or a step is
+  found. --clock correct
+  fits in a first pass and removes the skew and the steps from R's timestamps before the truth
+  and every method see them (checks.clock.applied says what, and what the corrected delays
+  still show). The offset itself stays: one-way traffic cannot tell it from the path's delay.
 
 Interfaces:
   The interfaces of a pcapng file are measured as one stream only when they are alike (link
@@ -112,7 +129,8 @@ Examples:
   owl compare S.pcap R.pcap --unmatched debug/ --delays delays.csv
   owl compare S.pcap R.pcap --methods exact,opa --per-packet packets.csv
   owl compare S.pcap R.pcap --methods exact,sample,opa --per-class
-  owl compare both.pcapng R.pcap --sender-interface 1";
+  owl compare both.pcapng R.pcap --sender-interface 1
+  owl compare S.pcap R.pcap --clock correct";
 
 #[derive(Args, Clone, Debug)]
 #[command(after_help = AFTER_HELP
@@ -161,6 +179,11 @@ pub struct CompareArgs {
     /// Accept captures where most delays are negative (R's clock known to lag S's).
     #[arg(long)]
     pub allow_negative_delay: bool,
+    /// R's clock against S's: `report` fits its relative skew and steps from the floor of the
+    /// delays (checks.clock); `correct` also removes them from R's timestamps before the
+    /// truth and every method see them (reads both captures twice: files only).
+    #[arg(long, value_enum, default_value = "report", value_name = "MODE")]
+    pub clock: ClockArg,
     /// Print one JSON object per interval as it closes, then a summary object (JSON Lines).
     #[arg(long, conflicts_with = "json")]
     pub jsonl: bool,
@@ -232,8 +255,21 @@ impl CompareArgs {
             allow_negative_delay: self.allow_negative_delay,
             allow_short_intervals: self.allow_short_intervals,
             keep_intervals: mode == Mode::Json,
+            clock: match self.clock {
+                ClockArg::Report => ClockMode::Report,
+                ClockArg::Correct => ClockMode::Correct,
+            },
         })
     }
+}
+
+/// `--clock`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClockArg {
+    /// Fit and report R's skew and steps (checks.clock).
+    Report,
+    /// Fit them in a first pass, then remove them from R's timestamps.
+    Correct,
 }
 
 /// How the report is written while the captures stream.

@@ -7,8 +7,8 @@ use clap::{Args, ValueEnum};
 use owl_core::units::{format_ns, parse_duration_ns};
 use owl_trace::capture::CaptureFormat;
 use owl_trace::sim::{
-    Arrivals, DelayModel, LossModel, PathConfig, Reorder, Rewrite, SimConfig, Simulation,
-    TrafficConfig, TrafficSource, min_ip_len, parse_ecmp, parse_sizes,
+    Arrivals, ClockStepSpec, DelayModel, LossModel, PathConfig, Reorder, Rewrite, SimConfig,
+    Simulation, TrafficConfig, TrafficSource, min_ip_len, parse_ecmp, parse_sizes,
 };
 
 use crate::progress;
@@ -56,7 +56,14 @@ const AFTER_HELP: &str = "Models:
 Output:
   DIR/sender.pcap and DIR/receiver.pcap (nanosecond pcap; pcapng with --format pcapng), and
   DIR/sim.json with the simulator's own books: sent, lost, duplicated, reordered (RFC 4737),
-  the path delays it drew and the clock offset. Same seed, same files.
+  the path delays it drew and R's clock (offset, skew, steps). Same seed, same files.
+
+R's clock:
+  --clock-offset D   R's clock reads D more than S's at the first packet
+  --clock-skew PPM   and gains PPM·10⁻⁶ of the time since (20 ppm: 72 ms an hour)
+  --clock-step AT:SIZE  and jumps by SIZE at AT after the first packet (repeatable): a packet
+               arriving after it is stamped SIZE later. owl compare reports the skew and the
+               steps it finds in the delays' floor (checks.clock); --clock correct removes them
 
 Examples:
   owl simulate --out pair
@@ -65,7 +72,8 @@ Examples:
   owl simulate --out pair --delay exp:40us --independent-delays   # i.i.d. delays: heavy reordering
   owl simulate --out pair --loss episodes:0.01:100 --reorder 0.001:8 --duplicate 0.0005 \\
                --rewrite ttl,mac,ecn=0.05 --clock-offset 3us
-  owl simulate --out pair --from real.pcap --delay exp:50us";
+  owl simulate --out pair --from real.pcap --delay exp:50us
+  owl simulate --out pair --packets 600k --rate 10k --clock-skew 20 --clock-step 30s:2ms";
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Format {
@@ -205,6 +213,19 @@ pub struct SimulateArgs {
         value_name = "DURATION"
     )]
     pub clock_offset: String,
+    /// R's clock rate less S's, parts per million (e.g. 20, -5): R's clock gains
+    /// PPM·10⁻⁶ of the time since the first packet (NTP-disciplined hosts: 1-100 ppm apart).
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        allow_hyphen_values = true,
+        value_name = "PPM"
+    )]
+    pub clock_skew: f64,
+    /// A step of R's clock AT (time since the first packet) by SIZE, e.g. 30s:2ms or
+    /// 5s:-500us (an NTP step); repeat for several, in time order.
+    #[arg(long, value_name = "AT:SIZE", allow_hyphen_values = true)]
+    pub clock_step: Vec<String>,
     /// Bytes captured per packet at both points (0 = whole packets).
     #[arg(long, value_parser = crate::numbers::u32_arg, default_value_t = 128)]
     pub snaplen: u32,
@@ -314,6 +335,12 @@ pub fn config(a: &SimulateArgs) -> Result<SimConfig> {
             duplicate: a.duplicate,
             rewrite: a.rewrite.parse::<Rewrite>()?,
             clock_offset_ns: offset.round() as i64,
+            clock_skew_ppm: a.clock_skew,
+            clock_steps: a
+                .clock_step
+                .iter()
+                .map(|x| x.parse::<ClockStepSpec>())
+                .collect::<Result<_, _>>()?,
         },
         snaplen: a.snaplen,
     })
@@ -340,6 +367,28 @@ pub fn write_books(
     std::fs::write(&jp, serde_json::to_string_pretty(&books)? + "\n")
         .with_context(|| format!("{}: cannot write", jp.display()))?;
     Ok((jp, books))
+}
+
+/// ", skew 20 ppm, steps 2 ms at 30 s" (empty without either).
+fn clock_extra(ppm: f64, steps: &[ClockStepSpec]) -> String {
+    let mut s = String::new();
+    if ppm != 0.0 {
+        s.push_str(&format!(", skew {ppm} ppm"));
+    }
+    if !steps.is_empty() {
+        let list: Vec<String> = steps
+            .iter()
+            .map(|st| {
+                format!(
+                    "{} at {}",
+                    format_ns(st.size_ns as f64),
+                    format_ns(st.at_ns as f64)
+                )
+            })
+            .collect();
+        s.push_str(&format!(", steps {}", list.join(", ")));
+    }
+    s
 }
 
 pub fn run(a: SimulateArgs) -> Result<()> {
@@ -391,7 +440,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         )?;
         say!("wrote {} (the simulator's books)", jp.display())?;
         say!(
-            "path: delay model {} (its mean {}); delays given to delivered packets (queueing included): mean {} std {}; lost {} ({:.3}%), reordered {}, duplicated {}, clock offset {}",
+            "path: delay model {} (its mean {}); delays given to delivered packets (queueing included): mean {} std {}; lost {} ({:.3}%), reordered {}, duplicated {}, clock offset {}{}",
             cfg.path.delay,
             format_ns(rep.model_mean_ns),
             format_ns(rep.path_delay_mean_ns),
@@ -400,7 +449,8 @@ pub fn run(a: SimulateArgs) -> Result<()> {
             100.0 * rep.lost as f64 / rep.sent as f64,
             rep.reordered,
             rep.duplicated,
-            format_ns(rep.clock_offset_ns as f64)
+            format_ns(rep.clock_offset_ns as f64),
+            clock_extra(rep.clock_skew_ppm, &rep.clock_steps)
         )?;
         if !a.independent_delays
             && rep.model_mean_ns > 0.0

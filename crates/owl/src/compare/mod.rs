@@ -83,6 +83,59 @@ pub struct CompareOptions {
     pub allow_short_intervals: bool,
     /// Keep every interval's report in [`CompareReport::intervals`] (the single JSON document).
     pub keep_intervals: bool,
+    /// Report R's clock against S's, or also remove its skew and steps (`--clock`).
+    pub clock: ClockMode,
+}
+
+/// What `owl compare` does with R's clock (`--clock`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClockMode {
+    /// Fit R's clock against S's from the floor of the delays ([`owl_core::skew`]) and report
+    /// it in `checks.clock`.
+    #[default]
+    Report,
+    /// Fit it in a first pass over both captures, then run the comparison with R's
+    /// timestamps corrected ([`owl_core::skew::ClockCorrection`]): the truth and every method
+    /// see R's clock as it stood at the first matched packet, without skew or steps.
+    Correct,
+}
+
+/// The first pass of `--clock correct`: read both captures and fit R's clock against S's
+/// from the floor of the matched delays (the streaming truth alone, with the same horizon,
+/// disorder and trimming). `None` when too few packets matched to fit; read errors are left
+/// to the main pass, which reports them.
+fn fit_clock(opts: &CompareOptions, sources: &[Source; 2]) -> Option<owl_core::skew::SkewFit> {
+    let cfg = TruthConfig {
+        disorder_ns: opts.disorder_ns,
+        trim: opts.trim,
+        clock_fit: true,
+        exact_quantiles: 0,
+        ..TruthConfig::new(Intervals::WHOLE, opts.horizon_ns)
+    };
+    let mut truth = owl_core::pipeline::StreamingTruth::new(cfg);
+    let mut reader = LockStep::start_with(
+        sources.clone(),
+        opts.read,
+        opts.allow_truncated,
+        opts.read[0].identity_bytes.is_none(),
+    );
+    while let Some(ev) = reader.next_event() {
+        match ev {
+            Event::Batch(0, b, _) => truth.push_sender(&b),
+            Event::Batch(_, b, _) => truth.push_receiver(&b),
+            Event::End(k, end) => {
+                if end.error.is_some() {
+                    return None;
+                }
+                if k == 0 {
+                    truth.finish_sender();
+                } else {
+                    truth.finish_receiver();
+                }
+            }
+        }
+    }
+    truth.finish().0.clock
 }
 
 /// Where each closed interval's report goes as it closes, in index order (when T > 0).
@@ -471,6 +524,7 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
         exact_quantiles: opts.exact_quantiles,
         disorder_ns: opts.disorder_ns,
         trim: opts.trim,
+        clock_fit: true,
         ..TruthConfig::new(iv, opts.horizon_ns)
     };
     let mut pipeline = PairPipeline::new(
@@ -508,6 +562,18 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
             opts.receiver.display()
         );
     }
+    let clock_fit = match opts.clock {
+        ClockMode::Report => None,
+        ClockMode::Correct => {
+            if let Some(k) = (0..2).find(|&k| sources[k].size().is_none()) {
+                bail!(
+                    "--clock correct reads both captures twice (to fit R's clock, then to measure): {} is not a regular file",
+                    sources[k].name()
+                );
+            }
+            fit_clock(opts, &sources)
+        }
+    };
     let bar = |k: usize, msg: &str| match sinks.progress {
         true => progress::bar(sources[k].size().unwrap_or(0), msg, true),
         false => indicatif::ProgressBar::hidden(),
@@ -520,6 +586,19 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
         opts.allow_truncated,
         opts.read[0].identity_bytes.is_none(),
     );
+    if let Some(fit) = &clock_fit {
+        let mut c = fit.correction();
+        if !c.is_identity() {
+            reader.map_side(
+                1,
+                Box::new(move |b: &mut [PacketRecord]| {
+                    for r in b {
+                        r.ts_ns = c.correct(r.ts_ns);
+                    }
+                }),
+            );
+        }
+    }
     // The methods take only the window both points captured (the truth takes every record
     // and trims exactly, TruthConfig::trim): from where the later capture starts, less the
     // largest delay of the packets both first batches hold (those in flight when it started),
@@ -763,6 +842,10 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
         opts.trim,
         opts.read[0].identity_bytes,
         cuts,
+        report::checks::ClockInput {
+            fit: clock_fit.as_ref(),
+            correct: opts.clock == ClockMode::Correct,
+        },
     );
     for (name, status, summary) in checks.lines() {
         if status == Status::Warning {

@@ -8,9 +8,11 @@ use owl_trace::dissect::linktype_name;
 use owl_trace::identity::identity_bytes;
 use owl_trace::records::InputStats;
 
+use owl_core::skew::{ClockStep, SkewFit};
+
 use super::{
-    Check, Checks, ClockCheck, CutCheck, InvalidCheck, LateCheck, SnaplenCheck, SpanCheck, Status,
-    TrimCheck,
+    Check, Checks, ClockApplied, ClockCheck, CutCheck, InvalidCheck, LateCheck, SnaplenCheck,
+    SpanCheck, Status, TrimCheck,
 };
 
 const POINT: [&str; 2] = ["S", "R"];
@@ -285,14 +287,66 @@ fn invalid(stats: [&InputStats; 2], points: &[PointCounters; 2]) -> Check<Invali
     }
 }
 
-fn clock(stream: &StreamTruth) -> Check<ClockCheck> {
+/// Drift over the capture that the clock check warns about (when the skew is resolved,
+/// [`SkewFit::skew_resolved`]): 1 µs, or 1 % of the smallest delay when that is more.
+pub fn drift_limit_ns(min_delay_ns: Option<i64>) -> f64 {
+    (0.01 * min_delay_ns.unwrap_or(0).unsigned_abs() as f64).max(1_000.0)
+}
+
+/// An uncertainty in ppm: four decimals, or two significant digits below 0.01 (down to
+/// 10⁻⁹ ppm: rounding below that).
+fn ppm_spread(x: f64) -> String {
+    if x.abs() >= 0.01 || x.abs() < 1e-9 || !x.is_finite() {
+        format!("{x:.4}")
+    } else {
+        format!("{x:.1e}")
+    }
+}
+
+/// "a step of +2.000 ms at 2026-01-01 00:00:30.000012 UTC (S's clock)", for each step.
+fn steps_text(steps: &[ClockStep]) -> String {
+    steps
+        .iter()
+        .map(|st| {
+            format!(
+                "{}{} at {} UTC",
+                if st.size_ns >= 0 { "+" } else { "-" },
+                format_ns(st.size_ns.unsigned_abs() as f64),
+                format_utc(st.at_ns)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The clock check. `fit`: R's clock against S's as the captures show it (the one pass of
+/// `--clock report`, or the first pass of `--clock correct`); `residual`: with `correct`, the
+/// fit of the corrected delays.
+fn clock(
+    stream: &StreamTruth,
+    fit: Option<&SkewFit>,
+    correct: bool,
+    residual: Option<&SkewFit>,
+) -> Check<ClockCheck> {
     let min = stream.delay.map(|d| d.min_ns);
+    let applied = correct.then(|| ClockApplied {
+        skew_ppm: fit.map_or(0.0, |f| if f.skew_resolved() { f.skew_ppm } else { 0.0 }),
+        steps: fit.map_or_else(Vec::new, |f| f.steps.clone()),
+        residual_skew_ppm: residual.map(|r| r.skew_ppm),
+        residual_drift_ns: residual.map(|r| r.drift_ns()),
+        residual_steps: residual.map_or(0, |r| r.steps.len()),
+    });
     let data = ClockCheck {
         negative_delays: stream.negative_delays,
         matched: stream.received,
         min_delay_ns: min,
+        skew_ppm: fit.map(|f| f.skew_ppm),
+        skew_uncertainty_ppm: fit.map(|f| f.skew_uncertainty_ppm),
+        drift_ns: fit.map(|f| f.drift_ns()),
+        steps: fit.map_or_else(Vec::new, |f| f.steps.clone()),
+        applied,
     };
-    let (status, summary) = match stream.delay {
+    let (mut status, mut summary) = match stream.delay {
         Some(d) if d.min_ns == 0 && d.max_ns == 0 => (
             Status::Warning,
             format!(
@@ -321,6 +375,67 @@ fn clock(stream: &StreamTruth) -> Check<ClockCheck> {
             None => (Status::Ok, "no matched packet".into()),
         },
     };
+    if let Some(f) = fit {
+        let drift = f.drift_ns();
+        let limit = drift_limit_ns(min);
+        let skew = format!(
+            "R's clock runs {:+.4} ± {} ppm against S's (drift {}{} over {})",
+            f.skew_ppm,
+            ppm_spread(f.skew_uncertainty_ppm),
+            if drift >= 0.0 { "+" } else { "-" },
+            format_ns(drift.abs()),
+            format_ns(f.span_ns as f64)
+        );
+        let steps = if f.steps.is_empty() {
+            "no step in the delays' floor".to_string()
+        } else {
+            format!(
+                "{} {} in the delays' floor ({})",
+                f.steps.len(),
+                if f.steps.len() == 1 { "step" } else { "steps" },
+                steps_text(&f.steps)
+            )
+        };
+        let big = drift.abs() > limit && f.skew_resolved();
+        let unresolved = if drift.abs() > limit && !f.skew_resolved() {
+            format!(
+                " (not told from the floor's wander: under {} standard deviations; the queue seldom empties, so no skew is taken or removed)",
+                owl_core::skew::RESOLVED_SD
+            )
+        } else {
+            String::new()
+        };
+        if correct {
+            let left = residual.map_or(String::new(), |r| {
+                format!(
+                    " (left: {:+.4} ppm, drift {}, {} steps)",
+                    r.skew_ppm,
+                    format_ns(r.drift_ns().abs()),
+                    r.steps.len()
+                )
+            });
+            if f.skew_resolved() || !f.steps.is_empty() {
+                summary.push_str(&format!(
+                    "; {skew}{unresolved}, {steps}: removed from R's timestamps (--clock correct){left}"
+                ));
+            } else {
+                summary.push_str(&format!(
+                    "; {skew}{unresolved}, {steps}: nothing to remove (--clock correct)"
+                ));
+            }
+            if status == Status::Ok && (f.skew_resolved() || !f.steps.is_empty()) {
+                status = Status::Adjusted;
+            }
+        } else if big || !f.steps.is_empty() {
+            summary.push_str(&format!(
+                "; {skew}, {steps}: every delay carries R's clock error, more than the {} this check allows; --clock correct removes it",
+                format_ns(limit)
+            ));
+            status = Status::Warning;
+        } else {
+            summary.push_str(&format!("; {skew}{unresolved}, {steps}"));
+        }
+    }
     Check {
         status,
         summary,
@@ -412,6 +527,14 @@ pub fn cuts(cut: &Cut, tally: &CutTally, left: Option<u64>) -> Check<CutCheck> {
     }
 }
 
+/// R's clock as the comparison saw it: the fit of the captures as they are, and under
+/// `--clock correct` that the correction was applied (the truth's own fit is then of the
+/// corrected delays).
+pub struct ClockInput<'a> {
+    pub fit: Option<&'a SkewFit>,
+    pub correct: bool,
+}
+
 /// Every check of a compared pair (`cuts`: with intervals).
 pub fn compare(
     stats: [&InputStats; 2],
@@ -420,6 +543,7 @@ pub fn compare(
     trim: bool,
     identity_bytes: Option<u32>,
     cuts: Option<Check<CutCheck>>,
+    clock_in: ClockInput,
 ) -> Checks {
     Checks {
         snaplen: snaplen(stats, identity_bytes),
@@ -427,7 +551,11 @@ pub fn compare(
         trimmed: trimmed(stream, points, trim),
         late: late(stream),
         invalid: invalid(stats, points),
-        clock: clock(stream),
+        clock: if clock_in.correct {
+            clock(stream, clock_in.fit, true, stream.clock.as_ref())
+        } else {
+            clock(stream, stream.clock.as_ref(), false, None)
+        },
         cuts,
     }
 }

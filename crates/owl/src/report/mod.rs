@@ -657,12 +657,37 @@ pub struct InvalidCheck {
     pub before_origin: [u64; 2],
 }
 
-/// Do the two clocks make sense together: no delay below zero.
+/// Do the two clocks make sense together: no delay below zero, and R's clock against S's
+/// from the floor of the delays ([`owl_core::skew`]): its relative skew and its steps.
 #[derive(Clone, Debug, Serialize)]
 pub struct ClockCheck {
     pub negative_delays: u64,
     pub matched: u64,
     pub min_delay_ns: Option<i64>,
+    /// R's clock rate less S's, ppm, as the captures show it (before any correction); `None`
+    /// with too few matched packets to fit.
+    pub skew_ppm: Option<f64>,
+    /// Standard deviation of `skew_ppm` over a bootstrap of the floor's buckets.
+    pub skew_uncertainty_ppm: Option<f64>,
+    /// `skew_ppm` times the span of the matched packets: what the skew adds to the last delay
+    /// over the first, ns.
+    pub drift_ns: Option<f64>,
+    /// Steps of R's clock found in the floor, in time order.
+    pub steps: Vec<owl_core::skew::ClockStep>,
+    /// What `--clock correct` removed from R's timestamps (`None`: nothing, `--clock report`).
+    pub applied: Option<ClockApplied>,
+}
+
+/// The correction `owl compare --clock correct` applied to R's timestamps before the truth
+/// and the methods saw them.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClockApplied {
+    pub skew_ppm: f64,
+    pub steps: Vec<owl_core::skew::ClockStep>,
+    /// The floor's skew and steps left in the corrected delays (the fit of the second pass).
+    pub residual_skew_ppm: Option<f64>,
+    pub residual_drift_ns: Option<f64>,
+    pub residual_steps: usize,
 }
 
 /// How the intervals were cut: each boundary's rule, the packets in flight at the cuts, the
