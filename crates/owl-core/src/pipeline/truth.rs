@@ -851,11 +851,10 @@ impl StreamingTruth {
     /// receiver packet: for the moment a capture ends (to trim the other's lead-out as
     /// [`TruthConfig::trim`] will), not for every batch.
     pub fn delay_bound(&self) -> u64 {
-        let pending = self.arrivals.iter().filter_map(|a| {
-            let seq = self.seq_of(a.id)?;
-            let s = self.sent.get((seq - self.first_seq) as usize)?;
-            Some(a.ts.saturating_sub(s.ts))
-        });
+        let pending = self
+            .arrivals
+            .iter()
+            .filter_map(|a| Some(a.ts.saturating_sub(self.sender_ts(a.id)?)));
         pending.fold(self.max_delay, u64::max)
     }
 

@@ -1,21 +1,25 @@
 use super::*;
 use proptest::prelude::*;
 
+/// `v` in a capture's byte order (big-endian or little-endian).
+fn be_or_le32(big: bool, v: u32) -> [u8; 4] {
+    if big {
+        v.to_be_bytes()
+    } else {
+        v.to_le_bytes()
+    }
+}
+
+fn be_or_le16(big: bool, v: u16) -> [u8; 2] {
+    if big {
+        v.to_be_bytes()
+    } else {
+        v.to_le_bytes()
+    }
+}
+
 fn pcap_bytes(big: bool, nano: bool, linktype: u32, recs: &[(u32, u32, &[u8])]) -> Vec<u8> {
-    let w32 = |v: u32| {
-        if big {
-            v.to_be_bytes()
-        } else {
-            v.to_le_bytes()
-        }
-    };
-    let w16 = |v: u16| {
-        if big {
-            v.to_be_bytes()
-        } else {
-            v.to_le_bytes()
-        }
-    };
+    let (w32, w16) = (|v| be_or_le32(big, v), |v| be_or_le16(big, v));
     let mut b = Vec::new();
     b.extend_from_slice(&w32(if nano { 0xa1b2_3c4d } else { 0xa1b2_c3d4 }));
     b.extend_from_slice(&w16(2));
@@ -827,20 +831,7 @@ fn zstd_cut_keeps_every_whole_compressed_block() {
 #[test]
 fn modified_pcap_is_read_in_both_byte_orders() {
     for big in [false, true] {
-        let w32 = |v: u32| {
-            if big {
-                v.to_be_bytes()
-            } else {
-                v.to_le_bytes()
-            }
-        };
-        let w16 = |v: u16| {
-            if big {
-                v.to_be_bytes()
-            } else {
-                v.to_le_bytes()
-            }
-        };
+        let (w32, w16) = (|v| be_or_le32(big, v), |v| be_or_le16(big, v));
         let mut b = Vec::new();
         b.extend_from_slice(&w32(0xa1b2_cd34));
         b.extend_from_slice(&w16(2));

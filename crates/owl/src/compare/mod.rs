@@ -646,35 +646,28 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
                 } else if let Some(pc) = per_class.as_mut() {
                     pc.observe_receiver(&batch);
                 }
-                if k == 1
-                    && let Some((last, h)) = held.as_mut()
-                {
-                    h.push(batch);
-                    let last = *last;
-                    if newest[1].is_some_and(|n| n > last.saturating_add(opts.horizon_ns)) {
-                        let mut hook = FlowHook {
-                            per_flow: per_flow.as_mut(),
-                            per_packet: per_packet.as_mut(),
-                            per_class: per_class.as_mut(),
-                            spent: &mut hook_time,
-                        };
-                        release_lead_out(
-                            &mut held,
-                            &mut pipeline,
-                            &mut windows,
-                            &mut timer,
-                            &mut hook,
-                        );
-                    }
-                    continue;
-                }
                 let mut hook = FlowHook {
                     per_flow: per_flow.as_mut(),
                     per_packet: per_packet.as_mut(),
                     per_class: per_class.as_mut(),
                     spent: &mut hook_time,
                 };
-                pipeline.push(roles[k], &batch, &mut timer, &mut hook);
+                match held.as_mut() {
+                    Some((last, h)) if k == 1 => {
+                        h.push(batch);
+                        let last = *last;
+                        if newest[1].is_some_and(|n| n > last.saturating_add(opts.horizon_ns)) {
+                            release_lead_out(
+                                &mut held,
+                                &mut pipeline,
+                                &mut windows,
+                                &mut timer,
+                                &mut hook,
+                            );
+                        }
+                    }
+                    _ => pipeline.push(roles[k], &batch, &mut timer, &mut hook),
+                }
             }
             Event::End(k, end) => {
                 bars[k].finish_and_clear();
