@@ -55,7 +55,7 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::interval::Intervals;
@@ -265,7 +265,7 @@ impl Held {
 }
 
 /// Why a boundary was cut by R's clock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Fallback {
     /// None of S's delimiters was among the packets R held: lost, delayed past the window, or
@@ -302,7 +302,7 @@ pub enum Decision {
 }
 
 /// How one boundary was cut at R.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "by", rename_all = "snake_case")]
 pub enum BoundaryCut {
     /// At R's first sighting of S's delimiter number `nth` (0: S's first packet of the
@@ -315,7 +315,7 @@ pub enum BoundaryCut {
 }
 
 /// One boundary as R cut it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BoundaryReport {
     pub cut: BoundaryCut,
     /// The cut in R's stream (`None` where the held records' positions are not known: a file).
@@ -327,6 +327,17 @@ pub struct BoundaryReport {
     /// those in flight at the cut (sent before it, received after it by R's clock), or received
     /// ahead of it by a clock behind S's.
     pub crossed: u64,
+}
+
+impl BoundaryCut {
+    /// The rule's name, as the JSON's `by` says it: `delimiter`, `silent` or `fallback`.
+    pub fn by(&self) -> &'static str {
+        match self {
+            BoundaryCut::Delimiter { .. } => "delimiter",
+            BoundaryCut::Silent => "silent",
+            BoundaryCut::Fallback { .. } => "fallback",
+        }
+    }
 }
 
 impl BoundaryReport {
@@ -485,7 +496,7 @@ pub fn assemble(
 }
 
 /// How R's side of one interval was cut (a delimiter cut).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IntervalCut {
     /// The boundary that opens the interval (`None`: R held nothing there and S named nothing).
     pub start: Option<BoundaryReport>,
@@ -506,7 +517,7 @@ impl IntervalCut {
 
 /// How the boundaries of a run were cut, interval by interval (the `cuts` check of `owl
 /// compare`, `owl estimate` and the agents).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CutTally {
     /// Boundaries R cut (each counted once, with the interval it opens).
     pub boundaries: u64,

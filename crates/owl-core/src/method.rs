@@ -43,7 +43,7 @@
 //!   papers' titles are in the crate doc).
 use std::any::Any;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::delay_histogram::DelayHistogram;
@@ -58,7 +58,7 @@ pub enum Role {
 }
 
 /// What an aggregate method estimates for one interval, and what the estimate rests on.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
     /// Estimated mean one-way delay, ns.
     pub mean_ns: Option<f64>,
@@ -330,7 +330,7 @@ impl RecoveredDelays {
 
 /// Delay quantiles (nearest rank), each with a 95 % confidence interval where the method's
 /// samples allow a sound one, ns.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Quantiles {
     pub p50_ns: f64,
     pub p90_ns: f64,

@@ -62,7 +62,7 @@ impl Sample {
 }
 
 /// What an interval line says of the clocks (JSON `clock`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ClockReport {
     /// The sender's clock minus the receiver's: a true one-way delay is the measured one plus
     /// this, within `± uncertainty_ns`.

@@ -22,6 +22,7 @@ use owl_core::wire::{WireReader, WireWriter};
 
 use crate::admission::Admission;
 use crate::key::Key;
+use crate::lines::Line;
 use crate::link::{self, Link, LinkError, LinkWriter, PeerRole};
 use crate::metrics::Metrics;
 use crate::store::Store;
@@ -54,7 +55,7 @@ pub fn encode_report(pair: &str, line: &str) -> Vec<u8> {
 }
 
 /// The pair and the parsed line of a report.
-pub fn decode_report(p: &[u8]) -> Result<(String, serde_json::Value), String> {
+pub fn decode_report(p: &[u8]) -> Result<(String, Line), String> {
     let mut r = WireReader::new(p);
     let pair = r.str("pair").map_err(|e| e.to_string())?;
     if pair.is_empty() || pair.len() > MAX_PAIR {
@@ -64,7 +65,8 @@ pub fn decode_report(p: &[u8]) -> Result<(String, serde_json::Value), String> {
         ));
     }
     let rest = r.take(r.remaining(), "line").map_err(|e| e.to_string())?;
-    let v = serde_json::from_slice(rest).map_err(|e| format!("a report that is not JSON: {e}"))?;
+    let v = serde_json::from_slice(rest)
+        .map_err(|e| format!("a report that is not an agent's interval or quiet line: {e}"))?;
     Ok((pair, v))
 }
 
@@ -180,18 +182,17 @@ fn session(
             l.writer.refuse(&e);
             return Err(e);
         }
-        match stored {
-            Ok(true) => {
+        match (stored, &line) {
+            (Ok(true), Line::Interval(l)) => {
                 if let Some(m) = metrics {
-                    m.observe(&p, &line);
+                    m.observe(&p, l);
                 }
             }
-            _ => log(&format!(
+            (Ok(false), Line::Interval(l)) => log(&format!(
                 "{p}: interval {} is stored as estimated; a later line saying it is missing is not stored",
-                line.get("index")
-                    .and_then(serde_json::Value::as_u64)
-                    .unwrap_or_default()
+                l.index
             )),
+            _ => {}
         }
         pair = p;
         n += 1;
@@ -414,8 +415,12 @@ mod tests {
     fn reports_roundtrip_and_bad_ones_are_refused() {
         let p = encode_report("a→b", r#"{"type":"quiet","from":1,"to":2,"start_ns":5}"#);
         let (pair, v) = decode_report(&p).unwrap();
-        assert_eq!((pair.as_str(), v["to"].as_u64()), ("a→b", Some(2)));
+        assert!(matches!((pair.as_str(), v), ("a→b", Line::Quiet(q)) if q.to == 2));
         assert!(decode_report(&encode_report("", "{}")).is_err());
+        let e = decode_report(&encode_report("a", r#"{"type":"nonsense"}"#)).unwrap_err();
+        assert!(e.contains("unknown variant `nonsense`"), "{e}");
+        let e = decode_report(&encode_report("a", r#"{"type":"quiet","from":1}"#)).unwrap_err();
+        assert!(e.contains("missing field `to`"), "{e}");
         assert!(decode_report(&encode_report("a", "not json")).is_err());
         assert!(decode_report(&[5, 0, b'a']).is_err());
     }
@@ -435,7 +440,7 @@ mod tests {
         let rep = Reporter::start(addr.clone(), key.clone(), "s→r".into(), 100, quiet.clone());
         for i in 0..5u64 {
             rep.send(&format!(
-                r#"{{"type":"interval","index":{i},"start_ns":{},"status":"estimated","sent":3,"received":3,"methods":[{{"method":"lda","mean_ns":{i}.5}}]}}"#,
+                r#"{{"type":"interval","index":{i},"start_ns":{},"status":"estimated","sent":3,"received":3,"methods":[{{"method":"lda","mean_ns":{i}.5,"std_ns":null,"samples":3,"bytes":8,"lost":0,"mean_ci98_ns":null,"std_ci95_ns":null,"notes":[]}}]}}"#,
                 i * 10
             ));
         }

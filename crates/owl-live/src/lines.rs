@@ -1,9 +1,11 @@
 //! What a receiver agent writes: one JSON line per interval and a summary, read by the collector
-//! (its store and metrics) and by scripts.
+//! (its store and metrics) and by scripts. One set of types for both sides: the agent
+//! serialises a [`Line`], the collector deserialises the same [`Line`] — no field is named by a
+//! string anywhere else. Unknown fields are ignored when reading (a newer agent may add some).
 
 use owl_core::cut::{CutTally, IntervalCut};
 use owl_core::method::Estimate;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::clock::ClockReport;
 
@@ -13,8 +15,24 @@ pub const DELAY_BOUNDS_NS: [f64; 22] = [
     2e9, 5e9, 1e10,
 ];
 
+/// One line of a receiver agent: `{"type": "interval" | "quiet" | "summary", …}`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Line {
+    Interval(IntervalLine),
+    Quiet(QuietLine),
+    Summary(ReceiverSummary),
+}
+
+impl Line {
+    /// The line as JSON, on one line (no newline).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a line serialises: no map with non-string keys")
+    }
+}
+
 /// What became of an interval.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// Estimated by every method (each may still report an error).
@@ -25,11 +43,20 @@ pub enum Status {
     LeftOut,
 }
 
+impl Status {
+    /// As the JSON and the collector's database say it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Estimated => "estimated",
+            Status::Missing => "missing",
+            Status::LeftOut => "left_out",
+        }
+    }
+}
+
 /// One interval's result as R writes it (one JSON line).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct IntervalLine {
-    #[serde(rename = "type")]
-    pub kind: &'static str,
     pub index: u64,
     pub start_ns: u64,
     pub status: Status,
@@ -55,23 +82,46 @@ pub struct IntervalLine {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cut: Option<IntervalCut>,
     /// One per method, in the agents' order (estimated intervals only).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub methods: Vec<MethodResult>,
+}
+
+impl IntervalLine {
+    /// What the types cannot say: a method result holds an estimate or an error, one of the
+    /// two (a result whose estimate does not parse has neither).
+    pub fn check(&self) -> Result<(), String> {
+        for m in &self.methods {
+            match (&m.estimate, &m.error) {
+                (Some(_), None) | (None, Some(_)) => {}
+                (None, None) => {
+                    return Err(format!(
+                        "interval {}, method {}: neither an estimate nor an error",
+                        self.index, m.method
+                    ));
+                }
+                (Some(_), Some(_)) => {
+                    return Err(format!(
+                        "interval {}, method {}: both an estimate and an error",
+                        self.index, m.method
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Intervals `[from, to)` in which neither point recorded a packet (between two written
 /// intervals: every index is accounted for).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct QuietLine {
-    #[serde(rename = "type")]
-    pub kind: &'static str,
     pub from: u64,
     pub to: u64,
     pub start_ns: u64,
 }
 
 /// One method's result for one interval.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MethodResult {
     pub method: String,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
@@ -92,7 +142,7 @@ pub struct MethodResult {
 }
 
 /// One flow class's recovered delays in the collector's fixed buckets.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ClassBuckets {
     /// `udp/53`, `tcp/443`, `icmp`, or `other` (classes past the receiver's cap of
     /// [`owl_core::flow_class::DEFAULT_MAX_CLASSES`]).
@@ -106,7 +156,7 @@ pub struct ClassBuckets {
 /// OPA, 1/f sampled at fraction f) with a delay in `(le_ns[j−1], le_ns[j]]`, and one more
 /// weight above the last bound; `sum_ns` their delays' weighted sum. Each delay placed within
 /// α = 1 % ([`owl_core::delay_histogram`]).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DelayBuckets {
     pub le_ns: Vec<f64>,
     pub weights: Vec<f64>,
@@ -136,10 +186,8 @@ impl DelayBuckets {
 pub type LineSink = Box<dyn FnMut(&str) + Send>;
 
 /// What the receiver did, written as the last line.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ReceiverSummary {
-    #[serde(rename = "type")]
-    pub kind: &'static str,
     /// Intervals estimated.
     pub intervals: u64,
     /// Intervals only S / only R recorded, before the other started or after it stopped.
@@ -155,4 +203,136 @@ pub struct ReceiverSummary {
     /// How the boundaries were cut (a delimiter cut).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cuts: Option<CutTally>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use owl_core::cut::{BoundaryCut, BoundaryReport, Fallback};
+    use owl_core::method::Quantiles;
+
+    /// What the agent writes, the collector reads back to the same line: every field of every
+    /// kind of line survives the round trip, byte for byte.
+    #[test]
+    fn every_line_reads_back_as_written() {
+        let estimate = Estimate {
+            mean_ns: Some(1500.25),
+            std_ns: None,
+            samples: 90,
+            bytes: 4096,
+            lost: Some(2),
+            mean_ci98_ns: Some([1400.0, 1600.5]),
+            std_ci95_ns: None,
+            notes: vec!["a note".into()],
+            reason: Some("withheld".into()),
+            quantiles: Some(Quantiles {
+                p50_ns: 1.0,
+                p90_ns: 2.0,
+                p99_ns: 3.0,
+                p999_ns: 4.0,
+                p99_ci95_ns: Some([2.5, 3.5]),
+                quantiles_relative_error: Some(0.01),
+                ..Default::default()
+            }),
+            recovered: None,
+        };
+        let buckets = DelayBuckets {
+            le_ns: DELAY_BOUNDS_NS.to_vec(),
+            weights: (0..=DELAY_BOUNDS_NS.len())
+                .map(|k| k as f64 / 3.0)
+                .collect(),
+            sum_ns: 1e-3 / 7.0,
+        };
+        let interval = IntervalLine {
+            index: 7,
+            start_ns: 1_767_225_600_000_000_000,
+            status: Status::Estimated,
+            reason: None,
+            sent: 100,
+            received: 98,
+            kernel_drops: Some([Some(3), None]),
+            clock: Some(ClockReport {
+                offset_ns: -2500,
+                uncertainty_ns: 40,
+                rtt_ns: 80,
+                exchanges: 3,
+                discarded: 1,
+            }),
+            cut: Some(IntervalCut {
+                start: Some(BoundaryReport {
+                    cut: BoundaryCut::Delimiter { nth: 1 },
+                    decision: None,
+                    held: 12,
+                    crossed: 4,
+                }),
+                end: Some(BoundaryReport {
+                    cut: BoundaryCut::Fallback {
+                        why: Fallback::NotSeen,
+                    },
+                    decision: None,
+                    held: 3,
+                    crossed: 0,
+                }),
+                held_in: 9,
+            }),
+            methods: vec![
+                MethodResult {
+                    method: "opa".into(),
+                    estimate: Some(estimate),
+                    error: None,
+                    delay_histogram: Some(buckets.clone()),
+                    class_histograms: Some(vec![ClassBuckets {
+                        class: "udp/53".into(),
+                        buckets,
+                    }]),
+                    unclassified: Some(5),
+                },
+                MethodResult {
+                    method: "rda".into(),
+                    estimate: None,
+                    error: Some("decoding failed".into()),
+                    delay_histogram: None,
+                    class_histograms: None,
+                    unclassified: None,
+                },
+            ],
+        };
+        let missing = IntervalLine {
+            status: Status::Missing,
+            reason: Some("dropped at the sender (overload)".into()),
+            kernel_drops: None,
+            clock: None,
+            cut: None,
+            methods: Vec::new(),
+            ..interval.clone()
+        };
+        let summary = ReceiverSummary {
+            intervals: 4,
+            trimmed: [1, 0],
+            cuts: Some(CutTally {
+                boundaries: 3,
+                unpaired_intervals: vec![2],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let quiet = QuietLine {
+            from: 8,
+            to: 10,
+            start_ns: 5,
+        };
+        for line in [
+            Line::Interval(interval),
+            Line::Interval(missing),
+            Line::Quiet(quiet),
+            Line::Summary(summary),
+        ] {
+            let json = line.to_json();
+            let back: Line = serde_json::from_str(&json).unwrap();
+            assert_eq!(back.to_json(), json);
+            if let Line::Interval(l) = &back {
+                l.check().unwrap();
+            }
+        }
+    }
 }

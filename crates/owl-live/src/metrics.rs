@@ -52,6 +52,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
 use crate::admission::Admission;
+use crate::lines::IntervalLine;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -59,7 +60,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use serde_json::Value;
 use std::sync::atomic::AtomicU64;
 
 /// Most pairs the metrics describe.
@@ -200,20 +200,8 @@ struct CutLabels {
     by: String,
 }
 
-/// A line's histogram in fixed buckets: `le_ns`, `weights` and `sum_ns`.
-fn buckets(h: &Value) -> Option<(Vec<f64>, Vec<f64>, f64)> {
-    let nums =
-        |k: &str| -> Option<Vec<f64>> { h.get(k)?.as_array()?.iter().map(Value::as_f64).collect() };
-    Some((nums("le_ns")?, nums("weights")?, h.get("sum_ns")?.as_f64()?))
-}
-
-/// The quantiles exported, with the JSON fields they come from.
-const QUANTILES: [(&str, &str); 4] = [
-    ("0.5", "p50_ns"),
-    ("0.9", "p90_ns"),
-    ("0.99", "p99_ns"),
-    ("0.999", "p999_ns"),
-];
+/// The quantiles exported (`quantile` label).
+const QUANTILES: [&str; 4] = ["0.5", "0.9", "0.99", "0.999"];
 
 /// The collector's metrics.
 pub struct Metrics {
@@ -427,14 +415,9 @@ impl Metrics {
         self.refused.inc();
     }
 
-    /// A line the collector stored for `pair` (an `owl agent` receiver's JSON line).
-    pub fn observe(&self, pair: &str, line: &Value) {
-        if line.get("type").and_then(Value::as_str) != Some("interval") {
-            return;
-        }
-        let Some(index) = line.get("index").and_then(Value::as_u64) else {
-            return;
-        };
+    /// An interval line the collector stored for `pair` (an `owl agent` receiver's).
+    pub fn observe(&self, pair: &str, line: &IntervalLine) {
+        let index = line.index;
         let mut latest = self.latest.lock().unwrap_or_else(|p| p.into_inner());
         let methods_before = match latest.get(pair) {
             Some((last, _)) if index <= *last => return, // a resend or a late delivery
@@ -446,123 +429,84 @@ impl Metrics {
             None => Vec::new(),
         };
         let p = PairLabel { pair: pair.into() };
-        let status = line.get("status").and_then(Value::as_str).unwrap_or("");
         self.intervals
             .get_or_create(&StatusLabels {
                 pair: pair.into(),
-                status: status.into(),
+                status: line.status.as_str().into(),
             })
             .inc();
-        if let Some(drops) = line.get("kernel_drops").and_then(Value::as_array) {
-            for (point, d) in ["S", "R"].iter().zip(drops) {
-                if let Some(d) = d.as_u64() {
-                    self.kernel_drops
-                        .get_or_create(&PointLabels {
-                            pair: pair.into(),
-                            point: (*point).into(),
-                        })
-                        .inc_by(d);
-                }
+        for (point, d) in ["S", "R"].iter().zip(line.kernel_drops.unwrap_or_default()) {
+            if let Some(d) = d {
+                self.kernel_drops
+                    .get_or_create(&PointLabels {
+                        pair: pair.into(),
+                        point: (*point).into(),
+                    })
+                    .inc_by(d);
             }
         }
-        if let Some(cut) = line.get("cut") {
-            if let Some(start) = cut.get("start").filter(|b| !b.is_null()) {
-                let by = start
-                    .get("cut")
-                    .and_then(|c| c.get("by"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
+        if let Some(cut) = &line.cut {
+            if let Some(start) = &cut.start {
                 self.cut_boundaries
                     .get_or_create(&CutLabels {
                         pair: pair.into(),
-                        by: by.into(),
+                        by: start.cut.by().into(),
                     })
                     .inc();
-                if let Some(n) = start.get("crossed").and_then(Value::as_u64) {
-                    self.cut_crossed.get_or_create(&p).inc_by(n);
-                }
+                self.cut_crossed.get_or_create(&p).inc_by(start.crossed);
             }
-            let fell = |k: &str| {
-                cut.get(k)
-                    .and_then(|b| b.get("cut"))
-                    .and_then(|c| c.get("by"))
-                    .and_then(Value::as_str)
-                    == Some("fallback")
-            };
-            if fell("start") || fell("end") {
+            if cut.fell_back().is_some() {
                 self.cut_unpaired.get_or_create(&p).inc();
             }
         }
-        let count = |k: &str| line.get(k).and_then(Value::as_u64);
-        if let (Some(s), Some(r)) = (count("sent"), count("received")) {
-            self.sent.get_or_create(&p).set(s as f64);
-            self.received.get_or_create(&p).set(r as f64);
-            if s > 0 {
-                self.loss_ratio
-                    .get_or_create(&p)
-                    .set((s as f64 - r as f64) / s as f64);
-            } else {
-                self.loss_ratio.remove(&p);
-            }
+        let (s, r) = (line.sent, line.received);
+        self.sent.get_or_create(&p).set(s as f64);
+        self.received.get_or_create(&p).set(r as f64);
+        if s > 0 {
+            self.loss_ratio
+                .get_or_create(&p)
+                .set((s as f64 - r as f64) / s as f64);
+        } else {
+            self.loss_ratio.remove(&p);
         }
-        if let Some(t) = count("start_ns") {
-            self.start.get_or_create(&p).set(t as f64 / 1e9);
-        }
-        let clock = |k: &str| {
-            line.get("clock")
-                .and_then(|c| c.get(k))
-                .and_then(Value::as_f64)
-        };
-        if let (Some(o), Some(u)) = (clock("offset_ns"), clock("uncertainty_ns")) {
-            self.clock_offset.get_or_create(&p).set(o / 1e9);
-            self.clock_uncertainty.get_or_create(&p).set(u / 1e9);
+        self.start.get_or_create(&p).set(line.start_ns as f64 / 1e9);
+        if let Some(c) = &line.clock {
+            self.clock_offset
+                .get_or_create(&p)
+                .set(c.offset_ns as f64 / 1e9);
+            self.clock_uncertainty
+                .get_or_create(&p)
+                .set(c.uncertainty_ns as f64 / 1e9);
         }
         // the gauges of every method shown before are replaced by this interval's
         for method in &methods_before {
             self.clear_method(pair, method);
         }
         let mut shown = Vec::new();
-        for m in line
-            .get("methods")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let Some(method) = m.get("method").and_then(Value::as_str) else {
-                continue;
-            };
+        for m in &line.methods {
             let l = MethodLabels {
                 pair: pair.into(),
-                method: method.into(),
+                method: m.method.clone(),
             };
-            if m.get("error").is_some() {
+            let Some(e) = m.estimate.as_ref().filter(|_| m.error.is_none()) else {
                 self.decode_failures.get_or_create(&l).inc();
                 continue;
-            }
-            let f = |k: &str| m.get(k).and_then(Value::as_f64);
+            };
             let set = |family: &Family<MethodLabels, FGauge>, v: Option<f64>| {
                 if let Some(v) = v {
                     family.get_or_create(&l).set(v);
                 }
             };
-            if let Some((le, w, sum)) = m.get("delay_histogram").and_then(buckets) {
-                self.delay.get_or_create(&l).add(&le, &w, sum);
+            if let Some(h) = &m.delay_histogram {
+                self.delay
+                    .get_or_create(&l)
+                    .add(&h.le_ns, &h.weights, h.sum_ns);
             }
-            for h in m
-                .get("class_histograms")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let (Some(class), Some((le, w, sum))) =
-                    (h.get("class").and_then(Value::as_str), buckets(h))
-                else {
-                    continue;
-                };
+            for h in m.class_histograms.iter().flatten() {
                 let cl = ClassLabels {
                     pair: pair.into(),
-                    method: method.into(),
-                    class: class.into(),
+                    method: m.method.clone(),
+                    class: h.class.clone(),
                 };
                 let mut series = self.class_series.lock().unwrap_or_else(|p| p.into_inner());
                 if !series.contains(&cl) {
@@ -572,24 +516,30 @@ impl Metrics {
                     }
                     series.insert(cl.clone());
                 }
-                self.class_delay.get_or_create(&cl).add(&le, &w, sum);
+                let b = &h.buckets;
+                self.class_delay
+                    .get_or_create(&cl)
+                    .add(&b.le_ns, &b.weights, b.sum_ns);
             }
-            set(&self.mean, f("mean_ns").map(|x| x / 1e9));
-            set(&self.std, f("std_ns").map(|x| x / 1e9));
-            set(&self.samples, f("samples"));
-            set(&self.lost, f("lost"));
-            for (q, key) in QUANTILES {
-                if let Some(v) = f(key) {
+            set(&self.mean, e.mean_ns.map(|x| x / 1e9));
+            set(&self.std, e.std_ns.map(|x| x / 1e9));
+            set(&self.samples, Some(e.samples as f64));
+            set(&self.lost, e.lost.map(|x| x as f64));
+            if let Some(q) = &e.quantiles {
+                for (label, v) in QUANTILES
+                    .into_iter()
+                    .zip([q.p50_ns, q.p90_ns, q.p99_ns, q.p999_ns])
+                {
                     self.quantile
                         .get_or_create(&QuantileLabels {
                             pair: pair.into(),
-                            method: method.into(),
-                            quantile: q.into(),
+                            method: m.method.clone(),
+                            quantile: label.into(),
                         })
                         .set(v / 1e9);
                 }
             }
-            shown.push(method.to_string());
+            shown.push(m.method.clone());
         }
         latest.insert(pair.to_string(), (index, shown));
     }
@@ -603,7 +553,7 @@ impl Metrics {
         for f in [&self.mean, &self.std, &self.samples, &self.lost] {
             f.remove(&l);
         }
-        for (q, _) in QUANTILES {
+        for q in QUANTILES {
             self.quantile.remove(&QuantileLabels {
                 pair: pair.into(),
                 method: method.into(),
@@ -719,13 +669,40 @@ fn reply(s: &mut TcpStream, status: &str, ctype: &str, body: &str) -> Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::lines::Line;
+    use serde_json::{Value, json};
+
+    /// A test's line as an agent writes it: the fields a test leaves out take zeros.
+    fn il(mut v: Value) -> IntervalLine {
+        for k in ["start_ns", "sent", "received"] {
+            if v.get(k).is_none() {
+                v[k] = json!(0);
+            }
+        }
+        for m in v["methods"].as_array_mut().into_iter().flatten() {
+            if m.get("error").is_none() {
+                for (k, zero) in [
+                    ("samples", json!(0)),
+                    ("bytes", json!(0)),
+                    ("notes", json!([])),
+                ] {
+                    if m.get(k).is_none() {
+                        m[k] = zero;
+                    }
+                }
+            }
+        }
+        match serde_json::from_value(v).unwrap() {
+            Line::Interval(l) => l,
+            l => panic!("{l:?}"),
+        }
+    }
 
     fn interval(index: u64, mean: Option<f64>) -> Value {
         let m = match mean {
             Some(x) => {
                 json!({"method": "rda", "mean_ns": x, "std_ns": 10.0, "samples": 90, "lost": 2,
-                               "p99_ns": 900.0})
+                       "p50_ns": 500.0, "p90_ns": 800.0, "p99_ns": 900.0, "p999_ns": 950.0})
             }
             None => json!({"method": "rda", "error": "decode failed"}),
         };
@@ -739,7 +716,7 @@ mod tests {
     #[test]
     fn the_latest_interval_shows_and_failures_count() {
         let m = Metrics::new();
-        m.observe("a→b", &interval(5, Some(1500.0)));
+        m.observe("a→b", &il(interval(5, Some(1500.0))));
         let t = m.encode();
         assert!(
             t.contains("owl_one_way_delay_mean_seconds{pair=\"a→b\",method=\"rda\"} 0.0000015"),
@@ -765,12 +742,12 @@ mod tests {
         );
         assert!(t.ends_with("# EOF\n"), "{t}");
         // a resend of an older interval moves nothing and counts nothing
-        m.observe("a→b", &interval(4, Some(9999.0)));
+        m.observe("a→b", &il(interval(4, Some(9999.0))));
         let t = m.encode();
         assert!(t.contains("} 0.0000015"), "{t}");
         assert!(t.contains("status=\"estimated\"} 1"), "{t}");
         // a failure removes the stale gauges and counts
-        m.observe("a→b", &interval(6, None));
+        m.observe("a→b", &il(interval(6, None)));
         let t = m.encode();
         assert!(!t.contains("owl_one_way_delay_mean_seconds{"), "{t}");
         assert!(
@@ -794,12 +771,12 @@ mod tests {
         };
         let m = Metrics::new();
         // 10.4 packets at ≤ 1 µs, 20 in (1, 2] µs
-        m.observe("a→b", &line(1, vec![10.4, 20.0], 45_000.0));
-        m.observe("a→b", &line(2, vec![0.0, 0.0, 5.0], 20_000.0));
-        m.observe("a→b", &line(2, vec![1e6], 1.0)); // a resend
+        m.observe("a→b", &il(line(1, vec![10.4, 20.0], 45_000.0)));
+        m.observe("a→b", &il(line(2, vec![0.0, 0.0, 5.0], 20_000.0)));
+        m.observe("a→b", &il(line(2, vec![1e6], 1.0))); // a resend
         let mut bad = line(3, vec![1.0], 1.0);
         bad["methods"][0]["delay_histogram"]["weights"][0] = json!(-1.0);
-        m.observe("a→b", &bad);
+        m.observe("a→b", &il(bad));
         let t = m.encode();
         let l = "pair=\"a→b\",method=\"sample\"";
         for want in [
@@ -844,8 +821,8 @@ mod tests {
                        "class_histograms": classes}]})
         };
         let m = Metrics::new();
-        m.observe("a→b", &line(1, &[("udp/53", 3.0), ("tcp/443", 4.0)]));
-        m.observe("a→b", &line(2, &[("udp/53", 2.0), ("other", 1.0)]));
+        m.observe("a→b", &il(line(1, &[("udp/53", 3.0), ("tcp/443", 4.0)])));
+        m.observe("a→b", &il(line(2, &[("udp/53", 2.0), ("other", 1.0)])));
         let t = m.encode();
         let l = |c: &str| format!("pair=\"a→b\",method=\"opa\",class=\"{c}\"");
         for (c, n) in [("udp/53", 5), ("tcp/443", 4), ("other", 1)] {
@@ -858,7 +835,7 @@ mod tests {
         let pairs = MAX_CLASS_SERIES / 8 + 52;
         assert!(pairs < MAX_PAIRS);
         for p in 0..pairs {
-            m.observe(&format!("p{p}"), &line(1, &eight));
+            m.observe(&format!("p{p}"), &il(line(1, &eight)));
         }
         let t = m.encode();
         let dropped = 3 + 8 * pairs - MAX_CLASS_SERIES;
@@ -878,7 +855,7 @@ mod tests {
     fn pairs_beyond_the_cap_are_counted_not_tracked() {
         let m = Metrics::new();
         for p in 0..MAX_PAIRS + 3 {
-            m.observe(&format!("p{p}"), &interval(1, Some(1.0)));
+            m.observe(&format!("p{p}"), &il(interval(1, Some(1.0))));
         }
         let t = m.encode();
         assert!(t.contains("owl_metric_pairs_dropped_total 3"), "{t}");
@@ -890,7 +867,7 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let m = std::sync::Arc::new(Metrics::new());
-        m.observe("x", &interval(1, Some(2000.0)));
+        m.observe("x", &il(interval(1, Some(2000.0))));
         let m2 = m.clone();
         std::thread::spawn(move || serve(l, m2, Arc::new(|_: &str| {})));
         let get = |req: &str| {

@@ -43,9 +43,9 @@
 
 use std::path::Path;
 
+use crate::lines::{Line, Status};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
-use serde_json::Value;
 
 /// Schema version in `PRAGMA user_version`.
 pub const SCHEMA_VERSION: i64 = 2;
@@ -84,11 +84,9 @@ pub struct Store {
     version: i64,
 }
 
-fn int(v: &Value, key: &str) -> Result<i64, StoreError> {
-    v.get(key)
-        .and_then(Value::as_u64)
-        .and_then(|x| i64::try_from(x).ok())
-        .ok_or_else(|| StoreError::Invalid(format!("`{key}` is not an integer below 2^63")))
+/// A count or index as SQLite's signed integer.
+fn i63(x: u64, what: &str) -> Result<i64, StoreError> {
+    i64::try_from(x).map_err(|_| StoreError::Invalid(format!("`{what}` {x} is not below 2^63")))
 }
 
 impl Store {
@@ -154,22 +152,13 @@ impl Store {
     /// transaction. `now_ns` is the collector's clock. Returns `false` for a `missing` line of
     /// an interval already stored as estimated, which keeps its estimate: a receiver restarted
     /// after it wrote the interval, before the sender learnt so, reports it again as missing.
-    pub fn store_line(
-        &mut self,
-        pair: &str,
-        line: &Value,
-        now_ns: i64,
-    ) -> Result<bool, StoreError> {
-        let kind = line.get("type").and_then(Value::as_str).unwrap_or("");
+    pub fn store_line(&mut self, pair: &str, line: &Line, now_ns: i64) -> Result<bool, StoreError> {
         let tx = self.db.transaction()?;
-        match kind {
-            "interval" => {
-                let idx = int(line, "index")?;
-                let status = line.get("status").and_then(Value::as_str).unwrap_or("");
-                if !["estimated", "missing", "left_out"].contains(&status) {
-                    return Err(StoreError::Invalid(format!("unknown status '{status}'")));
-                }
-                if status == "missing" {
+        match line {
+            Line::Interval(l) => {
+                l.check().map_err(StoreError::Invalid)?;
+                let idx = i63(l.index, "index")?;
+                if l.status == Status::Missing {
                     let stored: Option<String> = tx
                         .query_row(
                             "SELECT status FROM intervals WHERE pair = ?1 AND idx = ?2",
@@ -177,15 +166,10 @@ impl Store {
                             |r| r.get(0),
                         )
                         .optional()?;
-                    if stored.as_deref() == Some("estimated") {
+                    if stored.as_deref() == Some(Status::Estimated.as_str()) {
                         return Ok(false);
                     }
                 }
-                let clock = |k: &str| {
-                    line.get("clock")
-                        .and_then(|c| c.get(k))
-                        .and_then(Value::as_i64)
-                };
                 tx.execute(
                     "INSERT OR REPLACE INTO intervals (pair, idx, start_ns, status, reason, sent,
                        received, stored_ns, clock_offset_ns, clock_uncertainty_ns)
@@ -193,70 +177,62 @@ impl Store {
                     params![
                         pair,
                         idx,
-                        int(line, "start_ns")?,
-                        status,
-                        line.get("reason").and_then(Value::as_str),
-                        int(line, "sent")?,
-                        int(line, "received")?,
+                        i63(l.start_ns, "start_ns")?,
+                        l.status.as_str(),
+                        l.reason,
+                        i63(l.sent, "sent")?,
+                        i63(l.received, "received")?,
                         now_ns,
-                        clock("offset_ns"),
-                        clock("uncertainty_ns")
+                        l.clock.map(|c| c.offset_ns),
+                        l.clock.map(|c| c.uncertainty_ns)
                     ],
                 )?;
                 tx.execute(
                     "DELETE FROM results WHERE pair = ?1 AND idx = ?2",
                     params![pair, idx],
                 )?;
-                for m in line
-                    .get("methods")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let name = m
-                        .get("method")
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| StoreError::Invalid("a result without a method".into()))?;
-                    let f = |k: &str| m.get(k).and_then(Value::as_f64);
-                    let u = |k: &str| {
-                        m.get(k)
-                            .and_then(Value::as_u64)
-                            .and_then(|x| i64::try_from(x).ok())
+                for m in &l.methods {
+                    let e = m.estimate.as_ref();
+                    let whole = match (&m.error, e) {
+                        (None, Some(_)) => Some(
+                            serde_json::to_string(m)
+                                .map_err(|e| StoreError::Invalid(e.to_string()))?,
+                        ),
+                        _ => None,
                     };
-                    let error = m.get("error").and_then(Value::as_str);
                     tx.execute(
                         "INSERT INTO results VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                         params![
                             pair,
                             idx,
-                            name,
-                            f("mean_ns"),
-                            f("std_ns"),
-                            u("samples"),
-                            u("lost"),
-                            u("bytes"),
-                            error,
-                            if error.is_none() {
-                                Some(m.to_string())
-                            } else {
-                                None
-                            }
+                            m.method,
+                            e.and_then(|e| e.mean_ns),
+                            e.and_then(|e| e.std_ns),
+                            e.and_then(|e| i64::try_from(e.samples).ok()),
+                            e.and_then(|e| e.lost).and_then(|x| i64::try_from(x).ok()),
+                            e.and_then(|e| i64::try_from(e.bytes).ok()),
+                            m.error,
+                            whole
                         ],
                     )?;
                 }
             }
-            "quiet" => {
+            Line::Quiet(q) => {
                 tx.execute(
                     "INSERT OR REPLACE INTO quiet VALUES (?1, ?2, ?3, ?4)",
                     params![
                         pair,
-                        int(line, "from")?,
-                        int(line, "to")?,
-                        int(line, "start_ns")?
+                        i63(q.from, "from")?,
+                        i63(q.to, "to")?,
+                        i63(q.start_ns, "start_ns")?
                     ],
                 )?;
             }
-            k => return Err(StoreError::Invalid(format!("unknown line type '{k}'"))),
+            Line::Summary(_) => {
+                return Err(StoreError::Invalid(
+                    "a summary line: the collector stores intervals and quiet ranges".into(),
+                ));
+            }
         }
         tx.commit()?;
         Ok(true)
@@ -426,14 +402,23 @@ impl Row {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    fn line(idx: u64, status: &str) -> Value {
+    fn parse(v: Value) -> Line {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn line(idx: u64, status: &str) -> Line {
+        parse(json_line(idx, status))
+    }
+
+    fn json_line(idx: u64, status: &str) -> Value {
         let mut v = json!({"type": "interval", "index": idx, "start_ns": idx * 1000,
             "status": status, "sent": 10, "received": 9});
         if status == "estimated" {
             v["methods"] = json!([
-                {"method": "lda", "mean_ns": 5.5, "std_ns": 1.0, "samples": 9, "lost": 1, "bytes": 100},
+                {"method": "lda", "mean_ns": 5.5, "std_ns": 1.0, "samples": 9, "lost": 1, "bytes": 100,
+                 "notes": []},
                 {"method": "rda", "error": "decoding failed"}
             ]);
         } else {
@@ -472,10 +457,10 @@ mod tests {
         let old = Store::open_read(&path).unwrap().series("a").unwrap();
         assert_eq!((old[0].mean_ns, old[0].clock_offset_ns), (Some(5.5), None));
         let mut s = Store::open(&path).unwrap();
-        let mut l = line(2, "estimated");
+        let mut l = json_line(2, "estimated");
         l["clock"] = json!({"offset_ns": -1200, "uncertainty_ns": 35, "rtt_ns": 70,
                             "exchanges": 2, "discarded": 0});
-        s.store_line("a", &l, 6).unwrap();
+        s.store_line("a", &parse(l), 6).unwrap();
         drop(s);
         let s = Store::open_read(&path).unwrap();
         type Seen = (u64, Option<f64>, Option<i64>, Option<i64>);
@@ -511,7 +496,7 @@ mod tests {
         s.store_line("a", &line(11, "missing"), 1).unwrap();
         s.store_line(
             "a",
-            &json!({"type": "quiet", "from": 12, "to": 14, "start_ns": 12000}),
+            &parse(json!({"type": "quiet", "from": 12, "to": 14, "start_ns": 12000})),
             1,
         )
         .unwrap();
@@ -523,11 +508,28 @@ mod tests {
         assert!(!s.store_line("a", &line(16, "missing"), 3).unwrap());
         assert!(s.store_line("a", &line(11, "missing"), 3).unwrap());
         s.store_line("b", &line(1, "estimated"), 1).unwrap();
-        assert!(s.store_line("a", &json!({"type": "nonsense"}), 1).is_err());
+        // what no agent writes is refused, and nothing of it is stored
+        let mut huge = json_line(17, "missing");
+        huge["sent"] = json!(u64::MAX);
+        let e = s.store_line("a", &parse(huge), 1).unwrap_err().to_string();
         assert!(
-            s.store_line("a", &json!({"type": "interval", "index": -1}), 1)
-                .is_err()
+            e.contains("`sent` 18446744073709551615 is not below 2^63"),
+            "{e}"
         );
+        let mut neither = json_line(17, "estimated");
+        neither["methods"][0] = json!({"method": "lda", "mean_ns": "fast"});
+        let e = s
+            .store_line("a", &parse(neither), 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("method lda: neither an estimate nor an error"),
+            "{e}"
+        );
+        let summary = parse(json!({"type": "summary", "intervals": 1, "trimmed": [0, 0],
+            "missing": 0, "dropped": [0, 0], "reconnects": 0, "bytes_sent": 0,
+            "bytes_received": 0}));
+        assert!(s.store_line("a", &summary, 1).is_err());
         drop(s);
         let s = Store::open_read(&path).unwrap();
         assert_eq!(s.pairs().unwrap(), ["a", "b"]);

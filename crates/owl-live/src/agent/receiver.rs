@@ -64,7 +64,6 @@ pub fn run_receiver(
         book: ClassBook::new(DEFAULT_MAX_CLASSES),
         log: o.log.clone(),
         summary: ReceiverSummary {
-            kind: "summary",
             cuts: matches!(o.cut, Cut::Delimiter(_)).then(CutTally::default),
             ..Default::default()
         },
@@ -628,7 +627,6 @@ impl ReceiverState {
                 self.handoff.release(1);
             }
             let line = |status, reason: &str| IntervalLine {
-                kind: "interval",
                 index: k,
                 start_ns: self.intervals.start_ns(k),
                 status,
@@ -704,7 +702,6 @@ impl ReceiverState {
             self.finish(
                 k,
                 IntervalLine {
-                    kind: "interval",
                     index: k,
                     start_ns: work.start_ns,
                     status: Status::Estimated,
@@ -741,20 +738,13 @@ impl ReceiverState {
                 && p + 1 < k
             {
                 let q = QuietLine {
-                    kind: "quiet",
                     from: p + 1,
                     to: k,
                     start_ns: self.intervals.start_ns(p + 1),
                 };
-                self.emit(
-                    out,
-                    &serde_json::to_string(&q).map_err(std::io::Error::other)?,
-                )?;
+                self.emit(out, &Line::Quiet(q).to_json())?;
             }
-            self.emit(
-                out,
-                &serde_json::to_string(&line).map_err(std::io::Error::other)?,
-            )?;
+            self.emit(out, &Line::Interval(line).to_json())?;
             self.written = Some(k);
             release = Some(k + 1);
         }

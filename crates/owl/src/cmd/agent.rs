@@ -413,9 +413,8 @@ pub fn run(a: AgentArgs) -> Result<()> {
             let mut out = stdout.lock();
             let sink = reporter.as_ref().map(Reporter::sink);
             let s = agent::run_receiver(o, listener, &mut out, sink)?;
-            serde_json::to_writer(&mut out, &s)?;
             use std::io::Write;
-            writeln!(out)?;
+            writeln!(out, "{}", agent::Line::Summary(s.clone()).to_json())?;
             log(&format!(
                 "done: {} intervals estimated, {} missing, {}+{} left out (lead-in/out at S/R)",
                 s.intervals, s.missing, s.trimmed[0], s.trimmed[1]
