@@ -15,6 +15,22 @@ struct Work {
     classes: Vec<Option<(Vec<ClassBuckets>, u64)>>,
 }
 
+/// What R holds of one interval until it is decided: its own synopses, what S said of it and
+/// S's payloads. Removed whole when the interval is decided ([`ReceiverState::advance`]).
+#[derive(Default)]
+struct Pending {
+    /// R's synopses and cut data (an interval R closed with packets).
+    local: Option<(Synopses, PointCut)>,
+    /// Packets each point recorded in it.
+    packets: [u64; 2],
+    /// Live capture: packets each point's kernel dropped since its previous interval closed.
+    kernel_drops: Option<[Option<u64>; 2]>,
+    /// S's payloads, by method.
+    remote: Option<Vec<Option<Vec<u8>>>>,
+    /// S's results for one-way methods it could not send (too large).
+    remote_results: Vec<(u16, String)>,
+}
+
 /// The receiver point: wait for the sender, agree, then estimate every interval. Results go to
 /// `out`, one JSON line each.
 pub fn run_receiver(
@@ -41,12 +57,8 @@ pub fn run_receiver(
         intervals: o.intervals,
         window: o.queue.max(1),
         join: Join::new(),
-        local: BTreeMap::new(),
+        pending: BTreeMap::new(),
         delimiters: BTreeMap::new(),
-        packets: BTreeMap::new(),
-        kernel_drops: BTreeMap::new(),
-        remote: BTreeMap::new(),
-        remote_results: BTreeMap::new(),
         outstanding: VecDeque::new(),
         work: BTreeMap::new(),
         lines: BTreeMap::new(),
@@ -58,7 +70,6 @@ pub fn run_receiver(
         had_sender: false,
         live: matches!(o.input, Input::Live { .. }),
         recorded: false,
-        resumed: false,
         stale_below: 0,
         per_class: o.per_class,
         book: ClassBook::new(DEFAULT_MAX_CLASSES),
@@ -69,20 +80,22 @@ pub fn run_receiver(
         },
         handoff: handoff.clone(),
     };
-    let mut writer: Option<LinkWriter> = None;
-    let mut peer: Receiver<Incoming> = crossbeam_channel::never();
+    let mut conn = Conn::Away { give_up: None };
     let read = Arc::new(AtomicU64::new(0));
     // the bytes of a connection count into the summary when it ends
     let count = |summary: &mut ReceiverSummary, w: &LinkWriter| {
         summary.bytes_sent += w.bytes;
         summary.bytes_received += read.load(Ordering::Relaxed);
     };
-    // once the capture is done and no sender is connected: when to stop waiting for one
-    let mut give_up: Option<Instant> = None;
     loop {
-        let patience = match give_up {
-            Some(t) => crossbeam_channel::at(t),
-            None => crossbeam_channel::never(),
+        let (peer, patience) = match &conn {
+            Conn::Open { peer, .. } => (peer.clone(), crossbeam_channel::never()),
+            Conn::Away { give_up: Some(t) } => {
+                (crossbeam_channel::never(), crossbeam_channel::at(*t))
+            }
+            Conn::Away { give_up: None } => {
+                (crossbeam_channel::never(), crossbeam_channel::never())
+            }
         };
         select! {
             recv(wake) -> _ => {
@@ -113,14 +126,15 @@ pub fn run_receiver(
                         continue;
                     }
                     r.recorded = true;
-                    r.packets.entry(k).or_default()[RECEIVER] = c.packets;
+                    let p = r.pending.entry(k).or_default();
+                    p.packets[RECEIVER] = c.packets;
                     if let Some(ks) = c.kernel {
-                        r.kernel_drops.entry(k).or_default()[RECEIVER] = Some(ks.drops);
+                        p.kernel_drops.get_or_insert_default()[RECEIVER] = Some(ks.drops);
                     }
                     match c.synopses {
                         Some(s) => {
                             r.join.have(RECEIVER, k, Held::Data).map_err(AgentError::Capture)?;
-                            r.local.insert(k, (s, c.cut));
+                            r.pending.entry(k).or_default().local = Some((s, c.cut));
                         }
                         None => {
                             r.join.have(RECEIVER, k, Held::Dropped).map_err(AgentError::Capture)?;
@@ -138,19 +152,19 @@ pub fn run_receiver(
                         (o.log)("stopped before a sender connected: nothing was measured");
                         return Ok(r.summary);
                     }
-                    if r.had_sender && writer.is_none() {
-                        give_up = Some(Instant::now() + o.patience);
+                    if r.had_sender && let Conn::Away { give_up } = &mut conn {
+                        *give_up = Some(Instant::now() + o.patience);
                     }
                 }
             }
             recv(links) -> l => {
                 let Ok(l) = l else { continue };
-                if let Some(old) = writer.take() {
+                if let Conn::Open { writer: old, .. } = &conn {
                     // an authenticated sender of the same configuration connects while the
                     // old connection looks open here (its end went without a word, as after a
                     // network partition): the old one is closed, the new one resumes
                     old.shutdown();
-                    count(&mut r.summary, &old);
+                    count(&mut r.summary, old);
                     r.disconnected();
                     (o.log)(
                         "a sender connected while the previous connection was still open here: that one is closed (the sender sends again what this receiver has not finished; RDA exchanges under way are reported failed)",
@@ -158,31 +172,49 @@ pub fn run_receiver(
                 }
                 (o.log)(&format!("the sender connected from {} (it names itself {:?})", l.peer, l.hello.name));
                 read.store(0, Ordering::Relaxed);
-                peer = spawn_reader(l.reader, read.clone());
-                r.resumed = false;
-                give_up = None;
-                writer = Some(l.writer);
+                conn = Conn::Open {
+                    peer: spawn_reader(l.reader, read.clone()),
+                    writer: l.writer,
+                    resumed: false,
+                };
             }
             recv(peer) -> m => {
-                let w = writer.as_mut().expect("a peer has a writer");
+                let Conn::Open { writer: w, resumed, .. } = &mut conn else {
+                    unreachable!("a peer is read only while its connection is open")
+                };
                 let m = match m {
                     Ok(m) => m,
                     Err(_) => Err(AgentError::Protocol("the connection ended".into())),
                 };
+                let proto = |s: String| AgentError::Protocol(s);
                 match m {
+                    // the first message of every connection says where S resumes, and only it
+                    Ok(Msg::Resume { released, started }) if !*resumed => {
+                        r.on_resume(released, started);
+                        *resumed = true;
+                        r.ping(w)?;
+                    }
+                    Ok(Msg::Resume { .. }) => return Err(proto("a second resume".into())),
+                    Ok(m) if !*resumed => {
+                        return Err(proto(format!(
+                            "{} before the sender said where it resumes",
+                            m.name()
+                        )));
+                    }
                     Ok(m) => r.on_peer(w, m)?,
                     Err(e) if e.is_break() => {
                         w.shutdown();
                         count(&mut r.summary, w);
-                        writer = None;
-                        peer = crossbeam_channel::never();
                         r.disconnected();
                         (o.log)(&format!(
                             "the sender's connection broke ({e}); waiting for it to connect again (it sends again what this receiver has not finished; RDA exchanges under way are reported failed)"
                         ));
-                        if r.join.is_done(RECEIVER) {
-                            give_up = Some(Instant::now() + o.patience);
-                        }
+                        conn = Conn::Away {
+                            give_up: r
+                                .join
+                                .is_done(RECEIVER)
+                                .then(|| Instant::now() + o.patience),
+                        };
                     }
                     Err(e) => return Err(e),
                 }
@@ -195,36 +227,54 @@ pub fn run_receiver(
                 ));
                 r.join.restart(SENDER, r.join.decided_below(), None);
                 r.join.done(SENDER);
-                give_up = None;
+                conn = Conn::Away { give_up: None };
             }
         }
-        if writer.is_some() && !r.resumed {
+        let writer = match &mut conn {
             // the connection's first message, Resume, has not come yet
-            continue;
-        }
-        r.advance(writer.as_mut(), out)?;
-        if writer.is_some() && r.sender_through() && !r.join.finished() {
+            Conn::Open { resumed: false, .. } => continue,
+            Conn::Open { writer, .. } => Some(writer),
+            Conn::Away { .. } => None,
+        };
+        r.advance(writer, out)?;
+        if let Conn::Open { writer: w, .. } = &mut conn
+            && r.sender_through()
+            && !r.join.finished()
+        {
             // the sender stopped (--duration, a signal, the end of its replay) and every
             // interval it recorded is reported and released: it may exit now, while this
             // receiver goes on alone until its own capture ends (what only R records from here
             // on is a lead-out)
-            let mut w = writer.take().expect("checked");
-            send(&mut w, &Msg::Bye)?;
-            count(&mut r.summary, &w);
+            send(w, &Msg::Bye)?;
+            count(&mut r.summary, w);
             w.shutdown();
-            peer = crossbeam_channel::never();
+            conn = Conn::Away { give_up: None };
             (o.log)(
                 "the sender is done and every interval it recorded is reported: it exits; this receiver goes on until its capture ends",
             );
         }
         if r.join.finished() && r.work.is_empty() {
-            if let Some(w) = writer.as_mut() {
+            if let Conn::Open { writer: w, .. } = &mut conn {
                 send(w, &Msg::Bye)?;
                 count(&mut r.summary, w);
             }
             return Ok(r.summary);
         }
     }
+}
+
+/// R's connection to its sender: the lifecycle of [`run_receiver`]'s loop.
+enum Conn {
+    /// No sender is connected. `give_up`: R's capture is done and a sender had connected (or
+    /// one's connection broke after it): when R stops waiting for it to come back.
+    Away { give_up: Option<Instant> },
+    /// A sender is connected: its reader thread feeds `peer`. `resumed` once its first
+    /// message, `Resume`, came; nothing else is accepted before it.
+    Open {
+        writer: LinkWriter,
+        peer: Receiver<Incoming>,
+        resumed: bool,
+    },
 }
 
 /// Accept connections on their own thread: handshake and configuration check, each connection
@@ -305,20 +355,11 @@ struct ReceiverState {
     join: Join,
     /// The methods R's capture runs (the agents', and the class tap after them).
     capture_methods: Vec<Arc<dyn Method>>,
-    /// R's closed intervals with packets (synopses and cut data), until decided.
-    local: BTreeMap<u64, (Synopses, PointCut)>,
+    /// What R holds of each interval until it is decided.
+    pending: BTreeMap<u64, Pending>,
     /// S's delimiters of each announced interval's start and end (a delimiter cut), until the
     /// interval after it is decided.
     delimiters: BTreeMap<u64, (Vec<u64>, Vec<u64>)>,
-    /// Packets each point recorded in an interval, until decided.
-    packets: BTreeMap<u64, [u64; 2]>,
-    /// Live capture: packets each point's kernel dropped since its previous interval closed,
-    /// until decided.
-    kernel_drops: BTreeMap<u64, [Option<u64>; 2]>,
-    /// S's payloads by interval and method, until decided.
-    remote: BTreeMap<u64, Vec<Option<Vec<u8>>>>,
-    /// S's results for one-way methods it could not send (too large), until decided.
-    remote_results: BTreeMap<u64, Vec<(u16, String)>>,
     /// Intervals S announced and R has not released.
     outstanding: VecDeque<u64>,
     /// Intervals decided and being estimated, in order.
@@ -333,14 +374,13 @@ struct ReceiverState {
     /// The clock-offset exchanges with S, and whether a ping is unanswered.
     clock: ClockFilter,
     pinging: bool,
-    /// Whether a sender has connected to this receiver process.
+    /// Whether a sender has resumed on some connection of this process (its history; where
+    /// the connection stands now is [`Conn`]).
     had_sender: bool,
     /// R captures an interface (not a replay).
     live: bool,
     /// R has announced an interval with a packet outside its cut windows.
     recorded: bool,
-    /// Whether this connection's `Resume` came (the first message of every connection).
-    resumed: bool,
     /// S announces again what it announced before its connection broke: below this, R has
     /// decided it already.
     stale_below: u64,
@@ -359,16 +399,14 @@ impl ReceiverState {
         self.summary.reconnects += 1;
         self.join.forget(SENDER);
         self.stale_below = self.join.decided_below();
-        self.remote.clear();
-        self.remote_results.clear();
-        for (&k, p) in self.packets.iter_mut() {
+        for (&k, p) in self.pending.iter_mut() {
+            p.remote = None;
+            p.remote_results.clear();
             if k >= self.stale_below {
-                p[SENDER] = 0;
-            }
-        }
-        for (&k, d) in self.kernel_drops.iter_mut() {
-            if k >= self.stale_below {
-                d[SENDER] = None;
+                p.packets[SENDER] = 0;
+                if let Some(d) = p.kernel_drops.as_mut() {
+                    d[SENDER] = None;
+                }
             }
         }
         self.outstanding.clear();
@@ -383,7 +421,6 @@ impl ReceiverState {
             }
         }
         self.pinging = false;
-        self.resumed = false;
     }
 
     /// The first message of a connection: where S resumes.
@@ -417,25 +454,10 @@ impl ReceiverState {
             }
         }
         self.had_sender = true;
-        self.resumed = true;
     }
 
     fn on_peer(&mut self, w: &mut LinkWriter, m: Msg) -> Result<(), AgentError> {
         let proto = |s: String| AgentError::Protocol(s);
-        match (&m, self.resumed) {
-            (Msg::Resume { .. }, true) => return Err(proto("a second resume".into())),
-            (Msg::Resume { released, started }, false) => {
-                self.on_resume(*released, *started);
-                return self.ping(w);
-            }
-            (m, false) => {
-                return Err(proto(format!(
-                    "{} before the sender said where it resumes",
-                    m.name()
-                )));
-            }
-            _ => {}
-        }
         match m {
             Msg::Synopsis {
                 interval,
@@ -457,10 +479,13 @@ impl ReceiverState {
                         self.window
                     )));
                 }
+                let n = self.methods.len();
                 let v = self
-                    .remote
+                    .pending
                     .entry(interval)
-                    .or_insert_with(|| vec![None; self.methods.len()]);
+                    .or_default()
+                    .remote
+                    .get_or_insert_with(|| vec![None; n]);
                 v[method as usize] = Some(payload);
             }
             Msg::Have {
@@ -490,9 +515,10 @@ impl ReceiverState {
                     Some(Lost::Overload) => Held::Dropped,
                 };
                 self.join.have(SENDER, interval, h).map_err(proto)?;
-                self.packets.entry(interval).or_default()[SENDER] = packets;
+                let p = self.pending.entry(interval).or_default();
+                p.packets[SENDER] = packets;
                 if let Some(d) = kernel_drops {
-                    self.kernel_drops.entry(interval).or_default()[SENDER] = Some(d);
+                    p.kernel_drops.get_or_insert_default()[SENDER] = Some(d);
                 }
                 if lost == Some(Lost::Overload) {
                     self.summary.dropped[0] += 1;
@@ -578,9 +604,10 @@ impl ReceiverState {
                                 "an estimate for interval {interval} before its exchange"
                             ))
                         })?;
-                        self.remote_results
+                        self.pending
                             .entry(interval)
                             .or_default()
+                            .remote_results
                             .push((method, e));
                     }
                 }
@@ -618,11 +645,13 @@ impl ReceiverState {
                 }
                 self.delimiters.pop_first();
             }
-            let local = self.local.remove(&k);
-            let remote = self.remote.remove(&k);
-            let errors = self.remote_results.remove(&k).unwrap_or_default();
-            let [sent, received] = self.packets.remove(&k).unwrap_or_default();
-            let kernel_drops = self.kernel_drops.remove(&k);
+            let Pending {
+                local,
+                packets: [sent, received],
+                kernel_drops,
+                remote,
+                remote_results: errors,
+            } = self.pending.remove(&k).unwrap_or_default();
             if local.is_some() {
                 self.handoff.release(1);
             }
