@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crossbeam_channel::{Receiver, Sender, after, bounded, select, unbounded};
+use crossbeam_channel::{Receiver, Sender, after, bounded, select};
 use owl_core::wire::{WireReader, WireWriter};
 
 use crate::admission::Admission;
@@ -202,6 +202,14 @@ fn session(
     }
 }
 
+/// Hand a line to the delivery thread without waiting.
+fn offer(tx: &Sender<Cmd>, overflow: &std::sync::atomic::AtomicU64, line: &str) {
+    if let Err(crossbeam_channel::TrySendError::Full(_)) = tx.try_send(Cmd::Line(line.to_string()))
+    {
+        overflow.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// What the reporter thread is told.
 enum Cmd {
     Line(String),
@@ -213,16 +221,22 @@ enum Cmd {
 #[derive(Clone, Debug, Default)]
 pub struct Delivery {
     pub delivered: u64,
-    /// Lines dropped because the queue was full (the collector was away too long).
+    /// Lines dropped because the queue was full (the collector was away too long), or because
+    /// the hand-over channel was (a write to the collector blocked that long).
     pub dropped: u64,
     /// Lines still queued when the deadline passed.
     pub undelivered: u64,
 }
 
 /// An agent's delivery of its lines to the collector: queued (at most `cap`), sent, resent
-/// after a reconnect until acknowledged.
+/// after a reconnect until acknowledged. The receiver hands lines over without ever waiting:
+/// a channel of `cap` lines lies between it and the delivery thread (which moves them to its
+/// queue at once unless a write to the collector blocks); a line that finds the channel full
+/// is dropped and counted with the queue's drops.
 pub struct Reporter {
     tx: Sender<Cmd>,
+    /// Lines that found the channel full.
+    overflow: Arc<std::sync::atomic::AtomicU64>,
     done: std::thread::JoinHandle<Delivery>,
 }
 
@@ -234,28 +248,32 @@ impl Reporter {
         cap: usize,
         log: Arc<dyn Fn(&str) + Send + Sync>,
     ) -> Reporter {
-        let (tx, rx) = unbounded();
+        let (tx, rx) = bounded(cap.max(1));
         let done = std::thread::spawn(move || deliver(&addr, &key, &pair, cap.max(1), &rx, &*log));
-        Reporter { tx, done }
+        Reporter {
+            tx,
+            overflow: Arc::default(),
+            done,
+        }
     }
 
-    /// Queue a line.
+    /// Queue a line (dropped and counted if the channel is full).
     pub fn send(&self, line: &str) {
-        let _ = self.tx.send(Cmd::Line(line.to_string()));
+        offer(&self.tx, &self.overflow, line);
     }
 
     /// A function that queues lines (for the receiver agent's sink).
     pub fn sink(&self) -> crate::lines::LineSink {
-        let tx = self.tx.clone();
-        Box::new(move |l: &str| {
-            let _ = tx.send(Cmd::Line(l.to_string()));
-        })
+        let (tx, overflow) = (self.tx.clone(), self.overflow.clone());
+        Box::new(move |l: &str| offer(&tx, &overflow, l))
     }
 
     /// Deliver what is queued, waiting at most `patience`.
     pub fn finish(self, patience: Duration) -> Delivery {
         let _ = self.tx.send(Cmd::Finish(Instant::now() + patience));
-        self.done.join().unwrap_or_default()
+        let mut d = self.done.join().unwrap_or_default();
+        d.dropped += self.overflow.load(Ordering::Relaxed);
+        d
     }
 }
 
@@ -423,6 +441,17 @@ mod tests {
         assert!(e.contains("missing field `to`"), "{e}");
         assert!(decode_report(&encode_report("a", "not json")).is_err());
         assert!(decode_report(&[5, 0, b'a']).is_err());
+    }
+
+    /// A line that finds the hand-over channel full is counted, and the receiver never waits.
+    #[test]
+    fn a_full_hand_over_drops_and_counts() {
+        let (tx, rx) = bounded(2);
+        let overflow = std::sync::atomic::AtomicU64::new(0);
+        for k in 0..5 {
+            offer(&tx, &overflow, &format!("line {k}"));
+        }
+        assert_eq!((rx.len(), overflow.load(Ordering::Relaxed)), (2, 3));
     }
 
     /// An agent's lines reach the database through a collector, and a collector that was not
