@@ -58,6 +58,7 @@ use crate::key::Key;
 use crate::link::{self, Link, LinkError, LinkReader, LinkWriter, PeerRole};
 use crate::protocol::{Lost, Msg, kind};
 
+mod rda;
 mod receiver;
 mod sender;
 

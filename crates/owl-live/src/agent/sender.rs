@@ -38,8 +38,7 @@ pub fn run_sender(
         relost: VecDeque::new(),
         announced: VecDeque::new(),
         held: BTreeMap::new(),
-        decoders: HashMap::new(),
-        broken: hashbrown::HashSet::new(),
+        decoders: rda::Decoders::default(),
         capture_below: 0,
         capture_done: None,
         sent_below: 0,
@@ -139,9 +138,8 @@ struct SenderState {
     announced: VecDeque<Announced>,
     /// RDA synopses of announced intervals, by method, until R starts their exchange.
     held: BTreeMap<u64, Vec<Option<Box<dyn PointSynopsis>>>>,
-    decoders: HashMap<(u64, u16), Decoder<Box<RdaSynopsis>>>,
-    /// RDA exchanges that broke with a connection (their synopsis is gone), until released.
-    broken: hashbrown::HashSet<(u64, u16)>,
+    /// RDA's exchanges under way, and those that broke with a connection.
+    decoders: rda::Decoders,
     capture_below: u64,
     capture_done: Option<CaptureSummary>,
     sent_below: u64,
@@ -206,9 +204,7 @@ impl SenderState {
     fn disconnected(&mut self) -> usize {
         let n = self.announced.len();
         self.relost.extend(self.announced.drain(..));
-        self.summary.lost_in_exchange += self.decoders.len() as u64;
-        self.broken
-            .extend(self.decoders.drain().map(|(key, _)| key));
+        self.summary.lost_in_exchange += self.decoders.break_all();
         self.sent_below = 0;
         self.done_sent = false;
         n
@@ -358,8 +354,7 @@ impl SenderState {
                 while self.held.first_key_value().is_some_and(|(k, _)| *k < n) {
                     self.held.pop_first();
                 }
-                self.decoders.retain(|(k, _), _| *k >= n);
-                self.broken.retain(|(k, _)| *k >= n);
+                self.decoders.release_below(n);
             }
             Msg::Bye if self.done_sent => return Ok(true),
             Msg::Ping { t1, received_ns } => {
@@ -395,84 +390,14 @@ impl SenderState {
         let cfg = self.rda.get(i as usize).copied().flatten().ok_or_else(|| {
             AgentError::Protocol(format!("an RDA message for method {i}, which is not RDA"))
         })?;
-        let result = (|| -> Result<Option<Result<Message, Estimate>>, String> {
-            let msg = Message::decode(&cfg, message).map_err(|e| e.to_string())?;
-            if self.broken.contains(&(k, i)) {
-                return Err(format!(
-                    "rda: the exchange of interval {k} broke with the connection, and the sender's synopsis went with it"
-                ));
-            }
-            if !self.decoders.contains_key(&(k, i)) {
-                // R starts the exchange of k: S's synopsis, or an empty one if S had no
-                // packet in k
-                let syn = self
-                    .held
-                    .get_mut(&k)
-                    .and_then(|v| v.get_mut(i as usize))
-                    .and_then(Option::take)
-                    .unwrap_or_else(|| self.methods[i as usize].new_point(Role::Sender));
-                let syn = downcast::<RdaSynopsis>(syn, "rda").map_err(|e| e.to_string())?;
-                let d = Decoder::new(syn).map_err(|e| e.to_string())?;
-                self.decoders.insert((k, i), d);
-            }
-            let d = self.decoders.get_mut(&(k, i)).expect("inserted");
-            match d.on(msg).map_err(|e| e.to_string())? {
-                Step::Send(m) => Ok(Some(Ok(m))),
-                Step::Done(rec) => {
-                    self.decoders.remove(&(k, i));
-                    Ok(Some(Err(rec.to_estimate(&cfg))))
-                }
-            }
-        })();
-        // Ok(Some(Ok(m))): answer R with m; Ok(Some(Err(e))): the interval's estimate
-        match result {
-            Ok(Some(Err(e))) => send_result(w, k, i, Ok(Box::new(e))),
-            Ok(Some(Ok(m))) => {
-                let mut b = Vec::new();
-                m.encode(&mut b);
-                if b.len() > MAX_PAYLOAD {
-                    self.decoders.remove(&(k, i));
-                    return send_result(
-                        w,
-                        k,
-                        i,
-                        Err(format!(
-                            "rda: the {} message of {} bytes exceeds the frame cap",
-                            m.name(),
-                            b.len()
-                        )),
-                    );
-                }
-                send(
-                    w,
-                    &Msg::Rda {
-                        interval: k,
-                        method: i,
-                        message: b,
-                    },
-                )
-            }
-            Ok(None) => Ok(()),
-            Err(e) => {
-                self.decoders.remove(&(k, i));
-                send_result(w, k, i, Err(e))
-            }
-        }
+        // R starts the exchange of k: S's synopsis, or an empty one if S had no packet in k
+        let (held, methods) = (&mut self.held, &self.methods);
+        let synopsis = || {
+            held.get_mut(&k)
+                .and_then(|v| v.get_mut(i as usize))
+                .and_then(Option::take)
+                .unwrap_or_else(|| methods[i as usize].new_point(Role::Sender))
+        };
+        self.decoders.on_message(w, &cfg, k, i, message, synopsis)
     }
-}
-
-fn send_result(
-    w: &mut LinkWriter,
-    k: u64,
-    i: u16,
-    result: Result<Box<Estimate>, String>,
-) -> Result<(), AgentError> {
-    send(
-        w,
-        &Msg::Result {
-            interval: k,
-            method: i,
-            result,
-        },
-    )
 }
