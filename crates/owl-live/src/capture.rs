@@ -39,6 +39,26 @@ use owl_trace::lockstep::Source;
 use owl_trace::records::{InputStats, RecordReader};
 
 use crate::afpacket::{KernelStats, RingOptions};
+
+/// Why a point's capture stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// The replayed file cannot be opened or read.
+    #[error("{path}: {source}")]
+    File {
+        path: String,
+        source: owl_trace::capture::CaptureError,
+    },
+    /// The replayed file holds no IP packet.
+    #[error("{path}: no IP packets to measure ({frames} frames)")]
+    NoPackets { path: String, frames: u64 },
+    /// The interface cannot be opened or read (the kernel's or libpcap's words).
+    #[error("{0}")]
+    Interface(String),
+    /// This build or platform has no such capture.
+    #[error("{0}")]
+    Unsupported(String),
+}
 use crate::filter::Filter;
 
 /// Records read per batch.
@@ -94,7 +114,7 @@ struct State {
     /// The point will close no interval below this.
     below: u64,
     /// The capture ended (with its summary, or an error).
-    done: Option<Result<CaptureSummary, String>>,
+    done: Option<Result<CaptureSummary, CaptureError>>,
     dropped: u64,
     /// Live capture: the interval the capture was open in first.
     started: Option<u64>,
@@ -115,7 +135,7 @@ pub struct Handoff {
 pub struct Taken {
     pub closed: Vec<Closed>,
     pub below: u64,
-    pub done: Option<Result<CaptureSummary, String>>,
+    pub done: Option<Result<CaptureSummary, CaptureError>>,
     /// Live capture: the interval the capture was open in first (the first it may have
     /// recorded only part of), once it is open.
     pub started: Option<u64>,
@@ -360,7 +380,7 @@ pub fn start(o: CaptureOptions, handoff: Arc<Handoff>) -> std::thread::JoinHandl
     })
 }
 
-fn run(o: &CaptureOptions, h: &Handoff) -> Result<CaptureSummary, String> {
+fn run(o: &CaptureOptions, h: &Handoff) -> Result<CaptureSummary, CaptureError> {
     match &o.input {
         Input::Replay { path, speed } => run_replay(o, h, path, *speed),
         Input::Live { iface, backend } => run_live(o, h, iface, backend),
@@ -385,13 +405,16 @@ fn run_replay(
     h: &Handoff,
     replay: &std::path::Path,
     speed: Speed,
-) -> Result<CaptureSummary, String> {
+) -> Result<CaptureSummary, CaptureError> {
     let path = replay.display().to_string();
     let src = Source::parse(replay);
     let reader = src
         .open()
         .and_then(CaptureReader::new)
-        .map_err(|e| format!("{path}: {e}"))?;
+        .map_err(|source| CaptureError::File {
+            path: path.clone(),
+            source,
+        })?;
     let mut rr = RecordReader::new(reader, o.identity_seed);
     rr.set_identity_bytes(o.identity_bytes);
     let mut point =
@@ -403,7 +426,10 @@ fn run_replay(
     loop {
         let n = rr
             .next_batch(&mut batch, BATCH)
-            .map_err(|e| format!("{path}: {e}"))?;
+            .map_err(|source| CaptureError::File {
+                path: path.clone(),
+                source,
+            })?;
         if n == 0 {
             break;
         }
@@ -424,10 +450,10 @@ fn run_replay(
     summary.input = rr.stats();
     summary.point = point.counters();
     if summary.input.ip_packets == 0 {
-        return Err(format!(
-            "{path}: no IP packets to measure ({} frames)",
-            summary.input.frames
-        ));
+        return Err(CaptureError::NoPackets {
+            path,
+            frames: summary.input.frames,
+        });
     }
     Ok(summary)
 }
@@ -447,11 +473,11 @@ fn run_live(
     h: &Handoff,
     iface: &str,
     backend: &Backend,
-) -> Result<CaptureSummary, String> {
+) -> Result<CaptureSummary, CaptureError> {
     match backend {
         #[cfg(target_os = "linux")]
         Backend::AfPacket(ring) => {
-            let r = crate::afpacket::Ring::open(iface, ring)?;
+            let r = crate::afpacket::Ring::open(iface, ring).map_err(CaptureError::Interface)?;
             (o.log)(&format!(
                 "capturing on {iface} (AF_PACKET, {}, ring of {} in {} blocks, retired after {} ms)",
                 owl_trace::dissect::linktype_name(r.linktype()),
@@ -462,12 +488,13 @@ fn run_live(
             run_source(o, h, Ring(r, *ring))
         }
         #[cfg(not(target_os = "linux"))]
-        Backend::AfPacket(_) => Err(format!(
+        Backend::AfPacket(_) => Err(CaptureError::Unsupported(format!(
             "--iface {iface}: AF_PACKET capture is Linux only; use --capture pcap (an owl built with the pcap feature), or capture with tcpdump and use --replay"
-        )),
+        ))),
         #[cfg(feature = "pcap")]
         Backend::Pcap(p) => {
-            let s = crate::pcap::PcapSource::open(iface, p, POLL_MS)?;
+            let s = crate::pcap::PcapSource::open(iface, p, POLL_MS)
+                .map_err(CaptureError::Interface)?;
             (o.log)(&format!(
                 "capturing on {iface} (libpcap, {}, {} timestamps, buffer {}{})",
                 owl_trace::dissect::linktype_name(s.linktype()),
@@ -485,9 +512,9 @@ fn run_live(
             run_source(o, h, s)
         }
         #[cfg(not(feature = "pcap"))]
-        Backend::Pcap(_) => Err(format!(
+        Backend::Pcap(_) => Err(CaptureError::Unsupported(format!(
             "--iface {iface} --capture pcap: this owl was built without libpcap (cargo build --features pcap, with libpcap-dev installed)"
-        )),
+        ))),
     }
 }
 
@@ -497,7 +524,7 @@ fn run_source(
     o: &CaptureOptions,
     h: &Handoff,
     mut r: impl LiveSource,
-) -> Result<CaptureSummary, String> {
+) -> Result<CaptureSummary, CaptureError> {
     use owl_trace::records::{FrameRecords, ReadOptions};
     let linktype = r.linktype();
     let lag = r.delivery_lag_ns();
@@ -536,7 +563,9 @@ fn run_source(
             stop_at = Some(end);
         }
         batch.clear();
-        let got = r.next(&mut |ts, data| frames.push(ts, linktype, data, &mut batch))?;
+        let got = r
+            .next(&mut |ts, data| frames.push(ts, linktype, data, &mut batch))
+            .map_err(CaptureError::Interface)?;
         if let Some(malformed) = got {
             summary.ring_malformed += malformed;
         }
@@ -555,7 +584,7 @@ fn run_source(
         let kernel = if closed.is_empty() {
             None
         } else {
-            let k = r.stats()?;
+            let k = r.stats().map_err(CaptureError::Interface)?;
             add(&mut summary.kernel, k);
             Some(k)
         };
@@ -574,7 +603,7 @@ fn run_source(
         }
     }
     point.finish(&mut closed);
-    let k = r.stats()?;
+    let k = r.stats().map_err(CaptureError::Interface)?;
     add(&mut summary.kernel, k);
     hand(o, h, &mut closed, u64::MAX, Some(k), &mut summary);
     summary.input = frames.stats();

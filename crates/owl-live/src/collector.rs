@@ -25,7 +25,7 @@ use crate::key::Key;
 use crate::lines::Line;
 use crate::link::{self, Link, LinkError, LinkWriter, PeerRole};
 use crate::metrics::Metrics;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 /// Frame kinds between agents and the collector.
 pub mod kind {
@@ -54,19 +54,45 @@ pub fn encode_report(pair: &str, line: &str) -> Vec<u8> {
     b
 }
 
+/// Why the collector ended a connection, or could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum CollectorError {
+    /// The database cannot be opened.
+    #[error("{path}: {source}")]
+    Open { path: String, source: StoreError },
+    #[error("{0}")]
+    Link(#[from] LinkError),
+    /// The peer is not a reporting agent.
+    #[error("this is a collector; {0} connected")]
+    NotAReporter(&'static str),
+    /// A report that is not one: its framing, its pair label or its line.
+    #[error("{0}")]
+    Report(String),
+    /// A frame of another kind than a report.
+    #[error("unexpected frame of kind {0}")]
+    Frame(u8),
+    /// The store refused a line (it is not acknowledged: the agent sends it again).
+    #[error("cannot store a line of {pair}: {source}")]
+    Store { pair: String, source: StoreError },
+}
+
 /// The pair and the parsed line of a report.
-pub fn decode_report(p: &[u8]) -> Result<(String, Line), String> {
+pub fn decode_report(p: &[u8]) -> Result<(String, Line), CollectorError> {
+    let bad = |e: owl_core::wire::DecodeError| CollectorError::Report(e.to_string());
     let mut r = WireReader::new(p);
-    let pair = r.str("pair").map_err(|e| e.to_string())?;
+    let pair = r.str("pair").map_err(bad)?;
     if pair.is_empty() || pair.len() > MAX_PAIR {
-        return Err(format!(
+        return Err(CollectorError::Report(format!(
             "a pair label of {} bytes (1 to {MAX_PAIR})",
             pair.len()
-        ));
+        )));
     }
-    let rest = r.take(r.remaining(), "line").map_err(|e| e.to_string())?;
-    let v = serde_json::from_slice(rest)
-        .map_err(|e| format!("a report that is not an agent's interval or quiet line: {e}"))?;
+    let rest = r.take(r.remaining(), "line").map_err(bad)?;
+    let v = serde_json::from_slice(rest).map_err(|e| {
+        CollectorError::Report(format!(
+            "a report that is not an agent's interval or quiet line: {e}"
+        ))
+    })?;
     Ok((pair, v))
 }
 
@@ -80,10 +106,13 @@ pub fn serve(
     db: &Path,
     metrics: Option<Arc<Metrics>>,
     log: Arc<dyn Fn(&str) + Send + Sync>,
-) -> Result<(), String> {
-    let store = Arc::new(Mutex::new(
-        Store::open(db).map_err(|e| format!("{}: {e}", db.display()))?,
-    ));
+) -> Result<(), CollectorError> {
+    let store = Arc::new(Mutex::new(Store::open(db).map_err(|source| {
+        CollectorError::Open {
+            path: db.display().to_string(),
+            source,
+        }
+    })?));
     let open = Arc::new(AtomicUsize::new(0));
     let rules = Admission {
         counts: Arc::new(
@@ -131,11 +160,11 @@ pub fn serve(
 }
 
 /// The collector's side of the handshake: an authenticated reporter, or a refusal.
-fn admit(stream: TcpStream, key: &Key) -> Result<Link, String> {
-    let mut l = link::accept(stream, key, "collector").map_err(|e| e.to_string())?;
+fn admit(stream: TcpStream, key: &Key) -> Result<Link, CollectorError> {
+    let mut l = link::accept(stream, key, "collector")?;
     if l.hello.role != PeerRole::Reporter {
-        let e = format!("this is a collector; {} connected", l.hello.role.name());
-        l.writer.refuse(&e);
+        let e = CollectorError::NotAReporter(l.hello.role.name());
+        l.writer.refuse(&e.to_string());
         return Err(e);
     }
     Ok(l)
@@ -147,7 +176,7 @@ fn session(
     store: &Mutex<Store>,
     metrics: Option<&Metrics>,
     log: &(dyn Fn(&str) + Send + Sync),
-) -> Result<(String, u64), String> {
+) -> Result<(String, u64), CollectorError> {
     log(&format!("{} ({}) connected", l.hello.name, l.peer));
     let mut n = 0u64;
     let mut pair = l.hello.name.clone();
@@ -155,17 +184,17 @@ fn session(
         let f = match l.reader.recv() {
             Ok(f) => f,
             Err(LinkError::Frame(crate::frame::FrameError::Closed)) => return Ok((pair, n)),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         };
-        if f.kind != kind::REPORT {
-            let e = format!("unexpected frame of kind {}", f.kind);
-            l.writer.refuse(&e);
-            return Err(e);
-        }
-        let (p, line) = match decode_report(&f.payload) {
+        let decoded = if f.kind == kind::REPORT {
+            decode_report(&f.payload)
+        } else {
+            Err(CollectorError::Frame(f.kind))
+        };
+        let (p, line) = match decoded {
             Ok(x) => x,
             Err(e) => {
-                l.writer.refuse(&e);
+                l.writer.refuse(&e.to_string());
                 return Err(e);
             }
         };
@@ -174,21 +203,24 @@ fn session(
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .store_line(&p, &line, now_ns());
-        if let Err(e) = stored {
-            if let Some(m) = metrics {
-                m.refused();
+        let stored = match stored {
+            Ok(stored) => stored,
+            Err(source) => {
+                if let Some(m) = metrics {
+                    m.refused();
+                }
+                let e = CollectorError::Store { pair: p, source };
+                l.writer.refuse(&e.to_string());
+                return Err(e);
             }
-            let e = format!("cannot store a line of {p}: {e}");
-            l.writer.refuse(&e);
-            return Err(e);
-        }
+        };
         match (stored, &line) {
-            (Ok(true), Line::Interval(l)) => {
+            (true, Line::Interval(l)) => {
                 if let Some(m) = metrics {
                     m.observe(&p, l);
                 }
             }
-            (Ok(false), Line::Interval(l)) => log(&format!(
+            (false, Line::Interval(l)) => log(&format!(
                 "{p}: interval {} is stored as estimated; a later line saying it is missing is not stored",
                 l.index
             )),
@@ -196,9 +228,7 @@ fn session(
         }
         pair = p;
         n += 1;
-        l.writer
-            .send(kind::ACK, &n.to_le_bytes())
-            .map_err(|e| e.to_string())?;
+        l.writer.send(kind::ACK, &n.to_le_bytes())?;
     }
 }
 
@@ -286,7 +316,8 @@ struct Conn {
 }
 
 fn connect(addr: &str, key: &Key, pair: &str) -> Result<Conn, String> {
-    let s = link::connect_with_patience(addr, Duration::ZERO)?;
+    let s = link::connect_with_patience(addr, "the collector", Duration::ZERO)
+        .map_err(|e| e.to_string())?;
     let l = link::connect(s, key, PeerRole::Reporter, pair).map_err(|e| e.to_string())?;
     let (tx, acks) = bounded(1024);
     let mut r = l.reader;
@@ -435,9 +466,13 @@ mod tests {
         let (pair, v) = decode_report(&p).unwrap();
         assert!(matches!((pair.as_str(), v), ("a→b", Line::Quiet(q)) if q.to == 2));
         assert!(decode_report(&encode_report("", "{}")).is_err());
-        let e = decode_report(&encode_report("a", r#"{"type":"nonsense"}"#)).unwrap_err();
+        let e = decode_report(&encode_report("a", r#"{"type":"nonsense"}"#))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unknown variant `nonsense`"), "{e}");
-        let e = decode_report(&encode_report("a", r#"{"type":"quiet","from":1}"#)).unwrap_err();
+        let e = decode_report(&encode_report("a", r#"{"type":"quiet","from":1}"#))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("missing field `to`"), "{e}");
         assert!(decode_report(&encode_report("a", "not json")).is_err());
         assert!(decode_report(&[5, 0, b'a']).is_err());

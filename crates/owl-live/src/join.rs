@@ -122,19 +122,30 @@ pub struct Join {
 pub const SENDER: usize = 0;
 pub const RECEIVER: usize = 1;
 
+/// A side announced an interval at or before one it announced already, or below where it said
+/// it would announce nothing more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("interval {index} announced out of order (after {last:?}, below {below})")]
+pub struct OutOfOrder {
+    pub index: u64,
+    pub last: Option<u64>,
+    pub below: u64,
+}
+
 impl Join {
     pub fn new() -> Join {
         Join::default()
     }
 
     /// Side `p` closed interval `k` with packets (announcements come in ascending order).
-    pub fn have(&mut self, p: usize, k: u64, h: Held) -> Result<(), String> {
+    pub fn have(&mut self, p: usize, k: u64, h: Held) -> Result<(), OutOfOrder> {
         let s = &mut self.sides[p];
         if s.last.is_some_and(|l| k <= l) || k < s.below {
-            return Err(format!(
-                "interval {k} announced out of order (after {:?}, below {})",
-                s.last, s.below
-            ));
+            return Err(OutOfOrder {
+                index: k,
+                last: s.last,
+                below: s.below,
+            });
         }
         s.first.get_or_insert(k);
         s.last = Some(k);

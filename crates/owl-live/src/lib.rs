@@ -45,7 +45,8 @@ pub mod capture;
 pub mod clock;
 pub mod collector;
 pub mod config;
-pub mod filter;
+/// `--filter` is the traces layer's ([`owl_trace::filter`]): `owl compare` selects with it too.
+pub use owl_trace::filter;
 pub mod frame;
 pub mod join;
 pub mod key;

@@ -382,12 +382,41 @@ pub fn connect_within(
     ))
 }
 
-/// Connect to `peer`, retrying until `patience` has passed (the receiver may start later).
-pub fn connect_with_patience(peer: &str, patience: Duration) -> Result<TcpStream, String> {
+/// Why [`connect_with_patience`] gave up.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The address does not resolve.
+    #[error("{what} at {peer}: {source}")]
+    Resolve {
+        what: &'static str,
+        peer: String,
+        source: std::io::Error,
+    },
+    /// Nothing accepted a connection within the patience (the last attempt's error).
+    #[error("cannot connect to {what} at {peer} within {} s: {}", patience.as_secs(), last.as_ref().map_or_else(|| "no address".to_string(), |e| e.to_string()))]
+    Unreachable {
+        what: &'static str,
+        peer: String,
+        patience: Duration,
+        last: Option<std::io::Error>,
+    },
+}
+
+/// Connect to `peer` (`what` it is, for the error: "the receiver", "the collector"), retrying
+/// until `patience` has passed (it may start later).
+pub fn connect_with_patience(
+    peer: &str,
+    what: &'static str,
+    patience: Duration,
+) -> Result<TcpStream, ConnectError> {
     let start = Instant::now();
     let addrs: Vec<SocketAddr> = peer
         .to_socket_addrs()
-        .map_err(|e| format!("--peer {peer}: {e}"))?
+        .map_err(|source| ConnectError::Resolve {
+            what,
+            peer: peer.to_string(),
+            source,
+        })?
         .collect();
     loop {
         let mut last = None;
@@ -398,13 +427,12 @@ pub fn connect_with_patience(peer: &str, patience: Duration) -> Result<TcpStream
             }
         }
         if start.elapsed() >= patience {
-            let e = last
-                .map(|e| e.to_string())
-                .unwrap_or_else(|| "no address".into());
-            return Err(format!(
-                "cannot connect to the receiver at {peer} within {} s: {e}",
-                patience.as_secs()
-            ));
+            return Err(ConnectError::Unreachable {
+                what,
+                peer: peer.to_string(),
+                patience,
+                last,
+            });
         }
         std::thread::sleep(Duration::from_millis(200));
     }

@@ -14,6 +14,7 @@
 
 pub mod capture;
 pub mod dissect;
+pub mod filter;
 pub mod identity;
 pub mod lockstep;
 pub mod records;

@@ -131,7 +131,12 @@ pub enum AgentError {
     #[error("{0}")]
     Link(#[from] LinkError),
     #[error("{0}")]
-    Capture(String),
+    Capture(#[from] crate::capture::CaptureError),
+    /// A side of the join announced an interval out of order (a bug, or a hostile peer).
+    #[error("{0}")]
+    Join(#[from] crate::join::OutOfOrder),
+    #[error("{0}")]
+    Connect(#[from] link::ConnectError),
     #[error("protocol error from the peer: {0}")]
     Protocol(String),
     #[error("{0}")]

@@ -18,7 +18,7 @@ pub struct SenderSummary {
 
 /// Connect to `peer`, retrying until `patience` has passed (the receiver may start later).
 pub fn connect_with_patience(peer: &str, patience: Duration) -> Result<TcpStream, AgentError> {
-    link::connect_with_patience(peer, patience).map_err(AgentError::Capture)
+    Ok(link::connect_with_patience(peer, "the receiver", patience)?)
 }
 
 /// The sender point: connect, agree, then exchange every interval until R says goodbye. When
@@ -182,7 +182,7 @@ impl SenderState {
                     self.backlog.extend(t.closed);
                     self.capture_below = self.capture_below.max(t.below);
                     if let Some(d) = t.done {
-                        self.capture_done = Some(d.map_err(AgentError::Capture)?);
+                        self.capture_done = Some(d?);
                     }
                 }
                 recv(rx) -> m => {

@@ -138,18 +138,18 @@ pub fn run_receiver(
                     }
                     match c.synopses {
                         Some(s) => {
-                            r.join.have(RECEIVER, k, Held::Data).map_err(AgentError::Capture)?;
+                            r.join.have(RECEIVER, k, Held::Data)?;
                             r.pending.entry(k).or_default().local = Some((s, c.cut));
                         }
                         None => {
-                            r.join.have(RECEIVER, k, Held::Dropped).map_err(AgentError::Capture)?;
+                            r.join.have(RECEIVER, k, Held::Dropped)?;
                             r.summary.dropped[1] += 1;
                         }
                     }
                 }
                 r.join.below(RECEIVER, t.below);
                 if let Some(d) = t.done {
-                    d.map_err(AgentError::Capture)?;
+                    d?;
                     r.join.done(RECEIVER);
                     // a live capture stopped (signal, --duration) before any sender came:
                     // nothing can be measured any more (a replay waits for its sender)
@@ -449,7 +449,9 @@ impl ReceiverState {
                     None => Held::Data,
                     Some(Lost::Overload) => Held::Dropped,
                 };
-                self.join.have(SENDER, interval, h).map_err(proto)?;
+                self.join
+                    .have(SENDER, interval, h)
+                    .map_err(|e| proto(e.to_string()))?;
                 let p = self.pending.entry(interval).or_default();
                 p.packets[SENDER] = packets;
                 if let Some(d) = kernel_drops {

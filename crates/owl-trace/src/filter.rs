@@ -1,5 +1,6 @@
 //! `--filter`: which packets of a point's capture are the measured path, decided on the
-//! dissected record in userspace (no BPF, no libpcap).
+//! dissected record in userspace (no BPF, no libpcap): an agent's capture, and both captures
+//! of `owl compare`.
 //!
 //! A small subset of tcpdump's expression language, over the record's flow key (protocol,
 //! addresses, ports — [`owl_core::record::FlowKey`]):
@@ -18,7 +19,7 @@
 //!
 //! Without `src`/`dst` a primitive matches either side. `icmp` is ICMP for IPv4 only (as in
 //! tcpdump); `icmp6` is ICMPv6. Both points of a pair must select the same packets: give both
-//! agents the same filter.
+//! agents the same filter (`owl compare` applies one filter to both captures).
 
 use std::net::IpAddr;
 
@@ -47,26 +48,56 @@ pub enum Dir {
     Either,
 }
 
+/// Why a filter does not parse; each names the offending word.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FilterError {
+    #[error("the filter is empty")]
+    Empty,
+    #[error("unexpected '{0}' after a complete expression (combine with and/or)")]
+    Trailing(String),
+    #[error("the filter ends where {0} was expected")]
+    Ends(&'static str),
+    #[error("expected ')', found '{0}'")]
+    Unclosed(String),
+    #[error("'{word}' is not an IPv4 or IPv6 address ({primitive})")]
+    Address {
+        word: String,
+        primitive: &'static str,
+    },
+    #[error("'{0}' is not a prefix ADDR/N (net)")]
+    Prefix(String),
+    #[error("'/{bits}' is not a prefix length 0..={max} (net)")]
+    PrefixLength { bits: String, max: u8 },
+    #[error("'{0}' is not a port number 0..=65535")]
+    Port(String),
+    #[error("'{0}' after src/dst: expected host, net or port")]
+    Undirected(String),
+    #[error("'{0}' is not a protocol (tcp, udp, icmp, icmp6, sctp or a number 0..=255)")]
+    Protocol(String),
+    #[error(
+        "'{0}' is not a filter primitive (host, net, port, proto, tcp, udp, icmp, icmp6, sctp, ip, ip6, not, and, or)"
+    )]
+    Primitive(String),
+}
+
 impl std::str::FromStr for Filter {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Filter, String> {
+    type Err = FilterError;
+    fn from_str(s: &str) -> Result<Filter, FilterError> {
         Filter::parse(s)
     }
 }
 
 impl Filter {
     /// Parse `text`; the error names the offending word.
-    pub fn parse(text: &str) -> Result<Filter, String> {
+    pub fn parse(text: &str) -> Result<Filter, FilterError> {
         let tokens = tokenize(text);
         if tokens.is_empty() {
-            return Err("the filter is empty".into());
+            return Err(FilterError::Empty);
         }
         let mut p = Parser { tokens, at: 0 };
         let f = p.or()?;
         if let Some(t) = p.peek() {
-            return Err(format!(
-                "unexpected '{t}' after a complete expression (combine with and/or)"
-            ));
+            return Err(FilterError::Trailing(t.to_string()));
         }
         Ok(f)
     }
@@ -181,17 +212,17 @@ impl Parser {
         self.tokens.get(self.at).map(String::as_str)
     }
 
-    fn next(&mut self, wanted: &str) -> Result<String, String> {
+    fn next(&mut self, wanted: &'static str) -> Result<String, FilterError> {
         let t = self
             .tokens
             .get(self.at)
             .cloned()
-            .ok_or_else(|| format!("the filter ends where {wanted} was expected"))?;
+            .ok_or(FilterError::Ends(wanted))?;
         self.at += 1;
         Ok(t)
     }
 
-    fn or(&mut self) -> Result<Filter, String> {
+    fn or(&mut self) -> Result<Filter, FilterError> {
         let mut f = self.and()?;
         while matches!(self.peek(), Some("or" | "||")) {
             self.at += 1;
@@ -200,7 +231,7 @@ impl Parser {
         Ok(f)
     }
 
-    fn and(&mut self) -> Result<Filter, String> {
+    fn and(&mut self) -> Result<Filter, FilterError> {
         let mut f = self.not()?;
         while matches!(self.peek(), Some("and" | "&&")) {
             self.at += 1;
@@ -209,7 +240,7 @@ impl Parser {
         Ok(f)
     }
 
-    fn not(&mut self) -> Result<Filter, String> {
+    fn not(&mut self) -> Result<Filter, FilterError> {
         match self.peek() {
             Some("not" | "!") => {
                 self.at += 1;
@@ -220,14 +251,14 @@ impl Parser {
                 let f = self.or()?;
                 match self.next("')'")?.as_str() {
                     ")" => Ok(f),
-                    t => Err(format!("expected ')', found '{t}'")),
+                    t => Err(FilterError::Unclosed(t.to_string())),
                 }
             }
             _ => self.primitive(),
         }
     }
 
-    fn primitive(&mut self) -> Result<Filter, String> {
+    fn primitive(&mut self) -> Result<Filter, FilterError> {
         let first = self.next("a primitive (host, net, port, proto, tcp, udp, icmp, …)")?;
         let (dir, kind) = match first.as_str() {
             "src" => (Dir::Src, self.next("host, net or port after 'src'")?),
@@ -238,52 +269,47 @@ impl Parser {
         match kind.as_str() {
             "host" => {
                 let a = self.next("an address after 'host'")?;
-                let ip = a
-                    .parse::<IpAddr>()
-                    .map_err(|_| format!("'{a}' is not an IPv4 or IPv6 address (host)"))?;
+                let ip = a.parse::<IpAddr>().map_err(|_| FilterError::Address {
+                    word: a.clone(),
+                    primitive: "host",
+                })?;
                 Ok(Filter::Host(dir, ip))
             }
             "net" => {
                 let a = self.next("a prefix ADDR/N after 'net'")?;
                 let (addr, bits) = a
                     .split_once('/')
-                    .ok_or_else(|| format!("'{a}' is not a prefix ADDR/N (net)"))?;
-                let ip = addr
-                    .parse::<IpAddr>()
-                    .map_err(|_| format!("'{addr}' is not an IPv4 or IPv6 address (net)"))?;
+                    .ok_or_else(|| FilterError::Prefix(a.clone()))?;
+                let ip = addr.parse::<IpAddr>().map_err(|_| FilterError::Address {
+                    word: addr.to_string(),
+                    primitive: "net",
+                })?;
                 let max = if ip.is_ipv4() { 32 } else { 128 };
                 let n = bits
                     .parse::<u8>()
                     .ok()
                     .filter(|&n| n <= max)
-                    .ok_or_else(|| format!("'/{bits}' is not a prefix length 0..={max} (net)"))?;
+                    .ok_or_else(|| FilterError::PrefixLength {
+                        bits: bits.to_string(),
+                        max,
+                    })?;
                 Ok(Filter::Net(dir, ip, n))
             }
             "port" => {
                 let p = self.next("a port number after 'port'")?;
-                let n = p
-                    .parse::<u16>()
-                    .map_err(|_| format!("'{p}' is not a port number 0..=65535"))?;
+                let n = p.parse::<u16>().map_err(|_| FilterError::Port(p.clone()))?;
                 Ok(Filter::Port(dir, n))
             }
-            _ if directed => Err(format!(
-                "'{kind}' after src/dst: expected host, net or port"
-            )),
+            _ if directed => Err(FilterError::Undirected(kind)),
             "proto" => {
                 let p = self.next("a protocol after 'proto'")?;
-                proto(&p).map(Filter::Proto).ok_or_else(|| {
-                    format!(
-                        "'{p}' is not a protocol (tcp, udp, icmp, icmp6, sctp or a number 0..=255)"
-                    )
-                })
+                proto(&p).map(Filter::Proto).ok_or(FilterError::Protocol(p))
             }
             "ip" => Ok(Filter::Ip4),
             "ip6" => Ok(Filter::Ip6),
             k => match proto(k) {
                 Some(p) if k.parse::<u8>().is_err() => Ok(Filter::Proto(p)),
-                _ => Err(format!(
-                    "'{k}' is not a filter primitive (host, net, port, proto, tcp, udp, icmp, icmp6, sctp, ip, ip6, not, and, or)"
-                )),
+                _ => Err(FilterError::Primitive(k.to_string())),
             },
         }
     }
@@ -409,7 +435,7 @@ mod tests {
             ("17", "'17' is not a filter primitive"),
             ("udp and", "ends"),
         ] {
-            let e = Filter::parse(bad).unwrap_err();
+            let e = Filter::parse(bad).unwrap_err().to_string();
             assert!(e.contains(says), "{bad:?}: {e}");
         }
     }
