@@ -86,6 +86,17 @@ impl FlowKey {
         }
     }
 
+    /// The same conversation the other way: addresses and ports swapped.
+    pub fn reversed(&self) -> FlowKey {
+        FlowKey {
+            proto: self.proto,
+            src: self.dst,
+            dst: self.src,
+            sport: self.dport,
+            dport: self.sport,
+        }
+    }
+
     /// Seeded 64-bit flow hash (xxh3 of [`canonical_bytes`](Self::canonical_bytes)).
     pub fn hash(&self, seed: u64) -> u64 {
         xxhash_rust::xxh3::xxh3_64_with_seed(&self.canonical_bytes(), seed)

@@ -18,7 +18,7 @@ use owl_trace::sim::{
 };
 
 mod common;
-use common::{fails, ok};
+use common::{fails, merge, mirror, ok};
 
 const IDENTITY_SEED: u64 = 0x6f77_6c21;
 const T0: u64 = 1_767_225_600_000_000_000;
@@ -377,5 +377,129 @@ fn compare_reports_and_corrects_r_clock() {
     fails(
         &["compare", "-", &r, "--clock", "correct"],
         "--clock correct reads both captures twice",
+    );
+}
+
+/// Two captures holding both directions (tcpdump at each point, no filter): S→R packets
+/// through a Weibull queue, their replies R→S through a constant 300 µs, R's clock 2 ms ahead.
+/// `owl compare` warns that every figure mixes them and names the filter that keeps S→R; with
+/// it, the figures are those of the S→R captures alone, and the reverse direction gives the
+/// clocks' offset within its bound.
+#[test]
+fn both_directions_are_told_apart_and_give_the_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name);
+    let s = |path: &std::path::Path| path.to_str().unwrap().to_string();
+    ok(&[
+        "simulate",
+        "--out",
+        &s(&p("a")),
+        "--packets",
+        "20k",
+        "--rate",
+        "10k",
+        "--seed",
+        "1",
+        "--clock-offset",
+        "2ms",
+    ]);
+    mirror(&p("a/sender.pcap"), &p("m.pcap"));
+    ok(&[
+        "simulate",
+        "--out",
+        &s(&p("b")),
+        "--from",
+        &s(&p("m.pcap")),
+        "--delay",
+        "const:300us",
+        "--clock-offset=-2ms",
+        "--seed",
+        "2",
+    ]);
+    merge(&p("a/sender.pcap"), &p("b/receiver.pcap"), &p("S.pcap"));
+    merge(&p("a/receiver.pcap"), &p("b/sender.pcap"), &p("R.pcap"));
+    let compare = |extra: &[&str]| -> serde_json::Value {
+        let (sp, rp) = (s(&p("S.pcap")), s(&p("R.pcap")));
+        let mut args = vec![
+            "compare",
+            sp.as_str(),
+            rp.as_str(),
+            "--methods",
+            "exact,lda",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        serde_json::from_str(&ok(&args)).unwrap()
+    };
+    let offset_holds = |c: &serde_json::Value| {
+        let (o, b) = (
+            c["offset_ns"].as_i64().unwrap(),
+            c["offset_bound_ns"].as_i64().unwrap(),
+        );
+        // S's clock minus R's is −2 ms; half the smallest round trip is about 150 µs
+        assert!((o + 2_000_000).abs() <= b, "{c}");
+        assert!((140_000..=160_000).contains(&b), "{c}");
+    };
+    let mixed = compare(&[]);
+    let d = &mixed["checks"]["directions"];
+    assert_eq!(d["status"], "warning", "{d}");
+    assert_eq!(
+        (d["forward_packets"].as_u64(), d["reverse_packets"].as_u64()),
+        (Some(20_000), Some(20_000)),
+        "{d}"
+    );
+    offset_holds(&mixed["checks"]["clock"]);
+    assert!(
+        mixed["checks"]["clock"]["skew_ppm"].is_null(),
+        "no fit of a mixed floor"
+    );
+    let summary = d["summary"].as_str().unwrap();
+    let filter = summary
+        .split("--filter '")
+        .nth(1)
+        .unwrap()
+        .split('\'')
+        .next()
+        .unwrap();
+    let one = compare(&["--filter", filter]);
+    let d = &one["checks"]["directions"];
+    assert_eq!(d["status"], "ok", "{d}");
+    assert_eq!(
+        d["filter"]["kept"],
+        serde_json::json!([20_000, 20_000]),
+        "{d}"
+    );
+    assert_eq!(d["filter"]["reverse_matched"], 20_000, "{d}");
+    offset_holds(&one["checks"]["clock"]);
+    // the S→R captures alone give the same figures
+    let (sa, ra) = (s(&p("a/sender.pcap")), s(&p("a/receiver.pcap")));
+    let alone: serde_json::Value = serde_json::from_str(&ok(&[
+        "compare",
+        &sa,
+        &ra,
+        "--methods",
+        "exact,lda",
+        "--json",
+    ]))
+    .unwrap();
+    for k in ["sent", "received", "lost", "mean_ns", "std_ns"] {
+        assert!(!alone["truth"][k].is_null(), "truth {k}");
+        assert_eq!(one["truth"][k], alone["truth"][k], "truth {k}");
+    }
+    assert_eq!(alone["methods"][1]["name"], "lda");
+    assert!(alone["methods"][1]["mean_ns"].is_f64());
+    assert_eq!(
+        one["methods"][1]["mean_ns"], alone["methods"][1]["mean_ns"],
+        "lda"
+    );
+    // mixed, the truth's mean is neither direction's
+    let (m, a) = (
+        mixed["truth"]["mean_ns"].as_f64().unwrap(),
+        alone["truth"]["mean_ns"].as_f64().unwrap(),
+    );
+    assert!((m - a).abs() > 100_000.0, "{m} vs {a}");
+    assert!(
+        alone["checks"]["clock"]["offset_ns"].is_null(),
+        "one direction: no offset"
     );
 }

@@ -82,6 +82,7 @@ fn driver_reports_every_packet_of_a_simulated_pair() {
         allow_short_intervals: false,
         keep_intervals: true,
         clock: owl::compare::ClockMode::Report,
+        filter: None,
     };
     let mut kept = Kept::default();
     let mut csv = Vec::new();

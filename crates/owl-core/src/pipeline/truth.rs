@@ -114,6 +114,8 @@ struct Sent {
     recv: u64,
     interval: u64,
     flow: u32,
+    /// Its directed host pair's slot in the direction tally.
+    dir: u16,
     /// Seen at R outside the horizon (counted late once).
     late: bool,
 }
@@ -423,6 +425,10 @@ pub struct StreamTruth {
     /// and enough of them).
     #[serde(skip)]
     pub clock: Option<crate::skew::SkewFit>,
+    /// Which way the matched packets travel: both directions in the captures, and the clocks'
+    /// offset they give ([`directions`]).
+    #[serde(skip)]
+    pub directions: directions::Directions,
     #[serde(skip)]
     pub lost_ids: Vec<u64>,
     #[serde(skip)]
@@ -496,6 +502,9 @@ pub struct StreamingTruth {
     matched: Vec<MatchedPacket>,
     /// The floor of the matched delays, for the clock fit.
     floor: Option<crate::skew::DelayFloor>,
+    /// Matched delays by directed host pair: both directions in the captures, and the offset
+    /// they give.
+    directions: directions::DirectionTally,
 }
 
 impl StreamingTruth {
@@ -551,6 +560,7 @@ impl StreamingTruth {
             unexpected_ids: Vec::new(),
             matched: Vec::new(),
             floor: cfg.clock_fit.then(crate::skew::DelayFloor::new),
+            directions: directions::DirectionTally::new(),
         }
     }
 
@@ -694,12 +704,14 @@ impl StreamingTruth {
                 o.truth.sent += 1;
                 o.pending += 1;
             }
+            let dir = self.directions.slot(&rec.flow);
             self.sent.push_back(Sent {
                 ts: rec.ts_ns,
                 id: rec.id,
                 recv: NOT_RECEIVED,
                 interval,
                 flow,
+                dir,
                 late: false,
             });
             let seq = (self.sent_total() - 1) as u32;
@@ -1068,6 +1080,7 @@ impl StreamingTruth {
             if let Some(f) = self.floor.as_mut() {
                 f.push(s.ts, d);
             }
+            self.directions.matched(s.dir, d);
             let flow = self
                 .flow_slots
                 .get_mut(s.flow as usize)
@@ -1206,6 +1219,7 @@ impl StreamingTruth {
             quantiles_exact: exact_a && exact_b,
             flows,
             clock: self.floor.as_ref().and_then(|f| f.fit()),
+            directions: self.directions.finish(),
             lost_ids: std::mem::take(&mut self.lost_ids),
             unexpected_ids: std::mem::take(&mut self.unexpected_ids),
         };
@@ -1237,6 +1251,7 @@ impl StreamingTruth {
     }
 }
 
+pub mod directions;
 mod queue;
 #[cfg(test)]
 mod tests;

@@ -54,7 +54,11 @@ Checks:
   here; --identity-bytes N sets the number), spans (when each capture ran), trimmed (a lead-in
   or lead-out only one capture has is not loss: it is trimmed for the truth and the methods
   alike, and counted; --no-trim keeps it), late, invalid records, clock (negative delays, the
-  same capture twice, and R's clock against S's, below).
+  same capture twice, and R's clock against S's, below), directions (two captures of both
+  directions hold R→S packets too, which every figure would take for S→R ones: a warning
+  names the --filter that keeps S→R; the filter's mirror image, matched apart, then gives the
+  clocks' offset: checks.clock.offset_ns, S's clock minus R's, within ± offset_bound_ns, half
+  the smallest round trip).
 
 Clocks (--clock report | correct):
   Every delay is R's clock at arrival less S's at departure: an offset, R's relative skew
@@ -71,7 +75,8 @@ Clocks (--clock report | correct):
   found. --clock correct
   fits in a first pass and removes the skew and the steps from R's timestamps before the truth
   and every method see them (checks.clock.applied says what, and what the corrected delays
-  still show). The offset itself stays: one-way traffic cannot tell it from the path's delay.
+  still show). The offset itself stays: one-way traffic cannot tell it from the path's delay
+  (traffic both ways can: see directions above).
 
 Interfaces:
   The interfaces of a pcapng file are measured as one stream only when they are alike (link
@@ -184,6 +189,12 @@ pub struct CompareArgs {
     /// truth and every method see them (reads both captures twice: files only).
     #[arg(long, value_enum, default_value = "report", value_name = "MODE")]
     pub clock: ClockArg,
+    /// Measure only the packets this expression selects in both captures, e.g. "src host
+    /// 10.0.0.1 and dst host 10.0.0.2" (host, net A/N, port, src/dst, proto tcp|udp|icmp|
+    /// icmp6|N, and, or, not, parentheses). Packets of its mirror image (the same
+    /// conversations R→S) are matched apart and give the clocks' offset (checks.clock).
+    #[arg(long, value_name = "EXPR")]
+    pub filter: Option<owl_trace::filter::Filter>,
     /// Print one JSON object per interval as it closes, then a summary object (JSON Lines).
     #[arg(long, conflicts_with = "json")]
     pub jsonl: bool,
@@ -259,6 +270,7 @@ impl CompareArgs {
                 ClockArg::Report => ClockMode::Report,
                 ClockArg::Correct => ClockMode::Correct,
             },
+            filter: self.filter.clone(),
         })
     }
 }

@@ -116,6 +116,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         allow_truncated: false,
         allow_negative_delay: false,
         clock: super::compare::ClockArg::Report,
+        filter: None,
         jsonl: false,
         disorder: owl_core::pipeline::truth::DEFAULT_DISORDER_NS,
         exact_quantiles: owl_core::pipeline::truth::DEFAULT_EXACT_QUANTILES,

@@ -10,9 +10,11 @@ use owl_trace::records::InputStats;
 
 use owl_core::skew::{ClockStep, SkewFit};
 
+use owl_core::pipeline::truth::directions::ReverseOffset;
+
 use super::{
-    Check, Checks, ClockApplied, ClockCheck, CutCheck, InvalidCheck, LateCheck, SnaplenCheck,
-    SpanCheck, Status, TrimCheck,
+    Check, Checks, ClockApplied, ClockCheck, CutCheck, DirectionsCheck, FilterCheck, InvalidCheck,
+    LateCheck, SnaplenCheck, SpanCheck, Status, TrimCheck,
 };
 
 const POINT: [&str; 2] = ["S", "R"];
@@ -327,7 +329,11 @@ fn clock(
     fit: Option<&SkewFit>,
     correct: bool,
     residual: Option<&SkewFit>,
+    offset: Option<OffsetFrom>,
 ) -> Check<ClockCheck> {
+    let mixed = stream.directions.host_pairs_both_ways > 0;
+    // the floor of both directions mixed is not R's clock: no fit is reported
+    let (fit, residual) = if mixed { (None, None) } else { (fit, residual) };
     let min = stream.delay.map(|d| d.min_ns);
     let applied = correct.then(|| ClockApplied {
         skew_ppm: fit.map_or(0.0, |f| if f.skew_resolved() { f.skew_ppm } else { 0.0 }),
@@ -345,6 +351,8 @@ fn clock(
         drift_ns: fit.map(|f| f.drift_ns()),
         steps: fit.map_or_else(Vec::new, |f| f.steps.clone()),
         applied,
+        offset_ns: offset.map(|o| o.offset.offset_ns),
+        offset_bound_ns: offset.map(|o| o.offset.bound_ns),
     };
     let (mut status, mut summary) = match stream.delay {
         Some(d) if d.min_ns == 0 && d.max_ns == 0 => (
@@ -355,6 +363,10 @@ fn clock(
             ),
         ),
         _ => match min {
+            Some(_) if mixed => (
+                Status::Warning,
+                "the delays mix both directions (see directions): their floor is not R's clock, so no skew or step is fitted".to_string(),
+            ),
             Some(m) if data.negative_delays > 0 => (
                 Status::Warning,
                 format!(
@@ -436,6 +448,143 @@ fn clock(
             summary.push_str(&format!("; {skew}{unresolved}, {steps}"));
         }
     }
+    if let Some(o) = offset {
+        summary.push_str(&format!(
+            "; the two directions give S's clock minus R's as {}{} ± {} (smallest delays {} S→R over {} packets, {} R→S over {}; exact if the two are equal in truth)",
+            if o.offset.offset_ns < 0 { "-" } else { "+" },
+            format_ns(o.offset.offset_ns.unsigned_abs() as f64),
+            format_ns(o.offset.bound_ns as f64),
+            format_ns(o.forward_min_ns as f64),
+            o.forward_packets,
+            format_ns(o.reverse_min_ns as f64),
+            o.reverse_packets
+        ));
+    }
+    Check {
+        status,
+        summary,
+        data,
+    }
+}
+
+/// The clocks' offset from the two directions, and what it rests on.
+#[derive(Clone, Copy, Debug)]
+pub struct OffsetFrom {
+    pub offset: ReverseOffset,
+    pub forward_min_ns: i64,
+    pub forward_packets: u64,
+    pub reverse_min_ns: i64,
+    pub reverse_packets: u64,
+}
+
+/// What `--filter` selected and its mirror image matched (`owl compare`).
+pub struct FilterInput<'a> {
+    pub expression: &'a str,
+    pub kept: [u64; 2],
+    pub left_out: [u64; 2],
+    pub reverse_matched: u64,
+    pub reverse_min_ns: Option<i64>,
+}
+
+/// The offset from the truth's directions and, with `--filter`, its mirror image's matches.
+fn offset_from(stream: &StreamTruth, filter: Option<&FilterInput>) -> Option<OffsetFrom> {
+    let d = &stream.directions;
+    let forward_min_ns = d.forward_min_ns?;
+    let (mut reverse_min_ns, mut reverse_packets) = (d.reverse_min_ns, d.reverse_packets);
+    if let Some(f) = filter
+        && let Some(r) = f.reverse_min_ns
+    {
+        reverse_min_ns = Some(reverse_min_ns.map_or(r, |m| m.min(r)));
+        reverse_packets += f.reverse_matched;
+    }
+    let reverse_min_ns = reverse_min_ns?;
+    Some(OffsetFrom {
+        offset: ReverseOffset::of_minima(forward_min_ns, reverse_min_ns),
+        forward_min_ns,
+        forward_packets: d.forward_packets,
+        reverse_min_ns,
+        reverse_packets,
+    })
+}
+
+/// The `directions` check: both directions among the measured packets (a warning: every figure
+/// mixes them), and what `--filter` kept.
+fn directions(stream: &StreamTruth, filter: Option<&FilterInput>) -> Check<DirectionsCheck> {
+    let d = &stream.directions;
+    let data = DirectionsCheck {
+        both_ways: d.both_ways.clone(),
+        host_pairs_both_ways: d.host_pairs_both_ways,
+        forward_packets: d.forward_packets,
+        reverse_packets: d.reverse_packets,
+        filter: filter.map(|f| FilterCheck {
+            expression: f.expression.to_string(),
+            kept: f.kept,
+            left_out: f.left_out,
+            reverse_matched: f.reverse_matched,
+        }),
+    };
+    let kept = filter.map_or(String::new(), |f| {
+        format!(
+            "--filter '{}' kept {} of {} packets at S and {} of {} at R; ",
+            f.expression,
+            f.kept[0],
+            f.kept[0] + f.left_out[0],
+            f.kept[1],
+            f.kept[1] + f.left_out[1]
+        )
+    });
+    let (status, summary) = match d.both_ways.first() {
+        Some(b) => {
+            // the S→R packets of every pair seen both ways, if their hosts split by prefix
+            let filter = match d.split.as_slice() {
+                [] => format!("src host {} and dst host {}", b.sender, b.receiver),
+                [(s, r)] => format!("src net {s} and dst net {r}"),
+                many => many
+                    .iter()
+                    .map(|(s, r)| format!("(src net {s} and dst net {r})"))
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+            };
+            let only = if d.split.is_empty() && d.host_pairs_both_ways > 1 {
+                " (that pair only: their hosts do not split by prefix)"
+            } else {
+                ""
+            };
+            (
+                Status::Warning,
+                format!(
+                    "{kept}{} of {} matched packets travel R→S ({} host {} seen both ways; the busiest, {} at S's side and {} at R's: {} S→R, {} R→S): every figure takes them for S→R packets, their reverse delay negated and shifted by the clock offset; measure S→R alone with --filter '{filter}'{only}, and its mirror image then gives the clocks' offset",
+                    d.reverse_packets,
+                    d.forward_packets + d.reverse_packets,
+                    d.host_pairs_both_ways,
+                    if d.host_pairs_both_ways == 1 {
+                        "pair"
+                    } else {
+                        "pairs"
+                    },
+                    b.sender,
+                    b.receiver,
+                    b.forward_packets,
+                    b.reverse_packets,
+                ),
+            )
+        }
+        None => (
+            Status::Ok,
+            match filter {
+                Some(f) if f.reverse_matched > 0 => format!(
+                    "{kept}every measured packet travels S→R; {} packets of its mirror image travel R→S (seen at R, then S): they give the clocks' offset (clock)",
+                    f.reverse_matched
+                ),
+                Some(_) => format!(
+                    "{kept}every measured packet travels S→R; none of its mirror image (R→S) was seen at both points"
+                ),
+                None => {
+                    "every matched packet travels S→R (no host pair is seen both ways)".to_string()
+                }
+            },
+        ),
+    };
     Check {
         status,
         summary,
@@ -533,6 +682,8 @@ pub fn cuts(cut: &Cut, tally: &CutTally, left: Option<u64>) -> Check<CutCheck> {
 pub struct ClockInput<'a> {
     pub fit: Option<&'a SkewFit>,
     pub correct: bool,
+    /// `--filter`'s selection: its mirror image's R→S packets give the clocks' offset too.
+    pub filter: Option<&'a FilterInput<'a>>,
 }
 
 /// Every check of a compared pair (`cuts`: with intervals).
@@ -545,6 +696,8 @@ pub fn compare(
     cuts: Option<Check<CutCheck>>,
     clock_in: ClockInput,
 ) -> Checks {
+    let filter = clock_in.filter;
+    let offset = offset_from(stream, filter);
     Checks {
         snaplen: snaplen(stats, identity_bytes),
         spans: spans(stream),
@@ -552,10 +705,11 @@ pub fn compare(
         late: late(stream),
         invalid: invalid(stats, points),
         clock: if clock_in.correct {
-            clock(stream, clock_in.fit, true, stream.clock.as_ref())
+            clock(stream, clock_in.fit, true, stream.clock.as_ref(), offset)
         } else {
-            clock(stream, stream.clock.as_ref(), false, None)
+            clock(stream, stream.clock.as_ref(), false, None, offset)
         },
+        directions: directions(stream, filter),
         cuts,
     }
 }

@@ -676,6 +676,39 @@ pub struct ClockCheck {
     pub steps: Vec<owl_core::skew::ClockStep>,
     /// What `--clock correct` removed from R's timestamps (`None`: nothing, `--clock report`).
     pub applied: Option<ClockApplied>,
+    /// S's clock minus R's from the two directions between the points (R→S packets matched
+    /// beside the S→R ones: [`owl_core::pipeline::truth::directions`]): a true one-way delay is
+    /// the measured one plus it, within ± `offset_bound_ns` whatever the paths' asymmetry
+    /// (exact when the two directions' smallest delays are equal). `None` without reverse
+    /// traffic in both captures.
+    pub offset_ns: Option<i64>,
+    pub offset_bound_ns: Option<i64>,
+}
+
+/// Which way the measured packets travel (`owl compare`). Two captures of both directions hold
+/// R→S packets too (S sees them last): unless a filter keeps one direction, they are in every
+/// figure as S→R packets with negative delays.
+#[derive(Clone, Debug, Serialize)]
+pub struct DirectionsCheck {
+    /// Host pairs whose measured packets travel both ways, the busiest first (a few listed).
+    pub both_ways: Vec<owl_core::pipeline::truth::directions::BothWays>,
+    pub host_pairs_both_ways: u64,
+    /// Matched packets S→R and R→S among the measured ones.
+    pub forward_packets: u64,
+    pub reverse_packets: u64,
+    /// `--filter`: what it kept, and its mirror image's packets matched R→S.
+    pub filter: Option<FilterCheck>,
+}
+
+/// What `owl compare --filter` selected.
+#[derive(Clone, Debug, Serialize)]
+pub struct FilterCheck {
+    pub expression: String,
+    /// Packets it kept and left out, at S and at R.
+    pub kept: [u64; 2],
+    pub left_out: [u64; 2],
+    /// Packets of its mirror image (the same conversations R→S) seen at R, then at S.
+    pub reverse_matched: u64,
 }
 
 /// The correction `owl compare --clock correct` applied to R's timestamps before the truth
@@ -712,6 +745,7 @@ pub struct Checks {
     pub late: Check<LateCheck>,
     pub invalid: Check<InvalidCheck>,
     pub clock: Check<ClockCheck>,
+    pub directions: Check<DirectionsCheck>,
     /// Absent for one interval over the whole capture (no boundary).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cuts: Option<Check<CutCheck>>,
@@ -731,6 +765,11 @@ impl Checks {
             ("late", self.late.status, &self.late.summary),
             ("invalid", self.invalid.status, &self.invalid.summary),
             ("clock", self.clock.status, &self.clock.summary),
+            (
+                "directions",
+                self.directions.status,
+                &self.directions.summary,
+            ),
         ];
         if let Some(c) = &self.cuts {
             v.push(("cuts", c.status, &c.summary));

@@ -332,7 +332,7 @@ pub fn checks(out: &mut impl Write, lines: &[(&str, super::Status, &str)]) -> Re
             super::Status::Warning => "WARNING",
         };
         let head = if k == 0 { "checks" } else { "" };
-        writeln!(out, "{head:<8} {name:<8} {status:<8} {summary}")?;
+        writeln!(out, "{head:<8} {name:<10} {status:<8} {summary}")?;
     }
     Ok(())
 }

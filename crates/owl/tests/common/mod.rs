@@ -172,3 +172,62 @@ pub fn two_interfaces(
     }
     w.finish().unwrap();
 }
+
+/// Copy Ethernet capture `src` to `dst` with every packet turned around: MAC and IP addresses
+/// and TCP/UDP ports swapped (checksums stay right: their sums do not depend on the order) —
+/// the same conversations the other way, as their replies.
+pub fn mirror(src: &std::path::Path, dst: &std::path::Path) {
+    use owl_trace::capture::{CaptureFormat, CaptureReader, CaptureWriter};
+    use owl_trace::dissect::LINKTYPE_ETHERNET;
+    let mut r = CaptureReader::open(src).unwrap();
+    let f = std::io::BufWriter::new(std::fs::File::create(dst).unwrap());
+    let mut w = CaptureWriter::new(f, CaptureFormat::Pcap, LINKTYPE_ETHERNET, 0).unwrap();
+    while let Some(p) = r.next_packet().unwrap() {
+        assert_eq!(p.linktype, LINKTYPE_ETHERNET);
+        let mut d = p.data.to_vec();
+        let swap = |d: &mut [u8], a: usize, b: usize, n: usize| {
+            for k in 0..n {
+                d.swap(a + k, b + k);
+            }
+        };
+        swap(&mut d, 0, 6, 6);
+        let (proto, l4) = match d[14] >> 4 {
+            4 => {
+                swap(&mut d, 26, 30, 4);
+                (d[23], 14 + usize::from(d[14] & 15) * 4)
+            }
+            6 => {
+                swap(&mut d, 22, 38, 16);
+                (d[20], 54)
+            }
+            v => panic!("IP version {v}"),
+        };
+        if matches!(proto, 6 | 17) && d.len() >= l4 + 4 {
+            swap(&mut d, l4, l4 + 2, 2);
+        }
+        w.write_packet(p.ts_ns, &d, p.orig_len).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// Merge captures `a` and `b` (one link type) into pcap `dst` in timestamp order: two
+/// directions of traffic as one point's tcpdump sees them.
+pub fn merge(a: &std::path::Path, b: &std::path::Path, dst: &std::path::Path) {
+    use owl_trace::capture::{CaptureFormat, CaptureReader, CaptureWriter};
+    let mut all = Vec::new();
+    let mut linktype = None;
+    for src in [a, b] {
+        let mut r = CaptureReader::open(src).unwrap();
+        while let Some(p) = r.next_packet().unwrap() {
+            assert_eq!(*linktype.get_or_insert(p.linktype), p.linktype);
+            all.push((p.ts_ns, p.data.to_vec(), p.orig_len));
+        }
+    }
+    all.sort_by_key(|p| p.0);
+    let f = std::io::BufWriter::new(std::fs::File::create(dst).unwrap());
+    let mut w = CaptureWriter::new(f, CaptureFormat::Pcap, linktype.unwrap(), 0).unwrap();
+    for (ts, d, len) in &all {
+        w.write_packet(*ts, d, *len).unwrap();
+    }
+    w.finish().unwrap();
+}
