@@ -17,7 +17,9 @@
 //!                                                            opa-wavelet), weighted by the packets it stands for
 //! owl_class_one_way_delay_seconds{pair,method,class} histogram  the same by flow class (receiver --per-class)
 //! owl_intervals_total{pair,status}                  counter  intervals stored: estimated, missing, left_out
+//!                                                            (all three from the pair's first line, at 0)
 //! owl_decode_failures_total{pair,method}            counter  intervals the method could not estimate
+//!                                                            (from the method's first line, at 0)
 //! owl_kernel_drops_total{pair,point}                counter  packets the capture ring dropped at S, R
 //! owl_cut_boundaries_total{pair,by}                 counter  interval boundaries R cut: delimiter, silent, fallback
 //! owl_cut_crossed_packets_total{pair}               counter  packets in flight at a cut, put where S sent them
@@ -426,7 +428,17 @@ impl Metrics {
                 self.pairs_dropped.inc();
                 return;
             }
-            None => Vec::new(),
+            None => {
+                // a pair's interval counters exist from its first line, at 0, so that
+                // increase() and rate() see its first missing interval
+                for status in ["estimated", "missing", "left_out"] {
+                    let _ = self.intervals.get_or_create(&StatusLabels {
+                        pair: pair.into(),
+                        status: status.into(),
+                    });
+                }
+                Vec::new()
+            }
         };
         let p = PairLabel { pair: pair.into() };
         self.intervals
@@ -488,8 +500,10 @@ impl Metrics {
                 pair: pair.into(),
                 method: m.method.clone(),
             };
+            // from the method's first line, at 0 (as the interval counters)
+            let failures = self.decode_failures.get_or_create(&l).clone();
             let Some(e) = m.estimate.as_ref().filter(|_| m.error.is_none()) else {
-                self.decode_failures.get_or_create(&l).inc();
+                failures.inc();
                 continue;
             };
             let set = |family: &Family<MethodLabels, FGauge>, v: Option<f64>| {
@@ -740,6 +754,15 @@ mod tests {
             t.contains("owl_intervals_total{pair=\"a→b\",status=\"estimated\"} 1"),
             "{t}"
         );
+        // the counters an alert watches with increase() exist from the pair's (and the
+        // method's) first line, at 0, so their first increment is an increase
+        for zero in [
+            "owl_intervals_total{pair=\"a→b\",status=\"missing\"} 0\n",
+            "owl_intervals_total{pair=\"a→b\",status=\"left_out\"} 0\n",
+            "owl_decode_failures_total{pair=\"a→b\",method=\"rda\"} 0\n",
+        ] {
+            assert!(t.contains(zero), "{zero} in {t}");
+        }
         assert!(t.ends_with("# EOF\n"), "{t}");
         // a resend of an older interval moves nothing and counts nothing
         m.observe("a→b", &il(interval(4, Some(9999.0))));

@@ -131,3 +131,49 @@ fn systemd_units_verify() {
     assert!(agent.contains("AmbientCapabilities=CAP_NET_RAW\n"));
     assert!(collector.contains("AmbientCapabilities=\n"));
 }
+
+/// The shipped Prometheus rules (`deploy/prometheus/owl-rules.yml`) pass `promtool check rules`
+/// and their unit tests (`owl-rules.test.yml`: each alert fires on the pair it should, after its
+/// `for`, and not on the other; each recording rule's value). Skipped where promtool is missing,
+/// unless OWL_REQUIRE_PROMETHEUS=1 (`.ci/run` sets it when it could install Debian's
+/// prometheus package).
+#[test]
+fn prometheus_rules_check_and_pass_their_tests() {
+    let have = Command::new("promtool")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        assert!(
+            std::env::var_os("OWL_REQUIRE_PROMETHEUS").is_none(),
+            "OWL_REQUIRE_PROMETHEUS is set but promtool cannot run"
+        );
+        eprintln!("SKIPPED: prometheus_rules_check_and_pass_their_tests (no promtool)");
+        return;
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus");
+    for (args, file, want) in [
+        (
+            ["check", "rules"],
+            "owl-rules.yml",
+            "SUCCESS: 7 rules found",
+        ),
+        (["test", "rules"], "owl-rules.test.yml", "SUCCESS"),
+    ] {
+        let o = Command::new("promtool")
+            .args(args)
+            .arg(file)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            o.status.success() && said.contains(want),
+            "promtool {args:?} {file}: {said}"
+        );
+    }
+}

@@ -231,3 +231,44 @@ pub fn merge(a: &std::path::Path, b: &std::path::Path, dst: &std::path::Path) {
     }
     w.finish().unwrap();
 }
+
+/// A child process killed (by its id) when the test ends, even by a panic.
+pub struct Guard(pub Option<std::process::Child>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Read all of a child's pipe on its own thread, so a chatty child never blocks on a full pipe
+/// while the test waits for something else.
+pub fn drain(mut r: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = r.read_to_end(&mut b);
+        String::from_utf8_lossy(&b).into_owned()
+    })
+}
+
+/// The first line of a process's standard error, after `prefix` (read byte by byte: nothing
+/// past the line is taken from the pipe).
+pub fn first_line(mut c: std::process::Child, prefix: &str) -> (std::process::Child, String) {
+    use std::io::Read;
+    let err = c.stderr.as_mut().unwrap();
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while err.read(&mut b).unwrap() == 1 && b[0] != b'\n' {
+        line.push(b[0]);
+    }
+    let first = String::from_utf8(line).unwrap();
+    let rest = first
+        .trim()
+        .strip_prefix(prefix)
+        .unwrap_or_else(|| panic!("said: {first}"))
+        .to_string();
+    (c, rest)
+}
