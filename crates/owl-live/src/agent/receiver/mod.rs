@@ -34,6 +34,23 @@ struct Pending {
     remote: Option<Vec<Option<Vec<u8>>>>,
     /// S's results for one-way methods it could not send (too large).
     remote_results: Vec<(u16, String)>,
+    /// An interval R closed and dropped (overload): what it held around its boundaries, which
+    /// its line counts by R's clock.
+    dropped_cut: Option<PointCut>,
+}
+
+/// Packets R held in interval `k`'s windows that R's clock puts in `k`: what its `received`
+/// takes when no delimiter cut decides them (the interval is not estimated; its core count,
+/// `packets`, leaves the windows out).
+fn held_by_clock(intervals: &Intervals, k: u64, cut: Option<&PointCut>) -> u64 {
+    let Some(PointCut::Receiver { head, tail }) = cut else {
+        return 0;
+    };
+    let start = intervals.start_ns(k);
+    let end = start.saturating_add(intervals.length_ns);
+    let n = head.records.iter().filter(|r| r.ts_ns >= start).count()
+        + tail.records.iter().filter(|r| r.ts_ns < end).count();
+    n as u64
 }
 
 /// The receiver point: wait for the sender, agree, then estimate every interval. Results go to
@@ -143,6 +160,7 @@ pub fn run_receiver(
                         }
                         None => {
                             r.join.have(RECEIVER, k, Held::Dropped)?;
+                            r.pending.entry(k).or_default().dropped_cut = Some(c.cut);
                             r.summary.dropped[1] += 1;
                         }
                     }
@@ -562,17 +580,25 @@ impl ReceiverState {
                 kernel_drops,
                 remote,
                 remote_results: errors,
+                dropped_cut,
             } = self.pending.remove(&k).unwrap_or_default();
             if local.is_some() {
                 self.handoff.release(1);
             }
+            // not estimated, the interval is not cut at S's delimiters: its packets at R are
+            // those R's clock puts in it, windows included
+            let by_clock = held_by_clock(
+                &self.intervals,
+                k,
+                local.as_ref().map(|l| &l.1).or(dropped_cut.as_ref()),
+            );
             let line = |status, reason: &str| IntervalLine {
                 index: k,
                 start_ns: self.intervals.start_ns(k),
                 status,
                 reason: Some(reason.to_string()),
                 sent,
-                received,
+                received: received + by_clock,
                 kernel_drops,
                 clock: None,
                 cut: None,
@@ -732,5 +758,40 @@ impl ReceiverState {
             sink(line);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use owl_core::cut::Held;
+    use owl_core::record::PacketRecord;
+
+    /// An interval not estimated counts the packets R held around its boundaries that R's
+    /// clock puts in it: after its start in the head window, before its end in the tail.
+    #[test]
+    fn a_dropped_interval_counts_its_windows_by_r_clock() {
+        let iv = Intervals::aligned(1_000_000);
+        let held = |ts: &[u64]| {
+            Arc::new(Held {
+                records: ts
+                    .iter()
+                    .map(|&ts_ns| PacketRecord {
+                        ts_ns,
+                        ..PacketRecord::default()
+                    })
+                    .collect(),
+                seqs: Vec::new(),
+                overflowed: false,
+            })
+        };
+        // interval 5 is [5 ms, 6 ms)
+        let cut = PointCut::Receiver {
+            head: held(&[4_900_000, 4_950_000, 5_000_000, 5_100_000]),
+            tail: held(&[5_900_000, 5_999_999, 6_000_000]),
+        };
+        assert_eq!(held_by_clock(&iv, 5, Some(&cut)), 2 + 2);
+        assert_eq!(held_by_clock(&iv, 5, Some(&PointCut::None)), 0);
+        assert_eq!(held_by_clock(&iv, 5, None), 0);
     }
 }
