@@ -52,6 +52,8 @@ pub mod record;
 pub mod registry;
 pub mod skew;
 pub mod stats;
+#[cfg(test)]
+pub(crate) mod test_traffic;
 pub mod units;
 pub mod wire;
 

@@ -331,7 +331,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lds::tests::traffic;
+    use crate::test_traffic::traffic;
 
     fn run(cfg: Config, loss: f64) -> Vec<f64> {
         let (s, r, flows) = traffic(41, 1_000, 2_000, loss);

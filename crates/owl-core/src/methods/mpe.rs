@@ -26,7 +26,7 @@
 //! The aggregate estimate's std is that of the delay samples, and each sample is the exact
 //! delay of one packet chosen by the sampling hash (independently of its delay) and by its
 //! place in its flow (first or last sampled packet). Its 95 % interval is Bonett's
-//! kurtosis-adjusted one ([`crate::lda::ci::bonett_std_ci95`]), asymptotically
+//! kurtosis-adjusted one ([`crate::stats::ci::bonett_std_ci95`]), asymptotically
 //! distribution-free for independent samples. It is an interval for the std of the delays of
 //! the packets MPE samples, which is what the estimate's std is; three caveats separate that
 //! from the std of every packet's delay: the samples are *flow-weighted* (every recorded flow
@@ -402,7 +402,7 @@ impl Method for MpeMethod {
             lost: None,
             mean_ci98_ns: None,
             // the delay samples are exact delays (module doc, "Interval of the std")
-            std_ci95_ns: crate::lda::ci::bonett_std_ci95(&sm.delays),
+            std_ci95_ns: crate::stats::ci::bonett_std_ci95(&sm.delays),
             notes: vec![format!(
                 "{} flows recorded at sampling rate {}; unrecorded flows take the mean of all samples",
                 s.records.len(),
@@ -472,7 +472,7 @@ pub const ONE_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lds::tests::{key, traffic};
+    use crate::test_traffic::{key, traffic};
 
     /// A flow's record merged from two keeps the earliest first and the latest last
     /// timestamp wherever they fell (timestamps out of order across the split included) and

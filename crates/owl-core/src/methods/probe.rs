@@ -345,7 +345,7 @@ pub struct ProbeEstimate {
     /// Population standard deviation of the received probes' delays.
     pub std_ns: Option<f64>,
     /// 95 % interval of the standard deviation of the delay the probes sample: Bonett's
-    /// kurtosis-adjusted interval ([`crate::lda::ci::bonett_std_ci95`]). Each received probe is
+    /// kurtosis-adjusted interval ([`crate::stats::ci::bonett_std_ci95`]). Each received probe is
     /// an exact delay of a packet at an instant chosen independently of the delays (Poisson,
     /// PASTA), so the probes are a sample of the interval's delays; as long as they are spaced
     /// wider than the delay's correlation time they are close to independent, and Bonett's
@@ -383,7 +383,7 @@ pub fn estimate(s: &SenderSynopsis, r: &ReceiverSynopsis) -> ProbeEstimate {
         unemulated: s.unemulated,
         mean_ns: mean,
         std_ns: std,
-        std_ci95_ns: crate::lda::ci::bonett_std_ci95(&exact),
+        std_ci95_ns: crate::stats::ci::bonett_std_ci95(&exact),
         bytes: s.instants() * PROBE_BYTES,
     }
 }
@@ -735,7 +735,7 @@ mod interval_tests {
     /// Bonett's interval on the probes covers the interval's true std (exponential delays,
     /// kurtosis 9) in 87–99 % of 300 probe seeds on one stream of 100 000 packets, ~400 probes
     /// each: Bonett's coverage for exponential samples of a few hundred is about 93 %
-    /// ([`crate::lda::ci`]'s test), ± 3.5 binomial standard errors of 300 seeds (1.5 %).
+    /// ([`crate::stats::ci`]'s test), ± 3.5 binomial standard errors of 300 seeds (1.5 %).
     /// The χ² interval on n − 1 degrees of freedom, from the same probes, covers markedly less
     /// (about 75 % for kurtosis 9): the test would catch a switch to it.
     #[test]
@@ -767,7 +767,7 @@ mod interval_tests {
             // the normal-theory χ² interval on the same probes
             let k = e.received as f64;
             let v = e.std_ns.unwrap().powi(2) * k / (k - 1.0);
-            let [clo, chi] = crate::lda::ci::satterthwaite_std_ci95(v, k - 1.0).unwrap();
+            let [clo, chi] = crate::stats::ci::satterthwaite_std_ci95(v, k - 1.0).unwrap();
             chi2 += (clo <= sd && sd <= chi) as u32;
         }
         let cov = bonett as f64 / seeds as f64;

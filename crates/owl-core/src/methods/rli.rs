@@ -590,7 +590,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lds::tests::key;
+    use crate::test_traffic::key;
 
     /// The receiver's log merges exactly; a sender merges only where one side saw nothing
     /// (its references depend on the count and load over every packet), and says so.

@@ -142,9 +142,9 @@ use crate::method::{
     BuildOptions, DelayBasis, Estimate, Method, MethodError, MethodInfo, PointSynopsis, Quantiles,
     RecoveredPacket, RecoveredPackets, Role, config_value, downcast, downcast_ref, unknown_field,
 };
-use crate::methods::lda::ci::ln_gamma;
 use crate::pipeline::truth::DEFAULT_HORIZON_NS;
 use crate::record::PacketRecord;
+use crate::stats::special::{binomial_cdf, hypergeometric_cdf};
 use crate::wire::DecodeError;
 
 pub mod payload;
@@ -842,68 +842,6 @@ pub fn estimate(sender: &Synopsis, receiver: &Synopsis) -> Result<SampleEstimate
         false_matches,
         false_matches_bound,
         quantiles,
-    })
-}
-
-/// `P(K ≤ k)`, `k = 0..=n`, from the pmf at its `mode` (`ln_mode` its logarithm) walked out
-/// over its support `lo..=hi` by the ratio `up(k) = P(K = k+1) / P(K = k)`, each way until it
-/// underflows.
-fn cdf_from_mode(
-    n: usize,
-    (lo, hi): (usize, usize),
-    mode: usize,
-    ln_mode: f64,
-    up: impl Fn(usize) -> f64,
-) -> Vec<f64> {
-    let mut pmf = vec![0.0f64; n + 1];
-    pmf[mode] = ln_mode.exp();
-    for k in mode..hi {
-        pmf[k + 1] = pmf[k] * up(k);
-        if pmf[k + 1] < 1e-300 {
-            break;
-        }
-    }
-    for k in (lo + 1..=mode).rev() {
-        pmf[k - 1] = pmf[k] / up(k - 1);
-        if pmf[k - 1] < 1e-300 {
-            break;
-        }
-    }
-    let mut cdf = pmf;
-    for k in 1..=n {
-        cdf[k] += cdf[k - 1];
-    }
-    cdf
-}
-
-fn ln_choose(a: f64, b: f64) -> f64 {
-    ln_gamma(a + 1.0) - ln_gamma(b + 1.0) - ln_gamma(a - b + 1.0)
-}
-
-/// `P(K ≤ k)` for `K ~ Bin(n, p)`, `k = 0..=n`.
-fn binomial_cdf(n: usize, p: f64) -> Vec<f64> {
-    let nf = n as f64;
-    let mode = (((nf + 1.0) * p).floor() as usize).min(n);
-    let m = mode as f64;
-    let ln_mode = ln_choose(nf, m) + m * p.ln() + (nf - m) * (1.0 - p).ln();
-    let odds = p / (1.0 - p);
-    cdf_from_mode(n, (0, n), mode, ln_mode, |k| {
-        (nf - k as f64) / (k as f64 + 1.0) * odds
-    })
-}
-
-/// `P(K ≤ k)`, `k = 0..=n`, for `K ~ Hypergeometric(N, M, n)`: the number of a uniform sample
-/// of `n` out of `N` drawn from the `M` marked ones (`P(k+1)/P(k) = (M−k)(n−k) / ((k+1)(N−M−n+k+1))`).
-fn hypergeometric_cdf(population: u64, marked: u64, n: usize) -> Vec<f64> {
-    let (big_n, m, nf) = (population as f64, marked as f64, n as f64);
-    let lo = n.saturating_sub((population - marked).min(n as u64) as usize);
-    let hi = (marked.min(n as u64)) as usize;
-    let mode = ((((nf + 1.0) * (m + 1.0)) / (big_n + 2.0)).floor() as usize).clamp(lo, hi);
-    let k = mode as f64;
-    let ln_mode = ln_choose(m, k) + ln_choose(big_n - m, nf - k) - ln_choose(big_n, nf);
-    cdf_from_mode(n, (lo, hi), mode, ln_mode, |k| {
-        let kf = k as f64;
-        (m - kf) * (nf - kf) / ((kf + 1.0) * (big_n - m - nf + kf + 1.0))
     })
 }
 

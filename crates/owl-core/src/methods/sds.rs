@@ -429,7 +429,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lds::tests::{key, traffic};
+    use crate::test_traffic::{key, traffic};
 
     #[test]
     fn collision_free_flows_get_their_exact_mean_and_cells_pick_the_least_loaded() {

@@ -36,7 +36,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 pub use path::{
-    DelayModel, EcmpPath, LossModel, MAX_ECMP_PATHS, format_ecmp, gamma, parse_ecmp, validate_ecmp,
+    DelayModel, EcmpPath, LossModel, MAX_ECMP_PATHS, format_ecmp, parse_ecmp, validate_ecmp,
 };
 pub use traffic::{Arrivals, ROUTER_MACS, SENDER_MACS, min_ip_len};
 

@@ -3,6 +3,7 @@
 //! Every model has a text form for the command line (`FromStr`) and a `Display` that prints it
 //! back in the same form.
 
+use owl_core::stats::special::gamma;
 use std::fmt;
 use std::str::FromStr;
 
@@ -518,46 +519,11 @@ impl fmt::Display for LossModel {
     }
 }
 
-/// Γ(x) for x > 0 by the Lanczos approximation (g = 7, n = 9), relative error ~1e-15.
-pub fn gamma(x: f64) -> f64 {
-    const G: f64 = 7.0;
-    const C: [f64; 9] = [
-        0.999_999_999_999_809_9,
-        676.520_368_121_885_1,
-        -1_259.139_216_722_402_8,
-        771.323_428_777_653_1,
-        -176.615_029_162_140_6,
-        12.507_343_278_686_905,
-        -0.138_571_095_265_720_12,
-        9.984_369_578_019_572e-6,
-        1.505_632_735_149_311_6e-7,
-    ];
-    if x < 0.5 {
-        std::f64::consts::PI / ((std::f64::consts::PI * x).sin() * gamma(1.0 - x))
-    } else {
-        let x = x - 1.0;
-        let mut a = C[0];
-        let t = x + G + 0.5;
-        for (i, c) in C.iter().enumerate().skip(1) {
-            a += c / (x + i as f64);
-        }
-        (2.0 * std::f64::consts::PI).sqrt() * t.powf(x + 0.5) * (-t).exp() * a
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use rand::SeedableRng;
     use rand_pcg::Pcg64Mcg;
-
-    #[test]
-    fn gamma_known_values() {
-        assert!((gamma(1.0) - 1.0).abs() < 1e-13);
-        assert!((gamma(5.0) - 24.0).abs() < 1e-11);
-        assert!((gamma(0.5) - std::f64::consts::PI.sqrt()).abs() < 1e-13);
-        assert!((gamma(1.0 + 1.0 / 0.6) - 1.504_575_488_251_556_6).abs() < 1e-12);
-    }
 
     #[test]
     fn parse_and_print_models() {

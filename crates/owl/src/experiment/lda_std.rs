@@ -42,7 +42,8 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use owl_core::hash::HashFamily;
-use owl_core::lda::{self, LdaEstimate, StdEstimator, ci};
+use owl_core::lda::{self, LdaEstimate, StdEstimator};
+use owl_core::stats::{ci, special::ln_gamma};
 use owl_trace::sim::{DelayModel, LossModel};
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
@@ -88,8 +89,8 @@ pub const WEIBULL_06: Family = Family {
 
 /// `σ/μ` of a Weibull of shape `k` (scale-free).
 fn weibull_cv(k: f64) -> f64 {
-    let g1 = ci::ln_gamma(1.0 + 1.0 / k).exp();
-    let g2 = ci::ln_gamma(1.0 + 2.0 / k).exp();
+    let g1 = ln_gamma(1.0 + 1.0 / k).exp();
+    let g2 = ln_gamma(1.0 + 2.0 / k).exp();
     (g2 - g1 * g1).sqrt() / g1
 }
 
@@ -676,7 +677,7 @@ mod tests {
                 let DelayModel::Weibull { scale, shape } = model else {
                     unreachable!()
                 };
-                let mu = scale * ci::ln_gamma(1.0 + 1.0 / shape).exp();
+                let mu = scale * ln_gamma(1.0 + 1.0 / shape).exp();
                 let sd = mu * weibull_cv(shape);
                 assert!((sd - QUEUE_STD_NS).abs() < 1e-6 * QUEUE_STD_NS);
                 let got = (mu + base as f64) / sd;

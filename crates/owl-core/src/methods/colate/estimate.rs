@@ -13,7 +13,7 @@
 //! - **Eq. 3**: `μ̃_f = (t̃_{f,R} − t̃_{f,S}) / p̃_f`, `p̃_f` at the sender.
 //! - **Theorem 3** (Eq. 7): the maximum-likelihood part of each counter that is `f`'s own,
 //!   `w̃[j]`, the root in `ξ = S[j] − w̃[j]` of `ψ(τ − ξ + 1) − ψ(ξ + 1) = ln(n − 1)` with
-//!   `τ = t_X − t̃_f` ([`mle_noise`], digamma from [`super::special`], bisection: the left side falls
+//!   `τ = t_X − t̃_f` ([`mle_noise`], digamma from [`crate::stats::special`], bisection: the left side falls
 //!   strictly in `ξ`); the same for the packet counters, whose noise *is* binomial.
 //! - **Theorem 4** (Eq. 9, 10): γ random permutations `Q` of the `m` counters; each gives
 //!   `Σ_l (v_R[l] − v_S[l])²` with `v_X[l] = w̃_X[Q[2l]] − w̃_X[Q[2l−1]]`, an estimate of
@@ -106,8 +106,8 @@ use crate::method::{Estimate, MethodError};
 use crate::record::FlowKey;
 
 use super::epoch::{Epoch, EpochHead, FlowEpoch};
-use super::special::digamma;
 use super::vector::{Mapping, Placement, mix};
+use crate::stats::special::digamma;
 
 /// A flow's latency query (§1.4 "Querying Phase").
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -854,7 +854,7 @@ pub fn counter_spread(d: &[f64], n: &[u64], rounding_var: f64) -> Result<Counter
             "the delays' spread is below the timestamp units' resolution (variance {v:.3e} ns², rounding alone {rounding_var:.3e} ns²): no std"
         ));
     }
-    let Some([lo, hi]) = crate::methods::lda::ci::satterthwaite_std_ci95(v, (k - 1) as f64) else {
+    let Some([lo, hi]) = crate::stats::ci::satterthwaite_std_ci95(v, (k - 1) as f64) else {
         return Err("no interval for the counters' spread".into());
     };
     let off = |x: f64| (x * x - rounding_var).max(0.0).sqrt();

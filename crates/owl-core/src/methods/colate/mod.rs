@@ -84,7 +84,6 @@ pub mod epoch;
 pub mod estimate;
 pub mod method;
 pub mod plan;
-pub mod special;
 pub mod vector;
 
 #[cfg(test)]

@@ -388,7 +388,7 @@ impl Requirement {
 
     /// Eq. 20: `k = √2·erf⁻¹(A)`.
     pub fn k(&self) -> f64 {
-        std::f64::consts::SQRT_2 * super::special::erf_inv(self.individual_reliability())
+        std::f64::consts::SQRT_2 * crate::stats::special::erf_inv(self.individual_reliability())
     }
 
     /// Eq. 12: `B = β·r`.

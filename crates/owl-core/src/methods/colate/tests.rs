@@ -1,7 +1,7 @@
 //! COLATE as a whole: Theorem 2's unbiasedness, Theorem 3's root against brute force,
 //! Theorem 4's repetitions, the epoch's bytes, queries over epochs, loss, different RAM.
 
-use crate::methods::lda::ci::ln_gamma;
+use crate::stats::special::ln_gamma;
 use hashbrown::HashMap;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -9,9 +9,9 @@ use rand_pcg::Pcg64Mcg;
 use super::StdEstimator;
 use super::estimate::{point_sums, repetitions_limit, virtual_repetitions};
 use super::*;
-use crate::lds::tests::traffic;
 use crate::method::{Method, MethodError, Role};
 use crate::record::{FlowKey, PacketRecord};
+use crate::test_traffic::traffic;
 
 /// A small configuration: `n` counters, `m` per flow, a threshold `t` (units of `unit`).
 fn cfg(n: u32, m: u32, t: u64, unit: u64, seed: u64) -> Config {
@@ -481,7 +481,7 @@ fn unit_divisor_is_division() {
 /// dragged toward its colliders' delays (a weighted mean, p̃ coming from the same counters).
 #[test]
 fn one_link_means() {
-    let (s, r, _) = crate::lds::tests::traffic_scaled(11, 400, 20.0, 5_000, 0.0);
+    let (s, r, _) = crate::test_traffic::traffic_scaled(11, 400, 20.0, 5_000, 0.0);
     let t = truth(&s, &r);
     // a roomy vector: a flow shares one of its 20 counters with probability ~ 400·20²/2²² ≈ 4 %
     let c = cfg(1 << 22, 20, u64::MAX, 100, 7);
@@ -1019,7 +1019,7 @@ fn steady_or_queueing(seed: u64, flows: u32, ratio: f64) -> (Vec<PacketRecord>, 
     let means: Vec<f64> = (0..flows)
         .map(|_| rng.random_range(50_000.0..500_000.0))
         .collect();
-    let order = crate::lds::tests::interleaved(sizes.iter().copied(), &mut rng);
+    let order = crate::test_traffic::interleaved(sizes.iter().copied(), &mut rng);
     let t0 = 1_767_225_600_000_000_000u64;
     let (mut s, mut r) = (Vec::new(), Vec::new());
     for (n, &fi) in order.iter().enumerate() {
@@ -1028,7 +1028,7 @@ fn steady_or_queueing(seed: u64, flows: u32, ratio: f64) -> (Vec<PacketRecord>, 
         let rec = PacketRecord {
             ts_ns: ts,
             id: rng.random(),
-            flow: crate::lds::tests::key(fi + seed as u32 * 100_003),
+            flow: crate::test_traffic::key(fi + seed as u32 * 100_003),
             len: 500,
         };
         s.push(rec);
@@ -1204,7 +1204,7 @@ fn the_corrected_plan_keeps_its_promise() {
     let (n, m, unit) = (1_000_000u32, 20u32, 1_000u64);
     let (alpha, beta, ratio) = (0.95, 0.05, 1.0);
     let a = (1.0 + alpha) / 2.0;
-    let k = std::f64::consts::SQRT_2 * super::special::erf_inv(a);
+    let k = std::f64::consts::SQRT_2 * crate::stats::special::erf_inv(a);
     for seed in 1..=3u64 {
         let mut rng = Pcg64Mcg::seed_from_u64(seed);
         let t0 = 1_767_225_600_000_000_000u64;
@@ -1343,7 +1343,7 @@ fn blocked_placement_keeps_counters_uniform() {
 /// within 1 % under both. The two points must agree on it.
 #[test]
 fn both_placements_give_the_lossless_means() {
-    let (s, r, _) = crate::lds::tests::traffic_scaled(11, 400, 20.0, 5_000, 0.0);
+    let (s, r, _) = crate::test_traffic::traffic_scaled(11, 400, 20.0, 5_000, 0.0);
     let t = truth(&s, &r);
     for p in [Placement::Blocked, Placement::Folded] {
         let c = cfg(1 << 22, 20, u64::MAX, 100, 7).with_placement(p);

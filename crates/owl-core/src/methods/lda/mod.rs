@@ -125,7 +125,6 @@
 //! S, the visible trace of such packets; with the identity digest (the default) it also finds
 //! the rows where they hide behind equal counters, leaves them out and notes them.
 
-pub mod ci;
 mod estimate;
 mod method;
 mod synopsis;

@@ -127,7 +127,7 @@
 //! a 0 would claim a constant delay the data do not show). A `centred` or `rows` estimate of
 //! exactly 0 (every row's delays average exactly `D`) is reported as 0, without an interval.
 
-use super::ci;
+use crate::stats::ci;
 
 /// Fewest usable rows holding packets for the `rows` estimator: `K − 1 ≥ 2` degrees of freedom.
 pub const MIN_ROWS: usize = 3;

@@ -255,7 +255,7 @@ pub fn std_from_variance(v: f64) -> f64 {
 /// so the banks' estimates are correlated by an amount the pairs do not reveal. The interval
 /// therefore takes the worst case, perfect correlation: `√Var(σ̂²) ≤ Σ_b (C_b/C)·√V_b`
 /// (Cauchy–Schwarz), and the Satterthwaite χ² interval with `ν = 2σ̂⁴ / (Σ_b (C_b/C)√V_b)²`
-/// ([`crate::lda::ci::satterthwaite_std_ci95`], the construction of LDA's centred and rows
+/// ([`crate::stats::ci::satterthwaite_std_ci95`], the construction of LDA's centred and rows
 /// estimators). It covers at least its nominal 95 % (asymptotically) and can be up to `√k`
 /// times too wide when the banks' pairings make their errors nearly independent.
 ///
@@ -297,10 +297,10 @@ pub fn std_ci95(pairs: &[Collapsed], mu: f64, estimator: StdEstimator) -> Option
                 (q - x * x - mu * mu * (i2 - (p.imbalance as f64).powi(2))) / (c - n)
             })
             .collect();
-        se_bound += c / total * crate::lda::ci::jackknife_variance(&loo)?.sqrt();
+        se_bound += c / total * crate::stats::ci::jackknife_variance(&loo)?.sqrt();
     }
-    let nu = crate::lda::ci::effective_dof(v, se_bound * se_bound)?;
-    crate::lda::ci::satterthwaite_std_ci95(v, nu)
+    let nu = crate::stats::ci::effective_dof(v, se_bound * se_bound)?;
+    crate::stats::ci::satterthwaite_std_ci95(v, nu)
 }
 
 #[cfg(test)]

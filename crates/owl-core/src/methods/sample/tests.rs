@@ -1,5 +1,6 @@
 use super::*;
 use crate::stats::nearest_rank;
+use crate::stats::special::ln_gamma;
 
 /// Exact binomial cdf by summing the pmf from ln-gamma terms (independent of the recurrence
 /// in `order_statistic_ranks`).

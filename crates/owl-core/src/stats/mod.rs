@@ -1,10 +1,14 @@
-//! Exact delay statistics and the error measures every comparison uses.
+//! Exact delay statistics and the error measures every comparison uses; the special functions
+//! ([`special`]) and standard-deviation intervals ([`ci`]) the estimators share.
 //!
 //! Conventions, used by every method and by the ground truth alike:
 //! - the standard deviation is the population one, `σ² = E[w²] − μ²` (LDA eq. 3 as corrected,
 //!   RDA Algorithm 3), not the `n − 1` sample one;
 //! - quantiles are nearest-rank: the p-quantile of n sorted values is the value of rank
 //!   `⌈p·n⌉` (1-based), so it is always an observed delay.
+
+pub mod ci;
+pub mod special;
 
 use serde::Serialize;
 
