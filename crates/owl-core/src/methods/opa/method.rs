@@ -639,23 +639,41 @@ fn recover_uncached(
         }
     }
     // packets reordered across a delimiter (or delayed past several): an insertion whose
-    // augmented hash at a lost position of its group, in any segment, is the solved one
-    for (_, gi, (x, id, t)) in inserted {
-        let mut placed = false;
-        'find: for sj in 0..nseg {
-            let cell = &mut solved[sj * g + gi];
-            for (n, &(q, h)) in cell.iter().enumerate() {
-                if cah::augmented(x, q as u64) == h {
-                    fates[sj * g + gi][q as usize - 1] = Fate::Delivered { id, receiver_ns: t };
-                    cell.swap_remove(n);
-                    st.rematched += 1;
-                    placed = true;
-                    break 'find;
-                }
+    // augmented hash at a lost position of its group, in any segment, is the solved one (the
+    // first such segment): the solved hashes are indexed by group, position and hash, and an
+    // insertion looks up its hash at each position solved in its group
+    let mut index: HashMap<(usize, u32, u64), Vec<usize>> = HashMap::new();
+    let mut positions: Vec<Vec<u32>> = vec![Vec::new(); g];
+    for sj in 0..nseg {
+        for gi in 0..g {
+            for &(q, h) in &solved[sj * g + gi] {
+                index.entry((gi, q, h)).or_default().push(sj);
+                positions[gi].push(q);
             }
         }
-        if !placed {
-            st.unplaced += 1;
+    }
+    for p in &mut positions {
+        p.sort_unstable();
+        p.dedup();
+    }
+    for l in index.values_mut() {
+        l.reverse(); // the first segment last: taken by pop
+    }
+    for (_, gi, (x, id, t)) in inserted {
+        let hit = positions[gi]
+            .iter()
+            .filter_map(|&q| {
+                let key = (gi, q, cah::augmented(x, q as u64));
+                index.get(&key).and_then(|l| l.last()).map(|&sj| (sj, key))
+            })
+            .min();
+        match hit {
+            Some((sj, key)) => {
+                index.get_mut(&key).expect("found").pop();
+                fates[sj * g + gi][key.1 as usize - 1] = Fate::Delivered { id, receiver_ns: t };
+                st.rematched += 1;
+            }
+            None => st.unplaced += 1,
         }
     }
     let packets = ts
