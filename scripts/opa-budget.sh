@@ -88,15 +88,17 @@ def walk(x):
             yield from walk(v)
 placed = recv = 0
 work = []
+steps = 0.0
 for e in walk(d):
     for n in e.get("notes", []) if isinstance(e.get("notes"), list) else []:
         m = re.match(r"(\d+) of (\d+) received packets placed", n)
         if m and e is not est:
             placed += int(m.group(1)); recv += int(m.group(2))
-        m = re.search(r"search work ([0-9.]+) %", n)
-        if m:
+        m = re.search(r"work ([0-9.]+) % of the interval's budget \((\d+) ms", n)
+        if m and e is not est:
             work.append(float(m.group(1)))
-print("%.3f%%" % (100.0 * placed / max(recv, 1)), ("max %.0f%%" % max(work)) if work else "-")
+            steps += float(m.group(1)) / 100 * float(m.group(2)) / 1e3
+print("%.3f%%" % (100.0 * placed / max(recv, 1)), ("max_%.0f%%_of_budget,_%.2f_s_of_steps" % (max(work), steps)) if work else "-")
 EOF
 )"
         printf '%-11s %-12s %5s %-24s %9.2f %9.2f %9s  %s\n' "$p" "$m" "$c" \

@@ -341,6 +341,13 @@ impl<'a> Lattice<'a> {
             return;
         }
         let (i, j, s, p) = self.coords(v);
+        self.relax_into(i, j, s, p, |e| out.push(e));
+    }
+
+    /// The in-edges of node `(i, j, s, p)` (not the sink), in [`Lattice::edges_into`]'s order,
+    /// each given to `f`: the build relaxes them without decoding the node or keeping a list.
+    #[inline]
+    fn relax_into(&self, i: usize, j: usize, s: usize, p: usize, mut f: impl FnMut((u32, f64))) {
         // the pending state before a step that advanced i: none stays none, p came from p − 1
         let before = match p {
             0 => Some(0),
@@ -354,7 +361,7 @@ impl<'a> Lattice<'a> {
             {
                 for s2 in 0..2 {
                     if let Some(u) = self.id(i - 1, j, s2, pb) {
-                        out.push((u, self.model.lost));
+                        f((u, self.model.lost));
                     }
                 }
             }
@@ -371,7 +378,7 @@ impl<'a> Lattice<'a> {
                 if c.is_finite()
                     && let Some(u) = self.id(i - 1, j - 1, s2, pb)
                 {
-                    out.push((u, c));
+                    f((u, c));
                 }
             }
         }
@@ -380,12 +387,12 @@ impl<'a> Lattice<'a> {
             && self.near_edge(j)
             && let Some(u) = self.id(i, j - 1, 0, p)
         {
-            out.push((u, self.insert_cost));
+            f((u, self.insert_cost));
         }
         if p == 1 && i >= 1 {
             for s2 in 0..2 {
                 if let Some(u) = self.id(i - 1, j, s2, 0) {
-                    out.push((u, self.model.moved));
+                    f((u, self.model.moved));
                 }
             }
         }
@@ -396,7 +403,7 @@ impl<'a> Lattice<'a> {
                     if c.is_finite()
                         && let Some(u) = self.id(i, j - 1, s2, pp)
                     {
-                        out.push((u, c));
+                        f((u, c));
                     }
                 }
             }
@@ -471,14 +478,16 @@ impl<'a> Lattice<'a> {
                         if v == src {
                             continue;
                         }
-                        l.edges_into(v, &mut edges);
-                        for &(u, c) in &edges {
+                        let (mut bv, mut pv) = (l.best[v as usize], l.pred[v as usize]);
+                        l.relax_into(i, j, s, p, |(u, c)| {
                             let t = l.best[u as usize] + c;
-                            if t < l.best[v as usize] {
-                                l.best[v as usize] = t;
-                                l.pred[v as usize] = u;
+                            if t < bv {
+                                bv = t;
+                                pv = u;
                             }
-                        }
+                        });
+                        l.best[v as usize] = bv;
+                        l.pred[v as usize] = pv;
                     }
                 }
             }
@@ -695,27 +704,28 @@ impl Prefix<'_> {
             return;
         }
         let (xs, w, aug) = (self.xs, self.w, self.aug);
-        let columns = &mut self.columns;
-        let pre = self.pre.entry(o).or_insert_with(|| {
-            *columns += xs.len() as u64;
-            let n = xs.len();
-            let mut p = vec![0u64; (n + 1) * k];
-            for (t, &x) in xs.iter().enumerate() {
+        // the sums are extended as far as an alignment asks, not over the whole group
+        let p = self.pre.entry(o).or_insert_with(|| vec![0u64; k]);
+        let mut t = p.len() / k - 1;
+        if t < to {
+            self.columns += (to - t) as u64;
+            p.resize((to + 1) * k, 0);
+            while t < to {
                 let pos = t as i64 + 1 + o;
                 let (a, b) = (t * k, (t + 1) * k);
                 if (1..=w as i64).contains(&pos) {
-                    let c = cah::column(k, pos as u64, aug(x, pos as u64));
+                    let c = cah::column(k, pos as u64, aug(xs[t], pos as u64));
                     for x in 0..k {
                         p[b + x] = cah::add(p[a + x], c[x]);
                     }
                 } else {
                     p.copy_within(a..a + k, b);
                 }
+                t += 1;
             }
-            p
-        });
+        }
         for x in 0..k {
-            acc[x] = cah::add(acc[x], cah::sub(pre[to * k + x], pre[from * k + x]));
+            acc[x] = cah::add(acc[x], cah::sub(p[to * k + x], p[from * k + x]));
         }
     }
 }
@@ -750,6 +760,9 @@ pub fn recover_aligned(
     // Level 0: w′ = w and B′ = B (§IV-C), one mapping tested when the counts agree
     let mut tested = u64::from(n == w);
     let mut meter = Meter::new(limits.max_work);
+    if n == w && !meter.take((k * w) as u64 * work::WHOLE_ROW) {
+        return GroupRecovery::of(Err(Unrecovered::Budget), 0, &meter);
+    }
     if let Some(m) = arrived_whole(b, k, w, xs, aug) {
         return GroupRecovery::of(Ok(m), tested, &meter);
     }
@@ -781,7 +794,11 @@ pub fn recover_aligned(
         (MAX_INSERTIONS, limits.shift, true, STAGE_PATHS[3]),
     ];
     let most = limits.shift.min(MAX_SHIFT) + 1;
-    let costs = Costs::new(w, MAX_INSERTIONS + most, losses_max + MAX_INSERTIONS + 1);
+    let (below, above) = (MAX_INSERTIONS + most, losses_max + MAX_INSERTIONS + 1);
+    if !meter.take((w * (below + above + 1)) as u64 * work::COST_CELL) {
+        return GroupRecovery::of(Err(Unrecovered::Budget), tested, &meter);
+    }
+    let costs = Costs::new(w, below, above);
     // a stage identical to the one before it adds nothing
     stages.dedup_by(|later, earlier| later.0 == earlier.0 && later.1 == earlier.1 && !later.2);
     let lattice = |&(ins, shift, anywhere, _): &(usize, usize, bool, u64)| {
@@ -855,6 +872,12 @@ pub fn recover_aligned(
                 );
             }
             near.enumerate();
+            let looked = (al.inserted.len() * al.lost.len()) as u64 * work::NEAR
+                + near.moves.len() as u64 * work::VARIANT;
+            if !meter.take(looked) {
+                result = Err(Unrecovered::Budget);
+                break 'stages;
+            }
             // a pairing of `c` moves leaves `lost − c` unknowns: fewer than k are solvable
             let fewest = al.lost.len().saturating_sub(k - 1);
             for (vi, v) in near.in_order() {
