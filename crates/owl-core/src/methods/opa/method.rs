@@ -1051,7 +1051,7 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
     }
     let share = |w: u64| 100.0 * w as f64 / st.work_budget.max(1) as f64;
     notes.push(format!(
-        "{} mappings tested (at most {} in a group), work {:.1} % of the interval's budget ({:.0} ms of one core at cpu={}), {:.1} % of it in the phases no budget cuts (decoding, R's lists, each group's exact check, the estimate){}{}; segments: {} at S, {} at R, {} recovered past a lost delimiter, {} opened by a packet S did not see or out of order",
+        "{} mappings tested (at most {} in a group), work {:.1} % of the interval's budget ({:.0} ms of one core at cpu={}; the phases no budget cuts — decoding, R's lists, each group's exact check, the estimate — {:.1} % of it){}{}; segments: {} at S, {} at R, {} recovered past a lost delimiter, {} opened by a packet S did not see or out of order",
         st.mappings,
         st.most_mappings,
         share(st.work),
