@@ -11,7 +11,9 @@
 #
 #   scripts/opa-budget.sh DIR RUNS CPUS OWL [OWL ...]
 #   scripts/opa-budget.sh /tmp/opa-pairs 3 "1 0.1" /tmp/owl-before target/release/owl
-#   PAIRS="fifo reordered" scripts/opa-budget.sh ...       (a subset of the pairs)
+#   PAIRS="fifo reordered" METHODS=opa scripts/opa-budget.sh ...   (a subset of the pairs, methods)
+#   cpu=1000 searches every group to its cap: the same work for two binaries, so the speed of
+#   recovery (opa-wavelet's Algorithm 1 takes about a minute a second of 1 Mpps traffic there)
 #
 # The pairs (`owl simulate`; traffic seconds = packets / rate):
 #   demo       owl demo's pair: 200 k packets at 100 kpps (2 s), 1 % loss, 0.1 % reordering
@@ -51,7 +53,7 @@ printf '%-11s %-12s %5s %-24s %9s %9s %9s  %s\n' pair method cpu binary cpu_s pe
 for p in "${pairs[@]}"; do
   read -r n rate interval rest <<<"$(spec "$p")"
   secs=$(echo "$n / $rate" | bc -l)
-  for m in opa opa-wavelet; do
+  for m in ${METHODS:-opa opa-wavelet}; do
     for c in $cpus; do
       for ((b = 0; b < ${#owls[@]}; b++)); do
         o="${owls[$b]}"
