@@ -341,6 +341,13 @@ impl<'a> Lattice<'a> {
             return;
         }
         let (i, j, s, p) = self.coords(v);
+        self.relax_into(i, j, s, p, |e| out.push(e));
+    }
+
+    /// The in-edges of node `(i, j, s, p)` (not the sink), in [`Lattice::edges_into`]'s order,
+    /// each given to `f`: the build relaxes them without decoding the node or keeping a list.
+    #[inline]
+    fn relax_into(&self, i: usize, j: usize, s: usize, p: usize, mut f: impl FnMut((u32, f64))) {
         // the pending state before a step that advanced i: none stays none, p came from p − 1
         let before = match p {
             0 => Some(0),
@@ -354,7 +361,7 @@ impl<'a> Lattice<'a> {
             {
                 for s2 in 0..2 {
                     if let Some(u) = self.id(i - 1, j, s2, pb) {
-                        out.push((u, self.model.lost));
+                        f((u, self.model.lost));
                     }
                 }
             }
@@ -371,7 +378,7 @@ impl<'a> Lattice<'a> {
                 if c.is_finite()
                     && let Some(u) = self.id(i - 1, j - 1, s2, pb)
                 {
-                    out.push((u, c));
+                    f((u, c));
                 }
             }
         }
@@ -380,12 +387,12 @@ impl<'a> Lattice<'a> {
             && self.near_edge(j)
             && let Some(u) = self.id(i, j - 1, 0, p)
         {
-            out.push((u, self.insert_cost));
+            f((u, self.insert_cost));
         }
         if p == 1 && i >= 1 {
             for s2 in 0..2 {
                 if let Some(u) = self.id(i - 1, j, s2, 0) {
-                    out.push((u, self.model.moved));
+                    f((u, self.model.moved));
                 }
             }
         }
@@ -396,7 +403,7 @@ impl<'a> Lattice<'a> {
                     if c.is_finite()
                         && let Some(u) = self.id(i, j - 1, s2, pp)
                     {
-                        out.push((u, c));
+                        f((u, c));
                     }
                 }
             }
@@ -471,14 +478,16 @@ impl<'a> Lattice<'a> {
                         if v == src {
                             continue;
                         }
-                        l.edges_into(v, &mut edges);
-                        for &(u, c) in &edges {
+                        let (mut bv, mut pv) = (l.best[v as usize], l.pred[v as usize]);
+                        l.relax_into(i, j, s, p, |(u, c)| {
                             let t = l.best[u as usize] + c;
-                            if t < l.best[v as usize] {
-                                l.best[v as usize] = t;
-                                l.pred[v as usize] = u;
+                            if t < bv {
+                                bv = t;
+                                pv = u;
                             }
-                        }
+                        });
+                        l.best[v as usize] = bv;
+                        l.pred[v as usize] = pv;
                     }
                 }
             }
@@ -695,27 +704,28 @@ impl Prefix<'_> {
             return;
         }
         let (xs, w, aug) = (self.xs, self.w, self.aug);
-        let columns = &mut self.columns;
-        let pre = self.pre.entry(o).or_insert_with(|| {
-            *columns += xs.len() as u64;
-            let n = xs.len();
-            let mut p = vec![0u64; (n + 1) * k];
-            for (t, &x) in xs.iter().enumerate() {
+        // the sums are extended as far as an alignment asks, not over the whole group
+        let p = self.pre.entry(o).or_insert_with(|| vec![0u64; k]);
+        let mut t = p.len() / k - 1;
+        if t < to {
+            self.columns += (to - t) as u64;
+            p.resize((to + 1) * k, 0);
+            while t < to {
                 let pos = t as i64 + 1 + o;
                 let (a, b) = (t * k, (t + 1) * k);
                 if (1..=w as i64).contains(&pos) {
-                    let c = cah::column(k, pos as u64, aug(x, pos as u64));
+                    let c = cah::column(k, pos as u64, aug(xs[t], pos as u64));
                     for x in 0..k {
                         p[b + x] = cah::add(p[a + x], c[x]);
                     }
                 } else {
                     p.copy_within(a..a + k, b);
                 }
+                t += 1;
             }
-            p
-        });
+        }
         for x in 0..k {
-            acc[x] = cah::add(acc[x], cah::sub(pre[to * k + x], pre[from * k + x]));
+            acc[x] = cah::add(acc[x], cah::sub(p[to * k + x], p[from * k + x]));
         }
     }
 }
@@ -750,6 +760,9 @@ pub fn recover_aligned(
     // Level 0: w′ = w and B′ = B (§IV-C), one mapping tested when the counts agree
     let mut tested = u64::from(n == w);
     let mut meter = Meter::new(limits.max_work);
+    if n == w && !meter.take((k * w) as u64 * work::WHOLE_ROW) {
+        return GroupRecovery::of(Err(Unrecovered::Budget), 0, &meter);
+    }
     if let Some(m) = arrived_whole(b, k, w, xs, aug) {
         return GroupRecovery::of(Ok(m), tested, &meter);
     }
@@ -769,6 +782,7 @@ pub fn recover_aligned(
     let cap = limits.max_mappings;
     let mut result = Err(Unrecovered::NoMapping);
     let mut pairs: Vec<(u32, u32)> = Vec::new();
+    let mut near = Variants::default();
     // the likely errors first, in lattices of growing size: losses only (and the insertions
     // the counts force), then late packets, then packets of other segments
     let must_insert = n.saturating_sub(w);
@@ -780,7 +794,11 @@ pub fn recover_aligned(
         (MAX_INSERTIONS, limits.shift, true, STAGE_PATHS[3]),
     ];
     let most = limits.shift.min(MAX_SHIFT) + 1;
-    let costs = Costs::new(w, MAX_INSERTIONS + most, losses_max + MAX_INSERTIONS + 1);
+    let (below, above) = (MAX_INSERTIONS + most, losses_max + MAX_INSERTIONS + 1);
+    if !meter.take((w * (below + above + 1)) as u64 * work::COST_CELL) {
+        return GroupRecovery::of(Err(Unrecovered::Budget), tested, &meter);
+    }
+    let costs = Costs::new(w, below, above);
     // a stage identical to the one before it adds nothing
     stages.dedup_by(|later, earlier| later.0 == earlier.0 && later.1 == earlier.1 && !later.2);
     let lattice = |&(ins, shift, anywhere, _): &(usize, usize, bool, u64)| {
@@ -843,60 +861,48 @@ pub fn recover_aligned(
             }
             // each insertion may be a packet moved from a lost position nearby (§V-B): try the
             // pairings with the most moves first, then fewer
-            let mut cands: Vec<Vec<u32>> = Vec::with_capacity(al.inserted.len());
+            let reach = limits.shift + (w + spec.0).saturating_sub(n);
+            near.clear();
             for &j in &al.inserted {
-                let near = al
-                    .lost
-                    .iter()
-                    .copied()
-                    .filter(|&q| {
-                        (q as i64 - (j as i64 + 1)).unsigned_abs() as usize
-                            <= limits.shift + (w + spec.0).saturating_sub(n)
-                    })
-                    .collect();
-                cands.push(near);
+                near.add_insertion(
+                    al.lost
+                        .iter()
+                        .copied()
+                        .filter(|&q| (q as i64 - (j as i64 + 1)).unsigned_abs() as usize <= reach),
+                );
             }
-            let mut choice = vec![0usize; cands.len()]; // 0: unpaired, c: cands[.][c − 1]
-            let mut variants: Vec<Vec<usize>> = Vec::new();
-            loop {
-                variants.push(choice.clone());
-                if variants.len() >= 64 {
-                    break;
-                }
-                let mut d = 0;
-                while d < choice.len() {
-                    choice[d] += 1;
-                    if choice[d] <= cands[d].len() {
-                        break;
-                    }
-                    choice[d] = 0;
-                    d += 1;
-                }
-                if d == choice.len() {
-                    break;
-                }
+            near.enumerate();
+            let looked = (al.inserted.len() * al.lost.len()) as u64 * work::NEAR
+                + near.moves.len() as u64 * work::VARIANT;
+            if !meter.take(looked) {
+                result = Err(Unrecovered::Budget);
+                break 'stages;
             }
-            variants.sort_by_key(|v| std::cmp::Reverse(v.iter().filter(|&&c| c > 0).count()));
-            for (vi, v) in variants.iter().enumerate() {
+            // a pairing of `c` moves leaves `lost − c` unknowns: fewer than k are solvable
+            let fewest = al.lost.len().saturating_sub(k - 1);
+            for (vi, v) in near.in_order() {
+                if near.moves[v] < fewest {
+                    continue;
+                }
                 pairs.clear();
-                for (i, &c) in v.iter().enumerate() {
+                for (i, &c) in near.state(v).iter().enumerate() {
                     if c > 0 {
-                        pairs.push((al.inserted[i], cands[i][c - 1]));
+                        pairs.push((al.inserted[i], near.cand(i, c as usize - 1)));
                     }
                 }
                 // a position paired twice is no mapping
                 if (1..pairs.len()).any(|a| pairs[..a].iter().any(|p| p.1 == pairs[a].1)) {
                     continue;
                 }
-                let unknown: Vec<u32> = al
-                    .lost
-                    .iter()
-                    .copied()
-                    .filter(|q| !pairs.iter().any(|p| p.1 == *q))
-                    .collect();
-                if unknown.len() >= k {
-                    continue;
+                let mut unknown = [0u64; MAX_ROWS];
+                let mut nu = 0;
+                for &q in &al.lost {
+                    if !pairs.iter().any(|p| p.1 == q) {
+                        unknown[nu] = q as u64;
+                        nu += 1;
+                    }
                 }
+                debug_assert!(nu < k);
                 if vi > 0 {
                     if tested >= cap {
                         result = Err(Unrecovered::Cap);
@@ -918,17 +924,16 @@ pub fn recover_aligned(
                         res[x] = cah::sub(res[x], c[x]);
                     }
                 }
-                let qs: Vec<u64> = unknown.iter().map(|&q| q as u64).collect();
-                if let Some(u) = cah::solve_checked(&qs, &res[..k]) {
+                if let Some(u) = cah::solve_checked(&unknown[..nu], &res[..k]) {
                     let mut sigma = al.position.clone();
                     for &(j, q) in &pairs {
                         sigma[j as usize] = q;
                     }
                     result = Ok(Mapping {
                         sigma,
-                        lost: unknown.iter().copied().zip(u).collect(),
+                        lost: unknown[..nu].iter().map(|&q| q as u32).zip(u).collect(),
                         errors: Errors {
-                            lost: unknown.len() as u32,
+                            lost: nu as u32,
                             inserted: (al.inserted.len() - pairs.len()) as u32,
                             moved: al.moved + pairs.len() as u32,
                         },
@@ -939,4 +944,87 @@ pub fn recover_aligned(
         }
     }
     GroupRecovery::of(result, tested, &meter)
+}
+
+/// Most pairings of an alignment's insertions with lost positions tried.
+const MAX_VARIANTS: usize = 64;
+
+/// The pairings of an alignment's insertions with the lost positions near each (§V-B): the
+/// first [`MAX_VARIANTS`] states of the odometer over each insertion's candidates (0: not a
+/// move, `c`: moved from its `c`-th candidate), tried with the most moves first (in odometer
+/// order among as many). Its buffers are kept from one alignment to the next.
+#[derive(Debug, Default)]
+struct Variants {
+    /// Insertions.
+    len: usize,
+    /// Insertion `i`'s candidates: `cands[start[i]..start[i + 1]]`.
+    start: Vec<usize>,
+    cands: Vec<u32>,
+    /// State `s`'s digits: `states[s·len..(s + 1)·len]`; its moves: `moves[s]`.
+    states: Vec<u32>,
+    moves: Vec<usize>,
+}
+
+impl Variants {
+    fn clear(&mut self) {
+        self.len = 0;
+        self.start.clear();
+        self.start.push(0);
+        self.cands.clear();
+        self.states.clear();
+        self.moves.clear();
+    }
+
+    fn add_insertion(&mut self, near: impl Iterator<Item = u32>) {
+        self.cands.extend(near);
+        self.start.push(self.cands.len());
+        self.len += 1;
+    }
+
+    fn cand(&self, i: usize, c: usize) -> u32 {
+        self.cands[self.start[i] + c]
+    }
+
+    /// The odometer's first states (the first digit turning fastest).
+    fn enumerate(&mut self) {
+        let len = self.len;
+        let mut v = vec![0u32; len];
+        let mut moves = 0;
+        loop {
+            self.states.extend_from_slice(&v);
+            self.moves.push(moves);
+            if self.moves.len() >= MAX_VARIANTS {
+                break;
+            }
+            let mut d = 0;
+            while d < len {
+                v[d] += 1;
+                if v[d] as usize <= self.start[d + 1] - self.start[d] {
+                    moves += usize::from(v[d] == 1);
+                    break;
+                }
+                // a digit with no candidate never left 0
+                moves -= usize::from(v[d] > 1);
+                v[d] = 0;
+                d += 1;
+            }
+            if d == len {
+                break;
+            }
+        }
+    }
+
+    /// The states with the most moves first, ties in odometer order: `(rank, state)`.
+    fn in_order(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let most = self.moves.iter().copied().max().unwrap_or(0);
+        (0..=most)
+            .rev()
+            .flat_map(move |m| (0..self.moves.len()).filter(move |&s| self.moves[s] == m))
+            .enumerate()
+    }
+
+    /// State `s`'s digits.
+    fn state(&self, s: usize) -> &[u32] {
+        &self.states[s * self.len..(s + 1) * self.len]
+    }
 }

@@ -8,9 +8,9 @@ use super::timestamps::Codec;
 
 /// Longest delimiter prefix: a delimiter every 2⁴⁰ packets is no delimiter at all.
 pub const MAX_DELIMITER_BITS: u32 = 40;
-/// The share of one core recovery may spend searching per second of traffic, by default:
-/// half, so recovery keeps up with the traffic on one core whatever the errors, the group
-/// sizes or the search (see [`Config::cpu`]).
+/// The share of one core the pair side may spend per second of traffic, by default: one, so
+/// recovery keeps up with the traffic on one core whatever the errors, the group sizes or the
+/// search (see [`Config::cpu`]).
 pub const CPU: f64 = 1.0;
 /// Most search work per sender packet whatever the interval's span (about 100 µs): what a
 /// sender's timestamps spread over a long time can ask for.
@@ -60,11 +60,16 @@ pub struct Config {
     pub shift: u32,
     /// Most mappings tested in one group before it is given up (the enumeration's hard cap).
     pub max_mappings: u64,
-    /// The interval's search budget, as a share of one core per second of the traffic it
-    /// covers (from the sender's first to its last timestamp): the search stops when it has
-    /// spent `cpu ×` that span in work steps (about a nanosecond of one core each; at least
-    /// [`MIN_WORK`], at most [`MAX_WORK_PER_PACKET`] a packet), so recovery keeps up with the
-    /// traffic ([`CPU`] by default). The first pass of the search gives a group at most
+    /// The interval's budget, as a share of one core per second of the traffic it covers
+    /// (from the sender's first to its last timestamp): `cpu ×` that span in work steps
+    /// (about a nanosecond of one core each, [`super::recovery::work`]; at least
+    /// [`MIN_WORK`], at most [`MAX_WORK_PER_PACKET`] a packet) for the whole pair side —
+    /// decoding the sender's timestamps and labels, R's lists, each group's exact check
+    /// (§IV-C), the alignment lattices, the pairings of late packets, Algorithm 1's mappings,
+    /// the re-matching across delimiters and the estimate — so recovery keeps up with the
+    /// traffic ([`CPU`] by default). The phases no budget cuts (decoding, the lists, the exact
+    /// checks, the estimate: a few hundred steps a packet) are charged first; the search has
+    /// what they leave, and stops when it is spent. The first pass of the search gives a group at most
     /// [`FIRST_SHARE`](super::method::FIRST_SHARE) times the interval's budget a packet for
     /// each of its packets, sixteen times more each pass after, so that a few hard groups
     /// cannot spend what the easy ones need. Groups the budget left are counted; a larger

@@ -14,7 +14,9 @@ use crate::wire::DecodeError;
 use super::align::{self, DelayModel, recover_aligned};
 use super::cah;
 use super::config::{Config, MAX_WORK_PER_PACKET, MIN_WORK, Search};
-use super::recovery::{Errors, GroupRecovery, Limits, Mapping, Unrecovered, recover};
+use super::recovery::{
+    Errors, GroupRecovery, Limits, Mapping, Unrecovered, arrived_whole, recover, work,
+};
 use super::synopsis::{Key, Receiver, Sender, Tuple};
 use super::timestamps::{self, Codec, CodecError};
 
@@ -102,10 +104,17 @@ pub struct Stats {
     /// Mappings tested (Algorithm 1's loop), and the most in one group.
     pub mappings: u64,
     pub most_mappings: u64,
-    /// Search work spent (in [`work`](super::recovery::work) steps, about a nanosecond each) and the interval's
-    /// budget of it.
+    /// Work spent (in [`work`](super::recovery::work) steps, about a nanosecond each) and the
+    /// interval's budget of it: every phase of the pair side counts — decoding, the lists,
+    /// the exact checks, the search, the re-matching, the estimate.
     pub work: u64,
     pub work_budget: u64,
+    /// The part of `work` no budget cuts short (decoding the sender's timestamps and labels,
+    /// R's lists, each group's exact check of §IV-C, the output and the estimate): charged
+    /// first, the search has what the budget leaves.
+    pub fixed_work: u64,
+    /// Insertions left unplaced because the budget ran out before their re-matching.
+    pub rematch_cut: u64,
     pub sender_segments: u64,
     pub receiver_segments: u64,
     /// Sender segments whose delimiter R did not see, recovered from R's merged segment.
@@ -355,10 +364,16 @@ fn recover_uncached(
     // each group of each run, within the interval's work budget: every group first with a
     // small cap, then the ones that reached it again with caps growing sixteenfold, so that a
     // hopeless group cannot starve the solvable ones
-    let mut budget = ((cfg.cpu * span_ns as f64) as u64)
+    let total = ((cfg.cpu * span_ns as f64) as u64)
         .min(MAX_WORK_PER_PACKET.saturating_mul(st.sender_packets))
         .max(MIN_WORK);
-    st.work_budget = budget;
+    st.work_budget = total;
+    // the phases no budget cuts short, charged first: decoding the sender's timestamps and
+    // labels (and their entropy), R's lists (hashes, duplicates, segments), the output and the
+    // estimate; each group's exact check is added below
+    st.fixed_work = st.sender_packets * work::SENT_PACKET
+        + st.receiver_packets * work::RECEIVED_PACKET
+        + (st.sender_segments + st.receiver_segments) * g as u64 * work::GROUP;
     let nseg = wire.segments.len();
     let jobs: Vec<(usize, usize)> = (0..runs.len())
         .flat_map(|r| (0..g).map(move |gi| (r, gi)))
@@ -413,6 +428,55 @@ fn recover_uncached(
         st.loss_rate = missing as f64 / sent.max(1) as f64;
         DelayModel::fit(&mut delays, st.loss_rate)
     };
+    // Level 0 (§IV-C) for every group R received as many packets of as S sent: `B′ = B`, the
+    // packets in order. It is what places anything at all, so no budget cuts it (it costs a
+    // few field operations a packet); its groups are not searched
+    type Found = Result<Vec<(Mapping, usize, usize)>, Unrecovered>;
+    let mut found: Vec<Found> = vec![Err(Unrecovered::Cap); jobs.len()];
+    let whole_candidates: Vec<usize> = (0..jobs.len())
+        .filter(|&n| {
+            let (run, gi) = jobs[n];
+            runs[run].1.len() == 1
+                && runs[run].0.is_some()
+                && wire.segments[runs[run].1[0]].tuples[gi].w as usize == list_of(run, gi).len()
+        })
+        .collect();
+    let whole: Vec<Option<Mapping>> = {
+        let check = |n: usize| {
+            let (run, gi) = jobs[n];
+            let t = &wire.segments[runs[run].1[0]].tuples[gi];
+            let xs: Vec<u64> = list_of(run, gi).iter().map(|p| p.0).collect();
+            arrived_whole(&t.b, cfg.rows_for(t.w), t.w as usize, &xs, &cah::augmented)
+        };
+        if threads > 1 && whole_candidates.len() >= PARALLEL_MIN {
+            use rayon::prelude::*;
+            let per = whole_candidates.len().div_ceil(threads);
+            whole_candidates
+                .par_chunks(per)
+                .map(|c| c.iter().map(|&n| check(n)).collect::<Vec<_>>())
+                .collect::<Vec<_>>()
+                .into_iter()
+                .flatten()
+                .collect()
+        } else {
+            whole_candidates.iter().map(|&n| check(n)).collect()
+        }
+    };
+    let mut searched_jobs = vec![true; jobs.len()];
+    for (&n, m) in whole_candidates.iter().zip(whole) {
+        let (run, gi) = jobs[n];
+        let w = wire.segments[runs[run].1[0]].tuples[gi].w;
+        st.fixed_work += cfg.rows_for(w) as u64 * u64::from(w) * work::WHOLE_ROW;
+        if let Some(m) = m {
+            st.mappings += 1;
+            st.most_mappings = st.most_mappings.max(1);
+            found[n] = Ok(vec![(m, 0, w as usize)]);
+            searched_jobs[n] = false;
+        }
+    }
+    st.work = st.fixed_work;
+    // the search has what the fixed phases leave
+    let mut budget = total.saturating_sub(st.fixed_work);
     let first_cap = match cfg.search {
         Search::Paper => FIRST_CAP,
         Search::Timestamps => FIRST_CAP_ALIGNED,
@@ -427,14 +491,12 @@ fn recover_uncached(
     if st.rows.0 > st.rows.1 {
         st.rows = (cfg.rows, cfg.rows);
     }
-    type Found = Result<Vec<(Mapping, usize, usize)>, Unrecovered>;
-    let mut found: Vec<Found> = vec![Err(Unrecovered::Cap); jobs.len()];
     let mut cap = first_cap.min(cfg.max_mappings);
     let mut share = (budget / st.sender_packets.max(1))
         .saturating_mul(FIRST_SHARE)
         .max(1);
     let mut deferred = vec![false; jobs.len()];
-    let mut pending: Vec<usize> = (0..jobs.len()).collect();
+    let mut pending: Vec<usize> = (0..jobs.len()).filter(|&n| searched_jobs[n]).collect();
     loop {
         let mut again = Vec::new();
         // one job as the budget left allows (a job of several S segments tries several
@@ -639,23 +701,50 @@ fn recover_uncached(
         }
     }
     // packets reordered across a delimiter (or delayed past several): an insertion whose
-    // augmented hash at a lost position of its group, in any segment, is the solved one
-    for (_, gi, (x, id, t)) in inserted {
-        let mut placed = false;
-        'find: for sj in 0..nseg {
-            let cell = &mut solved[sj * g + gi];
-            for (n, &(q, h)) in cell.iter().enumerate() {
-                if cah::augmented(x, q as u64) == h {
-                    fates[sj * g + gi][q as usize - 1] = Fate::Delivered { id, receiver_ns: t };
-                    cell.swap_remove(n);
-                    st.rematched += 1;
-                    placed = true;
-                    break 'find;
-                }
+    // augmented hash at a lost position of its group, in any segment, is the solved one (the
+    // first such segment): the solved hashes are indexed by group, position and hash, and an
+    // insertion looks up its hash at each position solved in its group
+    let mut index: HashMap<(usize, u32, u64), Vec<usize>> = HashMap::new();
+    let mut positions: Vec<Vec<u32>> = vec![Vec::new(); g];
+    for sj in 0..nseg {
+        for gi in 0..g {
+            for &(q, h) in &solved[sj * g + gi] {
+                index.entry((gi, q, h)).or_default().push(sj);
+                positions[gi].push(q);
             }
         }
-        if !placed {
+    }
+    for p in &mut positions {
+        p.sort_unstable();
+        p.dedup();
+    }
+    for l in index.values_mut() {
+        l.reverse(); // the first segment last: taken by pop
+    }
+    // each insertion's look-ups are searched work: they stop where the budget does
+    for (_, gi, (x, id, t)) in inserted {
+        let cost = positions[gi].len() as u64 * work::REMATCH + work::GROUP;
+        if cost > budget {
+            st.rematch_cut += 1;
             st.unplaced += 1;
+            continue;
+        }
+        budget -= cost;
+        st.work += cost;
+        let hit = positions[gi]
+            .iter()
+            .filter_map(|&q| {
+                let key = (gi, q, cah::augmented(x, q as u64));
+                index.get(&key).and_then(|l| l.last()).map(|&sj| (sj, key))
+            })
+            .min();
+        match hit {
+            Some((sj, key)) => {
+                index.get_mut(&key).expect("found").pop();
+                fates[sj * g + gi][key.1 as usize - 1] = Fate::Delivered { id, receiver_ns: t };
+                st.rematched += 1;
+            }
+            None => st.unplaced += 1,
         }
     }
     let packets = ts
@@ -736,6 +825,13 @@ fn assign(
     spend: &mut Spend,
 ) -> Result<Vec<(Mapping, usize, usize)>, Unrecovered> {
     let run = |part: &[Got], s: &Sent, st: &mut Stats, spend: &mut Spend| {
+        // the group's lists for the search (hashes, arrival times, labels)
+        let prep = (part.len() as u64 + u64::from(s.tuple.w)) * work::JOB_PACKET;
+        spend.reached = spend.reached.max(spend.spent + prep);
+        if spend.spent + prep > spend.limit {
+            return Err(Unrecovered::Budget);
+        }
+        spend.spent += prep;
         let mut lim = *lim;
         lim.max_work = spend.limit - spend.spent;
         let xs: Vec<u64> = part.iter().map(|p| p.0).collect();
@@ -953,13 +1049,28 @@ pub fn to_estimate(cfg: &Config, rec: &PairRecovery) -> Estimate {
             }
         ));
     }
+    let share = |w: u64| 100.0 * w as f64 / st.work_budget.max(1) as f64;
     notes.push(format!(
-        "{} mappings tested (at most {} in a group), search work {:.1} % of the interval's budget ({:.0} ms of one core at cpu={}); segments: {} at S, {} at R, {} recovered past a lost delimiter, {} opened by a packet S did not see or out of order",
+        "{} mappings tested (at most {} in a group), work {:.1} % of the interval's budget ({:.0} ms of one core at cpu={}; the phases no budget cuts — decoding, R's lists, each group's exact check, the estimate — {:.1} % of it){}{}; segments: {} at S, {} at R, {} recovered past a lost delimiter, {} opened by a packet S did not see or out of order",
         st.mappings,
         st.most_mappings,
-        100.0 * st.work as f64 / st.work_budget.max(1) as f64,
+        share(st.work),
         st.work_budget as f64 / 1e6,
         cfg.cpu,
+        share(st.fixed_work),
+        if st.fixed_work >= st.work_budget {
+            ": they alone spent the budget, nothing was searched"
+        } else {
+            ""
+        },
+        if st.rematch_cut > 0 {
+            format!(
+                "; {} packets reordered across a delimiter left unplaced when the budget ran out",
+                st.rematch_cut
+            )
+        } else {
+            String::new()
+        },
         st.sender_segments,
         st.receiver_segments,
         st.merged_segments,

@@ -33,7 +33,8 @@
 //! unrecovered with its packet counts, never searched further. Every step is also counted in
 //! [`work`] units (about a nanosecond of one core each) against [`Limits::max_work`], what is
 //! left of the interval's budget (owl's: a share of a core per second of traffic,
-//! [`super::Config::cpu`]), so that recovery's time follows the traffic, not the errors.
+//! [`super::Config::cpu`], for the whole pair side), so that recovery's time follows the
+//! traffic, not the errors.
 
 use super::cah::{self, Cah, MAX_ROWS};
 
@@ -51,22 +52,51 @@ pub struct Limits {
     pub max_work: u64,
 }
 
-/// What a recovery's steps cost, in units of about a nanosecond of one core (fitted to the
-/// time of every searched group of a 1 M-packet interval at 10⁻³ and 10⁻² loss and
-/// reordering): the interval's budget is counted in these, so the time recovery takes follows
-/// the traffic whatever the errors, the group sizes or the search.
+/// What a recovery's steps cost, in units of about a nanosecond of one core: the interval's
+/// budget is counted in these, so the time recovery takes follows the traffic whatever the
+/// errors, the group sizes or the search. Fitted (`scripts/opa-budget.sh`, `owl estimate` at
+/// `--threads 1`) so that the CPU time of the whole pair side, over the steps it counted, is
+/// about one nanosecond a step on the demo's pair, 1 Mpps FIFO pairs at 10⁻³ and 10⁻² loss,
+/// and pairs with independent per-packet delays, for both `opa` and `opa-wavelet`.
 pub mod work {
     /// One node of an alignment lattice, built (its in-edges relaxed).
-    pub const LATTICE_NODE: u64 = 20;
+    pub const LATTICE_NODE: u64 = 12;
     /// One packet (sent or received) of an alignment, enumerated and walked.
-    pub const ALIGNED_PACKET: u64 = 40;
+    pub const ALIGNED_PACKET: u64 = 24;
     /// One row of one pairing of late packets with lost positions tried on an alignment.
-    pub const VARIANT_ROW: u64 = 10;
+    pub const VARIANT_ROW: u64 = 6;
     /// One row of one mapping of Algorithm 1's enumeration.
-    pub const MAPPING_ROW: u64 = 20;
+    pub const MAPPING_ROW: u64 = 12;
+    /// One order-preserving run of a mapping Algorithm 1 tests, walked (a run between two of
+    /// its errors).
+    pub const MAPPING_RUN: u64 = 10;
     /// One row of one received packet's column at one position, in prefix sums (Algorithm
     /// 1's at every shift, an alignment's at each of its offsets).
-    pub const PREFIX_ROW: u64 = 12;
+    pub const PREFIX_ROW: u64 = 7;
+    /// One row of one packet of the exact check of §IV-C (`B′ = B`).
+    pub const WHOLE_ROW: u64 = 5;
+    /// One row of one kept packet of the running sum a scan of the last loss starts from
+    /// (Algorithm 1).
+    pub const SCAN_ROW: u64 = 7;
+    /// One cell of an alignment's table of match costs (made once a group).
+    pub const COST_CELL: u64 = 1;
+    /// One pairing of an alignment's insertions with lost positions, enumerated.
+    pub const VARIANT: u64 = 12;
+    /// One (insertion, lost position) pair looked at to find an insertion's candidates.
+    pub const NEAR: u64 = 2;
+    /// One packet of a group's lists for its search (hashes, arrival times, labels), each
+    /// time it is searched.
+    pub const JOB_PACKET: u64 = 9;
+    /// One solved position an insertion's hash is looked up at (re-matching across
+    /// delimiters).
+    pub const REMATCH: u64 = 24;
+    /// Fixed costs an interval's pair side has whatever the budget: a sender packet
+    /// (decoding its timestamp and label, the entropy of the gaps, its fate in the output, the
+    /// estimate's sort), a received packet (its hash, the duplicate check, R's lists and the
+    /// delay model), a group of a segment at either point.
+    pub const SENT_PACKET: u64 = 170;
+    pub const RECEIVED_PACKET: u64 = 95;
+    pub const GROUP: u64 = 200;
 }
 
 /// The work a group's search spent, beside its limit.
@@ -207,6 +237,9 @@ pub fn recover(
     };
     let n = xs.len();
     let mut meter = Meter::new(limits.max_work);
+    if n == w && !meter.take((k * w) as u64 * work::WHOLE_ROW) {
+        return GroupRecovery::of(Err(Unrecovered::Budget), 0, &meter);
+    }
     if let Some(m) = arrived_whole(b, k, w, xs, aug) {
         return GroupRecovery::of(Ok(m), 1, &meter);
     }
@@ -455,12 +488,16 @@ impl<'a> Search<'a> {
         }
     }
 
-    /// Count one more mapping against the group's cap and its work, or say which ran out.
+    /// Count one more mapping against the group's cap and its work (its rows, and `runs`
+    /// order-preserving runs walked), or say which ran out.
     #[inline]
-    fn charge(&mut self) -> Result<(), Unrecovered> {
+    fn charge(&mut self, runs: usize) -> Result<(), Unrecovered> {
         if self.tested >= self.limits.max_mappings {
             Err(Unrecovered::Cap)
-        } else if !self.meter.take(self.k as u64 * work::MAPPING_ROW) {
+        } else if !self
+            .meter
+            .take(self.k as u64 * work::MAPPING_ROW + runs as u64 * work::MAPPING_RUN)
+        {
             Err(Unrecovered::Budget)
         } else {
             Ok(())
@@ -659,6 +696,10 @@ impl<'a> Search<'a> {
         if w - ng != n - no + 1 {
             return Step::Next;
         }
+        // the running sum it starts from
+        if !self.meter.take(((n - no) * k) as u64 * work::SCAN_ROW) {
+            return Step::Stop(Unrecovered::Budget);
+        }
         // the free positions and the kept packets, in order, without building them
         let free = Cursor::new(&gap[..ng], 1);
         let kept = Cursor::new(&out[..no], 0);
@@ -693,7 +734,7 @@ impl<'a> Search<'a> {
         let mut p = f.next();
         for t in 0..=n - no {
             if p >= from {
-                if let Err(why) = self.charge() {
+                if let Err(why) = self.charge(0) {
                     return Step::Stop(why);
                 }
                 self.tested += 1;
@@ -743,7 +784,7 @@ impl<'a> Search<'a> {
 
     /// Test one hypothesis: free losses `lp`, insertions `rm`, moves (received index, position).
     fn test(&mut self, lp: &[u32], rm: &[u32], moves: &[(u32, u32)]) -> Step {
-        if let Err(why) = self.charge() {
+        if let Err(why) = self.charge(lp.len() + rm.len() + 2 * moves.len() + 1) {
             return Step::Stop(why);
         }
         self.tested += 1;
