@@ -38,6 +38,35 @@ pub const WIDTH: usize = 120;
 /// Width of a method's column (the longest method name is 12 characters).
 const CELL: usize = 13;
 
+/// Write `text` after `first` (a prefix, e.g. an indent), word-wrapped to [`WIDTH`]; every
+/// continuation line is indented by `first`'s width and two more spaces. A word longer than a
+/// line is not cut.
+pub fn write_wrapped(out: &mut impl Write, first: &str, text: &str) -> Result<()> {
+    let lead = first.chars().count();
+    let indent = " ".repeat(lead + 2);
+    let mut line = first.to_string();
+    let mut len = lead;
+    let mut empty = true;
+    for word in text.split(' ') {
+        let w = word.chars().count();
+        if !empty && len + 1 + w > WIDTH {
+            writeln!(out, "{line}")?;
+            line = indent.clone();
+            len = lead + 2;
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+            len += 1;
+        }
+        line.push_str(word);
+        len += w;
+        empty = false;
+    }
+    writeln!(out, "{line}")?;
+    Ok(())
+}
+
 /// Write `cells` (each right-aligned in `CELL`) after `left`, as many per line as fit in
 /// [`WIDTH`]; continuation lines are indented by the width of `left`.
 fn wrapped(out: &mut impl Write, left: &str, cells: &[String]) -> Result<()> {
@@ -83,21 +112,21 @@ impl IntervalTable {
             if !self.names.is_empty() {
                 writeln!(
                     out,
-                    "{:52}relative error of each method's mean, |estimate - truth| / truth",
+                    "{:67}relative error of each method's mean, |estimate - truth| / truth",
                     ""
                 )?;
             }
             let left = format!(
-                "{:>11} {:>9} {:>9} {:>9} {:>10}",
-                "interval", "sent", "matched", "crossing", "truth mean"
+                "{:<26} {:>9} {:>9} {:>9} {:>10}",
+                "interval start (UTC)", "sent", "matched", "crossing", "truth mean"
             );
             let cells: Vec<String> = self.names.iter().map(|n| format!(" {n}")).collect();
             wrapped(out, &left, &cells)?;
         }
         let t = &it.truth;
         let left = format!(
-            "{:>11} {:>9} {:>9} {:>9} {:>10}",
-            it.index,
+            "{:<26} {:>9} {:>9} {:>9} {:>10}",
+            super::checks::format_utc(it.start_ns),
             t.sent,
             t.matched,
             t.left,
@@ -332,7 +361,7 @@ pub fn checks(out: &mut impl Write, lines: &[(&str, super::Status, &str)]) -> Re
             super::Status::Warning => "WARNING",
         };
         let head = if k == 0 { "checks" } else { "" };
-        writeln!(out, "{head:<8} {name:<10} {status:<8} {summary}")?;
+        write_wrapped(out, &format!("{head:<8} {name:<10} {status:<8} "), summary)?;
     }
     Ok(())
 }
@@ -375,7 +404,7 @@ fn methods(out: &mut impl Write, ms: &[MethodReport]) -> Result<()> {
             )?;
         }
         for n in &e.notes {
-            writeln!(out, "{:w$}  {n}", "")?;
+            write_wrapped(out, &format!("{:w$}  ", ""), n)?;
         }
     }
     Ok(())
@@ -549,15 +578,15 @@ fn per_packet(out: &mut impl Write, c: &CompareReport) -> Result<()> {
         if let Some(e) = &p.error {
             writeln!(out, "  {:<12} ! {e}", "")?;
         }
-        // the largest delays, with the sending time of each (ns since the epoch)
+        // the largest delays, with the sending time of each (UTC; ns since the epoch in JSON)
         for (k, a) in p.anomalies.iter().take(3).enumerate() {
             writeln!(
                 out,
-                "  {:<12} {} {} sent at {} ns",
+                "  {:<12} {} {} sent at {} UTC",
                 "",
                 if k == 0 { "largest" } else { "       " },
                 format_ns(a.delay_ns as f64),
-                a.sender_ns
+                super::checks::format_utc_ns(a.sender_ns)
             )?;
         }
     }
@@ -758,7 +787,7 @@ pub fn estimate_interval(out: &mut impl Write, it: &EstimateInterval) -> Result<
         writeln!(out, "             {}", quantile_line(q))?;
     }
     for n in &e.notes {
-        writeln!(out, "             {n}")?;
+        write_wrapped(out, "             ", n)?;
     }
     Ok(())
 }
@@ -772,7 +801,7 @@ pub fn estimate_overall(out: &mut impl Write, parts: u64, o: &EstimateOverall) -
             writeln!(out, "             {}", quantile_line(q))?;
         }
         for n in &o.estimate.notes {
-            writeln!(out, "             {n}")?;
+            write_wrapped(out, "             ", n)?;
         }
     }
     Ok(())
