@@ -638,7 +638,7 @@ fn help_and_behaviour_agree() {
         "--fifo",
     ]);
     assert!(!out.contains("drawn"), "{out}");
-    // interval numbering: the same in text and JSON
+    // intervals: the text's rows are labelled by the UTC start of the JSON's intervals
     let (sp, rp, _) = pair(dir.path());
     let text = ok(&[
         "compare",
@@ -650,10 +650,9 @@ fn help_and_behaviour_agree() {
         "50ms",
     ]);
     let j = compare_json(&sp, &rp, &["--methods", "exact", "--interval", "50ms"]);
-    let first = j["intervals"][0]["index"].as_u64().unwrap().to_string();
+    let first = owl::report::checks::format_utc(j["intervals"][0]["start_ns"].as_u64().unwrap());
     assert!(
-        text.lines()
-            .any(|l| l.split_whitespace().next() == Some(first.as_str())),
+        text.lines().any(|l| l.starts_with(&format!("{first} "))),
         "{first}: {text}"
     );
     // estimate's text: each interval's start time and LDA's 98 % bound
