@@ -3,7 +3,7 @@
 mod common;
 use std::path::Path;
 
-use common::{fails, ok};
+use common::{Guard, drain, fails, first_line, ok};
 
 #[test]
 fn keygen_writes_a_private_key_once() {
@@ -48,16 +48,6 @@ fn agents(s: &Path, r: &Path, key: &Path, common: &[&str]) -> Run {
 /// How long a replayed agent pair may run before the test kills both and fails with their logs
 /// (a few seconds on a quiet machine; generous for a loaded CI runner).
 const PAIR_DEADLINE: std::time::Duration = std::time::Duration::from_secs(300);
-
-/// Read all of a child's pipe on its own thread, so a chatty child never blocks on a full pipe
-/// while the test waits for something else.
-fn drain(mut r: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = r.read_to_end(&mut b);
-        String::from_utf8_lossy(&b).into_owned()
-    })
-}
 
 /// A receiver on a free loopback port.
 const RECEIVER: &[&str] = &["--role", "receiver", "--listen", "127.0.0.1:0"];
@@ -506,37 +496,6 @@ fn a_wrong_key_or_configuration_is_refused_on_both_sides() {
         ],
         "not an owl key file",
     );
-}
-
-/// A child process killed (by its id) when the test ends, even by a panic.
-struct Guard(Option<std::process::Child>);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// The first line of a process's standard error, after `prefix` (read byte by byte: nothing
-/// past the line is taken from the pipe).
-fn first_line(mut c: std::process::Child, prefix: &str) -> (std::process::Child, String) {
-    use std::io::Read;
-    let err = c.stderr.as_mut().unwrap();
-    let mut line = Vec::new();
-    let mut b = [0u8; 1];
-    while err.read(&mut b).unwrap() == 1 && b[0] != b'\n' {
-        line.push(b[0]);
-    }
-    let first = String::from_utf8(line).unwrap();
-    let rest = first
-        .trim()
-        .strip_prefix(prefix)
-        .unwrap_or_else(|| panic!("said: {first}"))
-        .to_string();
-    (c, rest)
 }
 
 /// `owl collector` on `listen` storing into `db`, with `extra` arguments, once it has said where

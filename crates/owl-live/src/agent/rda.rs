@@ -47,16 +47,26 @@ pub(super) fn answer(
     let answer = Message::decode(cfg, message)
         .map_err(|e| e.to_string())
         .and_then(|m| resp.on(m).map_err(|e| e.to_string()));
-    let a = match answer {
-        Ok(a) => a,
-        Err(e) => return Ok(Err(e)),
-    };
+    match answer {
+        Ok(a) => send_message(w, k, i, &a),
+        Err(e) => Ok(Err(e)),
+    }
+}
+
+/// Send `m` as method `i`'s next message in interval `k`'s exchange: `Ok(Err(..))` when it is
+/// larger than a frame carries (the exchange ends with that error).
+fn send_message(
+    w: &mut LinkWriter,
+    k: u64,
+    i: u16,
+    m: &Message,
+) -> Result<Result<(), String>, AgentError> {
     let mut b = Vec::new();
-    a.encode(&mut b);
+    m.encode(&mut b);
     if b.len() > MAX_PAYLOAD {
         return Ok(Err(format!(
             "rda: the {} message of {} bytes exceeds the frame cap",
-            a.name(),
+            m.name(),
             b.len()
         )));
     }
@@ -133,31 +143,13 @@ impl Decoders {
         // Ok(Ok(m)): answer R with m; Ok(Err(e)): the interval's estimate
         match result {
             Ok(Err(e)) => send_result(w, k, i, Ok(Box::new(e))),
-            Ok(Ok(m)) => {
-                let mut b = Vec::new();
-                m.encode(&mut b);
-                if b.len() > MAX_PAYLOAD {
+            Ok(Ok(m)) => match send_message(w, k, i, &m)? {
+                Ok(()) => Ok(()),
+                Err(e) => {
                     self.under_way.remove(&(k, i));
-                    return send_result(
-                        w,
-                        k,
-                        i,
-                        Err(format!(
-                            "rda: the {} message of {} bytes exceeds the frame cap",
-                            m.name(),
-                            b.len()
-                        )),
-                    );
+                    send_result(w, k, i, Err(e))
                 }
-                send(
-                    w,
-                    &Msg::Rda {
-                        interval: k,
-                        method: i,
-                        message: b,
-                    },
-                )
-            }
+            },
             Err(e) => {
                 self.under_way.remove(&(k, i));
                 send_result(w, k, i, Err(e))
