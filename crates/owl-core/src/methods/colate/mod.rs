@@ -82,6 +82,7 @@ pub mod coding;
 pub mod config;
 pub mod epoch;
 pub mod estimate;
+pub mod huffman;
 pub mod method;
 pub mod plan;
 pub mod special;
