@@ -447,6 +447,21 @@ impl Encoder {
         debug_assert!(l != u8::MAX, "symbol {s} has a code");
         w.put(c as u64, l as u32);
     }
+
+    /// Symbol `s`'s code, then the low `raw` bits of `v` (`raw` < 64), in one write where
+    /// they fit a word.
+    #[inline(always)]
+    fn put_raw(&self, w: &mut BitWriter, s: usize, v: u64, raw: u32) {
+        let (c, l) = self.code[s];
+        debug_assert!(l != u8::MAX, "symbol {s} has a code");
+        let low = v & ((1u64 << raw) - 1);
+        if l as u32 + raw <= 64 {
+            w.put(c as u64 | low << l, l as u32 + raw);
+        } else {
+            w.put(c as u64, l as u32);
+            w.put(low, raw);
+        }
+    }
 }
 
 impl Decoder {
@@ -690,17 +705,10 @@ pub fn encode(
     let mut run = 0usize;
     let flush = |w: &mut BitWriter, run: usize| match run {
         0 => {}
-        1 => {
-            count.put(w, zero);
-            w.put(
-                fold(0, model.center) & ((1u64 << zero_raw.1) - 1),
-                zero_raw.1,
-            );
-        }
+        1 => count.put_raw(w, zero, fold(0, model.center), zero_raw.1),
         _ => {
             let (class, raw) = run_class(run);
-            count.put(w, 1 + class);
-            w.put((run - (2 << class)) as u64 & ((1u64 << raw) - 1), raw);
+            count.put_raw(w, 1 + class, (run - (2 << class)) as u64, raw);
         }
     };
     let (mut i, mut overflows) = (0usize, 0usize);
@@ -725,15 +733,14 @@ pub fn encode(
             w.put(t, 64);
             return;
         }
-        let (s, raw) = bucket(fold(c, model.center), COUNT_MANTISSA);
-        count.put(&mut w, COUNT_BASE + s);
-        w.put(fold(c, model.center) & ((1u64 << raw) - 1), raw);
+        let f = fold(c, model.center);
+        let (s, raw) = bucket(f, COUNT_MANTISSA);
+        count.put_raw(&mut w, COUNT_BASE + s, f, raw);
         let v = zigzag(t.wrapping_sub(model.predict(c)));
         let (s, raw) = bucket(v, RESIDUAL_MANTISSA);
         let e = &residual[group(c)];
         if e.has(RESIDUAL_BASE + s) {
-            e.put(&mut w, RESIDUAL_BASE + s);
-            w.put(v & ((1u64 << raw) - 1), raw);
+            e.put_raw(&mut w, RESIDUAL_BASE + s, v, raw);
         } else {
             e.put(&mut w, ESC);
             w.put(v, 64);
