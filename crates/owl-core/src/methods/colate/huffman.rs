@@ -71,12 +71,15 @@ pub const RESIDUAL_MANTISSA: u32 = 3;
 /// Mantissa bits of a folded count's bucket.
 pub const COUNT_MANTISSA: u32 = 4;
 /// Blocks in a superblock.
-pub const SUPER_BLOCKS: usize = 64;
-/// Residuals sampled for the residual tables: every `TALLY_STRIDE`-th cell.
+pub const SUPER_BLOCKS: usize = 32;
+/// The tables are built from every `TALLY_STRIDE`-th block.
 pub const TALLY_STRIDE: usize = 8;
-/// Longest block: every cell a count code with its raw bits (14 + 29) and an escaped
-/// residual (14 + 64), 121 bits.
-pub const MAX_BLOCK_BYTES: usize = (BLOCK_CELLS * 121).div_ceil(8);
+/// Bits of an escaped symbol: a count's bucket, a residual's.
+const COUNT_ESCAPE_BITS: u32 = 10;
+const RESIDUAL_ESCAPE_BITS: u32 = 9;
+/// Longest block: every cell an escaped count (14 + 10 + 29 bits) and an escaped residual
+/// (14 + 9 + 60), 136 bits (an escaped cell with no packets is 14 + 10 + 64).
+pub const MAX_BLOCK_BYTES: usize = (BLOCK_CELLS * 136).div_ceil(8);
 const _: () = assert!((SUPER_BLOCKS - 1) * MAX_BLOCK_BYTES <= u16::MAX as usize);
 
 /// The escape's symbol, in every table.
@@ -95,6 +98,8 @@ pub const fn buckets(m: u32) -> usize {
 
 const COUNT_SYMBOLS: usize = COUNT_BASE + buckets(COUNT_MANTISSA);
 const RESIDUAL_SYMBOLS: usize = RESIDUAL_BASE + buckets(RESIDUAL_MANTISSA);
+const _: () = assert!(buckets(COUNT_MANTISSA) <= 1 << COUNT_ESCAPE_BITS);
+const _: () = assert!(buckets(RESIDUAL_MANTISSA) <= 1 << RESIDUAL_ESCAPE_BITS);
 
 /// `v`'s bucket with `m` mantissa bits, and how many raw low bits follow its code.
 #[inline(always)]
@@ -144,8 +149,6 @@ fn unzigzag(z: u64) -> u64 {
 #[derive(Clone, Debug)]
 pub struct Tally {
     count: Vec<u64>,
-    /// Cells of each count group (all of them).
-    group_cells: [u64; GROUPS],
     /// Sampled residual symbols of each count group (empty until one is seen).
     residual: Vec<Vec<u32>>,
 }
@@ -154,7 +157,6 @@ impl Tally {
     fn new() -> Tally {
         Tally {
             count: vec![0; COUNT_SYMBOLS],
-            group_cells: [0; GROUPS],
             residual: vec![Vec::new(); GROUPS],
         }
     }
@@ -168,60 +170,55 @@ impl Tally {
         }
     }
 
-    /// Every cell of `cells` in order (module doc: what is tallied).
+    /// The cells of every [`TALLY_STRIDE`]-th block of `cells` (module doc: what is
+    /// tallied): runs, counts and residuals of the same cells, read at random, so that
+    /// choosing the tables costs an eighth of a pass.
     pub fn of(model: &Model, cells: &impl CellSource) -> Tally {
         let mut tally = Tally::new();
-        let (mut i, mut run) = (0usize, 0usize);
-        cells.each_run(|t, c, r| {
-            if i.is_multiple_of(BLOCK_CELLS) {
+        let n = cells.count();
+        for first in (0..n).step_by(BLOCK_CELLS * TALLY_STRIDE) {
+            let mut run = 0usize;
+            for i in first..(first + BLOCK_CELLS).min(n) {
+                let (t, c) = cells.cell_at(i);
+                if t == 0 && c == 0 {
+                    run += 1;
+                    continue;
+                }
                 tally.run(model, run);
                 run = 0;
-            }
-            if r > 1 || (t == 0 && c == 0) {
-                run += r;
-                i += r;
-                return;
+                let f = fold(c, model.center);
+                tally.count[COUNT_BASE + bucket(f, COUNT_MANTISSA).0] += 1;
+                if c == 0 {
+                    continue;
+                }
+                let v = zigzag(t.wrapping_sub(model.predict(c)));
+                let h = &mut tally.residual[group(c)];
+                if h.is_empty() {
+                    h.resize(RESIDUAL_SYMBOLS, 0);
+                }
+                h[RESIDUAL_BASE + bucket(v, RESIDUAL_MANTISSA).0] += 1;
             }
             tally.run(model, run);
-            run = 0;
-            if c == 0 {
-                tally.count[ESC] += 1;
-            } else {
-                tally.count[COUNT_BASE + bucket(fold(c, model.center), COUNT_MANTISSA).0] += 1;
-                let g = group(c);
-                tally.group_cells[g] += 1;
-                if i.is_multiple_of(TALLY_STRIDE) {
-                    let v = zigzag(t.wrapping_sub(model.predict(c)));
-                    let h = &mut tally.residual[g];
-                    if h.is_empty() {
-                        h.resize(RESIDUAL_SYMBOLS, 0);
-                    }
-                    h[RESIDUAL_BASE + bucket(v, RESIDUAL_MANTISSA).0] += 1;
-                }
-            }
-            i += 1;
-        });
-        tally.run(model, run);
+        }
         tally
     }
 
     /// The tables' code lengths.
-    pub fn tables(&self) -> Tables {
+    pub fn tables(&self, model: &Model) -> Tables {
         let mut lens = Vec::with_capacity(1 + GROUPS);
-        lens.push(code_lengths(&self.count));
-        for g in 0..GROUPS {
-            if self.group_cells[g] == 0 {
-                lens.push(Vec::new());
-                continue;
-            }
-            let mut w: Vec<u64> = vec![0; RESIDUAL_SYMBOLS];
-            let h = &self.residual[g];
-            let mut once = 0;
-            for (x, &y) in w.iter_mut().zip(h) {
-                *x = y as u64;
-                once += (y == 1) as u64;
-            }
-            w[ESC] = once.max(1);
+        // every table has an escape (weighed as the symbols seen once: the unseen symbols'
+        // mass, Good–Turing); an empty cell and every run always have a code
+        let mut w = self.count.clone();
+        w[ESC] = w.iter().filter(|&&x| x == 1).count().max(1) as u64;
+        let zero = COUNT_BASE + bucket(fold(0, model.center), COUNT_MANTISSA).0;
+        for s in (1..COUNT_BASE).chain([zero]) {
+            w[s] = w[s].max(1);
+        }
+        lens.push(code_lengths(&w));
+        for h in &self.residual {
+            let mut w: Vec<u64> = h.iter().map(|&y| y as u64).collect();
+            w.resize(RESIDUAL_SYMBOLS, 0);
+            w[ESC] = h.iter().filter(|&&x| x == 1).count().max(1) as u64;
             lens.push(code_lengths(&w));
         }
         Tables { lens }
@@ -532,6 +529,7 @@ pub struct Codes {
     /// Each residual table's coded symbols (an escape is valid only where its value's bucket
     /// has no code).
     residual_coded: Vec<Vec<bool>>,
+    count_coded: Vec<bool>,
 }
 
 impl Codes {
@@ -550,6 +548,7 @@ impl Codes {
                 .iter()
                 .map(|l| coded(l, RESIDUAL_SYMBOLS))
                 .collect(),
+            count_coded: coded(&t.lens[0], COUNT_SYMBOLS),
         }
     }
 
@@ -564,16 +563,14 @@ impl Codes {
         left: usize,
         after_empty: bool,
     ) -> Result<(u64, u32, usize), DecodeError> {
-        let s = self.count.symbol(r, "a packet count")?;
-        let zero = COUNT_BASE + bucket(fold(0, model.center), COUNT_MANTISSA).0;
-        if s == ESC {
-            let t = r.bits(64, "an escaped counter")?;
-            if t == 0 {
-                return Err(r.invalid("an empty cell escaped".into()));
+        let mut s = self.count.symbol(r, "a packet count")?;
+        let escaped = s == ESC;
+        if escaped {
+            s = COUNT_BASE + r.bits(COUNT_ESCAPE_BITS, "an escaped packet count")? as usize;
+            if s >= COUNT_SYMBOLS {
+                return Err(r.invalid(format!("count symbol {s} escaped")));
             }
-            return Ok((t, 0, 1));
-        }
-        if s < COUNT_BASE {
+        } else if s < COUNT_BASE {
             let class = s - 1;
             let (len, raw) = if class == RUNS - 1 {
                 (BLOCK_CELLS, 0)
@@ -591,23 +588,32 @@ impl Codes {
         let c = unfold(v, model.center)
             .ok_or_else(|| r.invalid(format!("packet count code {v} is no count")))?;
         if c == 0 {
-            if s != zero || after_empty {
-                return Err(r.invalid("an empty cell where it cannot be".into()));
+            // an empty cell has a code; escaped, a cell with no packets and a timestamp
+            if !escaped {
+                if after_empty {
+                    return Err(r.invalid("an empty cell where it cannot be".into()));
+                }
+                return Ok((0, 0, 1));
             }
-            return Ok((0, 0, 1));
+            let t = r.bits(64, "an escaped counter")?;
+            if t == 0 {
+                return Err(r.invalid("an empty cell escaped".into()));
+            }
+            return Ok((t, 0, 1));
+        }
+        if escaped && self.count_coded[s] {
+            return Err(r.invalid(format!("packet count {c} escaped where it has a code")));
         }
         let g = group(c);
-        let rs = self.residual[g].symbol(r, "a timestamp counter")?;
-        let v = if rs == ESC {
-            let v = r.bits(64, "an escaped timestamp counter")?;
-            if self.residual_coded[g][RESIDUAL_BASE + bucket(v, RESIDUAL_MANTISSA).0] {
-                return Err(r.invalid(format!("residual {v} escaped where it has a code")));
+        let mut rs = self.residual[g].symbol(r, "a timestamp counter")?;
+        if rs == ESC {
+            rs = RESIDUAL_BASE + r.bits(RESIDUAL_ESCAPE_BITS, "an escaped residual")? as usize;
+            if rs >= RESIDUAL_SYMBOLS || self.residual_coded[g][rs] {
+                return Err(r.invalid(format!("residual symbol {rs} escaped")));
             }
-            v
-        } else {
-            let (base, raw) = bucket_base(rs - RESIDUAL_BASE, RESIDUAL_MANTISSA);
-            base | r.bits(raw, "a timestamp counter")?
-        };
+        }
+        let (base, raw) = bucket_base(rs - RESIDUAL_BASE, RESIDUAL_MANTISSA);
+        let v = base | r.bits(raw, "a timestamp counter")?;
         Ok((model.predict(c).wrapping_add(unzigzag(v)), c, 1))
     }
 
@@ -683,7 +689,7 @@ pub fn encode(
 ) -> (u64, usize) {
     let model = Model::of(head);
     let n = cells.count();
-    let tables = Tally::of(&model, cells).tables();
+    let tables = Tally::of(&model, cells).tables(&model);
     let start = out.len();
     out.extend_from_slice(&[0; 4]);
     tables.write(out);
@@ -728,14 +734,19 @@ pub fn encode(
         run = 0;
         overflows += (t >= top) as usize;
         i += 1;
-        if c == 0 {
-            count.put(&mut w, ESC);
-            w.put(t, 64);
-            return;
-        }
         let f = fold(c, model.center);
         let (s, raw) = bucket(f, COUNT_MANTISSA);
-        count.put_raw(&mut w, COUNT_BASE + s, f, raw);
+        if c != 0 && count.has(COUNT_BASE + s) {
+            count.put_raw(&mut w, COUNT_BASE + s, f, raw);
+        } else {
+            count.put(&mut w, ESC);
+            w.put(s as u64, COUNT_ESCAPE_BITS);
+            w.put(f & ((1u64 << raw) - 1), raw);
+            if c == 0 {
+                w.put(t, 64);
+                return;
+            }
+        }
         let v = zigzag(t.wrapping_sub(model.predict(c)));
         let (s, raw) = bucket(v, RESIDUAL_MANTISSA);
         let e = &residual[group(c)];
@@ -743,7 +754,8 @@ pub fn encode(
             e.put_raw(&mut w, RESIDUAL_BASE + s, v, raw);
         } else {
             e.put(&mut w, ESC);
-            w.put(v, 64);
+            w.put(s as u64, RESIDUAL_ESCAPE_BITS);
+            w.put(v & ((1u64 << raw) - 1), raw);
         }
     });
     flush(&mut w, run);
@@ -842,7 +854,7 @@ pub fn decode(head: &EpochHead, body: &[u8]) -> Result<(Vec<u64>, Vec<u32>), Dec
             "the block table's last entry is not the blocks' length".into(),
         ));
     }
-    let want = Tally::of(&model, &super::epoch::Counters(&ts, &counts)).tables();
+    let want = Tally::of(&model, &super::epoch::Counters(&ts, &counts)).tables(&model);
     if want != tables {
         return Err(bad(
             4,
