@@ -24,8 +24,9 @@
 //! - a run of `L ≥ 2` empty cells, within the block and as long as it goes (run class
 //!   `⌊log₂ L⌋ − 1`, then `L − 2^(class+1)` in `class + 1` raw bits; a whole block is class 5
 //!   with no bits);
-//! - the count table's escape: a cell with no packets whose timestamp counter is not 0 (what a
-//!   recorder never writes), the counter in 64 bits.
+//! - the count table's escape, then the count's bucket symbol in 10 bits: a count the table has
+//!   no code for (its residual follows as above), or a cell with no packets whose timestamp
+//!   counter is not 0 (what a recorder never writes), the counter in 64 bits.
 //!
 //! A bucket symbol is the value itself below `2^(M+1)`, and above it the value's bit length
 //! and its `M` bits below the top one: the raw bits left are coded as they are. With
@@ -33,13 +34,16 @@
 //! entropy (a bucket is at most a sixteenth of its values' size), with a table of a few
 //! dozen symbols.
 //!
+//! A residual table's escape is followed by the bucket symbol in 9 bits and its raw bits.
+//!
 //! Code lengths are at most [`MAX_LEN`]; codes are canonical (by length, then symbol), written
-//! most significant bit first into the least-significant-first stream. The count table is
-//! built from every cell (so every count has a code: no escape in practice), the residual
-//! tables from every [`TALLY_STRIDE`]-th cell (a size choice, as the Rice parameters'), with
-//! the escape weighed as the symbols seen once (Good–Turing: the unseen symbols' mass). The
-//! tables are a function of the counters, so an epoch has one encoding, and the decoder
-//! rebuilds them from the counters it decoded and compares.
+//! most significant bit first into the least-significant-first stream. The tables are built
+//! from the cells of every [`TALLY_STRIDE`]-th block, read at random (a size choice, as the
+//! Rice parameters': an eighth of a pass over the vector, where a full one would slow the
+//! recorder's dumps), with each escape weighed as the symbols seen once (Good–Turing: the
+//! unseen symbols' mass), and an empty cell and every run class given a code whether seen or
+//! not. The tables are a function of the counters, so an epoch has one encoding, and the
+//! decoder rebuilds them from the counters it decoded and compares.
 //!
 //! # Layout after the header (tags `CLH3`, `CLH4`)
 //!
@@ -50,12 +54,12 @@
 //! |   length + 1), padded to a byte; symbol 0 is the escape, the count table's 1..=6 the
 //! |   run classes, then the buckets
 //! | (s + 1) × u64: superblock starts, bytes from the first block; the last is the blocks' length
-//! | (k + 1) × u16: block starts, from their superblock's start (block i's is i/64)
+//! | (k + 1) × u16: block starts, from their superblock's start (block i's is i/32)
 //! | the blocks
 //! ```
 //!
-//! with `k = ⌈n/64⌉` blocks and `s = ⌈k/64⌉` superblocks (a block is at most
-//! [`MAX_BLOCK_BYTES`], so 64 of them fit a u16: 17 bits of index a block where the Rice
+//! with `k = ⌈n/64⌉` blocks and `s = ⌈k/32⌉` superblocks (a block is at most
+//! [`MAX_BLOCK_BYTES`], so 31 of them fit a u16: 18 bits of index a block where the Rice
 //! code spends 32). The header's two escape counts hold the bytes after the header (low,
 //! high), its `bc` byte is 0.
 
