@@ -49,10 +49,11 @@
 //!
 //! ```text
 //! | u32 T: bytes of the tables
-//! | T bytes: the count table, then the residual table of each of the GROUPS count groups;
-//! |   a table is u16 h then h code lengths, a nibble each (low first; 0: no code, else the
-//! |   length + 1), padded to a byte; symbol 0 is the escape, the count table's 1..=6 the
-//! |   run classes, then the buckets
+//! | T bytes: u64, a bit for each of the GROUPS count groups whose residual table is stored
+//! |   (the others have only an escape, of no bits); the count table, then those residual
+//! |   tables; a table is u16 h, then the code lengths of symbols 0..h, a nibble each (low
+//! |   first; 0: no code, else the length + 1), padded to a byte; symbol 0 is the escape,
+//! |   the count table's 1..=6 the run classes, then come the buckets
 //! | (s + 1) × u64: superblock starts, bytes from the first block; the last is the blocks' length
 //! | (k + 1) × u16: block starts, from their superblock's start (block i's is i/32)
 //! | the blocks
@@ -303,8 +304,21 @@ pub struct Tables {
 }
 
 impl Tables {
+    /// `u64` mask of the residual tables stored (the others are a lone escape); then each
+    /// table stored, the count table first: `u16 h`, the nibbles of symbols `0..h`, padded to
+    /// a byte. (No offset of a first symbol: an offset one bit off would shift a whole
+    /// group's residuals by a bucket, which a small group's sum may not catch.)
     fn write(&self, out: &mut Vec<u8>) {
-        for l in &self.lens {
+        let lone: &[u8] = &[1];
+        let mut mask = 0u64;
+        for (g, l) in self.lens[1..].iter().enumerate() {
+            mask |= ((l.as_slice() != lone) as u64) << g;
+        }
+        out.extend_from_slice(&mask.to_le_bytes());
+        for (t, l) in self.lens.iter().enumerate() {
+            if t > 0 && mask >> (t - 1) & 1 == 0 {
+                continue;
+            }
             out.extend_from_slice(&(l.len() as u16).to_le_bytes());
             for p in l.chunks(2) {
                 out.push(p[0] | p.get(1).copied().unwrap_or(0) << 4);
@@ -312,13 +326,22 @@ impl Tables {
         }
     }
 
-    /// Parse `1 + GROUPS` tables, exactly `b`: each in canonical form (its last symbol coded,
-    /// padding zero, no symbol past its alphabet) and complete (Kraft's sum is 1).
+    /// Parse the tables, exactly `b`: each in canonical form (its last symbol coded, padding
+    /// zero, no symbol past its alphabet, a lone escape not stored) and complete (Kraft's sum
+    /// is 1).
     pub fn read(b: &[u8]) -> Result<Tables, DecodeError> {
         let bad = |offset: usize, what: String| DecodeError::Invalid { offset, what };
+        let Some(m) = b.get(..8) else {
+            return Err(bad(0, "code tables cut short".into()));
+        };
+        let mask = u64::from_le_bytes(m.try_into().expect("8 bytes"));
         let mut lens = Vec::with_capacity(1 + GROUPS);
-        let mut at = 0usize;
+        let mut at = 8usize;
         for t in 0..1 + GROUPS {
+            if t > 0 && mask >> (t - 1) & 1 == 0 {
+                lens.push(vec![1]);
+                continue;
+            }
             let Some(h) = b.get(at..at + 2) else {
                 return Err(bad(at, "code tables cut short".into()));
             };
@@ -334,7 +357,11 @@ impl Tables {
                 return Err(bad(at, "code tables cut short".into()));
             };
             let l: Vec<u8> = (0..h).map(|s| x[s / 2] >> (4 * (s % 2)) & 15).collect();
-            if h > symbols || (h > 0 && l[h - 1] == 0) || (h % 2 == 1 && x[bytes - 1] >> 4 != 0) {
+            if h > symbols
+                || (h > 0 && l[h - 1] == 0)
+                || (h % 2 == 1 && x[bytes - 1] >> 4 != 0)
+                || (t > 0 && l == [1])
+            {
                 return Err(bad(at, format!("code table {t} is not in canonical form")));
             }
             at += bytes;
