@@ -38,7 +38,8 @@
 //!
 //! Code lengths are at most [`MAX_LEN`]; codes are canonical (by length, then symbol), written
 //! most significant bit first into the least-significant-first stream. The tables are built
-//! from the cells of every [`TALLY_STRIDE`]-th block, read at random (a size choice, as the
+//! from the cells of every [`TALLY_STRIDE`]-th block (every block up to [`SMALL`] cells),
+//! read at random (a size choice, as the
 //! Rice parameters': an eighth of a pass over the vector, where a full one would slow the
 //! recorder's dumps), with each escape weighed as the symbols seen once (Good–Turing: the
 //! unseen symbols' mass), and an empty cell and every run class given a code whether seen or
@@ -77,8 +78,10 @@ pub const RESIDUAL_MANTISSA: u32 = 3;
 pub const COUNT_MANTISSA: u32 = 4;
 /// Blocks in a superblock.
 pub const SUPER_BLOCKS: usize = 32;
-/// The tables are built from every `TALLY_STRIDE`-th block.
+/// The tables are built from every `TALLY_STRIDE`-th block (every block of a vector of at
+/// most [`SMALL`] cells).
 pub const TALLY_STRIDE: usize = 8;
+pub const SMALL: usize = 1 << 16;
 /// Bits of an escaped symbol: a count's bucket, a residual's.
 const COUNT_ESCAPE_BITS: u32 = 10;
 const RESIDUAL_ESCAPE_BITS: u32 = 9;
@@ -181,7 +184,9 @@ impl Tally {
     pub fn of(model: &Model, cells: &impl CellSource) -> Tally {
         let mut tally = Tally::new();
         let n = cells.count();
-        for first in (0..n).step_by(BLOCK_CELLS * TALLY_STRIDE) {
+        // a small vector whole: its sample would be a handful of blocks
+        let stride = if n <= SMALL { 1 } else { TALLY_STRIDE };
+        for first in (0..n).step_by(BLOCK_CELLS * stride) {
             let mut run = 0usize;
             for i in first..(first + BLOCK_CELLS).min(n) {
                 let (t, c) = cells.cell_at(i);
