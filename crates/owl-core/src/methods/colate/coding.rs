@@ -1,6 +1,7 @@
 //! How an epoch's counters are stored: in fixed-width cells (§1.4's SRAM low bits, with the
 //! DRAM high bits as escapes: [`Coding::Fixed`]) or entropy-coded in blocks
-//! ([`Coding::Rice`], owl's, the default).
+//! ([`Coding::Rice`], owl's default until the Huffman code of [`super::huffman`], which keeps
+//! this model and these blocks).
 //!
 //! # Why a code
 //!

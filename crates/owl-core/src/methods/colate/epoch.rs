@@ -19,9 +19,10 @@
 //! The tag names how flows' counters were placed ([`Placement`]): `CLE4` in one block,
 //! `CLE3` anywhere (the paper's `H(f, j)`), both by owl's folded flow hash; `CLE2` anywhere by
 //! the older xxh3 of the canonical key, with its packet counters' width by its own rule. All
-//! three are read, and re-encoded as they were. `CLR3` and `CLR4` (the default since) place
-//! counters as `CLE3` and `CLE4` and share this header, but Rice-code the counters after it
-//! ([`super::coding`], whose module doc gives that layout).
+//! three are read, and re-encoded as they were. `CLR3` and `CLR4` place counters as `CLE3` and
+//! `CLE4` and share this header, but Rice-code the counters after it ([`super::coding`], whose
+//! module doc gives that layout); `CLH3` and `CLH4` (the default since) Huffman-code them
+//! ([`super::huffman`]).
 //!
 //! Cells are packed least significant bit first. A counter whose value does not fit
 //! (`≥ 2^b − 1`) is written as all ones and its value in the list that follows — the paper's
