@@ -65,6 +65,8 @@
 //! code spends 32). The header's two escape counts hold the bytes after the header (low,
 //! high), its `bc` byte is 0.
 
+use std::cell::OnceCell;
+
 use crate::wire::DecodeError;
 
 use super::coding::{BLOCK_CELLS, BitReader, BitWriter, GROUPS, Model, fold, group, unfold};
@@ -561,31 +563,32 @@ impl Decoder {
 #[derive(Clone, Debug)]
 pub struct Codes {
     count: Decoder,
-    residual: Vec<Decoder>,
-    /// Each residual table's coded symbols (an escape is valid only where its value's bucket
-    /// has no code).
-    residual_coded: Vec<Vec<bool>>,
-    count_coded: Vec<bool>,
+    /// Each count group's residual decoder, built when a cell of the group is first read (a
+    /// query reads a few blocks of an epoch: building all 64 on opening it cost more than
+    /// reading them).
+    residual: Vec<OnceCell<Decoder>>,
+    /// The code lengths (an escape is valid only where its value's bucket has no code).
+    lens: Vec<Vec<u8>>,
 }
 
 impl Codes {
     pub fn new(t: &Tables) -> Codes {
-        let coded = |l: &[u8], k: usize| {
-            let mut v = vec![false; k];
-            for (s, &x) in l.iter().enumerate() {
-                v[s] = x > 0;
-            }
-            v
-        };
         Codes {
             count: Decoder::new(&t.lens[0]),
-            residual: t.lens[1..].iter().map(|l| Decoder::new(l)).collect(),
-            residual_coded: t.lens[1..]
-                .iter()
-                .map(|l| coded(l, RESIDUAL_SYMBOLS))
-                .collect(),
-            count_coded: coded(&t.lens[0], COUNT_SYMBOLS),
+            residual: (0..GROUPS).map(|_| OnceCell::new()).collect(),
+            lens: t.lens.clone(),
         }
+    }
+
+    /// Whether table `t` (0: the counts', `1 + g`: group `g`'s residuals') codes `s`.
+    #[inline]
+    fn coded(&self, t: usize, s: usize) -> bool {
+        self.lens[t].get(s).is_some_and(|&x| x > 0)
+    }
+
+    #[inline]
+    fn residual(&self, g: usize) -> &Decoder {
+        self.residual[g].get_or_init(|| Decoder::new(&self.lens[1 + g]))
     }
 
     /// The next item of a block whose `left` cells are still to come: `(timestamp counter,
@@ -637,14 +640,14 @@ impl Codes {
             }
             return Ok((t, 0, 1));
         }
-        if escaped && self.count_coded[s] {
+        if escaped && self.coded(0, s) {
             return Err(r.invalid(format!("packet count {c} escaped where it has a code")));
         }
         let g = group(c);
-        let mut rs = self.residual[g].symbol(r, "a timestamp counter")?;
+        let mut rs = self.residual(g).symbol(r, "a timestamp counter")?;
         if rs == ESC {
             rs = RESIDUAL_BASE + r.bits(RESIDUAL_ESCAPE_BITS, "an escaped residual")? as usize;
-            if rs >= RESIDUAL_SYMBOLS || self.residual_coded[g][rs] {
+            if rs >= RESIDUAL_SYMBOLS || self.coded(1 + g, rs) {
                 return Err(r.invalid(format!("residual symbol {rs} escaped")));
             }
         }
