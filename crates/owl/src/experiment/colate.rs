@@ -1726,11 +1726,8 @@ mod tests {
                 (&x[0][1][..], &x[1][1][..], &x[2][1][..]),
                 ("huffman", "rice", "fixed")
             );
-            let bits = |r: &Vec<String>| r[8].parse::<f64>().unwrap();
-            assert!(
-                bits(&x[0]) < bits(&x[1]) && bits(&x[1]) < bits(&x[2]),
-                "{x:?}"
-            );
+            let bits = |i: usize| x[i][8].parse::<f64>().unwrap();
+            assert!(bits(0) < bits(1) && bits(1) < bits(2), "{x:?}");
         }
         assert_eq!(csv_rows(&files[1]).len(), 2 * CHIC_BINS.len());
         let files = chic(&quick_ctx(dir.path())).unwrap();
