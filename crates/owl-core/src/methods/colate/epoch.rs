@@ -822,6 +822,10 @@ struct BlockIndex {
     block: Vec<u8>,
 }
 
+/// Bytes read after a Huffman-coded epoch's header when it is opened (its tables and
+/// superblock starts, when they fit: a 1 MiB plan's are about 2 KiB).
+const HUFFMAN_AHEAD: usize = 4096;
+
 /// Blocks a flow's cells may span and still be read in one span (one flow's [`BLOCK`]
 /// counters, `crate::colate::vector::BLOCK`, are 32 blocks).
 const CONTIGUOUS_BLOCKS: usize = 48;
@@ -884,18 +888,42 @@ impl<R: ReadAt> EpochReader<R> {
                 })
             }
             Coding::Huffman => {
-                let mut t = [0u8; 4];
-                src.read_at(HEADER_BYTES, &mut t)?;
-                let t_len = u32::from_le_bytes(t);
+                // one read for the tables' length, the tables and (when they are small) the
+                // superblock starts: a query opens every epoch, and each read of an SQLite
+                // blob costs
+                let ahead = (4 + HUFFMAN_AHEAD).min(src.size() - HEADER_BYTES);
+                let mut buf = vec![0u8; ahead];
+                src.read_at(HEADER_BYTES, &mut buf)?;
+                let Some(t) = buf.get(..4) else {
+                    return Err(DecodeError::Invalid {
+                        offset: HEADER_BYTES,
+                        what: "epoch shorter than its tables' length".into(),
+                    });
+                };
+                let t_len = u32::from_le_bytes(t.try_into().expect("4 bytes"));
                 let (index_at, blocks_at, blocks_len) =
                     huffman::body_parts(n, t_len, layout.blocks_len())?;
-                let mut tables = vec![0u8; t_len as usize];
-                src.read_at(HEADER_BYTES + 4, &mut tables)?;
-                let tables = huffman::Tables::read(&tables)?;
+                let tables = match buf.get(4..index_at) {
+                    Some(t) => huffman::Tables::read(t)?,
+                    None => {
+                        let mut t = vec![0u8; t_len as usize];
+                        src.read_at(HEADER_BYTES + 4, &mut t)?;
+                        huffman::Tables::read(&t)?
+                    }
+                };
                 let (k, s) = huffman::blocks(n);
                 let supers_at = HEADER_BYTES + index_at;
                 let table_at = supers_at + 8 * (s + 1);
                 debug_assert_eq!(table_at + 2 * (k + 1), HEADER_BYTES + blocks_at);
+                let supers = match buf.get(index_at..index_at + 8 * (s + 1)) {
+                    Some(b) => b
+                        .chunks_exact(8)
+                        .map(|e| {
+                            u64::from_le_bytes(e.try_into().expect("8 bytes")).min(u64::MAX - 1)
+                        })
+                        .collect(),
+                    None => vec![u64::MAX; s + 1],
+                };
                 Some(BlockIndex {
                     codes: BlockCodes::Huffman(Box::new(huffman::Codes::new(&tables))),
                     model,
@@ -906,7 +934,7 @@ impl<R: ReadAt> EpochReader<R> {
                     super_blocks: huffman::SUPER_BLOCKS,
                     blocks_len,
                     max_block: huffman::MAX_BLOCK_BYTES as u64,
-                    supers: vec![u64::MAX; s + 1],
+                    supers,
                     block: Vec::new(),
                 })
             }
