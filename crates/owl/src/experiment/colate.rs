@@ -988,7 +988,7 @@ pub fn chic(ctx: &Ctx) -> Result<Vec<PathBuf>> {
 /// at the CAIDA link's 484 000 packets/s (45 s, 21.8 M packets; `--quick`: 1 s) over the
 /// simulator's default path — stored bits per packet of the high (the paper's Fig. 10) and
 /// medium requirements' plans at 1, 10 and 100 MiB with 1 µs and 1 ms timestamps, the same
-/// counters Rice-coded (owl's default) and in §1.4's fixed cells (every epoch, and the full
+/// counters Huffman-coded (owl's default), Rice-coded and in §1.4's fixed cells (every epoch, and the full
 /// ones alone: the last is cut short by the end of the trace), and what the coarse unit costs: flows' means within 5 %
 /// (`mean=raw`, medium at 10 MiB) per flow-size bin, in each unit.
 pub fn bits(ctx: &Ctx) -> Result<Vec<PathBuf>> {
@@ -1015,18 +1015,20 @@ pub fn bits(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     for unit in units {
         for (level, mib) in levels.into_iter().flat_map(|l| MEMORIES.map(|m| (l, m))) {
             let cfg = Config::for_level(level, mib << 20, seed)?.with_unit(unit)?;
-            let rice = record(&cfg, &sender);
-            // the same counters in §1.4's fixed cells
-            let fixed: Vec<Epoch> = rice
-                .iter()
-                .map(|e| {
-                    let mut e = e.clone();
-                    e.head.coding = Coding::Fixed;
-                    e
-                })
-                .collect();
-            for (coding, es) in [(Coding::Rice, &rice), (Coding::Fixed, &fixed)] {
-                let (bits_all, full_bits) = stored_bits(es, sender.len());
+            let recorded = record(&cfg, &sender);
+            // the same counters Huffman-coded (the default), Rice-coded and in §1.4's fixed
+            // cells
+            for coding in [Coding::Huffman, Coding::Rice, Coding::Fixed] {
+                let es: Vec<Epoch> = recorded
+                    .iter()
+                    .map(|e| {
+                        let mut e = e.clone();
+                        e.head.coding = coding;
+                        e
+                    })
+                    .collect();
+                let es = &es;
+                let (bits_all, full_bits, encode_ms, decode_ms) = stored_bits(es, sender.len());
                 let full = &es[..es.len().saturating_sub(1)];
                 let secs = full.first().map(|e| (e.last_ns - e.first_ns) as f64 / 1e9);
                 let floor = (!full.is_empty()).then(|| {
@@ -1046,6 +1048,8 @@ pub fn bits(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                     full_bits.map_or(String::new(), |b| format!("{b:.4}")),
                     secs.map_or(String::new(), |d| format!("{d:.3}")),
                     floor.map_or(String::new(), |b| format!("{b:.4}")),
+                    format!("{encode_ms:.3}"),
+                    format!("{decode_ms:.3}"),
                 ]);
             }
             ctx.progress.inc(1);
@@ -1088,6 +1092,8 @@ pub fn bits(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             "bits_per_packet_full_epochs",
             "epoch_seconds",
             "cell_entropy_bits_per_packet_full_epochs",
+            "encode_ms_per_epoch",
+            "decode_ms_per_epoch",
         ],
         &rows,
     )?;
@@ -1107,16 +1113,34 @@ pub fn bits(ctx: &Ctx) -> Result<Vec<PathBuf>> {
 }
 
 /// Stored bits per packet of `es`, the epochs of `packets` records: over every epoch, and over
-/// the full ones alone (the last is cut short by the end of the trace). Each epoch is measured
-/// once (a Rice-coded epoch's length is its encoding's).
-fn stored_bits(es: &[Epoch], packets: usize) -> (f64, Option<f64>) {
-    let bits: Vec<f64> = es.iter().map(|e| e.encoded_len() as f64 * 8.0).collect();
+/// the full ones alone (the last is cut short by the end of the trace); and the mean time to
+/// encode an epoch and to decode it whole (ms, wall clock on this thread: a measurement, not
+/// a bench). Each epoch is encoded once.
+fn stored_bits(es: &[Epoch], packets: usize) -> (f64, Option<f64>, f64, f64) {
+    use std::time::Instant;
+    let (mut encode, mut decode) = (0.0f64, 0.0f64);
+    let mut out = Vec::new();
+    let bits: Vec<f64> = es
+        .iter()
+        .map(|e| {
+            out.clear();
+            let t = Instant::now();
+            e.encode(&mut out);
+            encode += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let d = Epoch::decode(&out).expect("an epoch owl encoded decodes");
+            decode += t.elapsed().as_secs_f64();
+            debug_assert_eq!(&d, e);
+            out.len() as f64 * 8.0
+        })
+        .collect();
     let all = bits.iter().sum::<f64>() / packets as f64;
     let k = es.len().saturating_sub(1);
     let full = (k > 0).then(|| {
         bits[..k].iter().sum::<f64>() / es[..k].iter().map(|e| e.packets as f64).sum::<f64>()
     });
-    (all, full)
+    let per = 1e3 / es.len().max(1) as f64;
+    (all, full, encode * per, decode * per)
 }
 
 /// What any cell-by-cell code of an epoch's counters needs, estimated: the empirical entropy
@@ -1184,7 +1208,7 @@ pub fn storage(ctx: &Ctx) -> Result<Vec<PathBuf>> {
         for mib in MEMORIES {
             let cfg = Config::for_level(Level::High, mib << 20, seed)?.with_unit(unit)?;
             let (es, er) = (record(&cfg, &t.sender), record(&cfg, &t.receiver));
-            let (all, full_bits) = stored_bits(&es, t.sender.len());
+            let (all, full_bits, _, _) = stored_bits(&es, t.sender.len());
             // steady state at a rate R: an epoch of D seconds sums R·D²/(2u) = T
             let epoch_bits = es.first().map_or(0.0, |e| e.encoded_len() as f64 * 8.0);
             let at = |pps: f64| {
@@ -1695,13 +1719,15 @@ mod tests {
         let files = bits(&quick_ctx(dir.path())).unwrap();
         let rows = csv_rows(&files[0]);
         // units × levels × memories × codings; the Rice code stores the same counters in
-        // fewer bits than fixed cells, every row
-        assert_eq!(rows.len(), 2 * 2 * 3 * 2);
-        for pair in rows.chunks(2) {
-            assert_eq!((&pair[0][1][..], &pair[1][1][..]), ("rice", "fixed"));
-            let (rice, fixed): (f64, f64) =
-                (pair[0][8].parse().unwrap(), pair[1][8].parse().unwrap());
-            assert!(rice < fixed, "{pair:?}");
+        // fewer bits than fixed cells, every row, and the Huffman code in fewer than the Rice
+        assert_eq!(rows.len(), 2 * 2 * 3 * 3);
+        for x in rows.chunks(3) {
+            assert_eq!(
+                (&x[0][1][..], &x[1][1][..], &x[2][1][..]),
+                ("huffman", "rice", "fixed")
+            );
+            let bits = |i: usize| x[i][8].parse::<f64>().unwrap();
+            assert!(bits(0) < bits(1) && bits(1) < bits(2), "{x:?}");
         }
         assert_eq!(csv_rows(&files[1]).len(), 2 * CHIC_BINS.len());
         let files = chic(&quick_ctx(dir.path())).unwrap();

@@ -1,6 +1,7 @@
 //! How an epoch's counters are stored: in fixed-width cells (§1.4's SRAM low bits, with the
 //! DRAM high bits as escapes: [`Coding::Fixed`]) or entropy-coded in blocks
-//! ([`Coding::Rice`], owl's, the default).
+//! ([`Coding::Rice`], owl's default until the Huffman code of [`super::huffman`], which keeps
+//! this model and these blocks).
 //!
 //! # Why a code
 //!
@@ -58,9 +59,12 @@ pub enum Coding {
     /// `CLE2`–`CLE4`: `n` cells of `b + bc` bits, counters that do not fit listed after them
     /// (§1.4's SRAM/DRAM split; `colate:coding=fixed`).
     Fixed,
-    /// `CLR3`, `CLR4`: Rice codes in blocks (module doc; `colate:coding=rice`, the default).
-    #[default]
+    /// `CLR3`, `CLR4`: Rice codes in blocks (module doc; `colate:coding=rice`).
     Rice,
+    /// `CLH3`, `CLH4`: canonical Huffman codes in blocks, runs of empty cells as one code
+    /// ([`super::huffman`]; `colate:coding=huffman`, the default).
+    #[default]
+    Huffman,
 }
 
 impl Coding {
@@ -68,6 +72,7 @@ impl Coding {
         match self {
             Coding::Fixed => "fixed",
             Coding::Rice => "rice",
+            Coding::Huffman => "huffman",
         }
     }
 }
@@ -78,8 +83,9 @@ impl std::str::FromStr for Coding {
         match s.trim() {
             "fixed" => Ok(Coding::Fixed),
             "rice" => Ok(Coding::Rice),
+            "huffman" => Ok(Coding::Huffman),
             _ => Err(crate::method::MethodError::Invalid(format!(
-                "colate: coding '{s}' is not rice or fixed"
+                "colate: coding '{s}' is not huffman, rice or fixed"
             ))),
         }
     }
@@ -298,16 +304,29 @@ impl Tally {
 }
 
 /// Bits into bytes, least significant first.
-struct BitWriter<'a> {
+pub(super) struct BitWriter<'a> {
     out: &'a mut Vec<u8>,
     acc: u64,
     have: u32,
 }
 
-impl BitWriter<'_> {
+impl<'a> BitWriter<'a> {
+    pub(super) fn new(out: &'a mut Vec<u8>) -> BitWriter<'a> {
+        BitWriter {
+            out,
+            acc: 0,
+            have: 0,
+        }
+    }
+
+    /// Bytes written whole (all of them after [`align`](Self::align)).
+    pub(super) fn len(&self) -> usize {
+        self.out.len()
+    }
+
     /// The low `len` bits of `v` (`len` ≤ 64, `v` has no bits above them).
     #[inline(always)]
-    fn put(&mut self, v: u64, len: u32) {
+    pub(super) fn put(&mut self, v: u64, len: u32) {
         if len == 0 {
             return;
         }
@@ -343,7 +362,7 @@ impl BitWriter<'_> {
     }
 
     /// Pad to a byte with zeros.
-    fn align(&mut self) {
+    pub(super) fn align(&mut self) {
         let bytes = self.have.div_ceil(8) as usize;
         self.out.extend_from_slice(&self.acc.to_le_bytes()[..bytes]);
         self.acc = 0;
@@ -465,7 +484,7 @@ impl<'a> BitReader<'a> {
 
     /// The next 64 bits (zeros past the end).
     #[inline]
-    fn peek(&self) -> u64 {
+    pub(super) fn peek(&self) -> u64 {
         let at = self.pos / 8;
         if let Some(w) = self.b.get(at..at + 16) {
             let w = u128::from_le_bytes(w.try_into().expect("16 bytes"));
@@ -482,6 +501,29 @@ impl<'a> BitReader<'a> {
             w[..end - at].copy_from_slice(&self.b[at..end]);
         }
         (u128::from_le_bytes(w) >> (self.pos % 8)) as u64
+    }
+
+    pub(super) fn invalid(&self, what: String) -> DecodeError {
+        DecodeError::Invalid {
+            offset: self.pos / 8,
+            what,
+        }
+    }
+
+    /// Step over `len` bits (read with [`peek`](Self::peek)), within the window.
+    #[inline]
+    pub(super) fn skip(&mut self, len: usize, what: &str) -> Result<(), DecodeError> {
+        if self.pos + len > self.end {
+            return Err(self.short(what));
+        }
+        self.pos += len;
+        Ok(())
+    }
+
+    /// The next `len` bits (`len` ≤ 64) as a number.
+    #[inline]
+    pub(super) fn bits(&mut self, len: u32, what: &str) -> Result<u64, DecodeError> {
+        self.take(len, what)
     }
 
     fn short(&self, what: &str) -> DecodeError {

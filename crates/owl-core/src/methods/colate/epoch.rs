@@ -19,9 +19,10 @@
 //! The tag names how flows' counters were placed ([`Placement`]): `CLE4` in one block,
 //! `CLE3` anywhere (the paper's `H(f, j)`), both by owl's folded flow hash; `CLE2` anywhere by
 //! the older xxh3 of the canonical key, with its packet counters' width by its own rule. All
-//! three are read, and re-encoded as they were. `CLR3` and `CLR4` (the default since) place
-//! counters as `CLE3` and `CLE4` and share this header, but Rice-code the counters after it
-//! ([`super::coding`], whose module doc gives that layout).
+//! three are read, and re-encoded as they were. `CLR3` and `CLR4` place counters as `CLE3` and
+//! `CLE4` and share this header, but Rice-code the counters after it ([`super::coding`], whose
+//! module doc gives that layout); `CLH3` and `CLH4` (the default since) Huffman-code them
+//! ([`super::huffman`]).
 //!
 //! Cells are packed least significant bit first. A counter whose value does not fit
 //! (`≥ 2^b − 1`) is written as all ones and its value in the list that follows — the paper's
@@ -46,6 +47,7 @@ use crate::wire::{DecodeError, WireReader, WireWriter};
 
 use super::cells::Cells;
 use super::coding::{self, Coding};
+use super::huffman;
 use super::vector::{Mapping, Placement};
 
 /// Tag of the epochs placed by [`Placement::Blocked`].
@@ -59,6 +61,10 @@ pub const TAG_CANONICAL: &[u8; 4] = b"CLE2";
 /// [`Placement::Blocked`].
 pub const TAG_RICE_FOLDED: &[u8; 4] = b"CLR3";
 pub const TAG_RICE_BLOCKED: &[u8; 4] = b"CLR4";
+/// Tags of the Huffman-coded epochs ([`Coding::Huffman`], the default), placed by
+/// [`Placement::Folded`] and [`Placement::Blocked`].
+pub const TAG_HUFFMAN_FOLDED: &[u8; 4] = b"CLH3";
+pub const TAG_HUFFMAN_BLOCKED: &[u8; 4] = b"CLH4";
 
 fn tag_of(placement: Placement, coding: Coding) -> &'static [u8; 4] {
     match (placement, coding) {
@@ -67,6 +73,8 @@ fn tag_of(placement: Placement, coding: Coding) -> &'static [u8; 4] {
         (Placement::Canonical, _) => TAG_CANONICAL,
         (Placement::Folded, Coding::Rice) => TAG_RICE_FOLDED,
         (Placement::Blocked, Coding::Rice) => TAG_RICE_BLOCKED,
+        (Placement::Folded, Coding::Huffman) => TAG_HUFFMAN_FOLDED,
+        (Placement::Blocked, Coding::Huffman) => TAG_HUFFMAN_BLOCKED,
     }
 }
 /// Bytes of the header, its checksum included.
@@ -147,10 +155,10 @@ pub struct EpochHead {
 }
 
 impl EpochHead {
-    /// Whether the counters are written Rice-coded: asked for, and not `CLE2` (whose tag
-    /// names fixed cells).
-    pub fn rice_coded(&self) -> bool {
-        self.coding == Coding::Rice && self.placement != Placement::Canonical
+    /// Whether the counters are written entropy-coded in blocks (Rice or Huffman): asked
+    /// for, and not `CLE2` (whose tag names fixed cells).
+    pub fn block_coded(&self) -> bool {
+        self.coding != Coding::Fixed && self.placement != Placement::Canonical
     }
 
     /// Whether the epoch's time frame meets `[from, to]` (ns).
@@ -300,6 +308,7 @@ impl Epoch {
                 &body[HEADER_BYTES..],
                 layout.blocks_len(),
             )?,
+            Coding::Huffman => huffman::decode(&layout.head, &body[HEADER_BYTES..])?,
         };
         let head = &layout.head;
         // the counters must add up to the header's totals
@@ -374,10 +383,16 @@ fn decode_fixed(layout: &CellLayout, body: &[u8]) -> Result<(Vec<u64>, Vec<u32>)
 /// the blocks' length) and checksum are written once the cells are.
 pub fn encode_cells(head: &EpochHead, cells: &impl CellSource, out: &mut Vec<u8>) -> usize {
     debug_assert!(head.placement != Placement::Canonical || head.coding == Coding::Fixed);
-    if !head.rice_coded() {
+    if !head.block_coded() {
         return encode_fixed(head, cells, out);
     }
     let start = out.len();
+    if head.coding == Coding::Huffman {
+        write_head(head, 0, out);
+        let (len, overflows) = huffman::encode(head, cells, escape(head.b), out);
+        seal_head(out, start, len as u32, (len >> 32) as u32);
+        return overflows;
+    }
     write_head(head, 0, out);
     let (count_k, len, overflows) = coding::encode(head, cells, escape(head.b), out);
     out[start + BC_AT] = count_k;
@@ -626,12 +641,14 @@ impl CellLayout {
             t if t == TAG_CANONICAL => (Placement::Canonical, Coding::Fixed),
             t if t == TAG_RICE_FOLDED => (Placement::Folded, Coding::Rice),
             t if t == TAG_RICE_BLOCKED => (Placement::Blocked, Coding::Rice),
+            t if t == TAG_HUFFMAN_FOLDED => (Placement::Folded, Coding::Huffman),
+            t if t == TAG_HUFFMAN_BLOCKED => (Placement::Blocked, Coding::Huffman),
             _ => {
                 return Err(DecodeError::Invalid {
                     offset: 0,
-                    what:
-                        "not a COLATE counter epoch (tag is none of CLR4, CLR3, CLE4, CLE3, CLE2)"
-                            .into(),
+                    what: "not a COLATE counter epoch (tag is none of CLH4, CLH3, CLR4, CLR3, \
+                           CLE4, CLE3, CLE2)"
+                        .into(),
                 });
             }
         };
@@ -682,6 +699,11 @@ impl CellLayout {
             }
             Coding::Rice if bc > 63 => {
                 return Err(bad(format!("packet counts' Rice parameter {bc}")));
+            }
+            Coding::Huffman if bc != 0 => {
+                return Err(bad(format!(
+                    "a count width of {bc} in a Huffman-coded epoch"
+                )));
             }
             _ => {}
         }
@@ -743,7 +765,8 @@ impl CellLayout {
         self.escapes_at() + 12 * self.escapes as usize
     }
 
-    /// Bytes of a Rice-coded epoch's blocks (its header's two escape fields).
+    /// Bytes of a Rice-coded epoch's blocks, or of everything after a Huffman-coded epoch's
+    /// header (its header's two escape fields).
     fn blocks_len(&self) -> u64 {
         self.escapes as u64 | (self.escapes_c as u64) << 32
     }
@@ -758,6 +781,10 @@ impl CellLayout {
                     (HEADER_BYTES + coding::tables_len(self.head.n as usize) + 8).checked_add(l)
                 })
                 .unwrap_or(usize::MAX),
+            Coding::Huffman => usize::try_from(self.blocks_len())
+                .ok()
+                .and_then(|l| (HEADER_BYTES + 8).checked_add(l))
+                .unwrap_or(usize::MAX),
         }
     }
 }
@@ -766,18 +793,38 @@ impl CellLayout {
 pub struct EpochReader<R: ReadAt> {
     src: R,
     layout: CellLayout,
-    /// What a Rice-coded epoch's cells need beside the header.
-    rice: Option<RiceIndex>,
+    /// What a block-coded epoch's cells need beside the header.
+    index: Option<BlockIndex>,
 }
 
-/// A Rice-coded epoch's parameters, the superblock starts read so far, and a block's bytes.
-struct RiceIndex {
-    params: coding::Params,
+/// How a block-coded epoch's cells are coded.
+enum BlockCodes {
+    Rice(coding::Params),
+    Huffman(Box<huffman::Codes>),
+}
+
+/// A block-coded epoch's codes, where its index and blocks are, the superblock starts read so
+/// far, and a block's bytes.
+struct BlockIndex {
+    codes: BlockCodes,
     model: coding::Model,
+    /// Offsets in the epoch of the superblock starts (u64 each), of the block starts (`entry`
+    /// bytes each, relative to their superblock of `super_blocks`) and of the first block.
+    supers_at: usize,
+    table_at: usize,
+    blocks_at: usize,
+    entry: usize,
+    super_blocks: usize,
+    blocks_len: u64,
+    max_block: u64,
     /// Superblock starts, `u64::MAX` until read.
     supers: Vec<u64>,
     block: Vec<u8>,
 }
+
+/// Bytes read after a Huffman-coded epoch's header when it is opened (its tables and
+/// superblock starts, when they fit: a 1 MiB plan's are about 2 KiB).
+const HUFFMAN_AHEAD: usize = 4096;
 
 /// Blocks a flow's cells may span and still be read in one span (one flow's [`BLOCK`]
 /// counters, `crate::colate::vector::BLOCK`, are 32 blocks).
@@ -807,7 +854,9 @@ impl<R: ReadAt> EpochReader<R> {
                 ),
             });
         }
-        let rice = match layout.head.coding {
+        let n = layout.head.n as usize;
+        let model = coding::Model::of(&layout.head);
+        let index = match layout.head.coding {
             Coding::Fixed => None,
             Coding::Rice => {
                 let mut residual = [0u8; coding::GROUPS];
@@ -818,19 +867,79 @@ impl<R: ReadAt> EpochReader<R> {
                         what: format!("a residual Rice parameter of {k}"),
                     });
                 }
-                let (_, supers) = coding::blocks(layout.head.n as usize);
-                Some(RiceIndex {
-                    params: coding::Params {
+                let (k, s) = coding::blocks(n);
+                let supers_at = HEADER_BYTES + coding::GROUPS;
+                let table_at = supers_at + 8 * (s + 1);
+                Some(BlockIndex {
+                    codes: BlockCodes::Rice(coding::Params {
                         count: layout.bc,
                         residual,
-                    },
-                    model: coding::Model::of(&layout.head),
-                    supers: vec![u64::MAX; supers + 1],
+                    }),
+                    model,
+                    supers_at,
+                    table_at,
+                    blocks_at: table_at + 4 * (k + 1),
+                    entry: 4,
+                    super_blocks: coding::SUPER_BLOCKS,
+                    blocks_len: layout.blocks_len(),
+                    max_block: coding::MAX_BLOCK_BYTES as u64,
+                    supers: vec![u64::MAX; s + 1],
+                    block: Vec::new(),
+                })
+            }
+            Coding::Huffman => {
+                // one read for the tables' length, the tables and (when they are small) the
+                // superblock starts: a query opens every epoch, and each read of an SQLite
+                // blob costs
+                let ahead = (4 + HUFFMAN_AHEAD).min(src.size() - HEADER_BYTES);
+                let mut buf = vec![0u8; ahead];
+                src.read_at(HEADER_BYTES, &mut buf)?;
+                let Some(t) = buf.get(..4) else {
+                    return Err(DecodeError::Invalid {
+                        offset: HEADER_BYTES,
+                        what: "epoch shorter than its tables' length".into(),
+                    });
+                };
+                let t_len = u32::from_le_bytes(t.try_into().expect("4 bytes"));
+                let (index_at, blocks_at, blocks_len) =
+                    huffman::body_parts(n, t_len, layout.blocks_len())?;
+                let tables = match buf.get(4..index_at) {
+                    Some(t) => huffman::Tables::read(t)?,
+                    None => {
+                        let mut t = vec![0u8; t_len as usize];
+                        src.read_at(HEADER_BYTES + 4, &mut t)?;
+                        huffman::Tables::read(&t)?
+                    }
+                };
+                let (k, s) = huffman::blocks(n);
+                let supers_at = HEADER_BYTES + index_at;
+                let table_at = supers_at + 8 * (s + 1);
+                debug_assert_eq!(table_at + 2 * (k + 1), HEADER_BYTES + blocks_at);
+                let supers = match buf.get(index_at..index_at + 8 * (s + 1)) {
+                    Some(b) => b
+                        .chunks_exact(8)
+                        .map(|e| {
+                            u64::from_le_bytes(e.try_into().expect("8 bytes")).min(u64::MAX - 1)
+                        })
+                        .collect(),
+                    None => vec![u64::MAX; s + 1],
+                };
+                Some(BlockIndex {
+                    codes: BlockCodes::Huffman(Box::new(huffman::Codes::new(&tables))),
+                    model,
+                    supers_at,
+                    table_at,
+                    blocks_at: HEADER_BYTES + blocks_at,
+                    entry: 2,
+                    super_blocks: huffman::SUPER_BLOCKS,
+                    blocks_len,
+                    max_block: huffman::MAX_BLOCK_BYTES as u64,
+                    supers,
                     block: Vec::new(),
                 })
             }
         };
-        Ok(EpochReader { src, layout, rice })
+        Ok(EpochReader { src, layout, index })
     }
 
     pub fn head(&self) -> &EpochHead {
@@ -846,8 +955,8 @@ impl<R: ReadAt> EpochReader<R> {
                 what: format!("cell {i} of {}", l.head.n),
             });
         }
-        if l.head.coding == Coding::Rice {
-            return self.rice_cell(i);
+        if self.index.is_some() {
+            return Ok(self.block_cells(&[i])?[0]);
         }
         let (b, w) = (l.head.b as u32, l.width());
         let bit = i * w as usize;
@@ -870,44 +979,36 @@ impl<R: ReadAt> EpochReader<R> {
         Ok((ts, c as u32))
     }
 
-    /// Cell `i` of a Rice-coded epoch: its block's two table entries, then its block, decoded
-    /// up to it.
-    fn rice_cell(&mut self, i: usize) -> Result<(u64, u32), DecodeError> {
-        Ok(self.rice_cells(&[i])?[0])
-    }
-
-    /// Absolute starts of Rice blocks `lo..=hi` (bytes from the first block), checked: in
-    /// order, within the blocks, none longer than a block can be; one read of the entries
-    /// (reading a 1 MiB plan's 27 KiB table whole per epoch made a day's query 1.4 times
-    /// slower from SQLite blobs).
+    /// Absolute starts of blocks `lo..=hi` (bytes from the first block), checked: in order,
+    /// within the blocks, none longer than a block can be; one read of the entries (reading a
+    /// 1 MiB plan's 27 KiB table whole per epoch made a day's query 1.4 times slower from
+    /// SQLite blobs).
     fn block_starts(&mut self, lo: usize, hi: usize) -> Result<Vec<u64>, DecodeError> {
-        let n = self.layout.head.n as usize;
-        let blocks_len = self.layout.blocks_len();
         let x = self
-            .rice
+            .index
             .as_mut()
-            .expect("a Rice-coded epoch has its index");
-        let (_, s) = coding::blocks(n);
-        let supers_at = HEADER_BYTES + coding::GROUPS;
-        let table_at = supers_at + 8 * (s + 1);
-        let mut rel = vec![0u8; 4 * (hi - lo + 1)];
-        self.src.read_at(table_at + 4 * lo, &mut rel)?;
+            .expect("a block-coded epoch has its index");
+        let e = x.entry;
+        let mut rel = vec![0u8; e * (hi - lo + 1)];
+        self.src.read_at(x.table_at + e * lo, &mut rel)?;
         let mut starts = Vec::with_capacity(hi - lo + 1);
-        for (h, e) in rel.chunks_exact(4).enumerate() {
-            let si = (lo + h) / coding::SUPER_BLOCKS;
+        for (h, b) in rel.chunks_exact(e).enumerate() {
+            let si = (lo + h) / x.super_blocks;
             if x.supers[si] == u64::MAX {
-                let mut e = [0u8; 8];
-                self.src.read_at(supers_at + 8 * si, &mut e)?;
-                x.supers[si] = u64::from_le_bytes(e).min(u64::MAX - 1);
+                let mut s = [0u8; 8];
+                self.src.read_at(x.supers_at + 8 * si, &mut s)?;
+                x.supers[si] = u64::from_le_bytes(s).min(u64::MAX - 1);
             }
-            let r = u32::from_le_bytes(e.try_into().expect("4 bytes"));
-            let at = x.supers[si].saturating_add(r as u64);
+            let r = if e == 4 {
+                u32::from_le_bytes(b.try_into().expect("4 bytes")) as u64
+            } else {
+                u16::from_le_bytes(b.try_into().expect("2 bytes")) as u64
+            };
+            let at = x.supers[si].saturating_add(r);
             let prev = starts.last().copied().unwrap_or(0);
-            if at > blocks_len
-                || (h > 0 && (at < prev || at - prev > coding::MAX_BLOCK_BYTES as u64))
-            {
+            if at > x.blocks_len || (h > 0 && (at < prev || at - prev > x.max_block)) {
                 return Err(DecodeError::Invalid {
-                    offset: table_at + 4 * (lo + h),
+                    offset: x.table_at + e * (lo + h),
                     what: format!("block {} starts at {at}: torn or corrupted", lo + h),
                 });
             }
@@ -916,10 +1017,10 @@ impl<R: ReadAt> EpochReader<R> {
         Ok(starts)
     }
 
-    /// Cells `idx` of a Rice-coded epoch, each block read and decoded once up to the last
+    /// Cells `idx` of a block-coded epoch, each block read and decoded once up to the last
     /// cell asked of it: blocks close together (one flow's in [`Placement::Blocked`]) in one
     /// read, others one read each.
-    fn rice_cells(&mut self, idx: &[usize]) -> Result<Vec<(u64, u32)>, DecodeError> {
+    fn block_cells(&mut self, idx: &[usize]) -> Result<Vec<(u64, u32)>, DecodeError> {
         let n = self.layout.head.n as usize;
         if let Some(&i) = idx.iter().find(|&&i| i >= n) {
             return Err(DecodeError::Invalid {
@@ -927,8 +1028,6 @@ impl<R: ReadAt> EpochReader<R> {
                 what: format!("cell {i} of {n}"),
             });
         }
-        let (k, s) = coding::blocks(n);
-        let blocks_at = HEADER_BYTES + coding::GROUPS + 8 * (s + 1) + 4 * (k + 1);
         let mut order: Vec<usize> = (0..idx.len()).collect();
         order.sort_unstable_by_key(|&j| idx[j]);
         let mut out = vec![(0u64, 0u32); idx.len()];
@@ -949,28 +1048,36 @@ impl<R: ReadAt> EpochReader<R> {
         for (a, b) in spans {
             let starts = self.block_starts(a, b + 1)?;
             let x = self
-                .rice
+                .index
                 .as_mut()
-                .expect("a Rice-coded epoch has its index");
+                .expect("a block-coded epoch has its index");
             let base = starts[0];
             // 16 bytes of zeros after the span: the bit reader looks ahead a word
             let len = (starts[b + 1 - a] - base) as usize;
             x.block.clear();
             x.block.resize(len + 16, 0);
             self.src
-                .read_at(blocks_at + base as usize, &mut x.block[..len])?;
+                .read_at(x.blocks_at + base as usize, &mut x.block[..len])?;
             while next < order.len() && bk(idx[order[next]]) <= b {
                 let blk = bk(idx[order[next]]);
                 let (from, to) = (starts[blk - a] - base, starts[blk + 1 - a] - base);
                 let mut r = coding::BitReader::window(&x.block, from as usize, to as usize);
-                let mut at = blk * coding::BLOCK_CELLS;
+                let first = blk * coding::BLOCK_CELLS;
+                let block_len = coding::BLOCK_CELLS.min(n - first);
+                let mut at = first;
+                let mut state = huffman::RunState::default();
                 while next < order.len() && bk(idx[order[next]]) == blk {
                     let (j, i) = (order[next], idx[order[next]]);
                     if i < at {
                         // the same cell asked twice
                         out[j] = out[order[next - 1]];
                     } else {
-                        out[j] = r.cell_after(i - at, &x.model, &x.params)?;
+                        out[j] = match &x.codes {
+                            BlockCodes::Rice(p) => r.cell_after(i - at, &x.model, p)?,
+                            BlockCodes::Huffman(c) => {
+                                c.cell_after(&mut r, &x.model, &mut state, i - at, block_len)?
+                            }
+                        };
                         at = i + 1;
                     }
                     next += 1;
@@ -1025,8 +1132,8 @@ impl<R: ReadAt> EpochReader<R> {
         let m = map.m as usize;
         let idx: Vec<usize> = (0..m).map(|j| map.index(flow_hash, j, n)).collect();
         let (mut ts, mut counts) = (Vec::with_capacity(m), Vec::with_capacity(m));
-        if self.layout.head.coding == Coding::Rice {
-            (ts, counts) = self.rice_cells(&idx)?.into_iter().unzip();
+        if self.index.is_some() {
+            (ts, counts) = self.block_cells(&idx)?.into_iter().unzip();
         } else {
             for &i in &idx {
                 let (t, c) = self.cell(i)?;
@@ -1088,7 +1195,7 @@ pub fn encoded_len(head: &EpochHead, ts: &[u64], counts: &[u32]) -> usize {
 
 /// [`encoded_len`] of any counters.
 pub fn encoded_len_of(head: &EpochHead, cells: &impl CellSource) -> usize {
-    if head.rice_coded() {
+    if head.block_coded() {
         let mut out = Vec::new();
         encode_cells(head, cells, &mut out);
         return out.len();

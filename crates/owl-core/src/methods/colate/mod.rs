@@ -7,7 +7,7 @@
 //! Modules: [`config`] (what a point is configured with, what two points agree on), [`plan`]
 //! (§5: `n`, `m`, `b`, `T` from `M`, `α`, `β`, `t_min`, `t_max`), [`vector`] (§3.1: the
 //! recording phase and the dump), [`epoch`] (the dumped epoch and its byte layout), [`coding`]
-//! (its counters fixed-width or Rice-coded),
+//! (its counters fixed-width or Rice-coded), [`huffman`] (or Huffman-coded, the default),
 //! [`estimate`] (§4: Theorem 2, Eq. 3, Theorems 3 and 4), [`method`] (the adapter).
 //!
 //! # Recording (§3.1)
@@ -82,6 +82,7 @@ pub mod coding;
 pub mod config;
 pub mod epoch;
 pub mod estimate;
+pub mod huffman;
 pub mod method;
 pub mod plan;
 pub mod vector;

@@ -225,6 +225,12 @@ fn cells_read_in_place_are_the_decoded_ones() {
         // past one superblock (65 536 counters), flows' cells anywhere or in one block
         (70_001, 19, Coding::Rice, any),
         (70_001, 19, Coding::Rice, blocked),
+        (64, 6, Coding::Huffman, any),
+        (997, 19, Coding::Huffman, any),
+        (150, 19, Coding::Huffman, any),
+        // past one superblock (4 096 counters), flows' cells anywhere or in one block
+        (70_001, 19, Coding::Huffman, any),
+        (70_001, 19, Coding::Huffman, blocked),
     ] {
         let c = cfg(n, 4, u64::MAX, 1_000, 5)
             .with_parameters(n, 4, b, u64::MAX)
@@ -308,7 +314,7 @@ fn the_widest_cells_round_trip() {
         counts,
     };
     assert_eq!(e.count_bits(), 32);
-    for coding in [Coding::Fixed, Coding::Rice] {
+    for coding in [Coding::Fixed, Coding::Rice, Coding::Huffman] {
         let mut e = e.clone();
         e.head.coding = coding;
         let mut b = Vec::new();
@@ -322,60 +328,79 @@ fn the_widest_cells_round_trip() {
     }
 }
 
-/// Rice-coded epochs: round trip, any prefix refused, a flipped bit caught, and bytes the
-/// writer would not write (a table entry, a parameter, a block's padding) refused under a
-/// right checksum, never read as counters — and never a panic, for the whole decoder and
-/// the in-place reader alike.
+/// Block-coded epochs (Rice and Huffman; sparse, with runs of empty cells, and dense): round
+/// trip, any prefix refused, a flipped bit caught, and bytes the writer would not write (a
+/// table entry, a parameter, a code table, a block's padding) refused under a right checksum,
+/// never read as counters — and never a panic, for the whole decoder and the in-place reader
+/// alike.
 #[test]
-fn rice_epochs_round_trip_and_refuse_what_the_writer_would_not_write() {
+fn block_coded_epochs_round_trip_and_refuse_what_the_writer_would_not_write() {
     let (s, _, _) = traffic(3, 200, 2_000, 0.0);
-    let c = cfg(3_000, 4, u64::MAX, 1_000, 2)
-        .with_parameters(3_000, 4, 19, u64::MAX)
-        .unwrap()
-        .with_ram(8, 3_000)
-        .unwrap();
-    assert_eq!(c.coding(), Coding::Rice, "the default");
-    let e = record(&c, &s).remove(0);
-    let mut b = Vec::new();
-    e.encode(&mut b);
-    assert_eq!(&b[..4], b"CLR3");
-    assert_eq!(b.len(), e.encoded_len());
-    assert_eq!(Epoch::decode(&b).unwrap(), e);
-    for cut in [0, 3, epoch::HEADER_BYTES, b.len() / 2, b.len() - 1] {
-        assert!(Epoch::decode(&b[..cut]).is_err(), "{cut}");
-        assert!(EpochReader::open(&b[..cut]).is_err(), "{cut}");
-    }
-    for at in [5, 60, b.len() / 2, b.len() - 9] {
-        let mut x = b.clone();
-        x[at] ^= 0x10;
-        assert!(Epoch::decode(&x).is_err());
-    }
-    assert_eq!(Epoch::decode(&reseal(b.clone())).unwrap(), e);
-    // every byte after the header, changed and resealed: refused whole, and read in place
-    // either refused or (a block's bytes are not checked there) some counters — no panic
-    let n = e.n as usize;
-    let mut refused = 0;
-    for at in epoch::HEADER_BYTES..b.len() - 8 {
-        for flip in [0x01u8, 0x80] {
+    let at = |n: u32, coding: Coding| {
+        cfg(n, 4, u64::MAX, 1_000, 2)
+            .with_parameters(n, 4, 19, u64::MAX)
+            .unwrap()
+            .with_ram(8, n)
+            .unwrap()
+            .with_coding(coding)
+    };
+    assert_eq!(
+        cfg(3_000, 4, u64::MAX, 1_000, 2).coding(),
+        Coding::Huffman,
+        "the default"
+    );
+    for (n, coding, placement, tag) in [
+        (3_000u32, Coding::Rice, Placement::Folded, b"CLR3"),
+        (3_000, Coding::Huffman, Placement::Folded, b"CLH3"),
+        (300, Coding::Huffman, Placement::Folded, b"CLH3"),
+        (2_100, Coding::Huffman, Placement::Blocked, b"CLH4"),
+    ] {
+        let c = at(n, coding).with_placement(placement);
+        let e = record(&c, &s).remove(0);
+        let mut b = Vec::new();
+        e.encode(&mut b);
+        assert_eq!(&b[..4], tag);
+        assert_eq!(b.len(), e.encoded_len());
+        assert_eq!(Epoch::decode(&b).unwrap(), e);
+        for cut in [0, 3, epoch::HEADER_BYTES, b.len() / 2, b.len() - 1] {
+            assert!(Epoch::decode(&b[..cut]).is_err(), "{cut}");
+            assert!(EpochReader::open(&b[..cut]).is_err(), "{cut}");
+        }
+        for at in [5, 60, b.len() / 2, b.len() - 9] {
             let mut x = b.clone();
-            x[at] ^= flip;
-            let x = reseal(x);
-            match Epoch::decode(&x) {
-                Ok(d) => assert_eq!(d, e, "byte {at} flip {flip}: decoded to other counters"),
-                Err(_) => refused += 1,
-            }
-            if let Ok(mut rd) = EpochReader::open(&x[..]) {
-                for i in (0..n).step_by(97) {
-                    let _ = rd.cell(i);
+            x[at] ^= 0x10;
+            assert!(Epoch::decode(&x).is_err());
+        }
+        assert_eq!(Epoch::decode(&reseal(b.clone())).unwrap(), e);
+        // every byte after the header, changed and resealed: refused whole, and read in place
+        // either refused or (a block's bytes are not checked there) some counters — no panic
+        let n = e.n as usize;
+        let mut refused = 0;
+        for at in epoch::HEADER_BYTES..b.len() - 8 {
+            for flip in [0x01u8, 0x80] {
+                let mut x = b.clone();
+                x[at] ^= flip;
+                let x = reseal(x);
+                match Epoch::decode(&x) {
+                    Ok(d) => assert_eq!(
+                        d, e,
+                        "{coding:?} n {n} byte {at} flip {flip}: decoded to other counters"
+                    ),
+                    Err(_) => refused += 1,
+                }
+                if let Ok(mut rd) = EpochReader::open(&x[..]) {
+                    for i in (0..n).step_by(97) {
+                        let _ = rd.cell(i);
+                    }
                 }
             }
         }
+        assert!(refused > 0);
+        // the packet counts' parameter (a Huffman-coded epoch's 0) the writer would not choose
+        let mut x = b.clone();
+        x[BC_AT] ^= 1;
+        assert!(Epoch::decode(&reseal(x)).is_err());
     }
-    assert!(refused > 0);
-    // the packet counts' parameter the writer would not choose
-    let mut x = b.clone();
-    x[BC_AT] ^= 1;
-    assert!(Epoch::decode(&reseal(x)).is_err());
 }
 
 /// §3.1/§5: a plan's timestamp counters fit its M, and the RAM the vectors take is exactly
