@@ -643,16 +643,25 @@ fn a_thousand_idle_connections_stop_no_measurement_and_no_scrape() {
     let scraped = http_get(&maddr, "/metrics");
     let scrape = t0.elapsed();
     assert!(scraped.starts_with("HTTP/1.1 200 OK"), "{scraped}");
-    // the collector holds at most the cap of handshakes on each port, each on a thread
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let threads: usize = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .map_or(0, |t| t.trim().parse().unwrap());
-    assert!(
-        threads <= 2 * owl_live::admission::DEFAULT_CAP + 16,
-        "{threads} threads in the collector"
-    );
+    // the collector holds at most the cap of handshakes on each port, each on a thread (a
+    // shed handshake's thread is closing as the next is admitted: on a loaded machine the
+    // count may overshoot for a moment, so it is read until it settles, for up to 3 s; a leak
+    // of one thread per connection, thousands, never does)
+    let threads = || -> usize {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .map_or(0, |t| t.trim().parse().unwrap())
+    };
+    let bound = 2 * owl_live::admission::DEFAULT_CAP + 16;
+    let settle = Instant::now();
+    let mut seen = threads();
+    while seen > bound && settle.elapsed() < std::time::Duration::from_secs(3) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        seen = threads();
+    }
+    assert!(seen <= bound, "{seen} threads in the collector");
     let common = ["--methods", "lda,rda", "--interval", "100ms"];
     let handshake = Mutex::new(None);
     let run = agents_via(
