@@ -498,6 +498,16 @@ fn both_directions_are_told_apart_and_give_the_offset() {
         alone["truth"]["mean_ns"].as_f64().unwrap(),
     );
     assert!((m - a).abs() > 100_000.0, "{m} vs {a}");
+    fails(
+        &[
+            "compare",
+            &s(&p("S.pcap")),
+            &s(&p("R.pcap")),
+            "--filter",
+            "udp and port 1",
+        ],
+        "--filter '(proto 17 and port 1)' kept 0 of the 40000 packets at S",
+    );
     assert!(
         alone["checks"]["clock"]["offset_ns"].is_null(),
         "one direction: no offset"

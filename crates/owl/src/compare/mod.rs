@@ -826,6 +826,17 @@ pub fn compare(opts: &CompareOptions, sinks: &mut CompareSinks) -> Result<Compar
     if let Some(s) = sinks.intervals.as_mut() {
         s.end()?;
     }
+    if let Some((expression, s)) = &selected
+        && (s.kept[0] == 0 || s.kept[1] == 0)
+    {
+        bail!(
+            "--filter '{expression}' kept {} of the {} packets at S and {} of the {} at R: nothing to measure (it selects by address, port and protocol; the captures' traffic is in their checks: owl compare without --filter)",
+            s.kept[0],
+            s.kept[0] + s.left_out[0],
+            s.kept[1],
+            s.kept[1] + s.left_out[1]
+        );
+    }
     if stream.received == 0 {
         bail!(
             "no packet of {} appears in {} within the {} horizon ({} distinct packets at S, {} at R, {} later than the horizon{}): these are not captures of the same traffic, or they were taken with different identity seeds{}",
