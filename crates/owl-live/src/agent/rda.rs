@@ -17,19 +17,7 @@ pub(super) fn open(
         .map_err(|e| e.to_string())
         .and_then(|r| Responder::new(r).map_err(|e| e.to_string()));
     match started {
-        Ok((resp, first)) => {
-            let mut b = Vec::new();
-            first.encode(&mut b);
-            send(
-                w,
-                &Msg::Rda {
-                    interval: k,
-                    method: i,
-                    message: b,
-                },
-            )?;
-            Ok(Ok(resp))
-        }
+        Ok((resp, first)) => Ok(send_message(w, k, i, &first)?.map(|()| resp)),
         Err(e) => Ok(Err(e)),
     }
 }
