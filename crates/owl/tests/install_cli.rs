@@ -4,7 +4,7 @@
 use std::process::Command;
 
 mod common;
-use common::{fails, ok};
+use common::{fails, have_tool, ok};
 
 /// `owl completions SHELL` prints a script that names every command; bash's is valid bash
 /// (checked by `bash -n` where bash is installed).
@@ -76,16 +76,11 @@ fn man_pages_for_every_command() {
 /// machine has it).
 #[test]
 fn systemd_units_verify() {
-    let have = Command::new("systemd-analyze")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have {
-        assert!(
-            std::env::var_os("OWL_REQUIRE_SYSTEMD_ANALYZE").is_none(),
-            "OWL_REQUIRE_SYSTEMD_ANALYZE is set but systemd-analyze cannot run"
-        );
-        eprintln!("SKIPPED: systemd_units_verify (no systemd-analyze)");
+    if !have_tool(
+        "systemd-analyze",
+        "OWL_REQUIRE_SYSTEMD_ANALYZE",
+        "systemd_units_verify",
+    ) {
         return;
     }
     let units = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/systemd");
@@ -139,16 +134,11 @@ fn systemd_units_verify() {
 /// prometheus package).
 #[test]
 fn prometheus_rules_check_and_pass_their_tests() {
-    let have = Command::new("promtool")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have {
-        assert!(
-            std::env::var_os("OWL_REQUIRE_PROMETHEUS").is_none(),
-            "OWL_REQUIRE_PROMETHEUS is set but promtool cannot run"
-        );
-        eprintln!("SKIPPED: prometheus_rules_check_and_pass_their_tests (no promtool)");
+    if !have_tool(
+        "promtool",
+        "OWL_REQUIRE_PROMETHEUS",
+        "prometheus_rules_check_and_pass_their_tests",
+    ) {
         return;
     }
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus");

@@ -3,7 +3,7 @@
 mod common;
 use std::path::Path;
 
-use common::{Guard, drain, fails, first_line, ok};
+use common::{Guard, drain, fails, first_line, ok, replay_agent};
 
 #[test]
 fn keygen_writes_a_private_key_once() {
@@ -51,25 +51,6 @@ const PAIR_DEADLINE: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// A receiver on a free loopback port.
 const RECEIVER: &[&str] = &["--role", "receiver", "--listen", "127.0.0.1:0"];
-
-/// `owl agent` at `place` (its role, and where it listens or connects) replaying `capture`
-/// with the key in `key`, and the flags both agents share.
-fn replay_agent(
-    place: &[&str],
-    capture: &Path,
-    key: &Path,
-    common: &[&str],
-) -> std::process::Command {
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_owl"));
-    c.arg("agent").args(place).args([
-        "--replay",
-        capture.to_str().unwrap(),
-        "--key-file",
-        key.to_str().unwrap(),
-    ]);
-    c.args(common);
-    c
-}
 
 /// [`agents`], with flags for the receiver only.
 fn agents_with(s: &Path, r: &Path, key: &Path, common: &[&str], receiver_only: &[&str]) -> Run {

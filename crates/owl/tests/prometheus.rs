@@ -7,7 +7,7 @@
 //! SKIPPED line, unless OWL_REQUIRE_PROMETHEUS=1 (`.ci/run` sets it when it could install it).
 
 mod common;
-use common::{Guard, drain, first_line, ok};
+use common::{Guard, drain, first_line, have_tool, ok, replay_agent};
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -26,23 +26,6 @@ const DEADLINE: Duration = Duration::from_secs(120);
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Is `prometheus` here? If not, the test is skipped (said on stderr), or fails where
-/// OWL_REQUIRE_PROMETHEUS is set.
-fn have_prometheus(test: &str) -> bool {
-    let have = Command::new("prometheus")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have {
-        assert!(
-            std::env::var_os("OWL_REQUIRE_PROMETHEUS").is_none(),
-            "OWL_REQUIRE_PROMETHEUS is set but prometheus cannot run"
-        );
-        eprintln!("SKIPPED: {test} (prometheus not installed)");
-    }
-    have
 }
 
 /// `s` percent-encoded for a URL's query (everything but RFC 3986's unreserved characters).
@@ -316,7 +299,11 @@ fn quantile(q: f64, bounds: &[f64], counts: &[f64]) -> f64 {
 /// the database's own histograms.
 #[test]
 fn prometheus_evaluates_every_shipped_query() {
-    if !have_prometheus("prometheus_evaluates_every_shipped_query") {
+    if !have_tool(
+        "prometheus",
+        "OWL_REQUIRE_PROMETHEUS",
+        "prometheus_evaluates_every_shipped_query",
+    ) {
         return;
     }
     let t0 = Instant::now();
@@ -367,17 +354,7 @@ fn prometheus_evaluates_every_shipped_query() {
     // the agent pair: R replays at the capture's pace (a paced capture drops an interval when
     // its queue is full), S as fast as the exchange lets it
     let common = ["--methods", "rda,lda,lds,sample", "--interval", INTERVAL];
-    let agent = |role: &[&str], capture: &Path| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_owl"));
-        c.arg("agent").args(role).args([
-            "--replay",
-            capture.to_str().unwrap(),
-            "--key-file",
-            key.to_str().unwrap(),
-        ]);
-        c.args(common);
-        c
-    };
+    let agent = |role: &[&str], capture: &Path| replay_agent(role, capture, &key, &common);
     let run_start = unix_now();
     let rx = agent(&["--role", "receiver", "--listen", "127.0.0.1:0"], &r)
         .args(["--speed", "1", "--queue", "4"])

@@ -3,6 +3,7 @@
 // Each test file compiles this module on its own and uses a part of it.
 #![allow(dead_code)]
 
+use std::path::Path;
 use std::process::{Command, Output};
 
 /// Run the `owl` binary built for these tests.
@@ -271,4 +272,35 @@ pub fn first_line(mut c: std::process::Child, prefix: &str) -> (std::process::Ch
         .unwrap_or_else(|| panic!("said: {first}"))
         .to_string();
     (c, rest)
+}
+
+/// Can `program --version` run here? If not, `test` is skipped (a `SKIPPED:` line on standard
+/// error), or fails where `.ci/run` set `require` (it sets it where it could install the tool).
+pub fn have_tool(program: &str, require: &str, test: &str) -> bool {
+    let have = Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        assert!(
+            std::env::var_os(require).is_none(),
+            "{require} is set but {program} cannot run"
+        );
+        eprintln!("SKIPPED: {test} (no {program})");
+    }
+    have
+}
+
+/// `owl agent` at `place` (its role, and where it listens or connects) replaying `capture`
+/// with the key in `key`, and the flags both agents share.
+pub fn replay_agent(place: &[&str], capture: &Path, key: &Path, common: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_owl"));
+    c.arg("agent").args(place).args([
+        "--replay",
+        capture.to_str().unwrap(),
+        "--key-file",
+        key.to_str().unwrap(),
+    ]);
+    c.args(common);
+    c
 }
