@@ -58,8 +58,12 @@ pub enum CaptureError {
     /// This build or platform has no such capture.
     #[error("{0}")]
     Unsupported(String),
+    /// The point's capture stopped: every path of the point learns the same reason.
+    #[error("{0}")]
+    Point(Arc<CaptureError>),
 }
 use crate::filter::Filter;
+use hashbrown::HashMap;
 
 /// Records read per batch.
 const BATCH: usize = 4096;
@@ -337,77 +341,298 @@ impl Input {
     }
 }
 
-/// Where a point's records come from and how it cuts them.
+/// Where a point's frames come from: what every path of the point shares. The frames are read,
+/// dissected and identified once, then handed to each path's [`Tap`].
 #[derive(Clone)]
 pub struct CaptureOptions {
     pub input: Input,
-    /// Only the packets this selects are measured (both points should give the same).
-    pub filter: Option<Filter>,
     /// Live capture: stop once this is set ([`stop_on_signals`]).
     pub stop: Option<&'static AtomicBool>,
     /// Live capture: stop after this long.
     pub duration: Option<Duration>,
-    pub role: Role,
-    pub intervals: Intervals,
-    /// How the two points cut intervals (both agents agree on it in the handshake).
-    pub cut: Cut,
     pub disorder_ns: u64,
     pub identity_seed: u64,
     /// Identify packets on their first this many IP bytes (`--identity-bytes`).
     pub identity_bytes: Option<u32>,
-    pub methods: Vec<Arc<dyn Method>>,
     /// Called with a line to log (drops).
     pub log: Arc<dyn Fn(&str) + Send + Sync>,
 }
 
-/// Start the capture thread.
-pub fn start(o: CaptureOptions, handoff: Arc<Handoff>) -> std::thread::JoinHandle<()> {
+/// One path's share of a point's capture: which packets, cut how, into which synopses, and
+/// handed to which exchange.
+#[derive(Clone)]
+pub struct Tap {
+    /// The path's name, prefixed to its log lines (empty: the point's only path).
+    pub name: String,
+    /// Only the packets this selects are measured (both points of the path give the same).
+    pub filter: Option<Filter>,
+    pub role: Role,
+    pub intervals: Intervals,
+    /// How the path's two points cut intervals (both agents agree on it in the handshake).
+    pub cut: Cut,
+    pub methods: Vec<Arc<dyn Method>>,
+    pub handoff: Arc<Handoff>,
+}
+
+/// A tap at work in the capture thread.
+struct Running<'a> {
+    tap: &'a Tap,
+    point: PointStream,
+    closed: Vec<ClosedInterval>,
+    /// The records of the batch this path selects (with several paths).
+    mine: Vec<owl_core::PacketRecord>,
+    summary: CaptureSummary,
+    /// Live capture: the kernel's counts since this path last handed an interval over.
+    kernel: KernelStats,
+    /// Live capture: packets stamped from here on are not taken (the end of the interval
+    /// open when the stop came).
+    stop_at: Option<u64>,
+}
+
+impl<'a> Running<'a> {
+    fn new(o: &CaptureOptions, tap: &'a Tap) -> Running<'a> {
+        Running {
+            tap,
+            point: PointStream::new(tap.role, tap.intervals, o.disorder_ns, tap.methods.clone())
+                .with_cut(tap.cut),
+            closed: Vec::new(),
+            mine: Vec::new(),
+            summary: CaptureSummary::default(),
+            kernel: KernelStats::default(),
+            stop_at: None,
+        }
+    }
+
+    /// Log a line as this path's.
+    fn log(&self, o: &CaptureOptions, line: &str) {
+        path_log(o, &self.tap.name, line);
+    }
+
+    /// Record this path's share of `batch` (and, live, leave out what is past its stop).
+    fn push(&mut self, batch: &[owl_core::PacketRecord], selected: Option<&[bool]>) {
+        let records: &[owl_core::PacketRecord] = match (selected, self.stop_at) {
+            (None, None) => batch,
+            _ => {
+                self.mine.clear();
+                for (i, r) in batch.iter().enumerate() {
+                    if selected.is_some_and(|s| !s[i]) {
+                        self.summary.filtered_out += 1;
+                    } else if self.stop_at.is_some_and(|end| r.ts_ns >= end) {
+                        self.summary.after_stop += 1;
+                    } else {
+                        self.mine.push(*r);
+                    }
+                }
+                &self.mine
+            }
+        };
+        self.point.push(records, &NoTimer);
+    }
+
+    /// Hand what closed over; `below`: the point closes nothing below it any more.
+    fn hand(&mut self, o: &CaptureOptions, below: u64, kernel: bool) {
+        let k = (kernel && !self.closed.is_empty()).then(|| std::mem::take(&mut self.kernel));
+        let tap = self.tap;
+        hand(
+            o.input.waits(),
+            &|line| path_log(o, &tap.name, line),
+            &self.tap.handoff,
+            &mut self.closed,
+            below,
+            k,
+            &mut self.summary,
+        );
+    }
+}
+
+/// Log `line` as path `name`'s (no name: the point's only path).
+fn path_log(o: &CaptureOptions, name: &str, line: &str) {
+    if name.is_empty() {
+        (o.log)(line);
+    } else {
+        (o.log)(&format!("path {name}: {line}"));
+    }
+}
+
+/// Which paths each flow goes to: every path's filter decided once per flow, so a packet's cost
+/// does not grow with the number of paths (a filter looks at the flow's 5-tuple only). At most
+/// [`Dispatch::MAX_FLOWS`] flows are remembered; past that the table starts again (counted).
+struct Dispatch {
+    filters: Vec<Option<Filter>>,
+    flows: HashMap<owl_core::FlowKey, u32>,
+    /// Where each flow's paths start in `sets`.
+    sets: Vec<bool>,
+    /// Times the table was full and started again.
+    restarts: u64,
+}
+
+impl Dispatch {
+    const MAX_FLOWS: usize = 1 << 16;
+
+    fn new(taps: &[Tap]) -> Dispatch {
+        Dispatch {
+            filters: taps.iter().map(|t| t.filter.clone()).collect(),
+            flows: HashMap::new(),
+            sets: Vec::new(),
+            restarts: 0,
+        }
+    }
+
+    /// For every path, which of `batch` it selects: `selected[path][i]`.
+    fn select(&mut self, batch: &[owl_core::PacketRecord], selected: &mut [Vec<bool>]) {
+        let n = self.filters.len();
+        for s in selected.iter_mut() {
+            s.clear();
+        }
+        for r in batch {
+            let at = match self.flows.get(&r.flow) {
+                Some(&at) => at as usize,
+                None => {
+                    if self.flows.len() >= Self::MAX_FLOWS {
+                        self.flows.clear();
+                        self.sets.clear();
+                        self.restarts += 1;
+                    }
+                    let at = self.sets.len();
+                    self.sets.extend(
+                        self.filters
+                            .iter()
+                            .map(|f| f.as_ref().is_none_or(|f| f.matches(&r.flow))),
+                    );
+                    self.flows.insert(r.flow, at as u32);
+                    at
+                }
+            };
+            for (p, s) in selected.iter_mut().enumerate().take(n) {
+                s.push(self.sets[at + p]);
+            }
+        }
+    }
+}
+
+/// Start the point's capture thread, feeding every tap.
+pub fn start(o: CaptureOptions, taps: Vec<Tap>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        let r = run(&o, &handoff);
-        if let (Ok(s), Input::Live { iface, .. }) = (&r, &o.input) {
+        let r = run(&o, &taps);
+        if let (Ok(sums), Input::Live { iface, .. }) = (&r, &o.input)
+            && let Some(s) = sums.first()
+        {
             (o.log)(&format!(
-                "capture on {iface} ended: {} frames, {} IP packets, {} left out by --filter, {} after the stop; kernel: {} taken, {} dropped (ring full), {} freezes; {} damaged ring frames",
+                "capture on {iface} ended: {} frames, {} IP packets{}, {} after the stop; kernel: {} taken, {} dropped (ring full), {} freezes; {} damaged ring frames",
                 s.input.frames,
                 s.input.ip_packets,
-                s.filtered_out,
-                s.after_stop,
+                if sums.len() == 1 {
+                    format!(", {} left out by --filter", s.filtered_out)
+                } else {
+                    String::new()
+                },
+                sums.iter().map(|s| s.after_stop).max().unwrap_or(0),
                 s.kernel.packets,
                 s.kernel.drops,
                 s.kernel.freezes,
                 s.ring_malformed
             ));
         }
-        handoff.lock().done = Some(r);
-        handoff.notify();
+        match r {
+            Ok(sums) => {
+                for (t, s) in taps.iter().zip(sums) {
+                    t.handoff.lock().done = Some(Ok(s));
+                    t.handoff.notify();
+                }
+            }
+            Err(e) => {
+                // every path learns why the point's capture stopped
+                let e = Arc::new(e);
+                for t in &taps {
+                    t.handoff.lock().done = Some(Err(CaptureError::Point(e.clone())));
+                    t.handoff.notify();
+                }
+            }
+        }
     })
 }
 
-fn run(o: &CaptureOptions, h: &Handoff) -> Result<CaptureSummary, CaptureError> {
+fn run(o: &CaptureOptions, taps: &[Tap]) -> Result<Vec<CaptureSummary>, CaptureError> {
     match &o.input {
-        Input::Replay { path, speed } => run_replay(o, h, path, *speed),
-        Input::Live { iface, backend } => run_live(o, h, iface, backend),
+        Input::Replay { path, speed } => run_replay(o, taps, path, *speed),
+        Input::Live { iface, backend } => run_live(o, taps, iface, backend),
     }
 }
 
-/// Keep the records `--filter` selects; count the others.
-fn select(
-    o: &CaptureOptions,
-    batch: &mut Vec<owl_core::PacketRecord>,
-    summary: &mut CaptureSummary,
-) {
-    if let Some(f) = &o.filter {
-        let before = batch.len();
-        batch.retain(|r| f.matches(&r.flow));
-        summary.filtered_out += (before - batch.len()) as u64;
+/// The taps at work, and how the point's records are shared out among them.
+struct Taps<'a> {
+    running: Vec<Running<'a>>,
+    /// With more than one path, or a filter: which path takes which record.
+    dispatch: Option<Dispatch>,
+    selected: Vec<Vec<bool>>,
+}
+
+impl<'a> Taps<'a> {
+    fn new(o: &CaptureOptions, taps: &'a [Tap]) -> Taps<'a> {
+        let filtered = taps.len() > 1 || taps.iter().any(|t| t.filter.is_some());
+        Taps {
+            running: taps.iter().map(|t| Running::new(o, t)).collect(),
+            dispatch: filtered.then(|| Dispatch::new(taps)),
+            selected: vec![Vec::new(); taps.len()],
+        }
+    }
+
+    fn push(&mut self, batch: &[owl_core::PacketRecord]) {
+        if let Some(d) = &mut self.dispatch {
+            d.select(batch, &mut self.selected);
+        }
+        for (p, r) in self.running.iter_mut().enumerate() {
+            let sel = self.dispatch.is_some().then(|| self.selected[p].as_slice());
+            r.push(batch, sel);
+            r.point.drain_closed(&mut r.closed);
+        }
+    }
+
+    fn hand(&mut self, o: &CaptureOptions, kernel: bool) {
+        for r in &mut self.running {
+            let below = r.point.closed_below();
+            r.hand(o, below, kernel);
+        }
+    }
+
+    /// Every path closes what it holds and hands it over; their summaries.
+    fn finish(
+        mut self,
+        o: &CaptureOptions,
+        input: InputStats,
+        kernel: Option<KernelStats>,
+        ring_malformed: u64,
+    ) -> Vec<CaptureSummary> {
+        if let Some(d) = &self.dispatch
+            && d.restarts > 0
+        {
+            (o.log)(&format!(
+                "the flow-to-path table was full {} times and started again (more than {} flows at once)",
+                d.restarts,
+                Dispatch::MAX_FLOWS
+            ));
+        }
+        for r in &mut self.running {
+            r.point.finish(&mut r.closed);
+            if let Some(k) = kernel {
+                add(&mut r.kernel, k);
+                add(&mut r.summary.kernel, k);
+            }
+            r.hand(o, u64::MAX, kernel.is_some());
+            r.summary.input = input;
+            r.summary.point = r.point.counters();
+            r.summary.ring_malformed = ring_malformed;
+        }
+        self.running.into_iter().map(|r| r.summary).collect()
     }
 }
 
 fn run_replay(
     o: &CaptureOptions,
-    h: &Handoff,
+    taps: &[Tap],
     replay: &std::path::Path,
     speed: Speed,
-) -> Result<CaptureSummary, CaptureError> {
+) -> Result<Vec<CaptureSummary>, CaptureError> {
     let path = replay.display().to_string();
     let src = Source::parse(replay);
     let reader = src
@@ -419,11 +644,8 @@ fn run_replay(
         })?;
     let mut rr = RecordReader::new(reader, o.identity_seed);
     rr.set_identity_bytes(o.identity_bytes);
-    let mut point =
-        PointStream::new(o.role, o.intervals, o.disorder_ns, o.methods.clone()).with_cut(o.cut);
+    let mut paths = Taps::new(o, taps);
     let mut batch = Vec::with_capacity(BATCH);
-    let mut closed = Vec::new();
-    let mut summary = CaptureSummary::default();
     let mut pace: Option<(Instant, u64)> = None;
     loop {
         let n = rr
@@ -435,7 +657,6 @@ fn run_replay(
         if n == 0 {
             break;
         }
-        select(o, &mut batch, &mut summary);
         // paced: runs of at most PACE_STEP_NS of capture time, each when its first record is
         // due (a whole batch at once handed on up to a second of intervals together — at 4 k
         // packets/s, five 200 ms intervals — which a --queue of 4 then partly dropped)
@@ -458,23 +679,19 @@ fn run_replay(
                         .max(1)
                 }
             };
-            point.push(&batch[i..j], &NoTimer);
-            point.drain_closed(&mut closed);
-            hand(o, h, &mut closed, point.closed_below(), None, &mut summary);
+            paths.push(&batch[i..j]);
+            paths.hand(o, false);
             i = j;
         }
     }
-    point.finish(&mut closed);
-    hand(o, h, &mut closed, u64::MAX, None, &mut summary);
-    summary.input = rr.stats();
-    summary.point = point.counters();
-    if summary.input.ip_packets == 0 {
+    let input = rr.stats();
+    if input.ip_packets == 0 {
         return Err(CaptureError::NoPackets {
             path,
-            frames: summary.input.frames,
+            frames: input.frames,
         });
     }
-    Ok(summary)
+    Ok(paths.finish(o, input, None, 0))
 }
 
 /// The wall clock, ns since the Unix epoch (the clock the kernel stamps packets with).
@@ -489,10 +706,10 @@ const POLL_MS: i32 = 50;
 
 fn run_live(
     o: &CaptureOptions,
-    h: &Handoff,
+    taps: &[Tap],
     iface: &str,
     backend: &Backend,
-) -> Result<CaptureSummary, CaptureError> {
+) -> Result<Vec<CaptureSummary>, CaptureError> {
     match backend {
         #[cfg(target_os = "linux")]
         Backend::AfPacket(ring) => {
@@ -504,7 +721,7 @@ fn run_live(
                 owl_core::units::format_bytes(ring.block_bytes as u64),
                 ring.retire_ms
             ));
-            run_source(o, h, Ring(r, *ring))
+            run_source(o, taps, Ring(r, *ring))
         }
         #[cfg(not(target_os = "linux"))]
         Backend::AfPacket(_) => Err(CaptureError::Unsupported(format!(
@@ -528,7 +745,7 @@ fn run_live(
                     .map(|b| format!(", kernel filter '{b}'"))
                     .unwrap_or_default()
             ));
-            run_source(o, h, s)
+            run_source(o, taps, s)
         }
         #[cfg(not(feature = "pcap"))]
         Backend::Pcap(_) => Err(CaptureError::Unsupported(format!(
@@ -541,93 +758,86 @@ fn run_live(
 #[cfg_attr(not(any(target_os = "linux", feature = "pcap")), allow(dead_code))]
 fn run_source(
     o: &CaptureOptions,
-    h: &Handoff,
+    taps: &[Tap],
     mut r: impl LiveSource,
-) -> Result<CaptureSummary, CaptureError> {
+) -> Result<Vec<CaptureSummary>, CaptureError> {
     use owl_trace::records::{FrameRecords, ReadOptions};
     let linktype = r.linktype();
     let lag = r.delivery_lag_ns();
     // the source is open: every packet from now on is captured. The interval open now is the
     // first that may be recorded only in part (if the opening straddled a boundary, the one
     // before it was too: a restarted agent reports both missing)
-    h.opened(&o.intervals, wall_ns());
+    let opened = wall_ns();
+    for t in taps {
+        t.handoff.opened(&t.intervals, opened);
+    }
     let mut frames = FrameRecords::new(&ReadOptions {
         identity_bytes: o.identity_bytes,
         ..ReadOptions::with_seed(o.identity_seed)
     });
-    let mut point =
-        PointStream::new(o.role, o.intervals, o.disorder_ns, o.methods.clone()).with_cut(o.cut);
+    let mut paths = Taps::new(o, taps);
     let mut batch = Vec::with_capacity(BATCH);
-    let mut closed = Vec::new();
-    let mut summary = CaptureSummary::default();
+    let mut ring_malformed = 0;
     let started = Instant::now();
-    let mut stop_at: Option<u64> = None;
+    let mut stopping = false;
     loop {
-        if stop_at.is_none()
+        if !stopping
             && (o.stop.is_some_and(|s| s.load(Ordering::Relaxed))
                 || o.duration.is_some_and(|d| started.elapsed() >= d))
         {
+            // each path stops at the end of its own interval open now
             let now = wall_ns();
-            let end = match o.intervals.index(now) {
-                Some(k) if !o.intervals.is_whole() => o
-                    .intervals
-                    .start_ns(k)
-                    .saturating_add(o.intervals.length_ns),
-                _ => now,
-            };
-            (o.log)(&format!(
-                "stopping at the end of the current interval (in {} ms)",
-                end.saturating_sub(now) / 1_000_000
-            ));
-            stop_at = Some(end);
+            for p in &mut paths.running {
+                let iv = p.tap.intervals;
+                let end = match iv.index(now) {
+                    Some(k) if !iv.is_whole() => iv.start_ns(k).saturating_add(iv.length_ns),
+                    _ => now,
+                };
+                p.stop_at = Some(end);
+                p.log(
+                    o,
+                    &format!(
+                        "stopping at the end of the current interval (in {} ms)",
+                        end.saturating_sub(now) / 1_000_000
+                    ),
+                );
+            }
+            stopping = true;
         }
         batch.clear();
         let got = r
             .next(&mut |ts, data| frames.push(ts, linktype, data, &mut batch))
             .map_err(CaptureError::Interface)?;
         if let Some(malformed) = got {
-            summary.ring_malformed += malformed;
+            ring_malformed += malformed;
         }
-        select(o, &mut batch, &mut summary);
-        if let Some(end) = stop_at {
-            let before = batch.len();
-            batch.retain(|p| p.ts_ns < end);
-            summary.after_stop += (before - batch.len()) as u64;
-        }
-        point.push(&batch, &NoTimer);
+        paths.push(&batch);
         if got.is_none() {
             // the source is idle: every packet older than the lag has been read
-            point.advance(wall_ns().saturating_sub(lag));
+            let now = wall_ns().saturating_sub(lag);
+            for p in &mut paths.running {
+                p.point.advance(now);
+                p.point.drain_closed(&mut p.closed);
+            }
         }
-        point.drain_closed(&mut closed);
-        let kernel = if closed.is_empty() {
-            None
-        } else {
+        // the kernel's counts go with the next interval each path hands over
+        if paths.running.iter().any(|p| !p.closed.is_empty()) {
             let k = r.stats().map_err(CaptureError::Interface)?;
-            add(&mut summary.kernel, k);
-            Some(k)
-        };
-        hand(
-            o,
-            h,
-            &mut closed,
-            point.closed_below(),
-            kernel,
-            &mut summary,
-        );
-        if let Some(end) = stop_at
+            for p in &mut paths.running {
+                add(&mut p.kernel, k);
+                add(&mut p.summary.kernel, k);
+            }
+        }
+        paths.hand(o, true);
+        let last_end = paths.running.iter().filter_map(|p| p.stop_at).max();
+        if let Some(end) = last_end
             && wall_ns() >= end.saturating_add(lag).saturating_add(o.disorder_ns)
         {
             break;
         }
     }
-    point.finish(&mut closed);
     let k = r.stats().map_err(CaptureError::Interface)?;
-    add(&mut summary.kernel, k);
-    hand(o, h, &mut closed, u64::MAX, Some(k), &mut summary);
-    summary.input = frames.stats();
-    summary.point = point.counters();
-    Ok(summary)
+    Ok(paths.finish(o, frames.stats(), Some(k), ring_malformed))
 }
 
 fn add(total: &mut KernelStats, k: KernelStats) {
@@ -670,7 +880,8 @@ pub fn stop_on_signals() -> &'static AtomicBool {
 /// Hand closed intervals over: wait for room at full speed, drop when paced or live. The
 /// kernel's counts since the previous hand-over go with the last interval.
 fn hand(
-    o: &CaptureOptions,
+    waits: bool,
+    log: &dyn Fn(&str),
     h: &Handoff,
     closed: &mut Vec<ClosedInterval>,
     below: u64,
@@ -702,9 +913,9 @@ fn hand(
                 "interval {k}: {packets} packets recorded; kernel: {} taken, {} dropped (ring full), {} freezes",
                 ks.packets, ks.drops, ks.freezes
             );
-            (o.log)(&line);
+            log(&line);
         }
-        if s.held >= h.cap && o.input.waits() {
+        if s.held >= h.cap && waits {
             // tell the exchange what is there before waiting for room
             drop(s);
             h.notify();
@@ -726,7 +937,7 @@ fn hand(
             drop(syn);
             s.dropped += 1;
             summary.dropped += 1;
-            (o.log)(&format!(
+            log(&format!(
                 "interval {k} dropped: {} intervals already wait for the exchange (--queue); it will be reported missing",
                 h.cap
             ));
@@ -755,20 +966,45 @@ mod tests {
                 path: PathBuf::new(),
                 speed,
             },
-            filter: None,
             stop: None,
             duration: None,
-            role: Role::Sender,
-            intervals: Intervals::aligned(1_000_000),
-            cut: Cut::Clock,
             disorder_ns: 0,
             identity_seed: 0,
             identity_bytes: None,
-            methods: Vec::new(),
             log: Arc::new(move |_| {
                 logged.fetch_add(1, Ordering::Relaxed);
             }),
         }
+    }
+
+    fn tap(intervals: Intervals, handoff: Arc<Handoff>) -> Tap {
+        Tap {
+            name: String::new(),
+            filter: None,
+            role: Role::Sender,
+            intervals,
+            cut: Cut::Clock,
+            methods: Vec::new(),
+            handoff,
+        }
+    }
+
+    fn hand_all(
+        o: &CaptureOptions,
+        h: &Handoff,
+        closed: &mut Vec<ClosedInterval>,
+        below: u64,
+        sum: &mut CaptureSummary,
+    ) {
+        hand(
+            o.input.waits(),
+            &|l| (o.log)(l),
+            h,
+            closed,
+            below,
+            None,
+            sum,
+        );
     }
 
     fn closed_interval(index: u64, packets: u64) -> ClosedInterval {
@@ -789,7 +1025,7 @@ mod tests {
         let (h, _wake) = Handoff::new(1);
         let mut sum = CaptureSummary::default();
         let mut closed: Vec<ClosedInterval> = (0..3).map(|k| closed_interval(k, 5)).collect();
-        hand(&o, &h, &mut closed, 3, None, &mut sum);
+        hand_all(&o, &h, &mut closed, 3, &mut sum);
         let t = h.take();
         let kept: Vec<(u64, bool, u64)> = t
             .closed
@@ -805,7 +1041,7 @@ mod tests {
         // once the exchange releases the held interval there is room again
         h.release(1);
         let mut closed = vec![closed_interval(3, 1)];
-        hand(&o, &h, &mut closed, 4, None, &mut sum);
+        hand_all(&o, &h, &mut closed, 4, &mut sum);
         assert!(h.take().closed[0].synopses.is_some());
     }
 
@@ -819,7 +1055,7 @@ mod tests {
         let t = std::thread::spawn(move || {
             let mut sum = CaptureSummary::default();
             let mut closed: Vec<ClosedInterval> = (0..4).map(|k| closed_interval(k, 1)).collect();
-            hand(&o, &h2, &mut closed, 4, None, &mut sum);
+            hand_all(&o, &h2, &mut closed, 4, &mut sum);
             sum
         });
         let mut got = Vec::new();
@@ -866,11 +1102,10 @@ mod tests {
                 path: path.clone(),
                 speed: Speed::Times(1.0),
             },
-            intervals: Intervals::aligned(100_000_000),
             ..options(Speed::Times(1.0), logged.clone())
         };
         let (h, wake) = Handoff::new(1);
-        start(o, h.clone());
+        start(o, vec![tap(Intervals::aligned(100_000_000), h.clone())]);
         let mut kept = 0;
         loop {
             let _ = wake.recv_timeout(Duration::from_millis(50));

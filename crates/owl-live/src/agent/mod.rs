@@ -48,7 +48,7 @@ use owl_core::rda::session::{Decoder, Message, Responder, Step};
 use serde::Serialize;
 
 use crate::capture::Backend;
-use crate::capture::{self, CaptureOptions, CaptureSummary, Closed, Handoff, Input};
+use crate::capture::{self, CaptureOptions, CaptureSummary, Closed, Handoff, Input, Tap};
 use crate::clock::{self, ClockFilter};
 use crate::config::AgentConfig;
 use crate::filter::Filter;
@@ -216,28 +216,79 @@ fn send(w: &mut LinkWriter, m: &Msg) -> Result<(), AgentError> {
     Ok(())
 }
 
-fn capture_options(o: &AgentOptions, role: Role) -> CaptureOptions {
+/// The point's capture as this agent's options give it (one path: the agent's own).
+fn capture_options(o: &AgentOptions) -> CaptureOptions {
     CaptureOptions {
         input: o.input.clone(),
-        filter: o.filter.clone(),
         stop: o.stop,
         duration: o.duration,
-        role,
-        intervals: o.intervals,
-        cut: o.cut,
         disorder_ns: o.disorder_ns,
         identity_seed: o.identity_seed,
         identity_bytes: o.identity_bytes,
-        methods: {
-            let mut m = o.methods.clone();
-            if o.per_class && role == Role::Receiver {
-                // the last synopsis of each interval: ReceiverState::start takes it
-                m.push(Arc::new(ClassTapMethod {
-                    capacity: DEFAULT_TAP_CAPACITY,
-                }));
-            }
-            m
-        },
         log: o.log.clone(),
+    }
+}
+
+/// The synopses the capture keeps for this agent: its methods', and at R with `per_class` the
+/// class tap last ([`receiver`] takes it from there).
+fn capture_methods(o: &AgentOptions, role: Role) -> Vec<Arc<dyn Method>> {
+    let mut m = o.methods.clone();
+    if o.per_class && role == Role::Receiver {
+        m.push(Arc::new(ClassTapMethod {
+            capacity: DEFAULT_TAP_CAPACITY,
+        }));
+    }
+    m
+}
+
+/// This agent's share of a point's capture, handed to `handoff`.
+pub fn tap(o: &AgentOptions, role: Role, path: &str, handoff: Arc<Handoff>) -> Tap {
+    Tap {
+        name: path.to_string(),
+        filter: o.filter.clone(),
+        role,
+        intervals: o.intervals,
+        cut: o.cut,
+        methods: capture_methods(o, role),
+        handoff,
+    }
+}
+
+/// Where an agent's closed intervals come from.
+pub struct Feed {
+    pub handoff: Arc<Handoff>,
+    pub wake: Receiver<()>,
+    /// Starts the capture when the agent is ready for it (a single pair's sender: once its
+    /// receiver has accepted); `None`: a point's shared capture already feeds it.
+    pub start: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl Feed {
+    /// A capture of the agent's own, with one path: the agent's.
+    pub fn own(o: &AgentOptions, role: Role) -> Feed {
+        let (handoff, wake) = Handoff::new(o.queue);
+        let (co, t) = (capture_options(o), tap(o, role, "", handoff.clone()));
+        Feed {
+            handoff,
+            wake,
+            start: Some(Box::new(move || {
+                capture::start(co, vec![t]);
+            })),
+        }
+    }
+
+    /// A path's share of a point's capture, fed by it.
+    pub fn shared(handoff: Arc<Handoff>, wake: Receiver<()>) -> Feed {
+        Feed {
+            handoff,
+            wake,
+            start: None,
+        }
+    }
+
+    fn start(&mut self) {
+        if let Some(f) = self.start.take() {
+            f();
+        }
     }
 }

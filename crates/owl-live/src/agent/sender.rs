@@ -27,9 +27,10 @@ pub fn connect_with_patience(peer: &str, patience: Duration) -> Result<TcpStream
 /// (R's side of it: [`crate::join`]).
 pub fn run_sender(
     o: AgentOptions,
+    mut feed: Feed,
     connect: &mut dyn FnMut() -> Result<TcpStream, AgentError>,
 ) -> Result<SenderSummary, AgentError> {
-    let (handoff, wake) = Handoff::new(o.queue);
+    let (handoff, wake) = (feed.handoff.clone(), feed.wake.clone());
     let mut s = SenderState {
         rda: o.methods.iter().map(|m| rda_config(&**m)).collect(),
         methods: o.methods.clone(),
@@ -63,7 +64,7 @@ pub fn run_sender(
         };
         s.window = window;
         if !capturing {
-            capture::start(capture_options(&o, Role::Sender), handoff.clone());
+            feed.start();
             capturing = true;
         }
         // where a live capture started: a receiver that measured with an earlier sender

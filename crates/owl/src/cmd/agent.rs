@@ -382,7 +382,10 @@ pub fn run(a: AgentArgs) -> Result<()> {
                 .peer
                 .ok_or_else(|| anyhow!("the sender needs --peer HOST:PORT (the receiver agent)"))?;
             let patience = Duration::from_nanos(a.connect_timeout);
-            let s = agent::run_sender(o, &mut || agent::connect_with_patience(&peer, patience))?;
+            let feed = agent::Feed::own(&o, owl_core::method::Role::Sender);
+            let s = agent::run_sender(o, feed, &mut || {
+                agent::connect_with_patience(&peer, patience)
+            })?;
             log(&format!(
                 "done: {} intervals exchanged with {peer} ({} dropped; {} RDA exchanges lost with {} broken connections), {} sent, {} received",
                 s.intervals,

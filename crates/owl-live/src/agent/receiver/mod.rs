@@ -70,12 +70,24 @@ pub fn run_receiver(
         o.queue,
         o.log.clone(),
     );
-    let (handoff, wake) = Handoff::new(o.queue);
-    capture::start(capture_options(&o, Role::Receiver), handoff.clone());
+    let feed = Feed::own(&o, Role::Receiver);
+    receive(o, feed, links, out, sink)
+}
+
+/// The receiver's work on the links a listener accepted for it, its intervals from `feed`.
+pub fn receive(
+    o: AgentOptions,
+    mut feed: Feed,
+    links: Receiver<Link>,
+    out: &mut dyn Write,
+    sink: Option<LineSink>,
+) -> Result<ReceiverSummary, AgentError> {
+    let (handoff, wake) = (feed.handoff.clone(), feed.wake.clone());
+    feed.start();
     let mut r = ReceiverState {
         rda: o.methods.iter().map(|m| rda_config(&**m)).collect(),
         methods: o.methods.clone(),
-        capture_methods: capture_options(&o, Role::Receiver).methods,
+        capture_methods: capture_methods(&o, Role::Receiver),
         intervals: o.intervals,
         window: o.queue.max(1),
         join: Join::new(),
