@@ -25,6 +25,8 @@ use std::net::IpAddr;
 
 use owl_core::record::{FlowKey, ipproto};
 
+mod overlap;
+
 /// A parsed filter expression.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Filter {
