@@ -33,6 +33,9 @@ pub struct AgentConfig {
     pub bpf: String,
     /// How both points cut intervals (`--cut`, `--cut-window`).
     pub cut: Cut,
+    /// The path this configuration measures (a point's `[[path]]` name; empty: the single
+    /// pair of `--role`). A receiver point serves each sender the path it names.
+    pub path: String,
 }
 
 impl AgentConfig {
@@ -47,6 +50,7 @@ impl AgentConfig {
     ) -> AgentConfig {
         AgentConfig {
             cut,
+            path: String::new(),
             intervals,
             identity_seed,
             identity_bytes,
@@ -64,6 +68,12 @@ impl AgentConfig {
                 })
                 .collect(),
         }
+    }
+
+    /// The configuration of path `path` (empty: the single pair).
+    pub fn on_path(mut self, path: &str) -> AgentConfig {
+        self.path = path.to_string();
+        self
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -90,6 +100,7 @@ impl AgentConfig {
             w.str(k);
             w.str(&v);
         }
+        w.str(&self.path);
         b
     }
 
@@ -127,6 +138,7 @@ impl AgentConfig {
             cut.push((r.str("cut field")?, r.str("cut value")?));
         }
         let cut = Cut::from_pairs(&cut).map_err(|e| r.invalid(e))?;
+        let path = r.str("path")?;
         r.finish("configuration")?;
         Ok(AgentConfig {
             intervals: Intervals {
@@ -139,6 +151,7 @@ impl AgentConfig {
             filter,
             bpf,
             cut,
+            path,
         })
     }
 
@@ -170,6 +183,20 @@ impl AgentConfig {
                 .collect::<Vec<_>>()
                 .join(",")
         };
+        if sender.path != receiver.path {
+            let show = |p: &str| {
+                if p.is_empty() {
+                    "the single pair (--role)".to_string()
+                } else {
+                    format!("path '{p}'")
+                }
+            };
+            return Err(format!(
+                "configuration mismatch between sender and receiver: the sender measures {} but the receiver {}",
+                show(&sender.path),
+                show(&receiver.path)
+            ));
+        }
         // the grid and the identity seed first, then each method's fields
         let grid = |c: &AgentConfig, role| SynopsisFile {
             method: String::new(),
@@ -249,6 +276,7 @@ mod tests {
             filter: "(proto 17 and dst port 9000)".into(),
             bpf: "udp".into(),
             cut: Cut::delimiter_fitted(Intervals::aligned(1_000_000_000), 1_000_000_000),
+            path: "a-to-b".into(),
         }
     }
 
@@ -292,6 +320,13 @@ mod tests {
         assert!(
             e.contains("the interval cut is cut=delimiter cut_delimiters=8")
                 && e.contains("but cut=clock at the receiver"),
+            "{e}"
+        );
+        let mut r = cfg();
+        r.path = String::new();
+        let e = AgentConfig::check_pair(&s, &r).unwrap_err();
+        assert!(
+            e.contains("the sender measures path 'a-to-b' but the receiver the single pair"),
             "{e}"
         );
         let mut r = cfg();

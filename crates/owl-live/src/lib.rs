@@ -15,6 +15,7 @@
 //! | live capture on Linux: `AF_PACKET`, a `TPACKET_V3` ring, the kernel's drop counts | [`afpacket`] |
 //! | `--filter`: the measured path's packets, selected on the dissected record | [`filter`] |
 //! | the sender and receiver agents | [`agent`] |
+//! | a point: one capture, many paths (each a sender or receiver agent), one listening port | [`point`] |
 //! | the receiver's interval and summary lines (JSON), which the collector reads | [`lines`] |
 //! | the collector and the agents' delivery to it (queued, resent until acknowledged) | [`collector`] |
 //! | the collector's SQLite database: schema, one transaction per interval, the series | [`store`] |
@@ -55,5 +56,6 @@ pub mod link;
 pub mod metrics;
 #[cfg(feature = "pcap")]
 pub mod pcap;
+pub mod point;
 pub mod protocol;
 pub mod store;

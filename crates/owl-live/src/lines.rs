@@ -57,6 +57,9 @@ impl Status {
 /// One interval's result as R writes it (one JSON line).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct IntervalLine {
+    /// The path (a point's `[[path]]` name); absent for the single pair of `--role`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
     pub index: u64,
     pub start_ns: u64,
     pub status: Status,
@@ -115,6 +118,9 @@ impl IntervalLine {
 /// intervals: every index is accounted for).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct QuietLine {
+    /// The path (a point's `[[path]]` name); absent for the single pair of `--role`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
     pub from: u64,
     pub to: u64,
     pub start_ns: u64,
@@ -188,6 +194,9 @@ pub type LineSink = Box<dyn FnMut(&str) + Send>;
 /// What the receiver did, written as the last line.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ReceiverSummary {
+    /// The path (a point's `[[path]]` name); absent for the single pair of `--role`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
     /// Intervals estimated.
     pub intervals: u64,
     /// Intervals only S / only R recorded, before the other started or after it stopped.
@@ -244,6 +253,7 @@ mod tests {
             sum_ns: 1e-3 / 7.0,
         };
         let interval = IntervalLine {
+            path: Some("a-to-b".into()),
             index: 7,
             start_ns: 1_767_225_600_000_000_000,
             status: Status::Estimated,
@@ -298,6 +308,7 @@ mod tests {
             ],
         };
         let missing = IntervalLine {
+            path: None,
             status: Status::Missing,
             reason: Some("dropped at the sender (overload)".into()),
             kernel_drops: None,
@@ -317,6 +328,7 @@ mod tests {
             ..Default::default()
         };
         let quiet = QuietLine {
+            path: Some("a-to-b".into()),
             from: 8,
             to: 10,
             start_ns: 5,

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, bounded, select, unbounded};
+use crossbeam_channel::{Receiver, Sender, bounded, select, unbounded};
 use hashbrown::HashMap;
 use owl_core::cut::{Cut, CutTally, IntervalCut, PointCut, window_start};
 use owl_core::flow_class::{
@@ -63,7 +63,7 @@ mod receiver;
 mod sender;
 
 pub use crate::lines::*;
-pub use receiver::run_receiver;
+pub use receiver::{Route, receive, run_receiver, spawn_router};
 pub use sender::{SenderSummary, connect_with_patience, run_sender};
 
 /// Largest payload a frame carries (what a synopsis may be).
@@ -96,6 +96,9 @@ pub struct AgentOptions {
     pub key: Key,
     /// This agent's name in the handshake and logs (the pair label).
     pub name: String,
+    /// The path measured (a point's `[[path]]` name; empty: the single pair of `--role`): named
+    /// in the configuration offered, and on every line R writes.
+    pub path: String,
     /// The receiver breaks the recovered delays down by flow class
     /// ([`owl_core::flow_class`]): its capture keeps a class tap beside the synopses.
     pub per_class: bool,
@@ -104,7 +107,7 @@ pub struct AgentOptions {
 
 impl AgentOptions {
     /// What this agent offers the other in the handshake.
-    fn config(&self) -> AgentConfig {
+    pub fn config(&self) -> AgentConfig {
         // the kernel pre-filter of a libpcap capture
         let bpf = match &self.input {
             Input::Live {
@@ -122,6 +125,7 @@ impl AgentOptions {
             bpf,
             self.cut,
         )
+        .on_path(&self.path)
     }
 }
 

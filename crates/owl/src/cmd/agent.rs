@@ -3,6 +3,7 @@
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{Result, anyhow, bail};
@@ -103,6 +104,45 @@ and exits 0 (a second signal exits at once). A sender exits once the receiver ha
 every interval it recorded (the receiver's clock passed its last, plus the cut window), while
 the receiver goes on; a receiver exits when its own capture ends and its sender is through.
 
+A network of points (--config FILE): one agent at each observation point measures every path
+through it, from one capture read, dissected and identified once. The file (TOML) holds the
+point's name, key_file, listen (where senders of its receiver paths connect: one port for all),
+collector, [peers] (names for peer addresses), [capture] (replay or iface, speed, capture, bpf,
+filter, duration, ring_size/ring_block/ring_timeout, identity_seed, identity_bytes, disorder),
+[defaults] and any number of [[path]]: name, role (this point's: sender or receiver), peer
+(a sender path's receiver point), filter (the path's packets; the same text at both points),
+and measurement settings over [defaults] — the flags above without dashes: methods, interval,
+memory, seed, method_config = [\"rda:banks=3\"], cut, queue, per_class, pair … A frame goes to
+every path whose filter selects it (decided once per flow). Checked before anything starts, one
+error each: a duplicate path, a peer that is neither HOST:PORT nor in [peers], a filter that
+does not parse, and two paths with the same peer and role whose filters overlap. Each path is a
+pair of its own: its own connection and handshake (the configuration names the path; the other
+point serves that path or refuses, naming the paths it has), its own queue, its own lines on
+standard output, each with \"path\":NAME. A path whose peer is down or refuses it fails alone,
+logged, and the point's other paths go on (the exit status is 1 and names it); with a replay at
+full speed every path waits for the slowest, as a single pair waits for its peer.
+
+  # point b.toml: receives a-to-b, sends b-to-c
+  name = \"b\"
+  key_file = \"owl.key\"
+  listen = \"10.0.0.2:7707\"
+  [peers]
+  c = \"10.0.0.3:7707\"
+  [capture]
+  iface = \"eth0\"
+  [defaults]
+  methods = \"rda,lda\"
+  interval = \"1s\"
+  [[path]]
+  name = \"a-to-b\"
+  role = \"receiver\"
+  filter = \"src net 10.1.0.0/16 and dst net 10.2.0.0/16\"
+  [[path]]
+  name = \"b-to-c\"
+  role = \"sender\"
+  peer = \"c\"
+  filter = \"src net 10.2.0.0/16 and dst net 10.3.0.0/16\"
+
 Examples:
   owl keygen -o owl.key
   owl agent --role receiver --listen 0.0.0.0:7707 --replay R.pcap --interval 1s \\
@@ -114,7 +154,45 @@ Examples:
   sudo owl agent --role receiver --listen 10.0.0.2:7707 --iface eth0 --interval 1s \
             --filter 'udp and dst port 9000' --key-file owl.key > results.jsonl
   sudo owl agent --role sender --peer 10.0.0.2:7707 --iface eth0 --interval 1s \
-            --filter 'udp and dst port 9000' --key-file owl.key";
+            --filter 'udp and dst port 9000' --key-file owl.key
+  sudo owl agent --config /etc/owl/b.toml > results.jsonl   # a point and its paths";
+
+/// The flags of a single pair, which a point's --config file replaces.
+const SINGLE_PAIR: [&str; 33] = [
+    "role",
+    "methods",
+    "replay",
+    "speed",
+    "iface",
+    "filter",
+    "duration",
+    "capture",
+    "bpf",
+    "ring_size",
+    "ring_block",
+    "ring_timeout",
+    "listen",
+    "peer",
+    "queue",
+    "name",
+    "collector",
+    "pair",
+    "per_class",
+    "collector_queue",
+    "collector_patience",
+    "connect_timeout",
+    "disorder",
+    "interval",
+    "origin_ns",
+    "cut",
+    "cut_window",
+    "horizon",
+    "memory",
+    "method_config",
+    "seed",
+    "identity_seed",
+    "identity_bytes",
+];
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum AgentRole {
@@ -132,70 +210,41 @@ pub enum CaptureBackend {
 }
 
 #[derive(Args, Clone, Debug)]
-#[command(group = clap::ArgGroup::new("input").required(true).multiple(false))]
 #[command(after_help = AFTER_HELP, after_long_help = format!("{AFTER_HELP}\n\n{}", methods::crosses_help()))]
 pub struct AgentArgs {
-    /// Which observation point this agent is.
+    /// A point's configuration file (TOML): its capture and every path through it, each a
+    /// sender or a receiver (see "A network of points" below). Alone: the flags below describe
+    /// one pair instead.
+    #[arg(long, value_name = "FILE", conflicts_with_all = SINGLE_PAIR)]
+    pub config: Option<PathBuf>,
+    /// With --config: check the file (every path's settings, filters and their overlaps, the
+    /// methods) and list its paths, then exit without capturing or connecting (the interface
+    /// and the key are not opened).
+    #[arg(long, requires = "config")]
+    pub check: bool,
+    /// Which observation point this agent is (one pair; with --config, each path says).
     #[arg(long, value_enum)]
-    pub role: AgentRole,
+    pub role: Option<AgentRole>,
     /// Methods to measure with (comma list; both agents must give the same, in the same order).
     #[arg(long, default_value = "rda,lda,lds", value_name = "LIST", long_help = methods::help(true))]
     pub methods: String,
-    /// Capture file of this point, replayed as if captured live (pcap or pcapng; a FIFO, or -).
-    #[arg(long, value_name = "FILE", group = "input")]
-    pub replay: Option<PathBuf>,
-    /// Replay pace: `max` (as fast as possible, waiting for the exchange) or a factor of the
-    /// capture's own pace (1 = real time; drops intervals when the exchange falls behind).
-    #[arg(
-        long,
-        default_value = "max",
-        value_name = "X|max",
-        conflicts_with = "iface"
-    )]
-    pub speed: Speed,
-    /// Capture this network interface live (Linux: AF_PACKET with a TPACKET_V3 ring and the
-    /// kernel's nanosecond timestamps; needs root or CAP_NET_RAW).
-    #[arg(long, value_name = "IF", group = "input")]
-    pub iface: Option<String>,
+    #[command(flatten)]
+    pub capture: CaptureArgs,
     /// Measure only the packets this expression selects, e.g. "udp and dst port 9000" (host,
     /// net A/N, port, src/dst, proto tcp|udp|icmp|icmp6|N, and, or, not, parentheses). Both
     /// agents must give the same filter (else the connection is refused).
     #[arg(long, value_name = "EXPR")]
     pub filter: Option<Filter>,
-    /// With --iface: stop at the end of the interval open after this long (default: run until
-    /// SIGINT or SIGTERM, which also stop at the end of the current interval).
-    #[arg(long, value_parser = parse_duration_u64, value_name = "T", requires = "iface")]
-    pub duration: Option<u64>,
-    /// With --iface: how to capture it — `afpacket` (Linux, no library) or `pcap` (libpcap:
-    /// other systems, and --bpf; needs an owl built with `--features pcap`).
-    #[arg(long, value_enum, default_value = "afpacket", requires = "iface")]
-    pub capture: CaptureBackend,
-    /// With --capture pcap: a BPF expression (tcpdump's language) the kernel applies before
-    /// owl sees a frame, e.g. "udp and dst port 9000". Both agents must give the same (the
-    /// handshake compares it); --filter still applies after it.
-    #[arg(long, value_name = "EXPR", requires = "iface")]
-    pub bpf: Option<String>,
-    /// With --iface: bytes of the capture ring (a multiple of --ring-block; with --capture
-    /// pcap, libpcap's buffer).
-    #[arg(long, requires = "iface", default_value = "32MiB", value_parser = parse_bytes_usize, value_name = "BYTES")]
-    pub ring_size: usize,
-    /// With --iface: bytes of one ring block (a power of two, at least 4 KiB; the longest frame
-    /// captured whole).
-    #[arg(long, requires = "iface", default_value = "1MiB", value_parser = parse_bytes_usize, value_name = "BYTES")]
-    pub ring_block: usize,
-    /// With --iface: a ring block holding packets is handed over at most about this long
-    /// after it was opened, so a quiet link still delivers.
-    #[arg(long, requires = "iface", default_value = "10ms", value_parser = parse_duration_u64, value_name = "T")]
-    pub ring_timeout: u64,
     /// Receiver: address to listen on for the sender (port 0: any free port, printed).
     #[arg(long, value_name = "HOST:PORT")]
     pub listen: Option<String>,
     /// Sender: the receiver agent's address.
     #[arg(long, value_name = "HOST:PORT")]
     pub peer: Option<String>,
-    /// The shared key (`owl keygen`), the same at both agents.
+    /// The shared key (`owl keygen`), the same at both agents (with --config: instead of the
+    /// file's key_file, as a service manager's credential).
     #[arg(long, value_name = "FILE")]
-    pub key_file: PathBuf,
+    pub key_file: Option<PathBuf>,
     /// Intervals of synopses that may wait at this point for the exchange (the receiver's is
     /// also how many the sender may have outstanding).
     #[arg(long, default_value_t = 8, value_name = "N")]
@@ -227,6 +276,54 @@ pub struct AgentArgs {
     pub connect_timeout: u64,
     #[command(flatten)]
     pub agreed: Agreed,
+}
+
+/// Where a point's packets come from: one capture, whatever it measures (`[capture]` in a
+/// point's `--config` file takes the same settings).
+#[derive(Args, Clone, Debug)]
+#[command(group = clap::ArgGroup::new("input").multiple(false))]
+pub struct CaptureArgs {
+    /// Capture file of this point, replayed as if captured live (pcap or pcapng; a FIFO, or -).
+    #[arg(long, value_name = "FILE", group = "input")]
+    pub replay: Option<PathBuf>,
+    /// Replay pace: `max` (as fast as possible, waiting for the exchange) or a factor of the
+    /// capture's own pace (1 = real time; drops intervals when the exchange falls behind).
+    #[arg(
+        long,
+        default_value = "max",
+        value_name = "X|max",
+        conflicts_with = "iface"
+    )]
+    pub speed: Speed,
+    /// Capture this network interface live (Linux: AF_PACKET with a TPACKET_V3 ring and the
+    /// kernel's nanosecond timestamps; needs root or CAP_NET_RAW).
+    #[arg(long, value_name = "IF", group = "input")]
+    pub iface: Option<String>,
+    /// With --iface: stop at the end of the interval open after this long (default: run until
+    /// SIGINT or SIGTERM, which also stop at the end of the current interval).
+    #[arg(long, value_parser = parse_duration_u64, value_name = "T", requires = "iface")]
+    pub duration: Option<u64>,
+    /// With --iface: how to capture it — `afpacket` (Linux, no library) or `pcap` (libpcap:
+    /// other systems, and --bpf; needs an owl built with `--features pcap`).
+    #[arg(long, value_enum, default_value = "afpacket", requires = "iface")]
+    pub capture: CaptureBackend,
+    /// With --capture pcap: a BPF expression (tcpdump's language) the kernel applies before
+    /// owl sees a frame, e.g. "udp and dst port 9000". Both agents must give the same (the
+    /// handshake compares it); --filter still applies after it.
+    #[arg(long, value_name = "EXPR", requires = "iface")]
+    pub bpf: Option<String>,
+    /// With --iface: bytes of the capture ring (a multiple of --ring-block; with --capture
+    /// pcap, libpcap's buffer).
+    #[arg(long, requires = "iface", default_value = "32MiB", value_parser = parse_bytes_usize, value_name = "BYTES")]
+    pub ring_size: usize,
+    /// With --iface: bytes of one ring block (a power of two, at least 4 KiB; the longest frame
+    /// captured whole).
+    #[arg(long, requires = "iface", default_value = "1MiB", value_parser = parse_bytes_usize, value_name = "BYTES")]
+    pub ring_block: usize,
+    /// With --iface: a ring block holding packets is handed over at most about this long
+    /// after it was opened, so a quiet link still delivers.
+    #[arg(long, requires = "iface", default_value = "10ms", value_parser = parse_duration_u64, value_name = "T")]
+    pub ring_timeout: u64,
     /// Timestamp disorder tolerated within the capture before an interval closes.
     #[arg(long, default_value = "10ms", value_parser = parse_duration_u64, value_name = "T")]
     pub disorder: u64,
@@ -242,31 +339,33 @@ fn log(line: &str) {
     eprintln!("owl: agent: {line}");
 }
 
-pub fn run(a: AgentArgs) -> Result<()> {
-    if a.agreed.interval == 0 {
+/// The methods a path measures with, built from its settings.
+pub(super) fn build_methods(
+    list: &str,
+    agreed: &Agreed,
+    per_class: bool,
+) -> Result<Vec<Arc<dyn Method>>> {
+    if agreed.interval == 0 {
         bail!("--interval must be given (e.g. 1s): an agent reports interval by interval");
     }
-    if a.queue == 0 {
-        bail!("--queue must be at least 1");
-    }
-    let names = methods::parse_list(&a.methods)?;
-    let overrides = a.agreed.overrides()?;
+    let names = methods::parse_list(list)?;
+    let overrides = agreed.overrides()?;
     for m in overrides.methods() {
         if !names.contains(&m) {
             bail!("--method-config sets {m}, which is not among --methods");
         }
     }
-    let opts = a.agreed.options();
+    let opts = agreed.options();
     let mut built: Vec<Arc<dyn Method>> = Vec::new();
     for &n in &names {
         built.push(Arc::from(methods::build_with_horizon(
             n,
             &opts,
             &overrides,
-            a.agreed.horizon,
+            agreed.horizon,
         )?));
     }
-    if a.per_class
+    if per_class
         && !names
             .iter()
             .any(|n| owl_core::registry::find(n).is_some_and(|i| i.recovers_delays))
@@ -276,73 +375,107 @@ pub fn run(a: AgentArgs) -> Result<()> {
             methods::recovering_names()
         );
     }
-    let key = Key::read(&a.key_file)?;
-    if Key::readable_by_others(&a.key_file) {
+    Ok(built)
+}
+
+/// The shared key, with a warning when others can read it.
+pub(super) fn read_key(path: &std::path::Path) -> Result<Key> {
+    let key = Key::read(path)?;
+    if Key::readable_by_others(path) {
         log(&format!(
             "warning: {} can be read by other users (chmod 600 it)",
-            a.key_file.display()
+            path.display()
         ));
     }
-    // an interface that does not exist fails here, before the sender connects to its receiver
-    if let Some(iface) = &a.iface
-        && cfg!(target_os = "linux")
-        && !std::path::Path::new("/sys/class/net").join(iface).exists()
-    {
-        bail!("--iface {iface}: no such interface (ip link lists them)");
-    }
-    let (input, stop) = match (&a.replay, &a.iface) {
-        (Some(path), None) => {
-            if a.duration.is_some() {
-                bail!("--duration is for --iface; a replay ends with its file");
+    Ok(key)
+}
+
+impl CaptureArgs {
+    /// The point's input, and the flag that stops a live capture.
+    pub(super) fn input(&self) -> Result<(Input, Option<&'static AtomicBool>)> {
+        let a = self;
+        // an interface that does not exist fails here, before a sender connects to its receiver
+        if let Some(iface) = &a.iface
+            && cfg!(target_os = "linux")
+            && !std::path::Path::new("/sys/class/net").join(iface).exists()
+        {
+            bail!("--iface {iface}: no such interface (ip link lists them)");
+        }
+        Ok(match (&a.replay, &a.iface) {
+            (Some(path), None) => {
+                if a.duration.is_some() {
+                    bail!("--duration is for --iface; a replay ends with its file");
+                }
+                (
+                    Input::Replay {
+                        path: path.clone(),
+                        speed: a.speed,
+                    },
+                    None,
+                )
             }
-            (
-                Input::Replay {
-                    path: path.clone(),
-                    speed: a.speed,
-                },
-                None,
-            )
-        }
-        (None, Some(_)) if a.capture == CaptureBackend::Pcap && !cfg!(feature = "pcap") => {
-            bail!(
-                "--capture pcap: this owl was built without libpcap (install libpcap-dev, then cargo build --release --features pcap); the default --capture afpacket needs no library"
-            )
-        }
-        (None, Some(iface)) if a.capture == CaptureBackend::Pcap => (
-            Input::Live {
-                iface: iface.clone(),
-                backend: Backend::Pcap(PcapOptions {
-                    bpf: a.bpf.clone(),
-                    buffer_bytes: a.ring_size,
-                }),
-            },
-            Some(owl_live::capture::stop_on_signals()),
-        ),
-        (None, Some(iface)) => {
-            if a.bpf.is_some() {
+            (None, Some(_)) if a.capture == CaptureBackend::Pcap && !cfg!(feature = "pcap") => {
                 bail!(
-                    "--bpf is compiled by libpcap: give --capture pcap too (with AF_PACKET, use --filter)"
-                );
+                    "--capture pcap: this owl was built without libpcap (install libpcap-dev, then cargo build --release --features pcap); the default --capture afpacket needs no library"
+                )
             }
-            let ring = RingOptions {
-                ring_bytes: a.ring_size,
-                block_bytes: a.ring_block,
-                retire_ms: u32::try_from(a.ring_timeout / 1_000_000)
-                    .map_err(|_| anyhow!("--ring-timeout is too long"))?,
-            };
-            ring.check()
-                .map_err(|e| anyhow!("--ring-size/--ring-block/--ring-timeout: {e}"))?;
-            (
+            (None, Some(iface)) if a.capture == CaptureBackend::Pcap => (
                 Input::Live {
                     iface: iface.clone(),
-                    backend: Backend::AfPacket(ring),
+                    backend: Backend::Pcap(PcapOptions {
+                        bpf: a.bpf.clone(),
+                        buffer_bytes: a.ring_size,
+                    }),
                 },
                 Some(owl_live::capture::stop_on_signals()),
-            )
-        }
-        _ => bail!("give exactly one of --replay FILE and --iface IF"),
+            ),
+            (None, Some(iface)) => {
+                if a.bpf.is_some() {
+                    bail!(
+                        "--bpf is compiled by libpcap: give --capture pcap too (with AF_PACKET, use --filter)"
+                    );
+                }
+                let ring = RingOptions {
+                    ring_bytes: a.ring_size,
+                    block_bytes: a.ring_block,
+                    retire_ms: u32::try_from(a.ring_timeout / 1_000_000)
+                        .map_err(|_| anyhow!("--ring-timeout is too long"))?,
+                };
+                ring.check()
+                    .map_err(|e| anyhow!("--ring-size/--ring-block/--ring-timeout: {e}"))?;
+                (
+                    Input::Live {
+                        iface: iface.clone(),
+                        backend: Backend::AfPacket(ring),
+                    },
+                    Some(owl_live::capture::stop_on_signals()),
+                )
+            }
+            _ => bail!("give exactly one of --replay FILE and --iface IF"),
+        })
+    }
+}
+
+pub fn run(a: AgentArgs) -> Result<()> {
+    if let Some(file) = &a.config {
+        return super::point::run(file, a.key_file.as_deref(), a.check);
+    }
+    let Some(agent_role) = a.role else {
+        bail!("give --role sender|receiver (one pair), or --config FILE (a point with its paths)");
     };
-    let role = match a.role {
+    if a.capture.replay.is_none() && a.capture.iface.is_none() {
+        bail!("give one of --replay FILE and --iface IF");
+    }
+    let Some(key_file) = &a.key_file else {
+        bail!("give --key-file FILE (owl keygen makes one)");
+    };
+    if a.queue == 0 {
+        bail!("--queue must be at least 1");
+    }
+    let built = build_methods(&a.methods, &a.agreed, a.per_class)?;
+    let key = read_key(key_file)?;
+    let (input, stop) = a.capture.input()?;
+    let role = match agent_role {
         AgentRole::Sender => "sender",
         AgentRole::Receiver => "receiver",
     };
@@ -353,19 +486,20 @@ pub fn run(a: AgentArgs) -> Result<()> {
         cut: a.agreed.cut(intervals)?,
         identity_seed: a.agreed.identity_seed,
         identity_bytes: a.agreed.identity_bytes,
-        disorder_ns: a.disorder,
+        disorder_ns: a.capture.disorder,
         input,
         filter: a.filter.clone(),
         stop,
-        duration: a.duration.map(Duration::from_nanos),
+        duration: a.capture.duration.map(Duration::from_nanos),
         queue: a.queue,
         patience: Duration::from_nanos(a.connect_timeout),
         key,
         name: a.name.clone().unwrap_or_else(|| role.to_string()),
+        path: String::new(),
         per_class: a.per_class,
         log: Arc::new(log),
     };
-    match a.role {
+    match agent_role {
         AgentRole::Sender => {
             if a.listen.is_some() {
                 bail!("--listen is for the receiver; the sender connects with --peer");

@@ -7,6 +7,7 @@ pub mod demo;
 pub mod estimate;
 pub mod install;
 pub mod keygen;
+pub mod point;
 pub mod query;
 pub mod record;
 pub mod report;

@@ -7,6 +7,7 @@ mod accept;
 mod estimate;
 
 use accept::spawn_acceptor;
+pub use accept::{Route, spawn_router};
 
 /// An interval being estimated (RDA's exchanges in flight).
 struct Work {
@@ -85,6 +86,7 @@ pub fn receive(
     let (handoff, wake) = (feed.handoff.clone(), feed.wake.clone());
     feed.start();
     let mut r = ReceiverState {
+        path: Some(o.path.clone()).filter(|p| !p.is_empty()),
         rda: o.methods.iter().map(|m| rda_config(&**m)).collect(),
         methods: o.methods.clone(),
         capture_methods: capture_methods(&o, Role::Receiver),
@@ -109,6 +111,7 @@ pub fn receive(
         book: ClassBook::new(DEFAULT_MAX_CLASSES),
         log: o.log.clone(),
         summary: ReceiverSummary {
+            path: Some(o.path.clone()).filter(|p| !p.is_empty()),
             cuts: matches!(o.cut, Cut::Delimiter(_)).then(CutTally::default),
             ..Default::default()
         },
@@ -313,6 +316,8 @@ enum Conn {
 }
 
 struct ReceiverState {
+    /// The path its lines name (`None`: the single pair).
+    path: Option<String>,
     methods: Vec<Arc<dyn Method>>,
     rda: Vec<Option<owl_core::rda::Config>>,
     intervals: Intervals,
@@ -605,6 +610,7 @@ impl ReceiverState {
                 local.as_ref().map(|l| &l.1).or(dropped_cut.as_ref()),
             );
             let line = |status, reason: &str| IntervalLine {
+                path: None,
                 index: k,
                 start_ns: self.intervals.start_ns(k),
                 status,
@@ -680,6 +686,7 @@ impl ReceiverState {
             self.finish(
                 k,
                 IntervalLine {
+                    path: None,
                     index: k,
                     start_ns: work.start_ns,
                     status: Status::Estimated,
@@ -712,10 +719,12 @@ impl ReceiverState {
             }
             let (_, mut line) = self.lines.pop_first().expect("checked");
             line.clock = self.clock.report();
+            line.path = self.path.clone();
             if let Some(p) = self.written
                 && p + 1 < k
             {
                 let q = QuietLine {
+                    path: self.path.clone(),
                     from: p + 1,
                     to: k,
                     start_ns: self.intervals.start_ns(p + 1),

@@ -1,0 +1,302 @@
+//! A network of points (`owl agent --config FILE`): three points A, B and C, each replaying
+//! its one capture, measure three paths A→B, A→C and B→C; B is the receiver of one path and
+//! the sender of another at once. Each path's results equal what `owl record` and `owl
+//! estimate` give on that path's own two captures.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::{Guard, ok};
+use serde_json::Value;
+
+/// Copy Ethernet/IPv4 capture `src` to `dst` with every source address moved to 10.`net`.x.y
+/// (its last two bytes kept): one path's traffic, told apart by `src net 10.NET.0.0/16`.
+fn renet(src: &Path, dst: &Path, net: u8) {
+    use owl_trace::capture::{CaptureFormat, CaptureReader, CaptureWriter};
+    let mut r = CaptureReader::open(src).unwrap();
+    let f = std::io::BufWriter::new(std::fs::File::create(dst).unwrap());
+    let mut w = CaptureWriter::new(f, CaptureFormat::Pcap, 1, 0).unwrap();
+    while let Some(p) = r.next_packet().unwrap() {
+        let mut d = p.data.to_vec();
+        assert_eq!(d[14] >> 4, 4, "IPv4 only (simulate --ipv6 0)");
+        d[26] = 10;
+        d[27] = net;
+        w.write_packet(p.ts_ns, &d, p.orig_len).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// One path's pair of captures: simulated, moved to its own source net.
+fn path(dir: &Path, name: &str, net: u8, seed: &str, loss: &str) -> (PathBuf, PathBuf) {
+    let d = dir.join(name);
+    let (s, r, _) = common::simulate(&d, &["--ipv6", "0", "--seed", seed, "--loss", loss]);
+    let (s2, r2) = (d.join("s.pcap"), d.join("r.pcap"));
+    renet(&s, &s2, net);
+    renet(&r, &r2, net);
+    (s2, r2)
+}
+
+/// Start `owl agent --config FILE`; its stderr is read until it says where it listens (a
+/// point with receiver paths), then drained to a file.
+fn point(config: &Path, log: &Path, listens: bool) -> (Child, Option<String>) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_owl"))
+        .args(["agent", "--config", config.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(c.stderr.take().unwrap());
+    let mut addr = None;
+    let mut seen = String::new();
+    if listens {
+        loop {
+            let mut l = String::new();
+            assert!(
+                err.read_line(&mut l).unwrap() > 0,
+                "{config:?} said: {seen}"
+            );
+            seen.push_str(&l);
+            if let Some(a) = l.trim().strip_prefix("owl: agent: listening on ") {
+                addr = Some(a.to_string());
+                break;
+            }
+        }
+    }
+    let log = log.to_path_buf();
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = err.read_to_string(&mut rest);
+        std::fs::write(log, seen + &rest).unwrap();
+    });
+    (c, addr)
+}
+
+fn config(
+    dir: &Path,
+    name: &str,
+    capture: &Path,
+    listen: bool,
+    key: &Path,
+    paths: &[(&str, &str, Option<&str>, u8)],
+) -> PathBuf {
+    let mut t = format!(
+        "name = \"{name}\"\nkey_file = \"{}\"\n{}\n[capture]\nreplay = \"{}\"\n\n[defaults]\nmethods = \"rda,lda\"\ninterval = \"20ms\"\nqueue = 4\n",
+        key.display(),
+        if listen {
+            "listen = \"127.0.0.1:0\""
+        } else {
+            ""
+        },
+        capture.display()
+    );
+    for (path, role, peer, net) in paths {
+        t.push_str(&format!(
+            "\n[[path]]\nname = \"{path}\"\nrole = \"{role}\"\nfilter = \"src net 10.{net}.0.0/16\"\n"
+        ));
+        if let Some(p) = peer {
+            t.push_str(&format!("peer = \"{p}\"\n"));
+        }
+    }
+    let f = dir.join(format!("{name}.toml"));
+    std::fs::write(&f, t).unwrap();
+    f
+}
+
+/// What `owl estimate` gives for `method` on a path's own two captures, by interval.
+fn estimate(dir: &Path, s: &Path, r: &Path, method: &str) -> Vec<Value> {
+    let (fs, fr) = (dir.join("s.owl"), dir.join("r.owl"));
+    for (cap, role, file) in [(s, "sender", &fs), (r, "receiver", &fr)] {
+        ok(&[
+            "record",
+            "--method",
+            method,
+            "--role",
+            role,
+            cap.to_str().unwrap(),
+            "-o",
+            file.to_str().unwrap(),
+            "--interval",
+            "20ms",
+        ]);
+    }
+    ok(&[
+        "estimate",
+        fs.to_str().unwrap(),
+        fr.to_str().unwrap(),
+        "--jsonl",
+    ])
+    .lines()
+    .map(|l| serde_json::from_str::<Value>(l).unwrap())
+    .filter(|v| v["type"] == "interval")
+    .collect()
+}
+
+#[test]
+fn three_points_measure_three_paths_each_as_its_own_pair_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let key = d.join("k");
+    ok(&["keygen", "-o", key.to_str().unwrap()]);
+    let ab = path(d, "ab", 1, "11", "uniform:0.01");
+    let ac = path(d, "ac", 2, "12", "none");
+    let bc = path(d, "bc", 3, "13", "uniform:0.02");
+    // each point's one capture: what leaves it and what reaches it
+    let (a, b, c) = (d.join("a.pcap"), d.join("b.pcap"), d.join("c.pcap"));
+    common::merge(&ab.0, &ac.0, &a);
+    common::merge(&ab.1, &bc.0, &b);
+    common::merge(&ac.1, &bc.1, &c);
+    let cc = config(
+        d,
+        "c",
+        &c,
+        true,
+        &key,
+        &[
+            ("a-to-c", "receiver", None, 2),
+            ("b-to-c", "receiver", None, 3),
+        ],
+    );
+    let (pc, c_addr) = point(&cc, &d.join("c.log"), true);
+    let mut pc = Guard(Some(pc));
+    let c_addr = c_addr.unwrap();
+    let bcf = config(
+        d,
+        "b",
+        &b,
+        true,
+        &key,
+        &[
+            ("a-to-b", "receiver", None, 1),
+            ("b-to-c", "sender", Some(&c_addr), 3),
+        ],
+    );
+    let (pb, b_addr) = point(&bcf, &d.join("b.log"), true);
+    let mut pb = Guard(Some(pb));
+    let b_addr = b_addr.unwrap();
+    let acf = config(
+        d,
+        "a",
+        &a,
+        false,
+        &key,
+        &[
+            ("a-to-b", "sender", Some(&b_addr), 1),
+            ("a-to-c", "sender", Some(&c_addr), 2),
+        ],
+    );
+    let (pa, _) = point(&acf, &d.join("a.log"), false);
+    let mut pa = Guard(Some(pa));
+    let mut lines: Vec<Value> = Vec::new();
+    for (g, name) in [(&mut pc, "c"), (&mut pb, "b"), (&mut pa, "a")] {
+        let mut child = g.0.take().unwrap();
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        let status = child.wait().unwrap();
+        let log = || std::fs::read_to_string(d.join(format!("{name}.log"))).unwrap_or_default();
+        assert!(status.success(), "point {name}: {status}\n{}", log());
+        lines.extend(
+            out.lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+        );
+    }
+    for (name, short, (s, r)) in [
+        ("a-to-b", "ab", &ab),
+        ("a-to-c", "ac", &ac),
+        ("b-to-c", "bc", &bc),
+    ] {
+        let mine: Vec<&Value> = lines.iter().filter(|l| l["path"] == name).collect();
+        let summary = mine
+            .iter()
+            .find(|l| l["type"] == "summary")
+            .unwrap_or_else(|| panic!("{name}: no summary"));
+        assert_eq!(summary["missing"], 0, "{name}: {summary}");
+        let got: Vec<&&Value> = mine
+            .iter()
+            .filter(|l| l["type"] == "interval" && l["status"] == "estimated")
+            .collect();
+        for (i, m) in ["rda", "lda"].iter().enumerate() {
+            let want = estimate(&d.join(short), s, r, m);
+            assert!(want.len() >= 8, "{name} {m}: {} intervals", want.len());
+            assert_eq!(
+                got.iter().map(|l| l["index"].clone()).collect::<Vec<_>>(),
+                want.iter().map(|l| l["index"].clone()).collect::<Vec<_>>(),
+                "{name} {m}: intervals"
+            );
+            for (g, w) in got.iter().zip(&want) {
+                let g = &g["methods"][i];
+                assert_eq!(g["method"], *m);
+                for k in ["mean_ns", "samples", "lost"] {
+                    assert_eq!(g[k], w[k], "{name} {m} interval {}: {k}", w["index"]);
+                }
+            }
+        }
+    }
+}
+
+/// The shipped example (`deploy/systemd/point-example.toml`) passes `--check`, which lists its
+/// paths for scripts (name, role, peer, filter, methods; tab-separated).
+#[test]
+fn the_shipped_point_file_checks() {
+    let example =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/systemd/point-example.toml");
+    let out = ok(&[
+        "agent",
+        "--config",
+        example.to_str().unwrap(),
+        "--check",
+        "--key-file",
+        "/nonexistent",
+    ]);
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert_eq!(rows[0][..3], ["a-to-b", "receiver", "-"]);
+    assert_eq!(rows[1][..3], ["b-to-c", "sender", "10.0.0.3:7707"]);
+    assert!(rows[1][3].contains("not port 7707"), "{out}");
+}
+
+/// A file with a mistake is one error naming the file and the path, and a non-zero exit:
+/// nothing starts.
+#[test]
+fn a_bad_point_file_is_one_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("p.toml");
+    let base = "name = \"a\"\nkey_file = \"k\"\n[capture]\nreplay = \"a.pcap\"\n[defaults]\ninterval = \"1s\"\n[[path]]\nname = \"x\"\nrole = \"sender\"\npeer = \"127.0.0.1:1\"\nfilter = \"udp\"\n";
+    for (text, want) in [
+        (
+            format!(
+                "{base}[[path]]\nname = \"y\"\nrole = \"sender\"\npeer = \"127.0.0.1:1\"\nfilter = \"udp and port 53\"\n"
+            ),
+            "paths x and y both send to 127.0.0.1:1 and their filters overlap",
+        ),
+        (
+            base.replace("interval = \"1s\"", "interval = \"soon\""),
+            "path x: invalid value 'soon' for '--interval <T>'",
+        ),
+        (
+            base.replace("interval = \"1s\"", "intervall = \"1s\""),
+            "path x: unexpected argument '--intervall'",
+        ),
+        (
+            base.replace("[capture]", "[capture]\nspeed = \"fast\""),
+            "[capture]: invalid value 'fast' for '--speed",
+        ),
+        (
+            base.replace("name = \"x\"", "name = \"x y\""),
+            "path x y: a path's name is",
+        ),
+        (base.replace("key_file = \"k\"\n", ""), "no key_file"),
+    ] {
+        std::fs::write(&f, text).unwrap();
+        let e = common::fails(&["agent", "--config", f.to_str().unwrap(), "--check"], want);
+        assert_eq!(e.trim().lines().count(), 1, "{e}");
+        assert!(e.contains("p.toml"), "{e}");
+    }
+}
