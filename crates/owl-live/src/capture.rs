@@ -408,19 +408,19 @@ impl<'a> Running<'a> {
         path_log(o, &self.tap.name, line);
     }
 
-    /// Record this path's share of `batch` (and, live, leave out what is past its stop).
-    fn push(&mut self, batch: &[owl_core::PacketRecord], selected: Option<&[bool]>) {
-        let records: &[owl_core::PacketRecord] = match (selected, self.stop_at) {
-            (None, None) => batch,
-            _ => {
+    /// Record this path's share of a batch of `offered` records (and, live, leave out what is
+    /// past its stop).
+    fn push(&mut self, records: &[owl_core::PacketRecord], offered: usize) {
+        self.summary.filtered_out += (offered - records.len()) as u64;
+        let records = match self.stop_at {
+            None => records,
+            Some(end) => {
                 self.mine.clear();
-                for (i, r) in batch.iter().enumerate() {
-                    if selected.is_some_and(|s| !s[i]) {
-                        self.summary.filtered_out += 1;
-                    } else if self.stop_at.is_some_and(|end| r.ts_ns >= end) {
-                        self.summary.after_stop += 1;
-                    } else {
+                for r in records {
+                    if r.ts_ns < end {
                         self.mine.push(*r);
+                    } else {
+                        self.summary.after_stop += 1;
                     }
                 }
                 &self.mine
@@ -455,13 +455,14 @@ fn path_log(o: &CaptureOptions, name: &str, line: &str) {
 }
 
 /// Which paths each flow goes to: every path's filter decided once per flow, so a packet's cost
-/// does not grow with the number of paths (a filter looks at the flow's 5-tuple only). At most
-/// [`Dispatch::MAX_FLOWS`] flows are remembered; past that the table starts again (counted).
+/// does not grow with the number of paths (a filter looks at the flow's 5-tuple only): one
+/// table lookup, and a copy for each path that takes it. At most [`Dispatch::MAX_FLOWS`] flows
+/// are remembered; past that the table starts again (counted, logged at the end).
 struct Dispatch {
     filters: Vec<Option<Filter>>,
-    flows: HashMap<owl_core::FlowKey, u32>,
-    /// Where each flow's paths start in `sets`.
-    sets: Vec<bool>,
+    /// Each flow's paths: where its list starts in `lists`, and how long it is.
+    flows: HashMap<owl_core::FlowKey, (u32, u32)>,
+    lists: Vec<u16>,
     /// Times the table was full and started again.
     restarts: u64,
 }
@@ -473,38 +474,44 @@ impl Dispatch {
         Dispatch {
             filters: taps.iter().map(|t| t.filter.clone()).collect(),
             flows: HashMap::new(),
-            sets: Vec::new(),
+            lists: Vec::new(),
             restarts: 0,
         }
     }
 
-    /// For every path, which of `batch` it selects: `selected[path][i]`.
-    fn select(&mut self, batch: &[owl_core::PacketRecord], selected: &mut [Vec<bool>]) {
-        let n = self.filters.len();
-        for s in selected.iter_mut() {
+    /// Share `batch` out: `shares[path]` gets the records its filter selects, in order.
+    fn share(
+        &mut self,
+        batch: &[owl_core::PacketRecord],
+        shares: &mut [Vec<owl_core::PacketRecord>],
+    ) {
+        for s in shares.iter_mut() {
             s.clear();
         }
         for r in batch {
-            let at = match self.flows.get(&r.flow) {
-                Some(&at) => at as usize,
+            let (at, n) = match self.flows.get(&r.flow) {
+                Some(&x) => x,
                 None => {
                     if self.flows.len() >= Self::MAX_FLOWS {
                         self.flows.clear();
-                        self.sets.clear();
+                        self.lists.clear();
                         self.restarts += 1;
                     }
-                    let at = self.sets.len();
-                    self.sets.extend(
+                    let at = self.lists.len();
+                    self.lists.extend(
                         self.filters
                             .iter()
-                            .map(|f| f.as_ref().is_none_or(|f| f.matches(&r.flow))),
+                            .enumerate()
+                            .filter(|(_, f)| f.as_ref().is_none_or(|f| f.matches(&r.flow)))
+                            .map(|(p, _)| p as u16),
                     );
-                    self.flows.insert(r.flow, at as u32);
-                    at
+                    let x = (at as u32, (self.lists.len() - at) as u32);
+                    self.flows.insert(r.flow, x);
+                    x
                 }
             };
-            for (p, s) in selected.iter_mut().enumerate().take(n) {
-                s.push(self.sets[at + p]);
+            for &p in &self.lists[at as usize..(at + n) as usize] {
+                shares[usize::from(p)].push(*r);
             }
         }
     }
@@ -564,7 +571,7 @@ struct Taps<'a> {
     running: Vec<Running<'a>>,
     /// With more than one path, or a filter: which path takes which record.
     dispatch: Option<Dispatch>,
-    selected: Vec<Vec<bool>>,
+    shares: Vec<Vec<owl_core::PacketRecord>>,
 }
 
 impl<'a> Taps<'a> {
@@ -573,17 +580,20 @@ impl<'a> Taps<'a> {
         Taps {
             running: taps.iter().map(|t| Running::new(o, t)).collect(),
             dispatch: filtered.then(|| Dispatch::new(taps)),
-            selected: vec![Vec::new(); taps.len()],
+            shares: vec![Vec::new(); taps.len()],
         }
     }
 
     fn push(&mut self, batch: &[owl_core::PacketRecord]) {
         if let Some(d) = &mut self.dispatch {
-            d.select(batch, &mut self.selected);
+            d.share(batch, &mut self.shares);
         }
         for (p, r) in self.running.iter_mut().enumerate() {
-            let sel = self.dispatch.is_some().then(|| self.selected[p].as_slice());
-            r.push(batch, sel);
+            let mine = match self.dispatch {
+                Some(_) => &self.shares[p][..],
+                None => batch,
+            };
+            r.push(mine, batch.len());
             r.point.drain_closed(&mut r.closed);
         }
     }
