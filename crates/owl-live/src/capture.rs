@@ -119,8 +119,10 @@ struct State {
     held: usize,
     /// The point will close no interval below this.
     below: u64,
-    /// The capture ended (with its summary, or an error).
+    /// The capture ended (with its summary, or an error), until the exchange takes it.
     done: Option<Result<CaptureSummary, CaptureError>>,
+    /// The capture ended (stays set once `done` is taken).
+    ended: bool,
     dropped: u64,
     /// Live capture: the interval the capture was open in first.
     started: Option<u64>,
@@ -222,6 +224,11 @@ impl Handoff {
         s.held = s.held.saturating_sub(n);
         drop(s);
         self.space.notify_all();
+    }
+
+    /// Has the capture ended (whether or not the exchange has taken its summary)?
+    pub fn ended(&self) -> bool {
+        self.lock().ended
     }
 
     /// Intervals dropped so far.
@@ -543,7 +550,9 @@ pub fn start(o: CaptureOptions, taps: Vec<Tap>) -> std::thread::JoinHandle<()> {
         match r {
             Ok(sums) => {
                 for (t, s) in taps.iter().zip(sums) {
-                    t.handoff.lock().done = Some(Ok(s));
+                    let mut st = t.handoff.lock();
+                    (st.done, st.ended) = (Some(Ok(s)), true);
+                    drop(st);
                     t.handoff.notify();
                 }
             }
@@ -551,7 +560,9 @@ pub fn start(o: CaptureOptions, taps: Vec<Tap>) -> std::thread::JoinHandle<()> {
                 // every path learns why the point's capture stopped
                 let e = Arc::new(e);
                 for t in &taps {
-                    t.handoff.lock().done = Some(Err(CaptureError::Point(e.clone())));
+                    let mut st = t.handoff.lock();
+                    (st.done, st.ended) = (Some(Err(CaptureError::Point(e.clone()))), true);
+                    drop(st);
                     t.handoff.notify();
                 }
             }

@@ -31,8 +31,19 @@ fn renet(src: &Path, dst: &Path, net: u8) {
 
 /// One path's pair of captures: simulated, moved to its own source net.
 fn path(dir: &Path, name: &str, net: u8, seed: &str, loss: &str) -> (PathBuf, PathBuf) {
+    path_of(dir, name, net, &["--seed", seed, "--loss", loss])
+}
+
+/// [`path`] with `owl simulate`'s own flags (default: 20 000 packets at 100 000 a second).
+fn path_of(dir: &Path, name: &str, net: u8, flags: &[&str]) -> (PathBuf, PathBuf) {
     let d = dir.join(name);
-    let (s, r, _) = common::simulate(&d, &["--ipv6", "0", "--seed", seed, "--loss", loss]);
+    let mut args = vec!["simulate", "--out", d.to_str().unwrap(), "--ipv6", "0"];
+    if !flags.contains(&"--packets") {
+        args.extend(["--packets", "20k", "--rate", "100k"]);
+    }
+    args.extend(flags);
+    ok(&args);
+    let (s, r) = (d.join("sender.pcap"), d.join("receiver.pcap"));
     let (s2, r2) = (d.join("s.pcap"), d.join("r.pcap"));
     renet(&s, &s2, net);
     renet(&r, &r2, net);
@@ -74,6 +85,9 @@ fn point(config: &Path, log: &Path, listens: bool) -> (Child, Option<String>) {
     (c, addr)
 }
 
+/// A point's file: `paths` are (name, role, peer, source net); `top` and `capture` are more
+/// lines for the top and for `[capture]`.
+#[allow(clippy::too_many_arguments)]
 fn config(
     dir: &Path,
     name: &str,
@@ -81,9 +95,11 @@ fn config(
     listen: bool,
     key: &Path,
     paths: &[(&str, &str, Option<&str>, u8)],
+    top: &str,
+    capture_extra: &str,
 ) -> PathBuf {
     let mut t = format!(
-        "name = \"{name}\"\nkey_file = \"{}\"\n{}\n[capture]\nreplay = \"{}\"\n\n[defaults]\nmethods = \"rda,lda\"\ninterval = \"20ms\"\nqueue = 4\n",
+        "name = \"{name}\"\nkey_file = \"{}\"\n{}\n{top}\n[capture]\nreplay = \"{}\"\n{capture_extra}\n[defaults]\nmethods = \"rda,lda\"\ninterval = \"{INTERVAL}\"\nqueue = 4\n",
         key.display(),
         if listen {
             "listen = \"127.0.0.1:0\""
@@ -105,8 +121,10 @@ fn config(
     f
 }
 
+const INTERVAL: &str = "20ms";
+
 /// What `owl estimate` gives for `method` on a path's own two captures, by interval.
-fn estimate(dir: &Path, s: &Path, r: &Path, method: &str) -> Vec<Value> {
+fn estimate(dir: &Path, s: &Path, r: &Path, method: &str, interval: &str) -> Vec<Value> {
     let (fs, fr) = (dir.join("s.owl"), dir.join("r.owl"));
     for (cap, role, file) in [(s, "sender", &fs), (r, "receiver", &fr)] {
         ok(&[
@@ -119,7 +137,7 @@ fn estimate(dir: &Path, s: &Path, r: &Path, method: &str) -> Vec<Value> {
             "-o",
             file.to_str().unwrap(),
             "--interval",
-            "20ms",
+            interval,
         ]);
     }
     ok(&[
@@ -158,6 +176,8 @@ fn three_points_measure_three_paths_each_as_its_own_pair_would() {
             ("a-to-c", "receiver", None, 2),
             ("b-to-c", "receiver", None, 3),
         ],
+        "",
+        "",
     );
     let (pc, c_addr) = point(&cc, &d.join("c.log"), true);
     let mut pc = Guard(Some(pc));
@@ -172,6 +192,8 @@ fn three_points_measure_three_paths_each_as_its_own_pair_would() {
             ("a-to-b", "receiver", None, 1),
             ("b-to-c", "sender", Some(&c_addr), 3),
         ],
+        "",
+        "",
     );
     let (pb, b_addr) = point(&bcf, &d.join("b.log"), true);
     let mut pb = Guard(Some(pb));
@@ -186,6 +208,8 @@ fn three_points_measure_three_paths_each_as_its_own_pair_would() {
             ("a-to-b", "sender", Some(&b_addr), 1),
             ("a-to-c", "sender", Some(&c_addr), 2),
         ],
+        "",
+        "",
     );
     let (pa, _) = point(&acf, &d.join("a.log"), false);
     let mut pa = Guard(Some(pa));
@@ -223,7 +247,7 @@ fn three_points_measure_three_paths_each_as_its_own_pair_would() {
             .filter(|l| l["type"] == "interval" && l["status"] == "estimated")
             .collect();
         for (i, m) in ["rda", "lda"].iter().enumerate() {
-            let want = estimate(&d.join(short), s, r, m);
+            let want = estimate(&d.join(short), s, r, m, INTERVAL);
             assert!(want.len() >= 8, "{name} {m}: {} intervals", want.len());
             assert_eq!(
                 got.iter().map(|l| l["index"].clone()).collect::<Vec<_>>(),
@@ -298,5 +322,128 @@ fn a_bad_point_file_is_one_error() {
         let e = common::fails(&["agent", "--config", f.to_str().unwrap(), "--check"], want);
         assert_eq!(e.trim().lines().count(), 1, "{e}");
         assert!(e.contains("p.toml"), "{e}");
+    }
+}
+
+/// One point's death costs only its own paths: C's agent is killed mid-run; A→B, whose points
+/// both live, loses no interval and equals its own pair's result, while A and B each report
+/// their path to C failed (exit status 1, naming it) after their patience.
+#[test]
+fn a_dead_point_costs_only_its_own_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let key = d.join("k");
+    ok(&["keygen", "-o", key.to_str().unwrap()]);
+    // 2.4 s of traffic a path, replayed in real time
+    let flags = |seed| ["--packets", "48k", "--rate", "20k", "--seed", seed];
+    let ab = path_of(d, "ab", 1, &flags("21"));
+    let ac = path_of(d, "ac", 2, &flags("22"));
+    let bc = path_of(d, "bc", 3, &flags("23"));
+    let (a, b, c) = (d.join("a.pcap"), d.join("b.pcap"), d.join("c.pcap"));
+    common::merge(&ab.0, &ac.0, &a);
+    common::merge(&ab.1, &bc.0, &b);
+    common::merge(&ac.1, &bc.1, &c);
+    let (top, paced) = ("connect_timeout = \"1s\"", "speed = \"1\"");
+    // paced replays start when their agents do (up to a second apart here, where live captures
+    // run side by side): room for that many intervals, so the queue drops none
+    let roomy = |f: PathBuf| {
+        let t = std::fs::read_to_string(&f).unwrap();
+        std::fs::write(&f, t.replace("queue = 4", "queue = 200")).unwrap();
+        f
+    };
+    let cc = config(
+        d,
+        "c",
+        &c,
+        true,
+        &key,
+        &[
+            ("a-to-c", "receiver", None, 2),
+            ("b-to-c", "receiver", None, 3),
+        ],
+        top,
+        paced,
+    );
+    let cc = roomy(cc);
+    let (pc, c_addr) = point(&cc, &d.join("c.log"), true);
+    let mut pc = Guard(Some(pc));
+    let c_addr = c_addr.unwrap();
+    let bf = config(
+        d,
+        "b",
+        &b,
+        true,
+        &key,
+        &[
+            ("a-to-b", "receiver", None, 1),
+            ("b-to-c", "sender", Some(&c_addr), 3),
+        ],
+        top,
+        paced,
+    );
+    let bf = roomy(bf);
+    let (pb, b_addr) = point(&bf, &d.join("b.log"), true);
+    let mut pb = Guard(Some(pb));
+    let af = config(
+        d,
+        "a",
+        &a,
+        false,
+        &key,
+        &[
+            ("a-to-b", "sender", Some(&b_addr.unwrap()), 1),
+            ("a-to-c", "sender", Some(&c_addr), 2),
+        ],
+        top,
+        paced,
+    );
+    let af = roomy(af);
+    let (pa, _) = point(&af, &d.join("a.log"), false);
+    let mut pa = Guard(Some(pa));
+    std::thread::sleep(std::time::Duration::from_millis(900));
+    pc.0.as_mut().unwrap().kill().unwrap();
+    let mut b_out = String::new();
+    let mut b = pb.0.take().unwrap();
+    b.stdout.take().unwrap().read_to_string(&mut b_out).unwrap();
+    let (a_status, b_status) = (pa.0.as_mut().unwrap().wait().unwrap(), b.wait().unwrap());
+    let log = |n: &str| std::fs::read_to_string(d.join(format!("{n}.log"))).unwrap_or_default();
+    // the logs are written by the drain threads: wait for them
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    for (name, status, dead) in [("a", a_status, "a-to-c"), ("b", b_status, "b-to-c")] {
+        let l = log(name);
+        assert_eq!(status.code(), Some(1), "point {name}: {l}");
+        assert!(
+            l.contains(&format!("1 of 2 paths failed: {dead}: ")),
+            "point {name}: {l}"
+        );
+        assert!(
+            l.contains(&format!("path {dead}: stopped: "))
+                && l.contains("the point's other paths go on"),
+            "point {name}: {l}"
+        );
+    }
+    let lines: Vec<Value> = b_out
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .collect();
+    assert!(lines.iter().all(|l| l["path"] == "a-to-b"), "{b_out}");
+    let summary = lines.iter().find(|l| l["type"] == "summary").unwrap();
+    assert_eq!(summary["missing"], 0, "{summary}");
+    let got: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "interval" && l["status"] == "estimated")
+        .collect();
+    let want = estimate(&d.join("ab"), &ab.0, &ab.1, "rda", INTERVAL);
+    assert!(want.len() >= 100, "{} intervals", want.len());
+    assert_eq!(
+        got.iter().map(|l| l["index"].clone()).collect::<Vec<_>>(),
+        want.iter().map(|l| l["index"].clone()).collect::<Vec<_>>()
+    );
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(
+            g["methods"][0]["mean_ns"], w["mean_ns"],
+            "interval {}",
+            w["index"]
+        );
     }
 }

@@ -97,14 +97,15 @@ impl Write for LineOut {
     }
 }
 
-/// Take and release whatever a failed path's capture share hands over, until the capture is
-/// done, so the point's capture never waits for it.
+/// Take and release whatever a failed path's capture share hands over, until the capture has
+/// ended, so the point's capture never waits for it. Everything the path held is released too.
 fn drain(handoff: &Handoff, wake: &Receiver<()>) {
+    handoff.release(usize::MAX);
     loop {
         let _ = wake.recv_timeout(Duration::from_millis(100));
         let t = handoff.take();
-        handoff.release(t.closed.iter().filter(|c| c.synopses.is_some()).count());
-        if t.done.is_some() {
+        handoff.release(t.closed.len());
+        if t.done.is_some() || handoff.ended() {
             return;
         }
     }
