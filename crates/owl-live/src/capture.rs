@@ -394,6 +394,8 @@ struct Running<'a> {
     /// Live capture: packets stamped from here on are not taken (the end of the interval
     /// open when the stop came).
     stop_at: Option<u64>,
+    /// The `below` last handed over: nothing new to say, nothing to hand.
+    said_below: u64,
 }
 
 impl<'a> Running<'a> {
@@ -407,6 +409,7 @@ impl<'a> Running<'a> {
             summary: CaptureSummary::default(),
             kernel: KernelStats::default(),
             stop_at: None,
+            said_below: 0,
         }
     }
 
@@ -438,6 +441,11 @@ impl<'a> Running<'a> {
 
     /// Hand what closed over; `below`: the point closes nothing below it any more.
     fn hand(&mut self, o: &CaptureOptions, below: u64, kernel: bool) {
+        // nothing closed and nothing new below: the exchange need not wake
+        if self.closed.is_empty() && below == self.said_below {
+            return;
+        }
+        self.said_below = below;
         let k = (kernel && !self.closed.is_empty()).then(|| std::mem::take(&mut self.kernel));
         let tap = self.tap;
         hand(

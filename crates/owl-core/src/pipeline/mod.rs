@@ -72,6 +72,10 @@ impl Timer for NoTimer {
 pub struct Parallel;
 
 impl Parallel {
+    /// Below this many records a run is recorded on the calling thread: handing it to the pool
+    /// and waiting costs more than it saves (a point with many paths records small runs).
+    pub const MIN_RECORDS: usize = 512;
+
     /// `f(k, item)` for every item, on the pool's threads.
     pub fn each_mut<T: Send>(items: &mut [T], f: impl Fn(usize, &mut T) + Sync + Send) {
         use rayon::prelude::*;

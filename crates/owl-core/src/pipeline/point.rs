@@ -288,9 +288,15 @@ impl PointStream {
         let timer: &dyn Timer = timer;
         let synopses = &mut open.synopses;
         timer.section(&mut || {
-            super::Parallel::each_mut(synopses, |k, s| {
-                timer.charge(k, &mut || s.record_batch(run))
-            })
+            if run.len() < super::Parallel::MIN_RECORDS {
+                for (k, s) in synopses.iter_mut().enumerate() {
+                    timer.charge(k, &mut || s.record_batch(run));
+                }
+            } else {
+                super::Parallel::each_mut(synopses, |k, s| {
+                    timer.charge(k, &mut || s.record_batch(run))
+                })
+            }
         });
     }
 
