@@ -14,13 +14,24 @@
 //!   `LDA2`, with the identity digest); read, then written again byte for byte;
 //! - `smp1/`: version 3 files holding `sample`'s first payload format (`SMP1`), no longer read:
 //!   refused, naming it.
+//!
+//! And live-protocol transcripts (`tests/old-files/live-vN/`: the bytes each way of every
+//! connection between two `owl agent --replay` at the commit that introduced version N, with
+//! the key file they held; `README.md` says how they were made): version 5, the current one,
+//! is read, authenticated and written again byte for byte; versions 1 to 4 are refused, naming
+//! their version.
 
 mod common;
 
 use std::path::PathBuf;
 
 use common::ok;
+use owl_core::method::Role;
 use owl_core::wire::{StreamReader, SynopsisFile};
+use owl_live::frame::{self, Direction, Opener};
+use owl_live::key::Key;
+use owl_live::link;
+use owl_live::protocol::Msg;
 use serde_json::Value;
 
 fn old(version: &str, name: &str) -> PathBuf {
@@ -287,5 +298,337 @@ fn version_4_files_estimate_as_they_did_and_write_again_byte_for_byte() {
         );
         assert_eq!(again.len(), bytes.len(), "{role}");
         assert!(again == bytes, "{role}: written again, the bytes differ");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Live protocol transcripts
+
+/// One connection of a transcript: the bytes each way, as the relay forwarded them.
+struct Conn {
+    to_listener: Vec<u8>,
+    to_connector: Vec<u8>,
+}
+
+/// The connections of `live-vN/`, in the order the sender made them.
+fn connections(dir: &str) -> Vec<Conn> {
+    let mut out = Vec::new();
+    for n in 1.. {
+        let (a, b) = (
+            old(dir, &format!("conn{n}-to-listener.bin")),
+            old(dir, &format!("conn{n}-to-connector.bin")),
+        );
+        if !a.exists() {
+            break;
+        }
+        out.push(Conn {
+            to_listener: std::fs::read(a).unwrap(),
+            to_connector: std::fs::read(b).unwrap(),
+        });
+    }
+    assert!(!out.is_empty(), "{dir}: no connection");
+    out
+}
+
+/// Every frame of one direction's bytes, whole (length prefix included), with today's pure
+/// decoder; the bytes must end at a frame's end.
+fn raw_frames(b: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    let mut rest = b;
+    while !rest.is_empty() {
+        let (_, used) = frame::decode(rest, frame::MAX_FRAME)
+            .unwrap_or_else(|e| panic!("frame {}: {e}", out.len()))
+            .unwrap_or_else(|| panic!("frame {} is cut ({} bytes left)", out.len(), rest.len()));
+        out.push(&rest[..used]);
+        rest = &rest[used..];
+    }
+    out
+}
+
+/// The key file the transcript's agents held.
+fn transcript_key(dir: &str) -> Key {
+    Key::read(&old(dir, "key")).unwrap()
+}
+
+/// The keys of `owl_live::link`'s handshake, derived as it derives them (a change of the
+/// derivation changes every frame's tag, and these transcripts stop verifying).
+fn hello_key(psk: &Key) -> Key {
+    psk.derive(&[b"owl-live-v1 hello"])
+}
+fn session_key(psk: &Key, nonce_c: &[u8], nonce_s: &[u8]) -> Key {
+    psk.derive(&[b"owl-live-v1 session", nonce_c, nonce_s])
+}
+
+/// One connection decoded and authenticated by today's code: each direction's messages in
+/// order, and how many results came without the reason byte. Every frame is also sealed again
+/// with the session key and must give the recorded bytes, and every message encoded again
+/// must give its recorded payload (a result without the reason byte, with it).
+fn decode_connection(psk: &Key, c: &Conn) -> (Vec<Msg>, Vec<Msg>, usize) {
+    let up = raw_frames(&c.to_listener);
+    let down = raw_frames(&c.to_connector);
+    // Hello: frame 0 towards the listener, under the hello key
+    let reasonless = std::cell::Cell::new(0);
+    let (hello, _) = frame::decode(up[0], frame::MAX_HANDSHAKE_FRAME)
+        .unwrap()
+        .unwrap();
+    let f = frame::verify(&hello_key(psk), Direction::ToListener, &hello, 0).unwrap();
+    assert_eq!(f.kind, link::kind::HELLO);
+    assert_eq!(&f.payload[..8], link::MAGIC);
+    assert_eq!(f.payload[8], link::PeerRole::Sender as u8);
+    let nonce_c = f.payload[9..41].to_vec();
+    // Welcome: frame 0 towards the connector, under the session key of both nonces
+    let (welcome, _) = frame::decode(down[0], frame::MAX_HANDSHAKE_FRAME)
+        .unwrap()
+        .unwrap();
+    assert_eq!(welcome.kind, link::kind::WELCOME);
+    let key = session_key(psk, &nonce_c, &welcome.payload[..32]);
+    frame::verify(&key, Direction::ToConnector, &welcome, 0).unwrap();
+    let open = |frames: &[&[u8]], dir: Direction| -> Vec<Msg> {
+        let mut o = Opener::new(key.clone(), dir, 1);
+        frames[1..]
+            .iter()
+            .map(|bytes| {
+                let f = o.open(&bytes[4..]).unwrap();
+                assert_eq!(
+                    frame::seal_with(&key, dir, f.seq, f.kind, &f.payload),
+                    *bytes,
+                    "frame {} sealed again",
+                    f.seq
+                );
+                let m = Msg::decode(f.kind, &f.payload)
+                    .unwrap_or_else(|e| panic!("frame {} (kind {}): {e}", f.seq, f.kind));
+                let (k, p) = m.encode();
+                assert_eq!(k, f.kind);
+                if p != f.payload {
+                    // an estimate without the reason byte, as protocol 5's first writers sent
+                    // it: today's writer adds the byte (0, no reason)
+                    assert!(
+                        matches!(m, Msg::Result { result: Ok(_), .. })
+                            && p.len() == f.payload.len() + 1
+                            && p.starts_with(&f.payload)
+                            && p.last() == Some(&0),
+                        "{} encoded again",
+                        m.name()
+                    );
+                    reasonless.set(reasonless.get() + 1);
+                }
+                m
+            })
+            .collect()
+    };
+    (
+        open(&up, Direction::ToListener),
+        open(&down, Direction::ToConnector),
+        reasonless.get(),
+    )
+}
+
+fn names(ms: &[Msg]) -> Vec<&'static str> {
+    ms.iter().map(Msg::name).collect()
+}
+
+/// Live protocol version 5 (the current one), as two agents at the commit that introduced it
+/// spoke it: a whole session over two connections (the first cut by a relay as S sent its
+/// fifth RDA result, the second resumed), decoded, authenticated and re-encoded byte for byte
+/// by today's code, with the figures the receiver printed then.
+#[test]
+fn live_protocol_version_5_session_reads_as_it_did() {
+    let dir = "live-v5";
+    let psk = transcript_key(dir);
+    let conns = connections(dir);
+    assert_eq!(conns.len(), 2, "one cut, one resumed connection");
+    let mut config = None;
+    let mut rda_results = std::collections::BTreeMap::new();
+    let mut rda_messages = 0;
+    let mut synopses = 0;
+    let mut reasonless = 0;
+    for (n, c) in conns.iter().enumerate() {
+        let (up, down, without_reason) = decode_connection(&psk, c);
+        reasonless += without_reason;
+        // S: its configuration, then where it resumes
+        let Msg::Config(cfg) = &up[0] else {
+            panic!("conn {n}: {:?}", names(&up))
+        };
+        assert_eq!(config.get_or_insert_with(|| cfg.clone()), cfg);
+        let Msg::Resume { released, started } = &up[1] else {
+            panic!("conn {n}: {:?}", names(&up))
+        };
+        assert_eq!(*started, None, "a replay is no live capture");
+        // a first connection resumes nowhere; on the second, this S had read none of R's
+        // releases before the cut, so it resumes at the start and sends every interval again
+        assert_eq!(*released, None, "conn {n}");
+        // R: its window first
+        assert!(
+            matches!(down[0], Msg::Accept { window } if window > 0),
+            "{:?}",
+            names(&down)
+        );
+        for m in up.iter().chain(&down) {
+            match m {
+                Msg::Synopsis {
+                    method, payload, ..
+                } => {
+                    // the method's payload decodes with today's decoder, and encodes again
+                    let (name, fields) = &cfg.methods[*method as usize];
+                    let info = owl_core::registry::find(name).unwrap();
+                    let m = (info.from_config)(fields).unwrap();
+                    let p = m.decode_point(Role::Sender, payload).unwrap();
+                    let mut again = Vec::new();
+                    p.encode(&mut again);
+                    assert_eq!(&again, payload, "{name} synopsis encoded again");
+                    synopses += 1;
+                }
+                Msg::Rda {
+                    method, message, ..
+                } => {
+                    let (name, fields) = &cfg.methods[*method as usize];
+                    let rc = owl_core::rda::Config::from_pairs(fields).unwrap();
+                    let msg = owl_core::rda::session::Message::decode(&rc, message)
+                        .unwrap_or_else(|e| panic!("{name}: {e}"));
+                    let mut again = Vec::new();
+                    msg.encode(&mut again);
+                    assert_eq!(&again, message, "{name}: {} encoded again", msg.name());
+                    rda_messages += 1;
+                }
+                Msg::Result {
+                    interval, result, ..
+                } => {
+                    rda_results.insert(*interval, result.clone());
+                }
+                Msg::Have { delimiters, .. } => {
+                    assert!(delimiters.is_some(), "a delimiter cut");
+                }
+                _ => {}
+            }
+        }
+        let sent: std::collections::BTreeSet<u64> = up
+            .iter()
+            .filter_map(|m| match m {
+                Msg::Synopsis { interval, .. } => Some(*interval),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sent.len(), 7, "conn {n}: every interval's synopsis");
+        if n == 0 {
+            // cut as S sent a result: R never said goodbye on it
+            assert!(up.iter().any(|m| matches!(m, Msg::Result { .. })));
+            assert!(!down.iter().any(|m| matches!(m, Msg::Bye)));
+        } else {
+            assert!(matches!(up.last(), Some(Msg::Done | Msg::Pong { .. })));
+            assert!(matches!(down.last(), Some(Msg::Bye)), "{:?}", names(&down));
+        }
+    }
+    let cfg = config.unwrap();
+    let names_of: Vec<&str> = cfg.methods.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names_of, ["lda", "rda-fixed"]);
+    assert!(synopses >= 10, "{synopses} synopses");
+    assert!(rda_messages >= 20, "{rda_messages} rda messages");
+    // the figures R printed then for RDA are S's Result frames as today's decoder reads them
+    let lines: Vec<Value> = std::fs::read_to_string(old(dir, "lines.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut compared = 0;
+    for l in lines
+        .iter()
+        .filter(|l| l["type"] == "interval" && l["status"] == "estimated")
+    {
+        let i = l["index"].as_u64().unwrap();
+        let then = &l["methods"][1];
+        assert_eq!(then["method"], "rda-fixed");
+        let Some(Ok(e)) = rda_results.get(&i) else {
+            continue;
+        };
+        for (k, v) in [
+            ("mean_ns", e.mean_ns),
+            ("std_ns", e.std_ns),
+            ("samples", Some(e.samples as f64)),
+        ] {
+            // the line's decimal text, parsed, is the figure to the last bit or next to it
+            // (serde_json's parser does not round-trip every float)
+            let (then, now) = (then[k].as_f64().unwrap(), v.unwrap());
+            assert!(
+                (then - now).abs() <= now.abs() * 4.0 * f64::EPSILON,
+                "interval {i}: {k}: {then} printed, {now} read"
+            );
+        }
+        compared += 1;
+    }
+    assert!(compared >= 3, "{compared} RDA results compared");
+    // the commit that introduced version 5 sent no reason byte after an estimate (added
+    // later, without a new version): every result of this transcript is read without it
+    assert_eq!(
+        reasonless,
+        rda_results.values().filter(|r| r.is_ok()).count(),
+        "results without the reason byte"
+    );
+}
+
+/// Live protocol versions 1 to 4, as agents at the commits that introduced them spoke them:
+/// every frame of theirs carries its version, and today's code refuses it naming that
+/// version — their Hello at today's listener (which answers with an unauthenticated refusal
+/// that says why), their Welcome at today's connector.
+#[test]
+fn live_protocol_versions_1_to_4_are_refused_naming_the_version() {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    for v in 1..=4u8 {
+        let dir = format!("live-v{v}");
+        let psk = transcript_key(&dir);
+        let c = &connections(&dir)[0];
+        let up = raw_frames(&c.to_listener);
+        let down = raw_frames(&c.to_connector);
+        assert!(up.len() > 3 && down.len() > 1, "v{v}: a session");
+        let want = format!(
+            "the peer speaks owl live protocol version {v}, this owl speaks version {}",
+            frame::VERSION
+        );
+        for (i, f) in up.iter().chain(&down).enumerate() {
+            let (raw, _) = frame::decode(f, frame::MAX_FRAME).unwrap().unwrap();
+            assert_eq!(raw.version, v, "v{v} frame {i}");
+            let e = frame::verify(&psk, Direction::ToListener, &raw, raw.seq).unwrap_err();
+            assert_eq!(e.to_string(), want, "v{v} frame {i}");
+        }
+        // the old sender's Hello at today's listener
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut old_sender = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        old_sender.write_all(up[0]).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let e = link::accept(s, &psk, "today").err().expect("refused");
+        assert!(e.to_string().contains(&want), "v{v}: {e}");
+        let mut answer = Vec::new();
+        old_sender.read_to_end(&mut answer).unwrap();
+        let (refusal, _) = frame::decode(&answer, frame::MAX_HANDSHAKE_FRAME)
+            .unwrap()
+            .unwrap();
+        assert_eq!(refusal.kind, link::kind::REFUSE);
+        assert!(
+            String::from_utf8_lossy(refusal.payload).contains(&want),
+            "v{v}: {:?}",
+            String::from_utf8_lossy(refusal.payload)
+        );
+        // the old receiver's Welcome at today's connector
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let welcome = down[0].to_vec();
+        let old_receiver = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut b = [0u8; 4];
+            s.read_exact(&mut b).unwrap();
+            let mut hello = vec![0u8; u32::from_le_bytes(b) as usize];
+            s.read_exact(&mut hello).unwrap();
+            s.write_all(&welcome).unwrap();
+        });
+        let e = link::connect(
+            TcpStream::connect(addr).unwrap(),
+            &psk,
+            link::PeerRole::Sender,
+            "today",
+        )
+        .err()
+        .expect("refused");
+        assert!(e.to_string().contains(&want), "v{v}: {e}");
+        old_receiver.join().unwrap();
     }
 }
