@@ -632,3 +632,39 @@ fn live_protocol_versions_1_to_4_are_refused_naming_the_version() {
         old_receiver.join().unwrap();
     }
 }
+
+/// The fuzz targets start from these old bytes: `fuzz/seeds/synopsis_file/old-DIR-NAME` is
+/// each synopsis file here, `fuzz/seeds/live_frames/old-DIR-NAME` each transcript's bytes,
+/// byte for byte.
+#[test]
+fn fuzz_seeds_hold_the_old_bytes() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/old-files");
+    let seeds = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds");
+    let mut checked = 0;
+    for dir in std::fs::read_dir(&root).unwrap() {
+        let dir = dir.unwrap().path();
+        if !dir.is_dir() {
+            continue;
+        }
+        let d = dir.file_name().unwrap().to_str().unwrap().to_string();
+        for f in std::fs::read_dir(&dir).unwrap() {
+            let f = f.unwrap().path();
+            let name = f.file_name().unwrap().to_str().unwrap();
+            let target = if name.ends_with(".owl") {
+                "synopsis_file"
+            } else if name.starts_with("conn") && name.ends_with(".bin") {
+                "live_frames"
+            } else {
+                continue;
+            };
+            let seed = seeds.join(target).join(format!("old-{d}-{name}"));
+            let want = std::fs::read(&f).unwrap();
+            let got = std::fs::read(&seed)
+                .unwrap_or_else(|e| panic!("{}: {e} (copy {d}/{name} there)", seed.display()));
+            assert!(got == want, "{} differs from {d}/{name}", seed.display());
+            checked += 1;
+        }
+    }
+    // v1 to v4 and smp1, two files each; live-v1 to live-v4, one connection each; live-v5, two
+    assert_eq!(checked, 10 + 8 + 4, "old files with seeds");
+}
