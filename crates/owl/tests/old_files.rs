@@ -12,6 +12,8 @@
 //!   paper's LDA rows (tag `LDA1`, before the identity digest);
 //! - `v4/`: format version 4 (the current one: the delimiter cut), the same recording (tag
 //!   `LDA2`, with the identity digest); read, then written again byte for byte;
+//! - `v4-methods/`: version 4 files of every method of that commit, written again byte for
+//!   byte and estimated as then (but COLATE's pair: a defect, see its test);
 //! - `smp1/`: version 3 files holding `sample`'s first payload format (`SMP1`), no longer read:
 //!   refused, naming it.
 //!
@@ -239,7 +241,11 @@ fn rewritten(bytes: &[u8]) -> (Vec<u8>, Vec<owl_core::wire::Block>) {
     while let Some(b) = r.next_block().unwrap() {
         let p = m.decode_point(h.role, &b.payload).unwrap();
         let mut again = Vec::new();
-        p.encode(&mut again);
+        // a receiver's file holds its local form (`owl record`)
+        match h.role {
+            Role::Sender => p.encode(&mut again),
+            Role::Receiver => p.encode_local(&mut again),
+        }
         assert_eq!(
             again, b.payload,
             "interval {}: payload encoded again",
@@ -298,6 +304,104 @@ fn version_4_files_estimate_as_they_did_and_write_again_byte_for_byte() {
         );
         assert_eq!(again.len(), bytes.len(), "{role}");
         assert!(again == bytes, "{role}: written again, the bytes differ");
+    }
+}
+
+/// Every method of the commit that introduced version 4, recorded there (`v4-methods/`,
+/// `METHOD-sender.owl`, `METHOD-receiver.owl` and what its `owl estimate --json` printed,
+/// `METHOD-estimate.json`): every file reads and is written again byte for byte, each
+/// payload decoded by today's method and encoded again; and today's estimates give every
+/// figure printed then, but where an estimator changed on purpose since: FineComb's std
+/// (434c08d: a std and its interval that hold per interval).
+///
+/// COLATE's pair is the exception, a defect these bytes found and this commit does not fix:
+/// its epochs are `CLE2` (xxh3 of the canonical key, 20728be's only placement), and its
+/// configuration has no `placement` field (added later), so today's `owl estimate` rebuilds
+/// the method with today's default placement (`CLE3`) and records R's held packets at the
+/// cuts with it; the two placements then meet in one query and the pair is refused, in one
+/// line naming the flow hash. The files read, and write again, byte for byte.
+#[test]
+fn every_method_of_version_4_reads_and_estimates_as_it_did() {
+    const METHODS: &[&str] = &[
+        "exact",
+        "lda",
+        "probe",
+        "rda",
+        "rda-fixed",
+        "finecomb",
+        "lds",
+        "lds-mb",
+        "lds-mb-dense",
+        "sds",
+        "rli",
+        "mpe",
+        "mpe1",
+        "countmin",
+        "opa",
+        "opa-wavelet",
+        "sample",
+        "colate",
+    ];
+    let dir = "v4-methods";
+    for m in METHODS {
+        let (s, r) = (
+            old(dir, &format!("{m}-sender.owl")),
+            old(dir, &format!("{m}-receiver.owl")),
+        );
+        for f in [&s, &r] {
+            let bytes = std::fs::read(f).unwrap();
+            let (again, blocks) = rewritten(&bytes);
+            assert!(blocks.len() >= 3, "{m}");
+            assert!(again == bytes, "{m}: {} written again differs", f.display());
+        }
+        if *m == "colate" {
+            common::fails(
+                &["estimate", s.to_str().unwrap(), r.to_str().unwrap()],
+                "flow hash (epochs of two owl versions",
+            );
+            continue;
+        }
+        let now: Value = serde_json::from_str(&ok(&[
+            "estimate",
+            s.to_str().unwrap(),
+            r.to_str().unwrap(),
+            "--json",
+        ]))
+        .unwrap();
+        let then: Value = serde_json::from_str(
+            &std::fs::read_to_string(old(dir, &format!("{m}-estimate.json"))).unwrap(),
+        )
+        .unwrap();
+        let (a, b) = (
+            now["intervals"].as_array().unwrap(),
+            then["intervals"].as_array().unwrap(),
+        );
+        assert_eq!(a.len(), b.len(), "{m}");
+        for (x, y) in a.iter().zip(b) {
+            for k in [
+                "index",
+                "start_ns",
+                "sent",
+                "received",
+                "mean_ns",
+                "std_ns",
+                "samples",
+                "lost",
+                "mean_ci98_ns",
+                "std_ci95_ns",
+                "cut",
+                "p50_ns",
+                "p90_ns",
+                "p99_ns",
+                "p999_ns",
+            ] {
+                if *m == "finecomb" && k.starts_with("std") {
+                    continue;
+                }
+                assert_eq!(x.get(k), y.get(k), "{m}: interval {}: {k}", y["index"]);
+            }
+        }
+        assert_eq!(now["overall"]["mean_ns"], then["overall"]["mean_ns"], "{m}");
     }
 }
 
@@ -665,6 +769,7 @@ fn fuzz_seeds_hold_the_old_bytes() {
             checked += 1;
         }
     }
-    // v1 to v4 and smp1, two files each; live-v1 to live-v4, one connection each; live-v5, two
-    assert_eq!(checked, 10 + 8 + 4, "old files with seeds");
+    // v1 to v4 and smp1, two files each; v4-methods, 18 methods' two; live-v1 to live-v4, one
+    // connection each; live-v5, two
+    assert_eq!(checked, 10 + 36 + 8 + 4, "old files with seeds");
 }
