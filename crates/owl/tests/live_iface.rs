@@ -62,10 +62,20 @@ impl Lab {
     /// `owl args…` run in namespace `ns` (standard output discarded), stopped when the lab
     /// ends: its standard error as it comes.
     fn owl_in<S: AsRef<std::ffi::OsStr>>(&mut self, ns: &str, args: &[S]) -> Arc<Mutex<String>> {
+        self.owl_in_to(ns, args, Stdio::null())
+    }
+
+    /// [`owl_in`](Self::owl_in), its standard output to `out`.
+    fn owl_in_to<S: AsRef<std::ffi::OsStr>>(
+        &mut self,
+        ns: &str,
+        args: &[S],
+        out: impl Into<Stdio>,
+    ) -> Arc<Mutex<String>> {
         let mut c = Command::new("ip")
             .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_owl")])
             .args(args)
-            .stdout(Stdio::null())
+            .stdout(out)
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
@@ -213,12 +223,18 @@ fn send_udp_from(ns: &str, to: &str) {
 
 /// [`send_udp_from`], the first packet at wall-clock time `at` (ns since the Unix epoch).
 fn send_udp_at(ns: &str, to: &str, at: Option<u128>) {
+    send_udp(ns, to, at, PACKETS)
+}
+
+/// `packets` of the helper's datagrams to `to` from inside namespace `ns`, from `at`.
+fn send_udp(ns: &str, to: &str, at: Option<u128>, packets: u64) {
     let mut helper = Command::new("ip");
     helper
         .args(["netns", "exec", ns])
         .arg(std::env::current_exe().unwrap())
         .args(["--exact", "udp_sender_helper", "--ignored", "--quiet"])
-        .env("OWL_TEST_UDP_TO", to);
+        .env("OWL_TEST_UDP_TO", to)
+        .env("OWL_TEST_UDP_PACKETS", packets.to_string());
     if let Some(at) = at {
         helper.env("OWL_TEST_UDP_AT_NS", at.to_string());
     }
@@ -933,4 +949,337 @@ fn a_receiver_killed_and_restarted_misses_only_its_down_time() {
             .is_some_and(|w| w.contains("started again"))),
         "{report}"
     );
+}
+
+/// A network of points through a router (the "network of points" issue's mesh): hosts A, B
+/// and C each behind their own link to a router M, which forwards through a `tbf` bottleneck
+/// towards C and drops 2 % of the measured UDP at random; UDP flows A→B, A→C and B→C. One
+/// `owl agent --config` at each host captures its one interface and measures every path
+/// through it (B receives a-to-b and sends b-to-c); tcpdump at every host is the truth. Every
+/// path's per-interval RDA mean equals `owl compare --methods exact --filter PATH` on its two
+/// hosts' tcpdump captures, to 1e-9; then C's agent is killed, and A→B goes on with no
+/// interval missing while A and B report their path to C failed.
+#[test]
+fn a_mesh_of_points_measures_every_path_as_tcpdump_does() {
+    let missing: Vec<&str> = ["tc", "nft", "tcpdump"]
+        .into_iter()
+        .filter(|t| {
+            !Command::new("sh")
+                .args(["-c", &format!("command -v {t}")])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .collect();
+    let missing = (!missing.is_empty()).then(|| format!("{} not installed", missing.join(", ")));
+    let id = std::process::id();
+    let ns: Vec<String> = ["a", "b", "c", "m"]
+        .iter()
+        .map(|n| format!("owl-mesh-{n}-{id}"))
+        .collect();
+    let test = "a_mesh_of_points_measures_every_path_as_tcpdump_does";
+    let Some(mut lab) = Lab::of(
+        test,
+        &ns.iter().map(String::as_str).collect::<Vec<_>>(),
+        missing,
+    ) else {
+        return;
+    };
+    let nm = &ns[3];
+    // host X (k = 1, 2, 3) at 10.79.k.2 on its link to M, which is 10.79.k.1
+    let mut host_if = Vec::new();
+    for (k, n) in ns[..3].iter().enumerate() {
+        let (h, r) = (format!("om{k}h{id}"), format!("om{k}r{id}"));
+        let (h, r) = (
+            h[..h.len().min(15)].to_string(),
+            r[..r.len().min(15)].to_string(),
+        );
+        ip(&["link", "add", &h, "type", "veth", "peer", "name", &r]);
+        for (ifc, nsn, addr) in [
+            (&h, n, format!("10.79.{}.2/24", k + 1)),
+            (&r, nm, format!("10.79.{}.1/24", k + 1)),
+        ] {
+            ip(&["link", "set", ifc, "netns", nsn]);
+            ip(&["-n", nsn, "addr", "add", &addr, "dev", ifc]);
+            ip(&["-n", nsn, "link", "set", ifc, "up"]);
+        }
+        ip(&[
+            "-n",
+            n,
+            "route",
+            "add",
+            "default",
+            "via",
+            &format!("10.79.{}.1", k + 1),
+        ]);
+        host_if.push((h, r));
+    }
+    for n in &ns {
+        ip(&["-n", n, "link", "set", "lo", "up"]);
+    }
+    run_in(nm, &["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]);
+    // the bottleneck towards C (A→C and B→C share it, ~9 Mbit/s offered): 10 Mbit/s, up to
+    // 40 ms of queue
+    run_in(
+        nm,
+        &[
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+            &host_if[2].1,
+            "root",
+            "tbf",
+            "rate",
+            "10mbit",
+            "burst",
+            "16kb",
+            "latency",
+            "40ms",
+        ],
+    );
+    run_in(nm, &["nft", "add", "table", "inet", "owl"]);
+    run_in(
+        nm,
+        &[
+            "nft",
+            "add",
+            "chain",
+            "inet",
+            "owl",
+            "lossy",
+            "{ type filter hook forward priority 0; }",
+        ],
+    );
+    run_in(
+        nm,
+        &[
+            "nft",
+            "add",
+            "rule",
+            "inet",
+            "owl",
+            "lossy",
+            "udp",
+            "dport",
+            &PORT.to_string(),
+            "numgen",
+            "random",
+            "mod",
+            "100",
+            "<",
+            "2",
+            "drop",
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let key = keygen(dir.path());
+    let bin = env!("CARGO_BIN_EXE_owl");
+    let host = |k: usize| format!("10.79.{k}.2");
+    // the paths, and the packets of each (the same filter text at both points)
+    let path_filter = |from: usize, to: usize| {
+        format!(
+            "udp and dst port {PORT} and src host {} and dst host {}",
+            host(from),
+            host(to)
+        )
+    };
+    let paths = [("a-to-b", 1, 2), ("a-to-c", 1, 3), ("b-to-c", 2, 3)];
+    // tcpdump at every host: the truth
+    let pcap = |n: usize| dir.path().join(format!("h{n}.pcap"));
+    for k in 0..3 {
+        let c = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &ns[k],
+                "tcpdump",
+                "-i",
+                &host_if[k].0,
+                "-U",
+                "-n",
+            ])
+            .args(["--time-stamp-precision", "nano", "-w"])
+            .arg(pcap(k + 1))
+            .arg(format!("udp and dst port {PORT}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        lab.children.push(c);
+        let log = collect(lab.children.last_mut().unwrap().stderr.take().unwrap());
+        wait_for(&log, "listening on", &log);
+    }
+    let tcpdumps = lab.children.len();
+    // each point's file: its interface, every path through it
+    let point_file = |k: usize| {
+        let name = ["a", "b", "c"][k - 1];
+        let mut t = format!(
+            "name = \"{name}\"\nkey_file = \"{}\"\nconnect_timeout = \"2s\"\n",
+            key.display()
+        );
+        if k > 1 {
+            t.push_str(&format!("listen = \"{}:7707\"\n", host(k)));
+        }
+        t.push_str(&format!(
+            "[capture]\niface = \"{}\"\nduration = \"5s\"\n[defaults]\nmethods = \"rda\"\ninterval = \"250ms\"\n",
+            host_if[k - 1].0
+        ));
+        for (p, from, to) in paths {
+            if from == k {
+                t.push_str(&format!(
+                    "[[path]]\nname = \"{p}\"\nrole = \"sender\"\npeer = \"{}:7707\"\nfilter = \"{}\"\n",
+                    host(to),
+                    path_filter(from, to)
+                ));
+            } else if to == k {
+                t.push_str(&format!(
+                    "[[path]]\nname = \"{p}\"\nrole = \"receiver\"\nfilter = \"{}\"\n",
+                    path_filter(from, to)
+                ));
+            }
+        }
+        let f = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&f, t).unwrap();
+        f
+    };
+    let out = |n: &str| dir.path().join(format!("{n}.jsonl"));
+    let mut logs = Vec::new();
+    for k in [3, 2, 1] {
+        let name = ["a", "b", "c"][k - 1];
+        let f = std::fs::File::create(out(name)).unwrap();
+        let log = lab.owl_in_to(
+            &ns[k - 1],
+            &[
+                "agent".to_string(),
+                "--config".into(),
+                point_file(k).display().to_string(),
+            ],
+            f,
+        );
+        wait_for(&log, "capturing on", &log);
+        logs.push((name, log));
+    }
+    let all_logs = |logs: &[(&str, Arc<Mutex<String>>)]| {
+        logs.iter()
+            .map(|(n, l)| format!("{n}:\n{}", l.lock().unwrap()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    // the senders connect (their first handshakes), then the traffic: A→B, A→C, B→C at once
+    std::thread::sleep(Duration::from_millis(800));
+    let flows: Vec<_> = paths
+        .iter()
+        .map(|&(_, from, to)| {
+            let (nsn, to) = (ns[from - 1].clone(), format!("{}:{PORT}", host(to)));
+            std::thread::spawn(move || send_udp(&nsn, &to, None, 10_000))
+        })
+        .collect();
+    // C dies while the traffic flows (about 2 s of it), once it has reported some intervals
+    std::thread::sleep(Duration::from_millis(1300));
+    let c_agent = tcpdumps; // C's agent started first
+    lab.children[c_agent].kill().unwrap();
+    lab.children[c_agent].wait().unwrap();
+    for f in flows {
+        f.join().unwrap();
+    }
+    let agents = tcpdumps + 1..lab.children.len();
+    let status = wait_exits(
+        &mut lab.children[agents],
+        Duration::from_secs(40),
+        &logs[1].1,
+        &logs[2].1,
+    );
+    // tcpdump writes its last packets on SIGINT
+    std::thread::sleep(Duration::from_millis(300));
+    for c in &lab.children[..tcpdumps] {
+        let _ = Command::new("kill")
+            .args(["-INT", &c.id().to_string()])
+            .status();
+    }
+    for c in &mut lab.children[..tcpdumps] {
+        let _ = c.wait();
+    }
+    let shown = all_logs(&logs);
+    // B and A lost their path to C, and only it
+    for (name, st, dead) in [("b", status[0], "b-to-c"), ("a", status[1], "a-to-c")] {
+        let l = logs
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap()
+            .1
+            .lock()
+            .unwrap()
+            .clone();
+        assert_eq!(st.code(), Some(1), "point {name}\n{shown}");
+        assert!(
+            l.contains(&format!("1 of 2 paths failed: {dead}")),
+            "point {name}\n{shown}"
+        );
+    }
+    let lines = |n: &str| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(out(n))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let (b_lines, c_lines) = (lines("b"), lines("c"));
+    let mut lost = 0;
+    for (p, from, to) in paths {
+        let mine: Vec<&serde_json::Value> = b_lines
+            .iter()
+            .chain(&c_lines)
+            .filter(|l| l["path"] == p && l["type"] == "interval")
+            .collect();
+        if p == "a-to-b" {
+            // both its points lived: every interval estimated, none missing
+            assert!(
+                mine.iter().all(|l| l["status"] != "missing"),
+                "{p}: {mine:?}\n{shown}"
+            );
+            let summary = b_lines.iter().find(|l| l["type"] == "summary").unwrap();
+            assert_eq!(summary["missing"], 0, "{summary}\n{shown}");
+        }
+        let truth = json_of(
+            Command::new(bin)
+                .args(["compare"])
+                .arg(pcap(from))
+                .arg(pcap(to))
+                .args([
+                    "--methods",
+                    "exact",
+                    "--interval",
+                    "250ms",
+                    "--json",
+                    "--filter",
+                ])
+                .arg(format!("src host {} and dst host {}", host(from), host(to))),
+        );
+        let exact: std::collections::BTreeMap<u64, f64> = truth["intervals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|i| Some((i["start_ns"].as_u64()?, i["truth"]["mean_ns"].as_f64()?)))
+            .collect();
+        let mut compared = 0;
+        for l in &mine {
+            let Some(mean) = l["methods"][0]["mean_ns"].as_f64() else {
+                continue;
+            };
+            let start = l["start_ns"].as_u64().unwrap();
+            let want = exact
+                .get(&start)
+                .unwrap_or_else(|| panic!("{p}: interval {start} not in the truth\n{shown}"));
+            assert!(
+                (mean - want).abs() <= 1e-9 * want.abs(),
+                "{p}: interval {start}: RDA {mean} ns, truth {want} ns\n{shown}"
+            );
+            lost += l["methods"][0]["lost"].as_u64().unwrap_or(0);
+            compared += 1;
+        }
+        // C's paths: what C reported before it died (RDA decodes most intervals at this loss)
+        assert!(compared >= 2, "{p}: {compared} intervals compared\n{shown}");
+        eprintln!("{p}: {compared} intervals equal to the truth");
+    }
+    assert!(lost > 0, "the router dropped none?\n{shown}");
 }
