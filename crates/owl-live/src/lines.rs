@@ -60,6 +60,10 @@ pub struct IntervalLine {
     /// The path (a point's `[[path]]` name); absent for the single pair of `--role`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// A path's two points: the sender point's name (as it named itself in the handshake) and
+    /// the receiver point's; absent for the single pair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub points: Option<[String; 2]>,
     pub index: u64,
     pub start_ns: u64,
     pub status: Status,
@@ -254,6 +258,7 @@ mod tests {
         };
         let interval = IntervalLine {
             path: Some("a-to-b".into()),
+            points: Some(["a".into(), "b".into()]),
             index: 7,
             start_ns: 1_767_225_600_000_000_000,
             status: Status::Estimated,
@@ -309,6 +314,7 @@ mod tests {
         };
         let missing = IntervalLine {
             path: None,
+            points: None,
             status: Status::Missing,
             reason: Some("dropped at the sender (overload)".into()),
             kernel_drops: None,

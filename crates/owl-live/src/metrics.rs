@@ -11,6 +11,8 @@
 //! owl_loss_ratio{pair}                              gauge    1 − received/sent, the packets each point recorded
 //! owl_sent_packets{pair}, owl_received_packets{pair} gauges  the interval's packets at S and R
 //! owl_interval_start_seconds{pair}                  gauge    start of the interval the gauges describe
+//! owl_path_info{pair,sender_point,receiver_point}   gauge    1 for a point's path (owl agent --config): its
+//!                                                            two points, to join on `pair` (group_left)
 //! owl_clock_offset_seconds{pair}                    gauge    the sender's clock minus the receiver's (crate::clock)
 //! owl_clock_offset_uncertainty_seconds{pair}        gauge    its bound: half the exchange's round trip
 //! owl_one_way_delay_seconds{pair,method}           histogram  every recovered delay so far (sample, opa,
@@ -165,6 +167,13 @@ struct PairLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PathLabels {
+    pair: String,
+    sender_point: String,
+    receiver_point: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MethodLabels {
     pair: String,
     method: String,
@@ -224,6 +233,7 @@ pub struct Metrics {
     start: Family<PairLabel, FGauge>,
     clock_offset: Family<PairLabel, FGauge>,
     clock_uncertainty: Family<PairLabel, FGauge>,
+    path_info: Family<PathLabels, Gauge>,
     intervals: Family<StatusLabels, Counter>,
     decode_failures: Family<MethodLabels, Counter>,
     kernel_drops: Family<PointLabels, Counter>,
@@ -262,6 +272,7 @@ impl Metrics {
             start: Family::default(),
             clock_offset: Family::default(),
             clock_uncertainty: Family::default(),
+            path_info: Family::default(),
             intervals: Family::default(),
             decode_failures: Family::default(),
             kernel_drops: Family::default(),
@@ -328,6 +339,11 @@ impl Metrics {
             "owl_interval_start_seconds",
             "Start of the interval the pair's gauges describe (receiver's clock, Unix time)",
             m.start.clone(),
+        );
+        registry.register(
+            "owl_path_info",
+            "1 for a pair that is a point's path: its sender and receiver points (join on pair with group_left)",
+            m.path_info.clone(),
         );
         registry.register(
             "owl_clock_offset_seconds",
@@ -441,6 +457,15 @@ impl Metrics {
             }
         };
         let p = PairLabel { pair: pair.into() };
+        if let Some([sender, receiver]) = &line.points {
+            self.path_info
+                .get_or_create(&PathLabels {
+                    pair: pair.into(),
+                    sender_point: sender.clone(),
+                    receiver_point: receiver.clone(),
+                })
+                .set(1);
+        }
         self.intervals
             .get_or_create(&StatusLabels {
                 pair: pair.into(),
@@ -764,6 +789,8 @@ mod tests {
             assert!(t.contains(zero), "{zero} in {t}");
         }
         assert!(t.ends_with("# EOF\n"), "{t}");
+        // a single pair has no points
+        assert!(!t.contains("owl_path_info{"), "{t}");
         // a resend of an older interval moves nothing and counts nothing
         m.observe("a→b", &il(interval(4, Some(9999.0))));
         let t = m.encode();
@@ -778,6 +805,22 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("status=\"estimated\"} 2"), "{t}");
+    }
+
+    /// A point's path names its two points once, in an info gauge to join on `pair`.
+    #[test]
+    fn a_path_names_its_points() {
+        let m = Metrics::new();
+        let mut path = interval(5, Some(1500.0));
+        path["points"] = json!(["a", "b"]);
+        m.observe("a-to-b", &il(path));
+        let t = m.encode();
+        assert!(
+            t.contains(
+                "owl_path_info{pair=\"a-to-b\",sender_point=\"a\",receiver_point=\"b\"} 1\n"
+            ),
+            "{t}"
+        );
     }
 
     /// Two intervals' recovered delays add up into one cumulative histogram, counts rounded;

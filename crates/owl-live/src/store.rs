@@ -1,6 +1,6 @@
 //! The collector's database: every interval of every pair, in an embedded SQLite file.
 //!
-//! # Schema (version 2, `PRAGMA user_version`)
+//! # Schema (version 3, `PRAGMA user_version`)
 //!
 //! ```sql
 //! CREATE TABLE intervals (          -- one row per interval a receiver agent decided
@@ -25,6 +25,8 @@
 //! CREATE TABLE quiet (              -- intervals [from_idx, to_idx) with no packet at either point
 //!   pair TEXT NOT NULL, from_idx INTEGER NOT NULL, to_idx INTEGER NOT NULL,
 //!   start_ns INTEGER NOT NULL, PRIMARY KEY (pair, from_idx));
+//! CREATE TABLE paths (              -- a pair that is a point's path: its two points (version 3)
+//!   pair TEXT NOT NULL PRIMARY KEY, sender_point TEXT NOT NULL, receiver_point TEXT NOT NULL);
 //! ```
 //!
 //! **Crash-safe**: write-ahead log, `synchronous = FULL`, and one transaction per interval
@@ -34,8 +36,9 @@
 //! never replaces an `estimated` row: a receiver restarted between writing an interval and the
 //! sender hearing of it reports that interval again, as missing.
 //!
-//! A version-1 database (before the clock columns) is upgraded in place when the collector
-//! opens it, and read as it is by `owl report` (no offsets).
+//! A version-1 database (before the clock columns) or version-2 one (before `paths`) is
+//! upgraded in place when the collector opens it, and read as it is by `owl report` (no
+//! offsets; no points).
 //!
 //! **Never silently absent**: every index from a pair's first stored interval to its last is
 //! an interval row or inside a quiet range, unless no agent delivered it (the agent was down,
@@ -48,7 +51,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
 /// Schema version in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS intervals (
@@ -65,6 +68,9 @@ CREATE TABLE IF NOT EXISTS results (
 CREATE TABLE IF NOT EXISTS quiet (
   pair TEXT NOT NULL, from_idx INTEGER NOT NULL, to_idx INTEGER NOT NULL,
   start_ns INTEGER NOT NULL, PRIMARY KEY (pair, from_idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS paths (
+  pair TEXT NOT NULL PRIMARY KEY, sender_point TEXT NOT NULL, receiver_point TEXT NOT NULL)
+  WITHOUT ROWID;
 ";
 
 /// Why the store refused something.
@@ -191,6 +197,12 @@ impl Store {
                     "DELETE FROM results WHERE pair = ?1 AND idx = ?2",
                     params![pair, idx],
                 )?;
+                if let Some([s, r]) = &l.points {
+                    tx.execute(
+                        "INSERT OR REPLACE INTO paths VALUES (?1, ?2, ?3)",
+                        params![pair, s, r],
+                    )?;
+                }
                 for m in &l.methods {
                     let e = m.estimate.as_ref();
                     let whole = match (&m.error, e) {
@@ -343,6 +355,51 @@ impl Store {
         Ok(rows)
     }
 
+    /// What the database holds, pair by pair (`owl report --pairs`).
+    pub fn pair_summaries(&self) -> Result<Vec<PairSummary>, StoreError> {
+        let mut out = Vec::new();
+        for pair in self.pairs()? {
+            let (first, last, estimated, missing, left_out): (i64, i64, i64, i64, i64) =
+                self.db.query_row(
+                    "SELECT MIN(start_ns), MAX(start_ns),
+                       SUM(status = 'estimated'), SUM(status = 'missing'), SUM(status = 'left_out')
+                     FROM intervals WHERE pair = ?1",
+                    [&pair],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                )?;
+            let points: Option<(String, String)> = if self.version >= 3 {
+                self.db
+                    .query_row(
+                        "SELECT sender_point, receiver_point FROM paths WHERE pair = ?1",
+                        [&pair],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .optional()?
+            } else {
+                None
+            };
+            let methods: Vec<String> = {
+                let mut q = self.db.prepare(
+                    "SELECT DISTINCT method FROM results WHERE pair = ?1 ORDER BY method",
+                )?;
+                q.query_map([&pair], |r| r.get(0))?
+                    .collect::<Result<_, _>>()?
+            };
+            out.push(PairSummary {
+                sender_point: points.as_ref().map(|p| p.0.clone()),
+                receiver_point: points.map(|p| p.1),
+                pair,
+                first_start_ns: first as u64,
+                last_start_ns: last as u64,
+                estimated: estimated as u64,
+                missing: missing as u64,
+                left_out: left_out as u64,
+                methods,
+            });
+        }
+        Ok(out)
+    }
+
     /// Intervals stored for `pair` (for tests and logs).
     pub fn count(&self, pair: &str) -> Result<u64, StoreError> {
         let n: Option<i64> = self
@@ -355,6 +412,24 @@ impl Store {
             .optional()?;
         Ok(n.unwrap_or(0) as u64)
     }
+}
+
+/// One pair of the database, as `owl report --pairs` lists it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PairSummary {
+    pub pair: String,
+    /// A point's path: its sender and receiver points (`null`: a single pair, or a database
+    /// from before version 3).
+    pub sender_point: Option<String>,
+    pub receiver_point: Option<String>,
+    /// Start of its first and last stored interval, ns since the Unix epoch.
+    pub first_start_ns: u64,
+    pub last_start_ns: u64,
+    /// Intervals stored, by status (indices no agent delivered are not counted here).
+    pub estimated: u64,
+    pub missing: u64,
+    pub left_out: u64,
+    pub methods: Vec<String>,
 }
 
 /// One row of `owl report`.
@@ -485,6 +560,39 @@ mod tests {
                 (2000, Some(5.5), Some(-1200), Some(35))
             ]
         );
+        // a version-1 file read as it is lists its pairs without points
+        let sums = s.pair_summaries().unwrap();
+        assert_eq!(sums[0].sender_point, None);
+    }
+
+    /// A point's path stores its two points (version 3); `--pairs` lists each pair with them,
+    /// its first and last interval and its intervals by status.
+    #[test]
+    fn a_path_keeps_its_points_and_pairs_are_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.db");
+        let mut s = Store::open(&path).unwrap();
+        for (k, status) in [(1, "estimated"), (2, "missing"), (3, "estimated")] {
+            let mut l = json_line(k, status);
+            l["path"] = json!("a-to-b");
+            l["points"] = json!(["a", "b"]);
+            s.store_line("a-to-b", &parse(l), 6).unwrap();
+        }
+        s.store_line("single", &parse(json_line(1, "estimated")), 6)
+            .unwrap();
+        drop(s);
+        let s = Store::open_read(&path).unwrap();
+        let sums = s.pair_summaries().unwrap();
+        assert_eq!(sums.len(), 2);
+        let p = &sums[0];
+        assert_eq!(p.pair, "a-to-b");
+        assert_eq!(
+            (p.sender_point.as_deref(), p.receiver_point.as_deref()),
+            (Some("a"), Some("b"))
+        );
+        assert_eq!((p.estimated, p.missing, p.left_out), (2, 1, 0));
+        assert_eq!((p.first_start_ns, p.last_start_ns), (1000, 3000));
+        assert_eq!(sums[1].sender_point, None);
     }
 
     #[test]

@@ -632,7 +632,11 @@ fn live_protocol_version_6_session_reads_as_it_did() {
             assert!(!down.iter().any(|m| matches!(m, Msg::Bye)));
         } else {
             // S says it is done (its last RDA results may follow), R says goodbye last
-            assert!(up.iter().any(|m| matches!(m, Msg::Done)), "{:?}", names(&up));
+            assert!(
+                up.iter().any(|m| matches!(m, Msg::Done)),
+                "{:?}",
+                names(&up)
+            );
             assert!(matches!(down.last(), Some(Msg::Bye)), "{:?}", names(&down));
         }
     }

@@ -166,6 +166,21 @@ fn three_points_measure_three_paths_each_as_its_own_pair_would() {
     common::merge(&ab.0, &ac.0, &a);
     common::merge(&ab.1, &bc.0, &b);
     common::merge(&ac.1, &bc.1, &c);
+    // C's receiver paths deliver to a collector too
+    let db = d.join("owl.db");
+    let (collector, said) = common::first_line(
+        Command::new(env!("CARGO_BIN_EXE_owl"))
+            .args(["collector", "--listen", "127.0.0.1:0", "--db"])
+            .arg(&db)
+            .args(["--key-file", key.to_str().unwrap()])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        "owl: collector: listening on ",
+    );
+    let mut collector = Guard(Some(collector));
+    let addr = said.split(',').next().unwrap();
+    let to_collector = format!("collector = \"{addr}\"");
     let cc = config(
         d,
         "c",
@@ -176,7 +191,7 @@ fn three_points_measure_three_paths_each_as_its_own_pair_would() {
             ("a-to-c", "receiver", None, 2),
             ("b-to-c", "receiver", None, 3),
         ],
-        "",
+        &to_collector,
         "",
     );
     let (pc, c_addr) = point(&cc, &d.join("c.log"), true);
@@ -231,6 +246,33 @@ fn three_points_measure_three_paths_each_as_its_own_pair_would() {
                 .map(|l| serde_json::from_str::<Value>(l).unwrap()),
         );
     }
+    // the collector stored C's two paths, each with its two points
+    collector.0.as_mut().unwrap().kill().unwrap();
+    collector.0.take().unwrap().wait().unwrap();
+    let pairs: Value = serde_json::from_str(&ok(&[
+        "report",
+        "--db",
+        db.to_str().unwrap(),
+        "--pairs",
+        "--json",
+    ]))
+    .unwrap();
+    let listed: Vec<(String, String, String)> = pairs["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let s = |k: &str| p[k].as_str().unwrap().to_string();
+            (s("pair"), s("sender_point"), s("receiver_point"))
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("a-to-c".into(), "a".into(), "c".into()),
+            ("b-to-c".into(), "b".into(), "c".into())
+        ]
+    );
     for (name, short, (s, r)) in [
         ("a-to-b", "ab", &ab),
         ("a-to-c", "ac", &ac),

@@ -165,8 +165,15 @@ impl PointFile {
             }
         }
         for (name, addr) in &self.peers {
-            if !addr.contains(':') {
+            if !host_port(addr) {
                 return bad(format!("[peers] {name} = '{addr}': give HOST:PORT"));
+            }
+        }
+        for (key, addr) in [("listen", &self.listen), ("collector", &self.collector)] {
+            if let Some(a) = addr
+                && !host_port(a)
+            {
+                return bad(format!("{key} = '{a}': give HOST:PORT"));
             }
         }
         let capture_filter = match &self.capture.filter {
@@ -211,7 +218,7 @@ impl PointFile {
                 (None, false) => None,
                 (Some(x), true) => Some(match self.peers.get(x) {
                     Some(addr) => addr.clone(),
-                    None if x.contains(':') => x.clone(),
+                    None if host_port(x) => x.clone(),
                     None => {
                         let known: Vec<&str> = self.peers.keys().map(String::as_str).collect();
                         return Err(at(format!(
@@ -297,6 +304,12 @@ impl PointFile {
 fn shown(f: &Option<Filter>) -> String {
     f.as_ref()
         .map_or_else(|| "every packet".to_string(), ToString::to_string)
+}
+
+/// `HOST:PORT` (a name or an address, IPv6 in brackets), with a port number.
+fn host_port(a: &str) -> bool {
+    a.rsplit_once(':')
+        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
 }
 
 fn valid_name(n: &str) -> bool {
@@ -423,6 +436,14 @@ filter = "src net 10.3.0.0/16"
             (
                 THREE.replace("filter = \"dst net 10.3.0.0/16\"\n", ""),
                 "paths a-to-b and a-to-b-2 both send to 10.0.0.2:7707 and their filters overlap",
+            ),
+            (
+                THREE.replace("listen = \"127.0.0.1:7707\"", "listen = \"127.0.0.1\""),
+                "listen = '127.0.0.1': give HOST:PORT",
+            ),
+            (
+                THREE.replace("b = \"10.0.0.2:7707\"", "b = \"10.0.0.2:77077\""),
+                "[peers] b = '10.0.0.2:77077': give HOST:PORT",
             ),
             (
                 THREE.replace("role = \"receiver\"", "role = \"recv\""),

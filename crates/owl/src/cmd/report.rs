@@ -27,8 +27,15 @@ delay of each method (and pair) against time with ± one standard deviation as b
 loss 1 − received/sent of each pair. A missing interval, or one without an estimate, breaks
 the line: no line bridges a gap.
 
+--pairs lists what the database holds instead, one pair a row: for a point's path (owl agent
+--config) its sender and receiver points (\"-\" for a single pair), its first and last interval
+(UTC), its intervals by status and its methods; with --json, {\"pairs\": [{\"pair\",
+\"sender_point\", \"receiver_point\", \"first_start_ns\", \"last_start_ns\", \"estimated\",
+\"missing\", \"left_out\", \"methods\"}]}.
+
 Examples:
   owl report --db owl.db
+  owl report --db owl.db --pairs
   owl report --db owl.db --pair 'lon→fra' --json | jq '.intervals[] | [.start_ns, .mean_ns]'
   owl report --db owl.db --pair 'lon→fra' --plot lon-fra.png";
 
@@ -48,6 +55,10 @@ pub struct ReportArgs {
     /// printing the table.
     #[arg(long, value_name = "FILE.png")]
     pub plot: Option<PathBuf>,
+    /// List what the database holds instead, one pair a row: its points (a point's path:
+    /// sender and receiver point), first and last interval, intervals by status, methods.
+    #[arg(long, conflicts_with_all = ["pair", "plot"])]
+    pub pairs: bool,
 }
 
 #[derive(Serialize)]
@@ -57,6 +68,9 @@ struct Report {
 
 pub fn run(a: ReportArgs) -> Result<()> {
     let store = Store::open_read(&a.db).map_err(|e| anyhow!("{e}"))?;
+    if a.pairs {
+        return list_pairs(&a, &store);
+    }
     let pairs = store
         .pairs()
         .map_err(|e| anyhow!("{}: {e}", a.db.display()))?;
@@ -122,6 +136,51 @@ pub fn run(a: ReportArgs) -> Result<()> {
                 .map(|x| format!(": {x}"))
                 .unwrap_or_default()
         )?;
+    }
+    Ok(())
+}
+
+/// `--pairs`: what the database holds, one pair a row.
+fn list_pairs(a: &ReportArgs, store: &Store) -> Result<()> {
+    let pairs = store
+        .pair_summaries()
+        .map_err(|e| anyhow!("{}: {e}", a.db.display()))?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "pairs": pairs }))?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:<16} {:<10} {:<10} {:<30} {:<30} {:>9} {:>7} {:>8}  methods",
+        "pair",
+        "sender",
+        "receiver",
+        "first interval (UTC)",
+        "last interval (UTC)",
+        "estimated",
+        "missing",
+        "left_out"
+    )?;
+    for p in &pairs {
+        writeln!(
+            out,
+            "{:<16} {:<10} {:<10} {:<30} {:<30} {:>9} {:>7} {:>8}  {}",
+            p.pair,
+            p.sender_point.as_deref().unwrap_or("-"),
+            p.receiver_point.as_deref().unwrap_or("-"),
+            crate::report::checks::format_utc_ns(p.first_start_ns),
+            crate::report::checks::format_utc_ns(p.last_start_ns),
+            p.estimated,
+            p.missing,
+            p.left_out,
+            p.methods.join(",")
+        )?;
+    }
+    if pairs.is_empty() {
+        writeln!(out, "(no pair yet)")?;
     }
     Ok(())
 }

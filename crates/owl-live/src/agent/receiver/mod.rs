@@ -87,6 +87,7 @@ pub fn receive(
     feed.start();
     let mut r = ReceiverState {
         path: Some(o.path.clone()).filter(|p| !p.is_empty()),
+        points: None,
         rda: o.methods.iter().map(|m| rda_config(&**m)).collect(),
         methods: o.methods.clone(),
         capture_methods: capture_methods(&o, Role::Receiver),
@@ -209,6 +210,9 @@ pub fn receive(
                     );
                 }
                 (o.log)(&format!("the sender connected from {} (it names itself {:?})", l.peer, l.hello.name));
+                if r.path.is_some() {
+                    r.points = Some([l.hello.name.clone(), o.name.clone()]);
+                }
                 read.store(0, Ordering::Relaxed);
                 conn = Conn::Open {
                     peer: spawn_reader(l.reader, read.clone()),
@@ -318,6 +322,8 @@ enum Conn {
 struct ReceiverState {
     /// The path its lines name (`None`: the single pair).
     path: Option<String>,
+    /// A path's sender point (as its agent named itself) and this point, once a sender came.
+    points: Option<[String; 2]>,
     methods: Vec<Arc<dyn Method>>,
     rda: Vec<Option<owl_core::rda::Config>>,
     intervals: Intervals,
@@ -611,6 +617,7 @@ impl ReceiverState {
             );
             let line = |status, reason: &str| IntervalLine {
                 path: None,
+                points: None,
                 index: k,
                 start_ns: self.intervals.start_ns(k),
                 status,
@@ -687,6 +694,7 @@ impl ReceiverState {
                 k,
                 IntervalLine {
                     path: None,
+                    points: None,
                     index: k,
                     start_ns: work.start_ns,
                     status: Status::Estimated,
@@ -720,6 +728,7 @@ impl ReceiverState {
             let (_, mut line) = self.lines.pop_first().expect("checked");
             line.clock = self.clock.report();
             line.path = self.path.clone();
+            line.points = self.points.clone();
             if let Some(p) = self.written
                 && p + 1 < k
             {
