@@ -94,7 +94,7 @@ impl TruthConfig {
     }
 }
 
-/// Default budget of whole-run delays kept for exact quantiles: 4 Mi (packed, 12 MiB each for
+/// Default budget of whole-run delays kept for exact quantiles: 4 Mi (packed, 11.5 MiB each for
 /// the whole-run and the within-interval summaries when delays span under 8 ms; 32 MiB at most).
 pub const DEFAULT_EXACT_QUANTILES: usize = 4 << 20;
 /// Default horizon: 1 s of one-way delay.
