@@ -178,7 +178,29 @@ fn closed_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
+/// Buffers of a million packets come and go with every interval; glibc raises its mmap
+/// threshold to the largest block freed (up to 32 MiB), then serves such blocks from its heaps,
+/// which keep them: a fixed 1 MiB threshold hands each back to the system when freed (`owl
+/// compare` at 1 Mpps, 1 s intervals, 3 M packets: 1040 -> 809 MB peak RSS). The
+/// environment's `MALLOC_MMAP_THRESHOLD_` or `GLIBC_TUNABLES` still decide if set.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+fn return_large_buffers() {
+    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none()
+        && std::env::var_os("GLIBC_TUNABLES").is_none()
+    {
+        // SAFETY: sets one allocator parameter, before any other thread exists
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+        }
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn return_large_buffers() {}
+
 fn main() -> ExitCode {
+    return_large_buffers();
     let cli = match command_line()
         .try_get_matches()
         .and_then(|m| Cli::from_arg_matches(&m))

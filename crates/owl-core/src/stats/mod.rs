@@ -43,35 +43,53 @@ impl DelaySummary {
             delays.sort_unstable();
             return Some(Self::from_sorted(delays));
         }
-        let (mean, std) = mean_std_exact(delays);
-        let rank = |p: f64| ((p * n as f64).ceil() as usize).clamp(1, n) - 1;
+        let (mean, std) = mean_std_exact(delays.iter().copied());
         // select ascending ranks, each within the part above the previous one
         let mut q = [0i64; 4];
         let mut lo = 0;
-        for (k, p) in [0.50, 0.90, 0.99, 0.999].into_iter().enumerate() {
-            let r = rank(p).max(lo);
+        for (k, r) in quantile_ranks(n).into_iter().enumerate() {
+            let r = r.max(lo);
             let (_, v, _) = delays[lo..].select_nth_unstable(r - lo);
             q[k] = *v;
             lo = r;
         }
-        Some(DelaySummary {
+        let (min, max) = (*delays.iter().min().unwrap(), *delays.iter().max().unwrap());
+        Some(Self::from_parts(n, (mean, std), min, max, q))
+    }
+
+    /// Summarise more than 4 096 delays held elsewhere, as [`from_delays`](Self::from_delays)
+    /// would: `xs` yields them in the order whose floating-point sum it takes (the order they
+    /// were given in), `q` are the values of [`quantile_ranks`].
+    pub fn from_held(
+        n: usize,
+        xs: impl Iterator<Item = i64> + Clone,
+        min: i64,
+        max: i64,
+        q: [i64; 4],
+    ) -> DelaySummary {
+        debug_assert!(n > 4096);
+        Self::from_parts(n, mean_std_exact(xs), min, max, q)
+    }
+
+    fn from_parts(n: usize, (mean, std): (f64, f64), min: i64, max: i64, q: [i64; 4]) -> Self {
+        DelaySummary {
             count: n as u64,
             mean_ns: mean,
             std_ns: std,
-            min_ns: *delays.iter().min().unwrap(),
-            max_ns: *delays.iter().max().unwrap(),
+            min_ns: min,
+            max_ns: max,
             p50_ns: q[0],
             p90_ns: q[1],
             p99_ns: q[2],
             p999_ns: q[3],
-        })
+        }
     }
 
     /// Summarise delays that are already sorted ascending.
     pub fn from_sorted(sorted: &[i64]) -> DelaySummary {
         debug_assert!(!sorted.is_empty());
         let n = sorted.len();
-        let (mean, std) = mean_std_exact(sorted);
+        let (mean, std) = mean_std_exact(sorted.iter().copied());
         DelaySummary {
             count: n as u64,
             mean_ns: mean,
@@ -86,14 +104,26 @@ impl DelaySummary {
     }
 }
 
-/// Exact mean (`i128` sum) and population std (second pass over deviations).
-fn mean_std_exact(xs: &[i64]) -> (f64, f64) {
-    let n = xs.len() as f64;
-    let sum: i128 = xs.iter().map(|&d| d as i128).sum();
+/// The 0-based positions, among `n > 0` sorted values, of the nearest-rank p50, p90, p99 and
+/// p99.9.
+pub fn quantile_ranks(n: usize) -> [usize; 4] {
+    [0.50, 0.90, 0.99, 0.999].map(|p: f64| ((p * n as f64).ceil() as usize).clamp(1, n) - 1)
+}
+
+/// Exact mean (`i128` sum) and population std (second pass over deviations, in `xs`' order).
+fn mean_std_exact(xs: impl Iterator<Item = i64> + Clone) -> (f64, f64) {
+    let mut count = 0usize;
+    let sum: i128 = xs
+        .clone()
+        .map(|d| {
+            count += 1;
+            d as i128
+        })
+        .sum();
+    let n = count as f64;
     let mean = sum as f64 / n;
     let ss: f64 = xs
-        .iter()
-        .map(|&d| {
+        .map(|d| {
             let x = d as f64 - mean;
             x * x
         })

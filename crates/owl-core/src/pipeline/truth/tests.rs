@@ -349,3 +349,30 @@ fn idle_flows_are_closed_and_merged() {
         assert_eq!(f, w, "a flow closed once is exactly the batch truth");
     }
 }
+
+/// The packed whole-run store summarises exactly as the plain `Vec` did: the same quantiles and
+/// the same floating-point mean and std, bit for bit, on both sides of the sorting threshold
+/// and of the store's blocks.
+#[test]
+fn packed_whole_run_delays_summarise_as_a_plain_vec() {
+    let mut rng = Pcg64::seed_from_u64(2929);
+    for n in [1, 4095, 4096, 4097, 3 * store::BLOCK + 1, 200_003] {
+        let ds: Vec<i64> = (0..n)
+            .map(|k| {
+                let d = 80_000 + rng.random_range(0..3_000_000i64);
+                if k % 1_009 == 0 { -d } else { d }
+            })
+            .collect();
+        let mut acc = DelayAcc::new(usize::MAX);
+        for &d in &ds {
+            acc.push(d);
+        }
+        let (got, exact) = acc.summary();
+        let want = DelaySummary::from_delays(&mut ds.clone());
+        assert!(exact);
+        let (got, want) = (got.unwrap(), want.unwrap());
+        assert_eq!(got, want, "n = {n}");
+        assert_eq!(got.std_ns.to_bits(), want.std_ns.to_bits(), "n = {n}");
+        assert_eq!(got.mean_ns.to_bits(), want.mean_ns.to_bits(), "n = {n}");
+    }
+}
