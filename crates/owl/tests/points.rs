@@ -489,3 +489,24 @@ fn a_dead_point_costs_only_its_own_paths() {
         );
     }
 }
+
+/// Paths in a point's file are relative to the file's directory: a replay and a key beside it
+/// are found from any working directory.
+#[test]
+fn a_point_file_finds_its_files_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(&["keygen", "-o", d.join("k").to_str().unwrap()]);
+    let f = d.join("p.toml");
+    std::fs::write(
+        &f,
+        "name = \"a\"\nkey_file = \"k\"\n[capture]\nreplay = \"nothing.pcap\"\n[defaults]\ninterval = \"1s\"\n[[path]]\nname = \"x\"\nrole = \"sender\"\npeer = \"127.0.0.1:9\"\n",
+    )
+    .unwrap();
+    // the key is read from beside the file; the replay's path names the file's directory
+    let e = common::fails(&["agent", "--config", f.to_str().unwrap()], "nothing.pcap");
+    assert!(
+        e.contains(&d.join("nothing.pcap").display().to_string()),
+        "{e}"
+    );
+}

@@ -105,8 +105,8 @@ every interval it recorded (the receiver's clock passed its last, plus the cut w
 the receiver goes on; a receiver exits when its own capture ends and its sender is through.
 
 A network of points (--config FILE): one agent at each observation point measures every path
-through it, from one capture read, dissected and identified once. The file (TOML) holds the
-point's name, key_file, listen (where senders of its receiver paths connect: one port for all),
+through it, from one capture read, dissected and identified once. The file (TOML; relative
+paths in it are relative to its directory) holds the point's name, key_file, listen (where senders of its receiver paths connect: one port for all),
 collector, [peers] (names for peer addresses), [capture] (replay or iface, speed, capture, bpf,
 filter, duration, ring_size/ring_block/ring_timeout, identity_seed, identity_bytes, disorder),
 [defaults] and any number of [[path]]: name, role (this point's: sender or receiver), peer
@@ -405,6 +405,12 @@ impl CaptureArgs {
             (Some(path), None) => {
                 if a.duration.is_some() {
                     bail!("--duration is for --iface; a replay ends with its file");
+                }
+                // a file that is not there fails here, before a sender connects to its receiver
+                if path != std::path::Path::new("-")
+                    && let Err(e) = std::fs::metadata(path)
+                {
+                    bail!("--replay {}: {e}", path.display());
                 }
                 (
                     Input::Replay {

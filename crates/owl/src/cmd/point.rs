@@ -76,11 +76,19 @@ pub fn run(file: &Path, key_override: Option<&Path>, check: bool) -> Result<()> 
     let at = |m: String| anyhow!("{}: {m}", file.display());
     // the capture: [capture]'s settings, as the flags
     let c = &f.capture;
+    // paths in the file are relative to the file's directory (`-` stays standard input)
+    let beside = |p: &Path| {
+        if p.is_relative() && p != Path::new("-") {
+            file.parent().unwrap_or(Path::new(".")).join(p)
+        } else {
+            p.to_path_buf()
+        }
+    };
     let mut args = Vec::new();
     for (flag, v) in [
         (
             "--replay",
-            c.replay.as_ref().map(|p| p.display().to_string()),
+            c.replay.as_ref().map(|p| beside(p).display().to_string()),
         ),
         ("--iface", c.iface.clone()),
         ("--speed", c.speed.clone()),
@@ -102,8 +110,7 @@ pub fn run(file: &Path, key_override: Option<&Path>, check: bool) -> Result<()> 
         .capture;
     let key_file = match (key_override, &f.key_file) {
         (Some(k), _) => k.to_path_buf(),
-        (None, Some(k)) if k.is_relative() => file.parent().unwrap_or(Path::new(".")).join(k),
-        (None, Some(k)) => k.clone(),
+        (None, Some(k)) => beside(k),
         (None, None) => {
             return Err(at(
                 "no key_file (give key_file = \"FILE\", or --key-file FILE)".to_string(),
@@ -127,8 +134,10 @@ pub fn run(file: &Path, key_override: Option<&Path>, check: bool) -> Result<()> 
     } else {
         read_key(&key_file).with_context(|| format!("{}: key_file", file.display()))?
     };
-    let patience = duration("connect_timeout", &f.connect_timeout, "30s")?;
-    let collector_patience = duration("collector_patience", &f.collector_patience, "30s")?;
+    let patience =
+        duration("connect_timeout", &f.connect_timeout, "30s").map_err(|e| at(e.to_string()))?;
+    let collector_patience = duration("collector_patience", &f.collector_patience, "30s")
+        .map_err(|e| at(e.to_string()))?;
     let point_log: Arc<dyn Fn(&str) + Send + Sync> = Arc::new(log);
     let mut specs = Vec::new();
     for p in &paths {
@@ -147,6 +156,12 @@ pub fn run(file: &Path, key_override: Option<&Path>, check: bool) -> Result<()> 
         }
         let methods = build_methods(&s.methods, &s.agreed, s.per_class)
             .map_err(|e| at(format!("path {}: {e}", p.name)))?;
+        if s.pair.is_some() && p.sender {
+            return Err(at(format!(
+                "path {}: pair is the label a receiver path delivers under; this point sends it",
+                p.name
+            )));
+        }
         if s.per_class && p.sender {
             return Err(at(format!(
                 "path {}: per_class is for a receiver path, where the delays are recovered",
