@@ -510,3 +510,66 @@ fn a_point_file_finds_its_files_beside_it() {
         "{e}"
     );
 }
+
+/// The handshake compares each path's configuration and names the path that differs; a sender
+/// naming a path the point does not receive is refused with the paths it has.
+#[test]
+fn a_path_that_differs_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let key = d.join("k");
+    ok(&["keygen", "-o", key.to_str().unwrap()]);
+    let (s, r) = path(d, "x", 1, "31", "none");
+    let rf = config(
+        d,
+        "r",
+        &r,
+        true,
+        &key,
+        &[("x", "receiver", None, 1), ("y", "receiver", None, 2)],
+        "",
+        "",
+    );
+    let (pr, addr) = point(&rf, &d.join("r.log"), true);
+    let _pr = Guard(Some(pr));
+    let addr = addr.unwrap();
+    for (path_name, interval, want) in [
+        (
+            "x",
+            "50ms",
+            "path x: configuration mismatch between sender and receiver: interval",
+        ),
+        (
+            "z",
+            INTERVAL,
+            "this point (r) receives no path 'z': its receiver paths are x, y",
+        ),
+    ] {
+        let sf = config(
+            d,
+            "s",
+            &s,
+            false,
+            &key,
+            &[(path_name, "sender", Some(&addr), 1)],
+            "connect_timeout = \"2s\"",
+            "",
+        );
+        let t = std::fs::read_to_string(&sf).unwrap();
+        std::fs::write(
+            &sf,
+            t.replace(
+                &format!("interval = \"{INTERVAL}\""),
+                &format!("interval = \"{interval}\""),
+            ),
+        )
+        .unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_owl"))
+            .args(["agent", "--config", sf.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains(want), "{err}");
+    }
+}

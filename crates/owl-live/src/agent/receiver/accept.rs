@@ -106,6 +106,12 @@ fn admit(
     };
     let Route { config, window, .. } = &routes[i];
     if let Err(e) = AgentConfig::check_pair(&theirs, config) {
+        // a point's path: say which
+        let e = if theirs.path.is_empty() || theirs.path != config.path {
+            e
+        } else {
+            format!("path {}: {e}", theirs.path)
+        };
         l.writer.refuse(&e);
         return Err(AgentError::Protocol(e));
     }
