@@ -1103,9 +1103,9 @@ fn take_outcome(
         match e {
             Some(Ok(mut e)) => {
                 m.combiner.add(&e);
-                m.notes.add(o.index, &e.notes);
+                m.notes.add(o.index, o.start_ns, &e.notes);
                 if let Some(why) = &e.reason {
-                    m.notes.add(o.index, std::slice::from_ref(why));
+                    m.notes.add(o.index, o.start_ns, std::slice::from_ref(why));
                     m.withheld.add(o.index, why);
                 }
                 // merged: an interval's report need not hold its histogram
