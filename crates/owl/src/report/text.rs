@@ -374,6 +374,8 @@ fn methods(out: &mut impl Write, ms: &[MethodReport]) -> Result<()> {
         "{:<w$} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10} {:>9}",
         "method", "mean", "std", "mean rel.err", "std rel.err", "samples", "bytes", "time"
     )?;
+    let (silent, ms): (Vec<&MethodReport>, Vec<&MethodReport>) =
+        ms.iter().partition(|m| no_aggregate(m).is_some());
     for m in ms {
         let e = &m.estimate;
         writeln!(
@@ -407,7 +409,39 @@ fn methods(out: &mut impl Write, ms: &[MethodReport]) -> Result<()> {
             write_wrapped(out, &format!("{:w$}  ", ""), n)?;
         }
     }
+    if !silent.is_empty() {
+        // said once, not a row of `-` each
+        let names: Vec<&str> = silent.iter().map(|m| m.name.as_str()).collect();
+        write_wrapped(
+            out,
+            "",
+            &format!(
+                "{}: per-flow methods, no aggregate estimate (their flows: --per-flow; their bytes, \
+                 time and notes: --json), because",
+                names.join(", ")
+            ),
+        )?;
+        for m in silent {
+            let why = no_aggregate(m).unwrap_or_default();
+            let why = why.strip_prefix("no estimate: ").unwrap_or(why);
+            write_wrapped(out, &format!("  {:<w$}  ", m.name), why)?;
+        }
+    }
     Ok(())
+}
+
+/// Why a per-flow method gave no aggregate estimate (mean and std), when it gave none: a
+/// method such as countmin or colate, whose sketches cannot leave lost packets out, answers
+/// per flow only. `None` for every other method, and for a method that failed (its row says
+/// so).
+fn no_aggregate(m: &MethodReport) -> Option<&str> {
+    let e = &m.estimate;
+    let failed = m.run.as_ref().is_some_and(|r| r.error.is_some());
+    let per_flow = owl_core::registry::find(&m.name).is_some_and(|i| i.per_flow);
+    if failed || !per_flow || e.mean_ns.is_some() || e.std_ns.is_some() {
+        return None;
+    }
+    e.reason.as_deref()
 }
 
 /// `lo to hi`, or `-`.
