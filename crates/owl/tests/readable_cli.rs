@@ -2,7 +2,7 @@
 //! binary: what the text says, and that `--json` keeps its numbers.
 
 mod common;
-use common::{ok, simulate};
+use common::{ok, owl, simulate};
 
 /// countmin and colate give no aggregate mean once a packet is lost (their sketches cannot
 /// leave lost packets out): `owl compare`'s table says so once below it, with each one's
@@ -61,4 +61,36 @@ fn per_flow_methods_without_an_aggregate_are_said_once() {
         assert!(line.contains("us "), "{line}");
     }
     assert!(!text.contains("no aggregate estimate"), "{text}");
+}
+
+/// A warning that a method withheld its figures names the intervals by their start in UTC,
+/// not by their index.
+#[test]
+fn withheld_intervals_are_named_by_their_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = simulate(dir.path(), &["--loss", "uniform:0.02"]);
+    let (s, r) = (s.to_str().unwrap(), r.to_str().unwrap());
+    let o = owl(&[
+        "compare",
+        s,
+        r,
+        "--methods",
+        "exact,countmin",
+        "--interval",
+        "50ms",
+    ]);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    let w = err
+        .lines()
+        .find(|l| l.contains("countmin: figures withheld in 4 of 4 intervals"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        w.contains(
+            "(starting 2026-01-01 00:00:00.000000, 2026-01-01 00:00:00.050000, \
+             2026-01-01 00:00:00.100000, 2026-01-01 00:00:00.150000 UTC)"
+        ),
+        "{w}"
+    );
+    assert!(!w.contains("35344512000"), "{w}");
 }
