@@ -297,13 +297,8 @@ fn tails(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     let png = ctx.path("tails.png");
     let panels: Vec<Panel> = Model::ALL
         .iter()
-        .map(|m| Panel {
-            title: format!("{}: p99, 95th pct of |error| over runs", m.name()),
-            x_label: "bits per packet crossing the network".into(),
-            y_label: "|relative error| of p99".into(),
-            log_x: true,
-            log_y: true,
-            series: ["sample", SAMPLE_US, "opa-wavelet", "opa"]
+        .map(|m| {
+            let mut series: Vec<Series> = ["sample", SAMPLE_US, "opa-wavelet", "opa"]
                 .iter()
                 .map(|method| Series {
                     name: method.to_string(),
@@ -311,17 +306,50 @@ fn tails(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                         .iter()
                         .filter(|s| s.model == m.name() && s.method == *method && s.q == "p99")
                         // an exact quantile (0) is drawn at the axis' floor
-                        .map(|s| (s.bits, s.p95_abs.max(1e-5)))
+                        .map(|s| (s.bits, s.p95_abs.max(EXACT_FLOOR)))
                         .collect(),
                     err: None,
                 })
                 .filter(|s| !s.points.is_empty())
-                .collect(),
+                .collect();
+            if let Some(floor) = exact_floor(&series) {
+                series.push(floor);
+            }
+            Panel {
+                title: format!("{}: p99, 95th pct of |error| over runs", m.name()),
+                x_label: "bits per packet crossing the network".into(),
+                y_label: "|relative error| of p99".into(),
+                log_x: true,
+                log_y: true,
+                series,
+            }
         })
         .collect();
     plot_png(&png, &panels)?;
     let cov = coverage(ctx)?;
     Ok(vec![csv, sum_csv, png, cov])
+}
+
+/// Where an exact quantile (error 0, which a log axis cannot show) is drawn.
+const EXACT_FLOOR: f64 = 1e-5;
+
+/// A line along the floor, named in the legend, when a point sits on it: a reader sees that
+/// those points are exact, not an error of 1e-5.
+fn exact_floor(series: &[Series]) -> Option<Series> {
+    let xs = || series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
+    let on_floor = series
+        .iter()
+        .flat_map(|s| &s.points)
+        .any(|p| p.1 <= EXACT_FLOOR);
+    if !on_floor {
+        return None;
+    }
+    let (lo, hi) = (xs().fold(f64::INFINITY, f64::min), xs().fold(0.0, f64::max));
+    Some(Series {
+        name: "exact (error 0), drawn at 1e-5".into(),
+        points: vec![(lo, EXACT_FLOOR), (hi, EXACT_FLOOR)],
+        err: None,
+    })
 }
 
 /// `sample`'s budgets in the coverage study, bits a packet.
@@ -534,11 +562,32 @@ mod tests {
     }
 
     #[test]
+    fn the_exact_floor_is_named_where_a_point_sits_on_it() {
+        let s = |pts: &[(f64, f64)]| Series {
+            name: "m".into(),
+            points: pts.to_vec(),
+            err: None,
+        };
+        assert!(exact_floor(&[s(&[(1.0, 0.1), (4.0, 0.01)])]).is_none());
+        let f = exact_floor(&[
+            s(&[(1.0, 0.1), (4.0, 0.01)]),
+            s(&[(2.0, EXACT_FLOOR), (8.0, 0.5)]),
+        ])
+        .unwrap();
+        assert!(f.name.starts_with("exact"), "{}", f.name);
+        assert_eq!(f.points, [(1.0, EXACT_FLOOR), (8.0, EXACT_FLOOR)]);
+    }
+
+    #[test]
     fn tails_quick_runs_and_opa_is_exact() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = super::super::testing::quick_ctx(dir.path());
         let files = tails(&ctx).unwrap();
         assert_eq!(files.len(), 4);
+        // four panels in a 2×2 grid a screen shows whole, not a 2560×480 strip
+        let png = std::fs::read(&files[2]).unwrap();
+        let be = |k: usize| u32::from_be_bytes(png[k..k + 4].try_into().unwrap());
+        assert_eq!((be(16), be(20)), (1280, 960));
         // the coverage study: every model, budget and quantile, a share of 8 quick seeds
         let cov = super::super::testing::csv_rows(&files[3]);
         assert_eq!(cov.len(), 4 * 2 * 4);
