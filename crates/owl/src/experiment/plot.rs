@@ -70,6 +70,31 @@ fn range(vals: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
     }
 }
 
+/// A line along `floor`, named in the legend, when a point of `series` sits on it: where a
+/// log axis cannot show an error of 0, the points drawn at the floor read as exact, not as an
+/// error of `floor`.
+pub fn exact_floor(series: &[Series], floor: f64) -> Option<Series> {
+    let xs = || {
+        series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.0))
+            .filter(|x| x.is_finite())
+    };
+    let on_floor = series.iter().flat_map(|s| &s.points).any(|p| p.1 <= floor);
+    if !on_floor {
+        return None;
+    }
+    let (lo, hi) = (
+        xs().fold(f64::INFINITY, f64::min),
+        xs().fold(f64::NEG_INFINITY, f64::max),
+    );
+    Some(Series {
+        name: format!("exact (error 0), drawn at {}", tick(floor)),
+        points: vec![(lo, floor), (hi, floor)],
+        err: None,
+    })
+}
+
 /// Columns and rows of the grid `n` panels are laid out in: as square as it can be, wider
 /// than tall (1 → 1×1, 2 → 2×1, 3 and 4 → 2×2, 5 and 6 → 3×2), so a screen shows it whole
 /// (four panels: 1280×960, not a 2560×480 strip).
@@ -274,7 +299,24 @@ fn draw_panel(p: &Panel, area: &Area) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{grid, legend_headroom, log_tick, tick};
+    use super::{Series, exact_floor, grid, legend_headroom, log_tick, tick};
+
+    #[test]
+    fn the_exact_floor_is_named_where_a_point_sits_on_it() {
+        let s = |pts: &[(f64, f64)]| Series {
+            name: "m".into(),
+            points: pts.to_vec(),
+            err: None,
+        };
+        assert!(exact_floor(&[s(&[(1.0, 0.1), (4.0, 0.01)])], 1e-5).is_none());
+        let f = exact_floor(
+            &[s(&[(1.0, 0.1), (4.0, 0.01)]), s(&[(2.0, 1e-5), (8.0, 0.5)])],
+            1e-5,
+        )
+        .unwrap();
+        assert_eq!(f.name, "exact (error 0), drawn at 1e-5");
+        assert_eq!(f.points, [(1.0, 1e-5), (8.0, 1e-5)]);
+    }
 
     #[test]
     fn panels_are_laid_out_in_a_grid() {

@@ -312,7 +312,7 @@ fn tails(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                 })
                 .filter(|s| !s.points.is_empty())
                 .collect();
-            if let Some(floor) = exact_floor(&series) {
+            if let Some(floor) = super::plot::exact_floor(&series, EXACT_FLOOR) {
                 series.push(floor);
             }
             Panel {
@@ -332,25 +332,6 @@ fn tails(ctx: &Ctx) -> Result<Vec<PathBuf>> {
 
 /// Where an exact quantile (error 0, which a log axis cannot show) is drawn.
 const EXACT_FLOOR: f64 = 1e-5;
-
-/// A line along the floor, named in the legend, when a point sits on it: a reader sees that
-/// those points are exact, not an error of 1e-5.
-fn exact_floor(series: &[Series]) -> Option<Series> {
-    let xs = || series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
-    let on_floor = series
-        .iter()
-        .flat_map(|s| &s.points)
-        .any(|p| p.1 <= EXACT_FLOOR);
-    if !on_floor {
-        return None;
-    }
-    let (lo, hi) = (xs().fold(f64::INFINITY, f64::min), xs().fold(0.0, f64::max));
-    Some(Series {
-        name: "exact (error 0), drawn at 1e-5".into(),
-        points: vec![(lo, EXACT_FLOOR), (hi, EXACT_FLOOR)],
-        err: None,
-    })
-}
 
 /// `sample`'s budgets in the coverage study, bits a packet.
 const COVERAGE_BITS: &[f64] = &[1.0, 4.0];
@@ -559,23 +540,6 @@ mod tests {
             .filter(|w| w[1].ts_ns < w[0].ts_ns)
             .count();
         assert!(inversions <= 10, "{inversions}");
-    }
-
-    #[test]
-    fn the_exact_floor_is_named_where_a_point_sits_on_it() {
-        let s = |pts: &[(f64, f64)]| Series {
-            name: "m".into(),
-            points: pts.to_vec(),
-            err: None,
-        };
-        assert!(exact_floor(&[s(&[(1.0, 0.1), (4.0, 0.01)])]).is_none());
-        let f = exact_floor(&[
-            s(&[(1.0, 0.1), (4.0, 0.01)]),
-            s(&[(2.0, EXACT_FLOOR), (8.0, 0.5)]),
-        ])
-        .unwrap();
-        assert!(f.name.starts_with("exact"), "{}", f.name);
-        assert_eq!(f.points, [(1.0, EXACT_FLOOR), (8.0, EXACT_FLOOR)]);
     }
 
     #[test]
