@@ -93,4 +93,12 @@ fn withheld_intervals_are_named_by_their_start() {
         "{w}"
     );
     assert!(!w.contains("35344512000"), "{w}");
+    // one interval, the whole run: no start to name (it used to say 1970)
+    let o = owl(&["compare", s, r, "--methods", "exact,countmin"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("countmin: figures withheld: no estimate: "),
+        "{err}"
+    );
+    assert!(!err.contains("1970"), "{err}");
 }

@@ -423,6 +423,10 @@ impl Withheld {
     /// named by their start in UTC.
     pub fn warning(&self, method: &str, intervals: u64) -> Option<String> {
         let first = self.first.as_ref()?;
+        if intervals <= 1 {
+            // the one interval is the whole run: no start to name
+            return Some(format!("{method}: figures withheld: {first}"));
+        }
         let listed = self
             .listed
             .iter()
