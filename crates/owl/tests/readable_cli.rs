@@ -93,6 +93,12 @@ fn withheld_intervals_are_named_by_their_start() {
         "{w}"
     );
     assert!(!w.contains("35344512000"), "{w}");
+    // the interval table's column of '-' is said once below it
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("countmin: no mean in any interval shown ('-'): the warnings"),
+        "{text}"
+    );
     // one interval, the whole run: no start to name (it used to say 1970)
     let o = owl(&["compare", s, r, "--methods", "exact,countmin"]);
     let err = String::from_utf8_lossy(&o.stderr);

@@ -90,6 +90,8 @@ pub struct IntervalTable {
     limit: usize,
     printed: usize,
     names: Vec<String>,
+    /// Per method of `names`, the rows printed without its error (`-`).
+    blank: Vec<usize>,
 }
 
 impl IntervalTable {
@@ -99,6 +101,7 @@ impl IntervalTable {
         IntervalTable {
             limit: limit.unwrap_or(usize::MAX),
             printed: 0,
+            blank: vec![0; names.len()],
             names,
         }
     }
@@ -132,18 +135,20 @@ impl IntervalTable {
             t.left,
             fmt_opt_ns(t.mean_ns)
         );
-        let cells: Vec<String> = self
+        let errs: Vec<Option<f64>> = self
             .names
             .iter()
             .map(|n| {
-                fmt_err(
-                    it.methods
-                        .iter()
-                        .find(|m| &m.name == n)
-                        .and_then(|m| m.mean_rel_err),
-                )
+                it.methods
+                    .iter()
+                    .find(|m| &m.name == n)
+                    .and_then(|m| m.mean_rel_err)
             })
             .collect();
+        for (b, e) in self.blank.iter_mut().zip(&errs) {
+            *b += usize::from(e.is_none());
+        }
+        let cells: Vec<String> = errs.into_iter().map(fmt_err).collect();
         wrapped(out, &left, &cells)?;
         out.flush()?;
         self.printed += 1;
@@ -156,6 +161,26 @@ impl IntervalTable {
                 out,
                 "… {} more intervals (--rows N prints more; --jsonl streams every interval)",
                 self.printed - self.limit
+            )?;
+        }
+        // a column of `-` only, said once: no estimate in any interval shown
+        let rows = self.printed.min(self.limit);
+        let none: Vec<&str> = self
+            .names
+            .iter()
+            .zip(&self.blank)
+            .filter(|&(_, &b)| rows > 0 && b == rows)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        if !none.is_empty() {
+            write_wrapped(
+                out,
+                "",
+                &format!(
+                    "{}: no mean in any interval shown ('-'): the warnings and the methods table \
+                     below say why",
+                    none.join(", ")
+                ),
             )?;
         }
         if self.printed > 0 {
