@@ -933,6 +933,15 @@ fn the_collector_stores_what_the_receiver_reports() {
     // the text table and the errors
     let text = ok(&["report", "--db", db.to_str().unwrap()]);
     assert!(text.lines().count() == rows.len() + 1, "{text}");
+    // a person reads each interval's start in UTC, not in raw seconds
+    assert!(
+        text.starts_with("pair") && text.contains("start (UTC)"),
+        "{text}"
+    );
+    for (line, r) in text.lines().skip(1).zip(rows.iter()) {
+        let utc = owl::report::checks::format_utc_ns(r["start_ns"].as_u64().unwrap());
+        assert!(line.contains(&utc), "{utc} not in {line}");
+    }
     fails(
         &["report", "--db", db.to_str().unwrap(), "--pair", "x"],
         "no pair 'x' (pairs: s→r)",

@@ -445,7 +445,7 @@ pub fn run(a: EstimateArgs) -> Result<()> {
         }
         combiner.add(&e);
         if let Some(why) = &e.reason {
-            withheld.add(k, why);
+            withheld.add(iv.start_ns(k), why);
         }
         // merged: an interval's report need not hold its histogram
         let e = Estimate {

@@ -9,13 +9,14 @@ use owl_core::units::format_ns;
 use owl_live::store::{Row, Store};
 use serde::Serialize;
 
-const AFTER_HELP: &str = "One row per method and interval, in interval order: the mean and
-standard deviation of the one-way delay, what the mean rests on (samples), the loss the method
-estimates, and the packets each point recorded (sent at S, received at R). An interval a point
-recorded but could not keep, or that no agent delivered (an agent was down), is a row with
-status missing and its reason, never left out; one only a point recorded before the other
-started or after it stopped is left_out. Intervals without a packet at either point are not
-listed.
+const AFTER_HELP: &str = "One row per method and interval, in interval order: the interval's
+start (UTC, to the nanosecond; --json gives start_ns, nanoseconds since the Unix epoch), the
+mean and standard deviation of the one-way delay, what the mean rests on (samples), the loss
+the method estimates, and the packets each point recorded (sent at S, received at R). An
+interval a point recorded but could not keep, or that no agent delivered (an agent was down),
+is a row with status missing and its reason, never left out; one only a point recorded before
+the other started or after it stopped is left_out. Intervals without a packet at either point
+are not listed.
 
 --json prints {\"intervals\": [{\"pair\", \"method\", \"start_ns\", \"mean_ns\", \"std_ns\", \"samples\",
 \"lost\", \"sent\", \"received\", \"status\", \"reason\", \"clock_offset_ns\", \"clock_uncertainty_ns\"},
@@ -113,16 +114,15 @@ pub fn run(a: ReportArgs) -> Result<()> {
     let dur = |v: Option<f64>| v.map(format_ns).unwrap_or_else(|| "-".into());
     writeln!(
         out,
-        "{:<16} {:>20} {:<13} {:>10} {:>10} {:>8} {:>6} {:>8} {:>8}  status",
-        "pair", "start (s)", "method", "mean", "std", "samples", "lost", "sent", "received"
+        "{:<16} {:<29} {:<13} {:>10} {:>10} {:>8} {:>6} {:>8} {:>8}  status",
+        "pair", "start (UTC)", "method", "mean", "std", "samples", "lost", "sent", "received"
     )?;
     for r in &rows {
         writeln!(
             out,
-            "{:<16} {:>10}.{:09} {:<13} {:>10} {:>10} {:>8} {:>6} {:>8} {:>8}  {}{}",
+            "{:<16} {:<29} {:<13} {:>10} {:>10} {:>8} {:>6} {:>8} {:>8}  {}{}",
             r.pair,
-            r.start_ns / 1_000_000_000,
-            r.start_ns % 1_000_000_000,
+            crate::report::checks::format_utc_ns(r.start_ns),
             r.method,
             dur(r.mean_ns),
             dur(r.std_ns),

@@ -401,33 +401,40 @@ struct MethodResult {
 #[derive(Default)]
 pub struct Withheld {
     pub count: u64,
+    /// The first few intervals' starts, ns since the Unix epoch.
     pub listed: Vec<u64>,
     pub first: Option<String>,
 }
 
 impl Withheld {
-    /// Intervals listed by index.
-    const LISTED: usize = 10;
+    /// Intervals listed by their start.
+    const LISTED: usize = 5;
 
-    pub fn add(&mut self, index: u64, reason: &str) {
+    /// An interval, starting at `start_ns`, whose figures were withheld for `reason`.
+    pub fn add(&mut self, start_ns: u64, reason: &str) {
         self.count += 1;
         if self.listed.len() < Self::LISTED {
-            self.listed.push(index);
+            self.listed.push(start_ns);
         }
         self.first.get_or_insert_with(|| reason.to_string());
     }
 
-    /// The warning for `method` over `intervals`, when it withheld anything.
+    /// The warning for `method` over `intervals`, when it withheld anything: the intervals
+    /// named by their start in UTC.
     pub fn warning(&self, method: &str, intervals: u64) -> Option<String> {
         let first = self.first.as_ref()?;
+        if intervals <= 1 {
+            // the one interval is the whole run: no start to name
+            return Some(format!("{method}: figures withheld: {first}"));
+        }
         let listed = self
             .listed
             .iter()
-            .map(u64::to_string)
+            .map(|&ns| crate::report::checks::format_utc(ns))
             .collect::<Vec<_>>()
             .join(", ");
         Some(format!(
-            "{method}: figures withheld in {} of {intervals} intervals ({listed}{}); the first: {first}",
+            "{method}: figures withheld in {} of {intervals} intervals (starting {listed}{} UTC); the first: {first}",
             self.count,
             if self.count as usize > self.listed.len() {
                 ", …"
@@ -1103,10 +1110,10 @@ fn take_outcome(
         match e {
             Some(Ok(mut e)) => {
                 m.combiner.add(&e);
-                m.notes.add(o.index, &e.notes);
+                m.notes.add(o.index, o.start_ns, &e.notes);
                 if let Some(why) = &e.reason {
-                    m.notes.add(o.index, std::slice::from_ref(why));
-                    m.withheld.add(o.index, why);
+                    m.notes.add(o.index, o.start_ns, std::slice::from_ref(why));
+                    m.withheld.add(o.start_ns, why);
                 }
                 // merged: an interval's report need not hold its histogram
                 e.recovered = None;

@@ -574,13 +574,8 @@ fn versus(ctx: &Ctx) -> Result<Vec<PathBuf>> {
         ],
         &rows,
     )?;
-    let panel = |col: usize, title: &str, y: &str, log_y: bool| Panel {
-        title: title.into(),
-        x_label: "loss rate".into(),
-        y_label: y.into(),
-        log_x: true,
-        log_y,
-        series: names
+    let panel = |col: usize, title: &str, y: &str, log_y: bool| {
+        let mut series: Vec<Series> = names
             .iter()
             .enumerate()
             .map(|(k, name)| {
@@ -604,7 +599,21 @@ fn versus(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                     err: Some(err),
                 }
             })
-            .collect(),
+            .collect();
+        // an error of 0 (OPA's) sits on the axis' floor, named in the legend
+        if col < 2
+            && let Some(floor) = super::plot::exact_floor(&series, 1e-12)
+        {
+            series.push(floor);
+        }
+        Panel {
+            title: title.into(),
+            x_label: "loss rate".into(),
+            y_label: y.into(),
+            log_x: true,
+            log_y,
+            series,
+        }
     };
     let png = ctx.path("opa-vs.png");
     plot_png(

@@ -16,7 +16,7 @@ pub struct Series {
     pub err: Option<Vec<(f64, f64)>>,
 }
 
-/// One chart: several panels make one PNG, side by side (like the papers' (a), (b), (c)).
+/// One chart: several panels make one PNG, in a grid (like the papers' (a), (b), (c)).
 #[derive(Clone, Debug)]
 pub struct Panel {
     pub title: String,
@@ -70,13 +70,48 @@ fn range(vals: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
     }
 }
 
-/// Draw `panels` side by side into one PNG.
+/// A line along `floor`, named in the legend, when a point of `series` sits on it: where a
+/// log axis cannot show an error of 0, the points drawn at the floor read as exact, not as an
+/// error of `floor`.
+pub fn exact_floor(series: &[Series], floor: f64) -> Option<Series> {
+    let xs = || {
+        series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.0))
+            .filter(|x| x.is_finite())
+    };
+    let on_floor = series.iter().flat_map(|s| &s.points).any(|p| p.1 <= floor);
+    if !on_floor {
+        return None;
+    }
+    let (lo, hi) = (
+        xs().fold(f64::INFINITY, f64::min),
+        xs().fold(f64::NEG_INFINITY, f64::max),
+    );
+    Some(Series {
+        name: format!("exact (error 0), drawn at {}", tick(floor)),
+        points: vec![(lo, floor), (hi, floor)],
+        err: None,
+    })
+}
+
+/// Columns and rows of the grid `n` panels are laid out in: as square as it can be, wider
+/// than tall (1 → 1×1, 2 → 2×1, 3 and 4 → 2×2, 5 and 6 → 3×2), so a screen shows it whole
+/// (four panels: 1280×960, not a 2560×480 strip).
+pub fn grid(n: usize) -> (usize, usize) {
+    let n = n.max(1);
+    let cols = (1..=n).find(|c| c * c >= n).unwrap_or(n);
+    (cols, n.div_ceil(cols))
+}
+
+/// Draw `panels` into one PNG, 640×480 each, in a [`grid`].
 pub fn plot_png(path: &Path, panels: &[Panel]) -> Result<()> {
     register_font();
-    let w = 640 * panels.len().max(1) as u32;
-    let root = BitMapBackend::new(path, (w, 480)).into_drawing_area();
+    let (cols, rows) = grid(panels.len());
+    let (w, h) = (640 * cols as u32, 480 * rows as u32);
+    let root = BitMapBackend::new(path, (w, h)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
-    let areas = root.split_evenly((1, panels.len().max(1)));
+    let areas = root.split_evenly((rows, cols));
     for (panel, area) in panels.iter().zip(areas) {
         draw_panel(panel, &area).map_err(|e| anyhow!("plotting {}: {e}", panel.title))?;
     }
@@ -123,6 +158,28 @@ fn log_tick(v: f64, decades: f64) -> String {
     tick(v)
 }
 
+/// Pixels of the plotting area's height (a 480-pixel panel less its caption, x labels and
+/// margins), and of one legend entry.
+const PLOT_HEIGHT: f64 = 380.0;
+const LEGEND_ENTRY: f64 = 19.0;
+
+/// The y range widened upwards so that the legend, drawn in the plot's upper left corner,
+/// sits above every point and error bar: the data keep the lower part of the height, the
+/// legend's `entries` lines and padding the upper.
+fn legend_headroom(y0: f64, y1: f64, log: bool, entries: usize) -> (f64, f64) {
+    if entries == 0 {
+        return (y0, y1);
+    }
+    let legend = (entries as f64 * LEGEND_ENTRY + 24.0).min(0.6 * PLOT_HEIGHT);
+    let keep = 1.0 - legend / PLOT_HEIGHT;
+    if log {
+        let (l0, l1) = (y0.log10(), y1.log10());
+        (y0, 10f64.powf(l0 + (l1 - l0) / keep))
+    } else {
+        (y0, y0 + (y1 - y0) / keep)
+    }
+}
+
 type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
 
 fn draw_panel(p: &Panel, area: &Area) -> Result<(), String> {
@@ -135,6 +192,7 @@ fn draw_panel(p: &Panel, area: &Area) -> Result<(), String> {
     });
     let (x0, x1) = range(xs, p.log_x);
     let (y0, y1) = range(ys, p.log_y);
+    let (y0, y1) = legend_headroom(y0, y1, p.log_y, p.series.len());
     let (xdec, ydec) = ((x1 / x0).log10(), (y1 / y0).log10());
     let mut b = ChartBuilder::on(area);
     b.caption(&p.title, ("sans-serif", 18))
@@ -165,6 +223,9 @@ fn draw_panel(p: &Panel, area: &Area) -> Result<(), String> {
                 })
                 .draw()
                 .map_err(|e| e.to_string())?;
+            // every series' points drawn over every line, the first series' last: a point a
+            // later series crosses or covers (one on the "exact" floor) stays visible
+            let mut points = Vec::new();
             for (i, s) in p.series.iter().enumerate() {
                 let c = COLORS[i % COLORS.len()];
                 // a point that cannot be drawn (NaN: no value there) breaks the line, so that
@@ -192,9 +253,7 @@ fn draw_panel(p: &Panel, area: &Area) -> Result<(), String> {
                         });
                     }
                 }
-                chart
-                    .draw_series(pts.iter().map(|&q| Circle::new(q, 3, c.filled())))
-                    .map_err(|e| e.to_string())?;
+                points.push((c, pts));
                 if let Some(err) = &s.err {
                     let bars: Vec<_> = s
                         .points
@@ -213,6 +272,11 @@ fn draw_panel(p: &Panel, area: &Area) -> Result<(), String> {
                         .collect();
                     chart.draw_series(bars).map_err(|e| e.to_string())?;
                 }
+            }
+            for (c, pts) in points.into_iter().rev() {
+                chart
+                    .draw_series(pts.into_iter().map(|q| Circle::new(q, 3, c.filled())))
+                    .map_err(|e| e.to_string())?;
             }
             chart
                 .configure_series_labels()
@@ -235,7 +299,50 @@ fn draw_panel(p: &Panel, area: &Area) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{log_tick, tick};
+    use super::{Series, exact_floor, grid, legend_headroom, log_tick, tick};
+
+    #[test]
+    fn the_exact_floor_is_named_where_a_point_sits_on_it() {
+        let s = |pts: &[(f64, f64)]| Series {
+            name: "m".into(),
+            points: pts.to_vec(),
+            err: None,
+        };
+        assert!(exact_floor(&[s(&[(1.0, 0.1), (4.0, 0.01)])], 1e-5).is_none());
+        let f = exact_floor(
+            &[s(&[(1.0, 0.1), (4.0, 0.01)]), s(&[(2.0, 1e-5), (8.0, 0.5)])],
+            1e-5,
+        )
+        .unwrap();
+        assert_eq!(f.name, "exact (error 0), drawn at 1e-5");
+        assert_eq!(f.points, [(1.0, 1e-5), (8.0, 1e-5)]);
+    }
+
+    #[test]
+    fn panels_are_laid_out_in_a_grid() {
+        assert_eq!(grid(1), (1, 1));
+        assert_eq!(grid(2), (2, 1));
+        assert_eq!(grid(3), (2, 2));
+        assert_eq!(grid(4), (2, 2));
+        assert_eq!(grid(5), (3, 2));
+        assert_eq!(grid(6), (3, 2));
+        assert_eq!(grid(9), (3, 3));
+    }
+
+    #[test]
+    fn the_legend_sits_above_the_data() {
+        // four entries: 100 px of 380 for the legend, the data below it
+        let (lo, hi) = legend_headroom(0.0, 1.0, false, 4);
+        assert_eq!(lo, 0.0);
+        let top_of_data = (1.0 - lo) / (hi - lo) * 380.0;
+        assert!((top_of_data - 280.0).abs() < 1e-9, "{top_of_data}");
+        // on a log axis, in decades
+        let (lo, hi) = legend_headroom(1e-5, 1e-1, true, 4);
+        assert_eq!(lo, 1e-5);
+        let top_of_data = 4.0 / (hi.log10() + 5.0) * 380.0;
+        assert!((top_of_data - 280.0).abs() < 1e-6, "{top_of_data}");
+        assert_eq!(legend_headroom(2.0, 3.0, false, 0), (2.0, 3.0));
+    }
 
     #[test]
     fn ticks_are_short() {

@@ -297,13 +297,8 @@ fn tails(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     let png = ctx.path("tails.png");
     let panels: Vec<Panel> = Model::ALL
         .iter()
-        .map(|m| Panel {
-            title: format!("{}: p99, 95th pct of |error| over runs", m.name()),
-            x_label: "bits per packet crossing the network".into(),
-            y_label: "|relative error| of p99".into(),
-            log_x: true,
-            log_y: true,
-            series: ["sample", SAMPLE_US, "opa-wavelet", "opa"]
+        .map(|m| {
+            let mut series: Vec<Series> = ["sample", SAMPLE_US, "opa-wavelet", "opa"]
                 .iter()
                 .map(|method| Series {
                     name: method.to_string(),
@@ -311,18 +306,32 @@ fn tails(ctx: &Ctx) -> Result<Vec<PathBuf>> {
                         .iter()
                         .filter(|s| s.model == m.name() && s.method == *method && s.q == "p99")
                         // an exact quantile (0) is drawn at the axis' floor
-                        .map(|s| (s.bits, s.p95_abs.max(1e-5)))
+                        .map(|s| (s.bits, s.p95_abs.max(EXACT_FLOOR)))
                         .collect(),
                     err: None,
                 })
                 .filter(|s| !s.points.is_empty())
-                .collect(),
+                .collect();
+            if let Some(floor) = super::plot::exact_floor(&series, EXACT_FLOOR) {
+                series.push(floor);
+            }
+            Panel {
+                title: format!("{}: p99, 95th pct of |error| over runs", m.name()),
+                x_label: "bits per packet crossing the network".into(),
+                y_label: "|relative error| of p99".into(),
+                log_x: true,
+                log_y: true,
+                series,
+            }
         })
         .collect();
     plot_png(&png, &panels)?;
     let cov = coverage(ctx)?;
     Ok(vec![csv, sum_csv, png, cov])
 }
+
+/// Where an exact quantile (error 0, which a log axis cannot show) is drawn.
+const EXACT_FLOOR: f64 = 1e-5;
 
 /// `sample`'s budgets in the coverage study, bits a packet.
 const COVERAGE_BITS: &[f64] = &[1.0, 4.0];
@@ -539,6 +548,10 @@ mod tests {
         let ctx = super::super::testing::quick_ctx(dir.path());
         let files = tails(&ctx).unwrap();
         assert_eq!(files.len(), 4);
+        // four panels in a 2×2 grid a screen shows whole, not a 2560×480 strip
+        let png = std::fs::read(&files[2]).unwrap();
+        let be = |k: usize| u32::from_be_bytes(png[k..k + 4].try_into().unwrap());
+        assert_eq!((be(16), be(20)), (1280, 960));
         // the coverage study: every model, budget and quantile, a share of 8 quick seeds
         let cov = super::super::testing::csv_rows(&files[3]);
         assert_eq!(cov.len(), 4 * 2 * 4);

@@ -783,9 +783,9 @@ impl Checks {
 /// per interval, with the first as an example.
 #[derive(Clone, Debug, Default)]
 pub struct NoteTally {
-    /// `(kind, intervals, first note, its interval, last interval counted)`, in order of first
-    /// appearance.
-    kinds: Vec<(String, u64, String, u64, u64)>,
+    /// `(kind, intervals, first note, its interval, last interval counted, the first's start
+    /// in ns)`, in order of first appearance.
+    kinds: Vec<(String, u64, String, u64, u64, u64)>,
 }
 
 /// Kinds of note listed in a summary; the rest are counted.
@@ -821,7 +821,8 @@ fn note_kind(n: &str) -> String {
 }
 
 impl NoteTally {
-    pub fn add(&mut self, interval: u64, notes: &[String]) {
+    /// The notes of interval `interval` (its index), which starts at `start_ns`.
+    pub fn add(&mut self, interval: u64, start_ns: u64, notes: &[String]) {
         for n in notes {
             let kind = note_kind(n);
             match self.kinds.iter_mut().find(|k| k.0 == kind) {
@@ -830,19 +831,25 @@ impl NoteTally {
                     k.1 += 1;
                     k.4 = interval;
                 }
-                None => self.kinds.push((kind, 1, n.clone(), interval, interval)),
+                None => self
+                    .kinds
+                    .push((kind, 1, n.clone(), interval, interval, start_ns)),
             }
         }
     }
 
-    /// One line per kind: in how many of `intervals` it came, and the first one.
+    /// One line per kind: in how many of `intervals` it came, and the first one, by its start
+    /// in UTC (what a person reads) and its index (what `--json`'s intervals carry).
     pub fn summary(&self, intervals: u64) -> Vec<String> {
         let mut v: Vec<String> = self
             .kinds
             .iter()
             .take(NOTE_KINDS)
-            .map(|(_, n, first, i, _)| {
-                format!("in {n} of {intervals} intervals, first {i}: {first}")
+            .map(|(_, n, first, i, _, start)| {
+                format!(
+                    "in {n} of {intervals} intervals, first at {} UTC (interval {i}): {first}",
+                    checks::format_utc(*start)
+                )
             })
             .collect();
         if self.kinds.len() > NOTE_KINDS {
@@ -864,36 +871,45 @@ mod tests {
         let mut t = NoteTally::default();
         t.add(
             7,
+            7_000_000_000,
             &["bank 1 (p = 1.024e-2): 512/512 rows usable, 52 samples".into()],
         );
         t.add(
             7,
+            7_000_000_000,
             &["bank 2 (p = 5.120e-4): 510/512 rows usable, 3 samples".into()],
         );
         t.add(
             8,
+            8_000_000_000,
             &["bank 1 (p = 1.024e-2): 511/512 rows usable, 49 samples".into()],
         );
         t.add(
             8,
+            8_000_000_000,
             &["decoding incomplete: 21 860 of 1 000 000 packets".into()],
         );
         t.add(
             9,
+            9_000_000_000,
             &["decoding incomplete: 20 001 of 1 000 000 packets".into()],
         );
         let s = t.summary(3);
         assert_eq!(s.len(), 3, "{s:?}");
         assert!(
-            s[0].starts_with("in 2 of 3 intervals, first 7: bank 1"),
+            s[0].starts_with(
+                "in 2 of 3 intervals, first at 1970-01-01 00:00:07.000000 UTC (interval 7): bank 1"
+            ),
             "{s:?}"
         );
         assert!(
-            s[1].starts_with("in 1 of 3 intervals, first 7: bank 2"),
+            s[1].starts_with(
+                "in 1 of 3 intervals, first at 1970-01-01 00:00:07.000000 UTC (interval 7): bank 2"
+            ),
             "{s:?}"
         );
         assert!(
-            s[2].starts_with("in 2 of 3 intervals, first 8: decoding"),
+            s[2].starts_with("in 2 of 3 intervals, first at 1970-01-01 00:00:08.000000 UTC (interval 8): decoding"),
             "{s:?}"
         );
     }

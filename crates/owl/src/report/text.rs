@@ -90,6 +90,8 @@ pub struct IntervalTable {
     limit: usize,
     printed: usize,
     names: Vec<String>,
+    /// Per method of `names`, the rows printed without its error (`-`).
+    blank: Vec<usize>,
 }
 
 impl IntervalTable {
@@ -99,6 +101,7 @@ impl IntervalTable {
         IntervalTable {
             limit: limit.unwrap_or(usize::MAX),
             printed: 0,
+            blank: vec![0; names.len()],
             names,
         }
     }
@@ -132,18 +135,20 @@ impl IntervalTable {
             t.left,
             fmt_opt_ns(t.mean_ns)
         );
-        let cells: Vec<String> = self
+        let errs: Vec<Option<f64>> = self
             .names
             .iter()
             .map(|n| {
-                fmt_err(
-                    it.methods
-                        .iter()
-                        .find(|m| &m.name == n)
-                        .and_then(|m| m.mean_rel_err),
-                )
+                it.methods
+                    .iter()
+                    .find(|m| &m.name == n)
+                    .and_then(|m| m.mean_rel_err)
             })
             .collect();
+        for (b, e) in self.blank.iter_mut().zip(&errs) {
+            *b += usize::from(e.is_none());
+        }
+        let cells: Vec<String> = errs.into_iter().map(fmt_err).collect();
         wrapped(out, &left, &cells)?;
         out.flush()?;
         self.printed += 1;
@@ -156,6 +161,26 @@ impl IntervalTable {
                 out,
                 "… {} more intervals (--rows N prints more; --jsonl streams every interval)",
                 self.printed - self.limit
+            )?;
+        }
+        // a column of `-` only, said once: no estimate in any interval shown
+        let rows = self.printed.min(self.limit);
+        let none: Vec<&str> = self
+            .names
+            .iter()
+            .zip(&self.blank)
+            .filter(|&(_, &b)| rows > 0 && b == rows)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        if !none.is_empty() {
+            write_wrapped(
+                out,
+                "",
+                &format!(
+                    "{}: no mean in any interval shown ('-'): the warnings and the methods table \
+                     below say why",
+                    none.join(", ")
+                ),
             )?;
         }
         if self.printed > 0 {
@@ -374,6 +399,8 @@ fn methods(out: &mut impl Write, ms: &[MethodReport]) -> Result<()> {
         "{:<w$} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10} {:>9}",
         "method", "mean", "std", "mean rel.err", "std rel.err", "samples", "bytes", "time"
     )?;
+    let (silent, ms): (Vec<&MethodReport>, Vec<&MethodReport>) =
+        ms.iter().partition(|m| no_aggregate(m).is_some());
     for m in ms {
         let e = &m.estimate;
         writeln!(
@@ -407,7 +434,39 @@ fn methods(out: &mut impl Write, ms: &[MethodReport]) -> Result<()> {
             write_wrapped(out, &format!("{:w$}  ", ""), n)?;
         }
     }
+    if !silent.is_empty() {
+        // said once, not a row of `-` each
+        let names: Vec<&str> = silent.iter().map(|m| m.name.as_str()).collect();
+        write_wrapped(
+            out,
+            "",
+            &format!(
+                "{}: per-flow methods, no aggregate estimate (their flows: --per-flow; their bytes, \
+                 time and notes: --json), because",
+                names.join(", ")
+            ),
+        )?;
+        for m in silent {
+            let why = no_aggregate(m).unwrap_or_default();
+            let why = why.strip_prefix("no estimate: ").unwrap_or(why);
+            write_wrapped(out, &format!("  {:<w$}  ", m.name), why)?;
+        }
+    }
     Ok(())
+}
+
+/// Why a per-flow method gave no aggregate estimate (mean and std), when it gave none: a
+/// method such as countmin or colate, whose sketches cannot leave lost packets out, answers
+/// per flow only. `None` for every other method, and for a method that failed (its row says
+/// so).
+fn no_aggregate(m: &MethodReport) -> Option<&str> {
+    let e = &m.estimate;
+    let failed = m.run.as_ref().is_some_and(|r| r.error.is_some());
+    let per_flow = owl_core::registry::find(&m.name).is_some_and(|i| i.per_flow);
+    if failed || !per_flow || e.mean_ns.is_some() || e.std_ns.is_some() {
+        return None;
+    }
+    e.reason.as_deref()
 }
 
 /// `lo to hi`, or `-`.
