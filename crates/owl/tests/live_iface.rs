@@ -511,6 +511,54 @@ fn run_in(ns: &str, args: &[&str]) {
     );
 }
 
+/// Make namespace `nm` a router: it forwards, queues towards `dev` through a `tbf` bottleneck
+/// of `rate` (up to 40 ms of queue, tail drops beyond) and drops 2 % of the measured UDP at
+/// random (nftables `numgen`).
+fn lossy_router(nm: &str, dev: &str, rate: &str) {
+    run_in(nm, &["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]);
+    run_in(
+        nm,
+        &[
+            "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate, "burst", "16kb",
+            "latency", "40ms",
+        ],
+    );
+    run_in(nm, &["nft", "add", "table", "inet", "owl"]);
+    run_in(
+        nm,
+        &[
+            "nft",
+            "add",
+            "chain",
+            "inet",
+            "owl",
+            "lossy",
+            "{ type filter hook forward priority 0; }",
+        ],
+    );
+    run_in(
+        nm,
+        &[
+            "nft",
+            "add",
+            "rule",
+            "inet",
+            "owl",
+            "lossy",
+            "udp",
+            "dport",
+            &PORT.to_string(),
+            "numgen",
+            "random",
+            "mod",
+            "100",
+            "<",
+            "2",
+            "drop",
+        ],
+    );
+}
+
 /// A → R → B: the router R forwards through a `tbf` bottleneck (real queueing delay and tail
 /// drops) and drops 2 % of the measured UDP at random (nftables `numgen`); agents capture at
 /// A and B, the receiver reports to a collector, and tcpdump captures both ends. Every
@@ -561,49 +609,8 @@ fn a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth() {
     }
     ip(&["-n", na, "route", "add", "default", "via", "10.78.1.2"]);
     ip(&["-n", nb, "route", "add", "default", "via", "10.78.2.1"]);
-    run_in(nm, &["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]);
-    // the bottleneck towards B: 3 Mbit/s, up to 40 ms of queue (the UDP comes at ~4 Mbit/s)
-    run_in(
-        nm,
-        &[
-            "tc", "qdisc", "add", "dev", imb, "root", "tbf", "rate", "3mbit", "burst", "16kb",
-            "latency", "40ms",
-        ],
-    );
-    run_in(nm, &["nft", "add", "table", "inet", "owl"]);
-    run_in(
-        nm,
-        &[
-            "nft",
-            "add",
-            "chain",
-            "inet",
-            "owl",
-            "lossy",
-            "{ type filter hook forward priority 0; }",
-        ],
-    );
-    run_in(
-        nm,
-        &[
-            "nft",
-            "add",
-            "rule",
-            "inet",
-            "owl",
-            "lossy",
-            "udp",
-            "dport",
-            &PORT.to_string(),
-            "numgen",
-            "random",
-            "mod",
-            "100",
-            "<",
-            "2",
-            "drop",
-        ],
-    );
+    // the bottleneck towards B: 3 Mbit/s (the UDP comes at ~4 Mbit/s)
+    lossy_router(nm, imb, "3mbit");
     let dir = tempfile::tempdir().unwrap();
     let key = keygen(dir.path());
     let bin = env!("CARGO_BIN_EXE_owl");
@@ -1016,61 +1023,8 @@ fn a_mesh_of_points_measures_every_path_as_tcpdump_does() {
     for n in &ns {
         ip(&["-n", n, "link", "set", "lo", "up"]);
     }
-    run_in(nm, &["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]);
-    // the bottleneck towards C (A→C and B→C share it, ~9 Mbit/s offered): 10 Mbit/s, up to
-    // 40 ms of queue
-    run_in(
-        nm,
-        &[
-            "tc",
-            "qdisc",
-            "add",
-            "dev",
-            &host_if[2].1,
-            "root",
-            "tbf",
-            "rate",
-            "10mbit",
-            "burst",
-            "16kb",
-            "latency",
-            "40ms",
-        ],
-    );
-    run_in(nm, &["nft", "add", "table", "inet", "owl"]);
-    run_in(
-        nm,
-        &[
-            "nft",
-            "add",
-            "chain",
-            "inet",
-            "owl",
-            "lossy",
-            "{ type filter hook forward priority 0; }",
-        ],
-    );
-    run_in(
-        nm,
-        &[
-            "nft",
-            "add",
-            "rule",
-            "inet",
-            "owl",
-            "lossy",
-            "udp",
-            "dport",
-            &PORT.to_string(),
-            "numgen",
-            "random",
-            "mod",
-            "100",
-            "<",
-            "2",
-            "drop",
-        ],
-    );
+    // the bottleneck towards C (A→C and B→C share it, ~9 Mbit/s offered): 10 Mbit/s
+    lossy_router(nm, &host_if[2].1, "10mbit");
     let dir = tempfile::tempdir().unwrap();
     let key = keygen(dir.path());
     let bin = env!("CARGO_BIN_EXE_owl");

@@ -125,21 +125,9 @@ const INTERVAL: &str = "20ms";
 
 /// What `owl estimate` gives for `method` on a path's own two captures, by interval.
 fn estimate(dir: &Path, s: &Path, r: &Path, method: &str, interval: &str) -> Vec<Value> {
-    let (fs, fr) = (dir.join("s.owl"), dir.join("r.owl"));
-    for (cap, role, file) in [(s, "sender", &fs), (r, "receiver", &fr)] {
-        ok(&[
-            "record",
-            "--method",
-            method,
-            "--role",
-            role,
-            cap.to_str().unwrap(),
-            "-o",
-            file.to_str().unwrap(),
-            "--interval",
-            interval,
-        ]);
-    }
+    let agreed = ["--interval", interval];
+    let (fs, _) = common::record(dir, method, s, "sender", "s.owl", &agreed);
+    let (fr, _) = common::record(dir, method, r, "receiver", "r.owl", &agreed);
     ok(&[
         "estimate",
         fs.to_str().unwrap(),
