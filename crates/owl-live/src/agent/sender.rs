@@ -16,6 +16,22 @@ pub struct SenderSummary {
     pub bytes_received: u64,
 }
 
+impl SenderSummary {
+    /// One line for the log: intervals, drops, RDA exchanges lost, bytes each way.
+    pub fn describe(&self) -> String {
+        use owl_core::units::format_bytes;
+        format!(
+            "{} intervals exchanged ({} dropped; {} RDA exchanges lost with {} broken connections), {} sent, {} received",
+            self.intervals,
+            self.dropped,
+            self.lost_in_exchange,
+            self.reconnects,
+            format_bytes(self.bytes_sent),
+            format_bytes(self.bytes_received)
+        )
+    }
+}
+
 /// Connect to `peer`, retrying until `patience` has passed (the receiver may start later).
 pub fn connect_with_patience(peer: &str, patience: Duration) -> Result<TcpStream, AgentError> {
     Ok(link::connect_with_patience(peer, "the receiver", patience)?)

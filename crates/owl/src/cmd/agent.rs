@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Result, anyhow, bail};
 use clap::{Args, ValueEnum};
 use owl_core::method::Method;
-use owl_core::units::{format_bytes, parse_duration_u64};
+use owl_core::units::parse_duration_u64;
 use owl_live::afpacket::RingOptions;
 use owl_live::agent::{self, AgentOptions};
 use owl_live::capture::{Backend, Input, PcapOptions, Speed};
@@ -391,6 +391,18 @@ pub(super) fn read_key(path: &std::path::Path) -> Result<Key> {
 }
 
 impl CaptureArgs {
+    /// A replayed file that is not there fails here (after the flags are checked, before a
+    /// sender connects to its receiver: it failed only once the connection was made).
+    pub(super) fn check_replay(&self) -> Result<()> {
+        if let Some(path) = &self.replay
+            && path != std::path::Path::new("-")
+            && let Err(e) = std::fs::metadata(path)
+        {
+            bail!("--replay {}: {e}", path.display());
+        }
+        Ok(())
+    }
+
     /// The point's input, and the flag that stops a live capture.
     pub(super) fn input(&self) -> Result<(Input, Option<&'static AtomicBool>)> {
         let a = self;
@@ -405,12 +417,6 @@ impl CaptureArgs {
             (Some(path), None) => {
                 if a.duration.is_some() {
                     bail!("--duration is for --iface; a replay ends with its file");
-                }
-                // a file that is not there fails here, before a sender connects to its receiver
-                if path != std::path::Path::new("-")
-                    && let Err(e) = std::fs::metadata(path)
-                {
-                    bail!("--replay {}: {e}", path.display());
                 }
                 (
                     Input::Replay {
@@ -521,20 +527,13 @@ pub fn run(a: AgentArgs) -> Result<()> {
             let peer = a
                 .peer
                 .ok_or_else(|| anyhow!("the sender needs --peer HOST:PORT (the receiver agent)"))?;
+            a.capture.check_replay()?;
             let patience = Duration::from_nanos(a.connect_timeout);
             let feed = agent::Feed::own(&o, owl_core::method::Role::Sender);
             let s = agent::run_sender(o, feed, &mut || {
                 agent::connect_with_patience(&peer, patience)
             })?;
-            log(&format!(
-                "done: {} intervals exchanged with {peer} ({} dropped; {} RDA exchanges lost with {} broken connections), {} sent, {} received",
-                s.intervals,
-                s.dropped,
-                s.lost_in_exchange,
-                s.reconnects,
-                format_bytes(s.bytes_sent),
-                format_bytes(s.bytes_received)
-            ));
+            log(&format!("done: {} (the receiver at {peer})", s.describe()));
             Ok(())
         }
         AgentRole::Receiver => {
@@ -544,6 +543,7 @@ pub fn run(a: AgentArgs) -> Result<()> {
             let addr = a
                 .listen
                 .ok_or_else(|| anyhow!("the receiver needs --listen HOST:PORT"))?;
+            a.capture.check_replay()?;
             let listener = TcpListener::bind(&addr)
                 .map_err(|e| anyhow!("--listen {addr}: cannot listen: {e}"))?;
             log(&format!("listening on {}", listener.local_addr()?));

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Parser;
 use owl_core::method::Role;
-use owl_core::units::{format_bytes, parse_duration_u64};
+use owl_core::units::parse_duration_u64;
 use owl_live::agent::AgentOptions;
 use owl_live::capture::CaptureOptions;
 use owl_live::collector::Reporter;
@@ -214,6 +214,11 @@ pub fn run(file: &Path, key_override: Option<&Path>, check: bool) -> Result<()> 
             collector,
         });
     }
+    if !check {
+        capture
+            .check_replay()
+            .map_err(|e| at(format!("[capture]: {e}")))?;
+    }
     if check {
         for p in &specs {
             println!(
@@ -297,16 +302,7 @@ pub fn run(file: &Path, key_override: Option<&Path>, check: bool) -> Result<()> 
     let mut failed = Vec::new();
     for o in &outcomes {
         match &o.result {
-            Ok(PathEnd::Sent(s)) => log(&format!(
-                "path {}: done: {} intervals exchanged ({} dropped; {} RDA exchanges lost with {} broken connections), {} sent, {} received",
-                o.name,
-                s.intervals,
-                s.dropped,
-                s.lost_in_exchange,
-                s.reconnects,
-                format_bytes(s.bytes_sent),
-                format_bytes(s.bytes_received)
-            )),
+            Ok(PathEnd::Sent(s)) => log(&format!("path {}: done: {}", o.name, s.describe())),
             Ok(PathEnd::Received(s, delivery)) => {
                 log(&format!(
                     "path {}: done: {} intervals estimated, {} missing, {}+{} left out (lead-in/out at S/R)",
