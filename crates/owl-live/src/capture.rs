@@ -386,7 +386,7 @@ struct Running<'a> {
     tap: &'a Tap,
     point: PointStream,
     closed: Vec<ClosedInterval>,
-    /// The records of the batch this path selects (with several paths).
+    /// Live, once stopping: the records of a batch stamped before this path's stop.
     mine: Vec<owl_core::PacketRecord>,
     summary: CaptureSummary,
     /// Live capture: the kernel's counts since this path last handed an interval over.
