@@ -561,3 +561,92 @@ fn a_path_that_differs_is_refused_naming_it() {
         assert!(err.contains(want), "{err}");
     }
 }
+
+/// Two paths between the same two points, told apart by their filters: each has its own
+/// connection, routed by the path it names, and each equals its own pair.
+#[test]
+fn two_paths_between_the_same_points_are_measured_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let key = d.join("k");
+    ok(&["keygen", "-o", key.to_str().unwrap()]);
+    let x = path(d, "x", 1, "41", "uniform:0.01");
+    let y = path(d, "y", 2, "42", "none");
+    let (a, b) = (d.join("a.pcap"), d.join("b.pcap"));
+    common::merge(&x.0, &y.0, &a);
+    common::merge(&x.1, &y.1, &b);
+    let bf = config(
+        d,
+        "b",
+        &b,
+        true,
+        &key,
+        &[("x", "receiver", None, 1), ("y", "receiver", None, 2)],
+        "",
+        "",
+    );
+    let (pb, addr) = point(&bf, &d.join("b.log"), true);
+    let mut pb = Guard(Some(pb));
+    let addr = addr.unwrap();
+    let af = config(
+        d,
+        "a",
+        &a,
+        false,
+        &key,
+        &[
+            ("x", "sender", Some(&addr), 1),
+            ("y", "sender", Some(&addr), 2),
+        ],
+        "",
+        "",
+    );
+    let (pa, _) = point(&af, &d.join("a.log"), false);
+    let mut pa = Guard(Some(pa));
+    let mut b_out = String::new();
+    let mut b_child = pb.0.take().unwrap();
+    b_child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut b_out)
+        .unwrap();
+    let log = |n: &str| std::fs::read_to_string(d.join(format!("{n}.log"))).unwrap_or_default();
+    assert!(b_child.wait().unwrap().success(), "{}", log("b"));
+    assert!(
+        pa.0.take().unwrap().wait().unwrap().success(),
+        "{}",
+        log("a")
+    );
+    let lines: Vec<Value> = b_out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for (name, (s, r)) in [("x", &x), ("y", &y)] {
+        let got: Vec<&Value> = lines
+            .iter()
+            .filter(|l| l["path"] == name && l["type"] == "interval" && l["status"] == "estimated")
+            .collect();
+        assert!(
+            got.iter()
+                .all(|l| l["points"] == serde_json::json!(["a", "b"])),
+            "{name}"
+        );
+        let want = estimate(&d.join(name), s, r, "rda", INTERVAL);
+        assert!(want.len() >= 8, "{name}: {} intervals", want.len());
+        assert_eq!(
+            got.iter().map(|l| l["index"].clone()).collect::<Vec<_>>(),
+            want.iter().map(|l| l["index"].clone()).collect::<Vec<_>>(),
+            "{name}"
+        );
+        for (g, w) in got.iter().zip(&want) {
+            for k in ["mean_ns", "samples", "lost"] {
+                assert_eq!(
+                    g["methods"][0][k], w[k],
+                    "{name} interval {}: {k}",
+                    w["index"]
+                );
+            }
+        }
+    }
+}
