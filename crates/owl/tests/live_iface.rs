@@ -65,6 +65,23 @@ impl Lab {
         self.owl_in_to(ns, args, Stdio::null())
     }
 
+    /// tcpdump on `ifc` in namespace `ns`, writing what `filter` selects to `file` with
+    /// nanosecond stamps, stopped when the lab ends; returns once it listens.
+    fn tcpdump(&mut self, ns: &str, ifc: &str, file: &std::path::Path, filter: &str) {
+        let c = Command::new("ip")
+            .args(["netns", "exec", ns, "tcpdump", "-i", ifc, "-U", "-n"])
+            .args(["--time-stamp-precision", "nano", "-w"])
+            .arg(file)
+            .arg(filter)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        self.children.push(c);
+        let log = collect(self.children.last_mut().unwrap().stderr.take().unwrap());
+        wait_for(&log, "listening on", &log);
+    }
+
     /// [`owl_in`](Self::owl_in), its standard output to `out`.
     fn owl_in_to<S: AsRef<std::ffi::OsStr>>(
         &mut self,
@@ -559,15 +576,11 @@ fn lossy_router(nm: &str, dev: &str, rate: &str) {
     );
 }
 
-/// A → R → B: the router R forwards through a `tbf` bottleneck (real queueing delay and tail
-/// drops) and drops 2 % of the measured UDP at random (nftables `numgen`); agents capture at
-/// A and B, the receiver reports to a collector, and tcpdump captures both ends. Every
-/// interval the collector stored with RDA decoded must equal the exact truth of the two
-/// tcpdump captures (`owl compare --methods exact`), to 1e-9 relative.
-#[test]
-fn a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth() {
-    let missing: Vec<&str> = ["tc", "nft", "tcpdump"]
-        .into_iter()
+/// Which of `tools` this machine lacks, as a skip reason (`None`: it has them all).
+fn missing_tools(tools: &[&str]) -> Option<String> {
+    let missing: Vec<&str> = tools
+        .iter()
+        .copied()
         .filter(|t| {
             !Command::new("sh")
                 .args(["-c", &format!("command -v {t}")])
@@ -575,7 +588,17 @@ fn a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth() {
                 .is_ok_and(|o| o.status.success())
         })
         .collect();
-    let missing = (!missing.is_empty()).then(|| format!("{} not installed", missing.join(", ")));
+    (!missing.is_empty()).then(|| format!("{} not installed", missing.join(", ")))
+}
+
+/// A → R → B: the router R forwards through a `tbf` bottleneck (real queueing delay and tail
+/// drops) and drops 2 % of the measured UDP at random (nftables `numgen`); agents capture at
+/// A and B, the receiver reports to a collector, and tcpdump captures both ends. Every
+/// interval the collector stored with RDA decoded must equal the exact truth of the two
+/// tcpdump captures (`owl compare --methods exact`), to 1e-9 relative.
+#[test]
+fn a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth() {
+    let missing = missing_tools(&["tc", "nft", "tcpdump"]);
     let id = std::process::id();
     let ns: Vec<String> = ["a", "m", "b"]
         .iter()
@@ -618,18 +641,7 @@ fn a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth() {
     // tcpdump at both ends: the ground truth
     let pcap = |n: &str| dir.path().join(format!("{n}.pcap"));
     for (n, ifc, name) in [(na, ia, "a"), (nb, ib, "b")] {
-        let c = Command::new("ip")
-            .args(["netns", "exec", n, "tcpdump", "-i", ifc, "-U", "-n"])
-            .args(["--time-stamp-precision", "nano", "-w"])
-            .arg(pcap(name))
-            .arg(&filter)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        lab.children.push(c);
-        let log = collect(lab.children.last_mut().unwrap().stderr.take().unwrap());
-        wait_for(&log, "listening on", &log);
+        lab.tcpdump(n, ifc, &pcap(name), &filter);
     }
     // the collector and the receiver in B, the sender in A
     let db = dir.path().join("owl.db");
@@ -968,16 +980,7 @@ fn a_receiver_killed_and_restarted_misses_only_its_down_time() {
 /// interval missing while A and B report their path to C failed.
 #[test]
 fn a_mesh_of_points_measures_every_path_as_tcpdump_does() {
-    let missing: Vec<&str> = ["tc", "nft", "tcpdump"]
-        .into_iter()
-        .filter(|t| {
-            !Command::new("sh")
-                .args(["-c", &format!("command -v {t}")])
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-        .collect();
-    let missing = (!missing.is_empty()).then(|| format!("{} not installed", missing.join(", ")));
+    let missing = missing_tools(&["tc", "nft", "tcpdump"]);
     let id = std::process::id();
     let ns: Vec<String> = ["a", "b", "c", "m"]
         .iter()
@@ -1041,27 +1044,12 @@ fn a_mesh_of_points_measures_every_path_as_tcpdump_does() {
     // tcpdump at every host: the truth
     let pcap = |n: usize| dir.path().join(format!("h{n}.pcap"));
     for k in 0..3 {
-        let c = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &ns[k],
-                "tcpdump",
-                "-i",
-                &host_if[k].0,
-                "-U",
-                "-n",
-            ])
-            .args(["--time-stamp-precision", "nano", "-w"])
-            .arg(pcap(k + 1))
-            .arg(format!("udp and dst port {PORT}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        lab.children.push(c);
-        let log = collect(lab.children.last_mut().unwrap().stderr.take().unwrap());
-        wait_for(&log, "listening on", &log);
+        lab.tcpdump(
+            &ns[k],
+            &host_if[k].0,
+            &pcap(k + 1),
+            &format!("udp and dst port {PORT}"),
+        );
     }
     let tcpdumps = lab.children.len();
     // each point's file: its interface, every path through it
