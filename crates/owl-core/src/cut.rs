@@ -32,9 +32,16 @@
 //!   reordered across the cut itself.
 //! - **S silent**: S named no delimiter (it sent nothing in the first `after` of the interval),
 //!   so every packet R held there was sent before `b_i`: all go to interval `i − 1`.
+//! - **S ended**: S's stream ended (its capture stopped, or its file ran out) before it passed
+//!   `b_i + after`, so it cannot know whether packets followed: in place of the delimiters it
+//!   names its **last** packets ([`Named::Last`]). R cuts after the last of them it holds: on a
+//!   FIFO path every packet it received after S's last one was sent after S stopped looking, so
+//!   it is none of S's interval `i − 1`. (Read as silence, R would put every packet of its
+//!   window in `i − 1`: a stopped sender's last interval "received" more than it sent.)
 //! - **Fallback**: none of S's delimiters is among R's held packets (all lost, delayed beyond
 //!   `after`, or R's clock ahead or behind S's by more than the window allows), S's delimiters
-//!   are unknown (S recorded nothing of the interval), or R's hold overflowed its cap
+//!   are unknown (S recorded nothing of the interval), S ended and none of its last packets is
+//!   among R's held ones, or R's hold overflowed its cap
 //!   ([`HOLD_CAP`]). R then cuts the held packets by its clock, and says so: the two intervals
 //!   on either side of that boundary may hold packets of the other ([`Fallback`]). It never cuts
 //!   elsewhere silently.
@@ -264,6 +271,34 @@ impl Held {
     }
 }
 
+/// What S says of one boundary of its stream, with the interval the boundary ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Named {
+    /// Its first packets stamped in `[b, b + after)` of the interval the boundary opens, at
+    /// most [`Delimiters::count`], in capture order: its **delimiters**. Empty: it stamped
+    /// none there (S silent).
+    First(Vec<u64>),
+    /// Its stream ended before it passed `b + after`, so it could not name the delimiters: its
+    /// last packets (at most [`Delimiters::count`], in capture order). R cuts after the last of
+    /// them it received.
+    Last(Vec<u64>),
+}
+
+/// [`Named::SILENT`], borrowed.
+pub static SILENT: Named = Named::SILENT;
+
+impl Named {
+    /// S said nothing of the boundary, as far as it saw: no packet in the window past it.
+    pub const SILENT: Named = Named::First(Vec::new());
+
+    /// The identities S named.
+    pub fn ids(&self) -> &[u64] {
+        match self {
+            Named::First(ids) | Named::Last(ids) => ids,
+        }
+    }
+}
+
 /// Why a boundary was cut by R's clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -273,6 +308,9 @@ pub enum Fallback {
     NotSeen,
     /// S's delimiters are unknown: S recorded nothing of the interval.
     Unnamed,
+    /// S's stream ended before the boundary's window did, and none of the last packets it
+    /// recorded was among the packets R held.
+    Ended,
     /// R's hold reached its cap.
     Overflow,
 }
@@ -284,6 +322,9 @@ impl Fallback {
                 "none of S's delimiters reached R within its window (lost, delayed past --cut-window, or clocks further apart than it)"
             }
             Fallback::Unnamed => "S recorded nothing of the interval, so named no delimiter",
+            Fallback::Ended => {
+                "S's capture ended before the boundary (none of its last packets reached R within the window), so R's packets of the interval after S stopped are in it"
+            }
             Fallback::Overflow => "R's hold of the window reached its cap",
         }
     }
@@ -295,7 +336,8 @@ pub enum Decision {
     /// At R's record of this position in its stream: it and the window's records after it
     /// belong after the boundary.
     At(u64),
-    /// Every record of the window belongs before the boundary (S was silent).
+    /// Every record of the window belongs before the boundary (S was silent, or its last
+    /// packet is R's last held one).
     Before,
     /// By R's clock.
     Clock,
@@ -310,6 +352,9 @@ pub enum BoundaryCut {
     Delimiter { nth: u8 },
     /// S named no delimiter: every packet R held belongs before the boundary.
     Silent,
+    /// S's stream ended first: the packets R held after S's last packet belong after the
+    /// boundary (S never saw them), the others before it.
+    Ended,
     /// By R's clock, and why.
     Fallback { why: Fallback },
 }
@@ -330,11 +375,13 @@ pub struct BoundaryReport {
 }
 
 impl BoundaryCut {
-    /// The rule's name, as the JSON's `by` says it: `delimiter`, `silent` or `fallback`.
+    /// The rule's name, as the JSON's `by` says it: `delimiter`, `silent`, `ended` or
+    /// `fallback`.
     pub fn by(&self) -> &'static str {
         match self {
             BoundaryCut::Delimiter { .. } => "delimiter",
             BoundaryCut::Silent => "silent",
+            BoundaryCut::Ended => "ended",
             BoundaryCut::Fallback { .. } => "fallback",
         }
     }
@@ -350,27 +397,32 @@ impl BoundaryReport {
 }
 
 /// Which of a window's held packets belong after its boundary.
-fn cut_window(
-    held: &Held,
-    delimiters: Option<&[u64]>,
-    boundary_ns: u64,
-) -> (BoundaryReport, Vec<bool>) {
+fn cut_window(held: &Held, named: Option<&Named>, boundary_ns: u64) -> (BoundaryReport, Vec<bool>) {
     let by_clock = |r: &PacketRecord| r.ts_ns >= boundary_ns;
-    let (cut, after): (BoundaryCut, Vec<bool>) = match delimiters {
-        _ if held.overflowed => (
-            BoundaryCut::Fallback {
-                why: Fallback::Overflow,
-            },
+    let clock = |why| {
+        (
+            BoundaryCut::Fallback { why },
             held.records.iter().map(by_clock).collect(),
-        ),
-        None => (
-            BoundaryCut::Fallback {
-                why: Fallback::Unnamed,
-            },
-            held.records.iter().map(by_clock).collect(),
-        ),
-        Some([]) => (BoundaryCut::Silent, vec![false; held.records.len()]),
-        Some(ds) => {
+        )
+    };
+    let (cut, after): (BoundaryCut, Vec<bool>) = match named {
+        _ if held.overflowed => clock(Fallback::Overflow),
+        None => clock(Fallback::Unnamed),
+        Some(Named::First(ds)) if ds.is_empty() => {
+            (BoundaryCut::Silent, vec![false; held.records.len()])
+        }
+        Some(Named::Last(last)) => {
+            match held.records.iter().rposition(|r| last.contains(&r.id)) {
+                Some(p) => (
+                    BoundaryCut::Ended,
+                    (0..held.records.len()).map(|k| k > p).collect(),
+                ),
+                // nothing held: nothing followed S's last packet within the window
+                None if held.records.is_empty() => (BoundaryCut::Ended, Vec::new()),
+                None => clock(Fallback::Ended),
+            }
+        }
+        Some(Named::First(ds)) => {
             let at = held
                 .records
                 .iter()
@@ -383,12 +435,7 @@ fn cut_window(
                     },
                     (0..held.records.len()).map(|k| k >= p).collect(),
                 ),
-                None => (
-                    BoundaryCut::Fallback {
-                        why: Fallback::NotSeen,
-                    },
-                    held.records.iter().map(by_clock).collect(),
-                ),
+                None => clock(Fallback::NotSeen),
             }
         }
     };
@@ -404,6 +451,10 @@ fn cut_window(
             .position(|&a| a)
             .and_then(|p| held.seqs.get(p))
             .map(|&s| Decision::At(s)),
+        BoundaryCut::Ended => match after.iter().position(|&a| a) {
+            Some(p) => held.seqs.get(p).map(|&s| Decision::At(s)),
+            None => Some(Decision::Before),
+        },
         BoundaryCut::Silent => Some(Decision::Before),
         BoundaryCut::Fallback { .. } => Some(Decision::Clock),
     };
@@ -430,14 +481,14 @@ pub struct Split {
 }
 
 /// Cut R's two windows of interval `index`: `head` around its start, `tail` around its end,
-/// with S's delimiters of the two boundaries (`None`: unknown).
+/// with what S named of the two boundaries (`None`: unknown).
 pub fn split(
     intervals: &Intervals,
     index: u64,
     head: &Held,
     tail: &Held,
-    start: Option<&[u64]>,
-    end: Option<&[u64]>,
+    start: Option<&Named>,
+    end: Option<&Named>,
 ) -> Split {
     let b0 = intervals.start_ns(index);
     let b1 = intervals.start_ns(index.saturating_add(1));
@@ -525,8 +576,12 @@ pub struct CutTally {
     pub delimiter: u64,
     /// ... where S sent nothing in the window (R's held packets all before it),
     pub silent: u64,
-    /// ... and by R's clock, by reason: delimiters not seen, not named, hold overflowed.
-    pub fell_back: [u64; 3],
+    /// ... after S's last packet, where S's stream ended before the window did,
+    #[serde(default)]
+    pub ended: u64,
+    /// ... and by R's clock, by reason: delimiters not seen, not named, hold overflowed, S
+    /// ended and none of its last packets was held.
+    pub fell_back: [u64; 4],
     /// Packets in flight at a cut (placed by the delimiters across R's clock boundary), in
     /// all and at the busiest cut.
     pub crossed: u64,
@@ -549,11 +604,13 @@ impl CutTally {
             match b.cut {
                 BoundaryCut::Delimiter { .. } => self.delimiter += 1,
                 BoundaryCut::Silent => self.silent += 1,
+                BoundaryCut::Ended => self.ended += 1,
                 BoundaryCut::Fallback { why } => {
                     self.fell_back[match why {
                         Fallback::NotSeen => 0,
                         Fallback::Unnamed => 1,
                         Fallback::Overflow => 2,
+                        Fallback::Ended => 3,
                     }] += 1
                 }
             }
@@ -580,8 +637,9 @@ pub enum PointCut {
     /// A clock cut (or one interval): nothing to resolve.
     #[default]
     None,
-    /// S: its delimiters of the interval's start and of the next interval's start.
-    Sender { start: Vec<u64>, end: Vec<u64> },
+    /// S: its delimiters of the interval's start, and what it named of its end: the next
+    /// interval's delimiters, or its last packets where its stream ended first.
+    Sender { start: Vec<u64>, end: Named },
     /// R: what it held around the interval's start and around its end (each window shared
     /// with the neighbouring interval).
     Receiver { head: Arc<Held>, tail: Arc<Held> },
@@ -602,6 +660,8 @@ const MAX_ENCODED_RECORDS: u64 = HOLD_CAP as u64;
 /// ```text
 /// u8 0                                            none (clock cut)
 /// u8 1 | u8 n, n × u64 | u8 m, m × u64           S: delimiters of the start, of the end
+///                                                 (of the end, `m | 0x80`: its last packets,
+///                                                 [`Named::Last`]; owl before it refuses them)
 /// u8 2 | u8 overflowed | u64 window start ns | varint f, f × 37-byte flow key
 ///      | varint n, n × (varint ts − start, u64 identity, varint flow, varint IP length)
 /// ```
@@ -611,12 +671,8 @@ pub fn encode_point_cut(cut: &PointCut, window_start_ns: u64, out: &mut Vec<u8>)
         PointCut::None => w.u8(CUT_NONE),
         PointCut::Sender { start, end } => {
             w.u8(CUT_SENDER);
-            for list in [start, end] {
-                w.u8(list.len() as u8);
-                for &id in list {
-                    w.u64(id);
-                }
-            }
+            write_named(&mut w, start, false);
+            write_named(&mut w, end.ids(), matches!(end, Named::Last(_)));
         }
         PointCut::Receiver { head, .. } => {
             w.u8(CUT_RECEIVER);
@@ -640,25 +696,47 @@ pub fn encode_point_cut(cut: &PointCut, window_start_ns: u64, out: &mut Vec<u8>)
     }
 }
 
+/// Bit 7 of a named list's count: the list is S's last packets ([`Named::Last`]).
+const NAMED_LAST: u8 = 0x80;
+
+/// One boundary's list as S names it: `u8 n` (`| 0x80` for its last packets), `n × u64`.
+pub fn write_named(w: &mut WireWriter<'_>, ids: &[u64], last: bool) {
+    w.u8(ids.len() as u8 | if last { NAMED_LAST } else { 0 });
+    for &id in ids {
+        w.u64(id);
+    }
+}
+
+/// A list [`write_named`] wrote.
+pub fn read_named(r: &mut WireReader<'_>) -> Result<Named, DecodeError> {
+    let b = r.u8("delimiter count")?;
+    let n = b & !NAMED_LAST;
+    if n > MAX_DELIMITERS {
+        return Err(r.invalid(format!(
+            "{n} delimiters for one boundary (at most {MAX_DELIMITERS})"
+        )));
+    }
+    let mut ids = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        ids.push(r.u64("delimiter")?);
+    }
+    Ok(if b & NAMED_LAST != 0 {
+        Named::Last(ids)
+    } else {
+        Named::First(ids)
+    })
+}
+
 /// A point's cut data as [`encode_point_cut`] wrote it: `PointCut::Receiver`'s `tail` is
 /// empty (the reader fills it from the next block).
 pub fn decode_point_cut(r: &mut WireReader<'_>) -> Result<PointCut, DecodeError> {
     match r.u8("cut kind")? {
         CUT_NONE => Ok(PointCut::None),
         CUT_SENDER => {
-            let mut lists = [Vec::new(), Vec::new()];
-            for list in &mut lists {
-                let n = r.u8("delimiter count")?;
-                if n > MAX_DELIMITERS {
-                    return Err(r.invalid(format!(
-                        "{n} delimiters for one boundary (at most {MAX_DELIMITERS})"
-                    )));
-                }
-                for _ in 0..n {
-                    list.push(r.u64("delimiter")?);
-                }
-            }
-            let [start, end] = lists;
+            let Named::First(start) = read_named(r)? else {
+                return Err(r.invalid("the start of an interval named by S's last packets"));
+            };
+            let end = read_named(r)?;
             Ok(PointCut::Sender { start, end })
         }
         CUT_RECEIVER => {

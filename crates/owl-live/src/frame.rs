@@ -32,8 +32,9 @@ use crate::key::Key;
 /// Protocol version in every frame (2: `Have` carries the sender's kernel drop count; 3: the
 /// receiver's `Ping` and the sender's `Pong`, the clock-offset exchange; 4: the sender's
 /// `Resume` after every accept, and `Have` says why a synopsis is lost; 5: the interval cut in
-/// the configuration; 6: the configuration names its path, so one point serves many).
-pub const VERSION: u8 = 6;
+/// the configuration; 6: the configuration names its path, so one point serves many; 7: a
+/// sender whose capture ended names its last packets for the end of its last interval).
+pub const VERSION: u8 = 7;
 /// Largest body of an authenticated connection, bytes.
 pub const MAX_FRAME: usize = 64 << 20;
 /// Largest body before the peer is authenticated, bytes.

@@ -9,6 +9,7 @@
 //! owl_samples{pair,method}                          gauge    delays the estimate rests on
 //! owl_lost_packets{pair,method}                     gauge    the method's loss estimate
 //! owl_loss_ratio{pair}                              gauge    1 − received/sent, the packets each point recorded
+//!                                                            (absent for an unpaired interval: a cut by R's clock)
 //! owl_sent_packets{pair}, owl_received_packets{pair} gauges  the interval's packets at S and R
 //! owl_interval_start_seconds{pair}                  gauge    start of the interval the gauges describe
 //! owl_path_info{pair,sender_point,receiver_point}   gauge    1 for a point's path (owl agent --config): its
@@ -499,7 +500,9 @@ impl Metrics {
         let (s, r) = (line.sent, line.received);
         self.sent.get_or_create(&p).set(s as f64);
         self.received.get_or_create(&p).set(r as f64);
-        if s > 0 {
+        // an unpaired interval's packets at R may not be S's (owl_cut_unpaired_total says so)
+        let unpaired = line.cut.as_ref().is_some_and(|c| c.fell_back().is_some());
+        if s > 0 && !unpaired {
             self.loss_ratio
                 .get_or_create(&p)
                 .set((s as f64 - r as f64) / s as f64);
@@ -821,6 +824,25 @@ mod tests {
             ),
             "{t}"
         );
+    }
+
+    /// An unpaired interval (a cut by R's clock: its packets at R may not be S's) shows no
+    /// loss ratio, and counts as unpaired; the next paired one shows it again.
+    #[test]
+    fn an_unpaired_interval_shows_no_loss_ratio() {
+        let m = Metrics::new();
+        let mut v = interval(5, Some(1500.0));
+        v["sent"] = json!(100);
+        v["received"] = json!(140);
+        v["cut"] = json!({"start": {"cut": {"by": "delimiter", "nth": 0}, "held": 9, "crossed": 0},
+                          "end": {"cut": {"by": "fallback", "why": "ended"}, "held": 50, "crossed": 40},
+                          "held_in": 9});
+        m.observe("a→b", &il(v));
+        let t = m.encode();
+        assert!(!t.contains("owl_loss_ratio{"), "{t}");
+        assert!(t.contains("owl_cut_unpaired_intervals_total{pair=\"a→b\"} 1"), "{t}");
+        m.observe("a→b", &il(interval(6, Some(1500.0))));
+        assert!(m.encode().contains("owl_loss_ratio{pair=\"a→b\"} 0.02"));
     }
 
     /// Two intervals' recovered delays add up into one cumulative histogram, counts rounded;

@@ -18,7 +18,8 @@
 //!                 synopses, 1: S dropped them (overload); live = 1: S captures an interface,
 //!                 and its kernel dropped kernel_drops packets since its previous interval
 //!                 closed; cut = 1 (a delimiter cut): S's delimiters of the interval's start
-//!                 and of its end (owl_core::cut), sent even when the synopses were dropped
+//!                 and of its end (owl_core::cut), sent even when the synopses were dropped;
+//!                 m | 0x80: its capture ended first, the m are its last packets (version 7)
 //! S → R  Below    u64 n: S will announce no interval below n
 //! S → R  Done     S's capture ended; every interval is announced
 //! both   Rda      u64 interval | u16 method | one message of RDA's exchange (owl_core rda::session)
@@ -32,6 +33,7 @@
 //!                 S answered
 //! ```
 
+use owl_core::cut::{Named, read_named, write_named};
 use owl_core::method::{Estimate, Quantiles};
 use owl_core::wire::{DecodeError, WireReader, WireWriter};
 
@@ -85,7 +87,7 @@ pub enum Msg {
         /// Live capture: packets S's kernel dropped since S's previous interval closed.
         kernel_drops: Option<u64>,
         /// A delimiter cut: S's delimiters of the interval's start and of its end.
-        delimiters: Option<(Vec<u64>, Vec<u64>)>,
+        delimiters: Option<(Vec<u64>, Named)>,
     },
     Below(u64),
     Done,
@@ -164,12 +166,8 @@ impl Msg {
                     None => w.u8(0),
                     Some((start, end)) => {
                         w.u8(1);
-                        for list in [start, end] {
-                            w.u8(list.len() as u8);
-                            for &id in list {
-                                w.u64(id);
-                            }
-                        }
+                        write_named(&mut w, start, false);
+                        write_named(&mut w, end.ids(), matches!(end, Named::Last(_)));
                     }
                 }
                 kind::HAVE
@@ -253,18 +251,10 @@ impl Msg {
                     (x, _) => return Err(r.invalid(format!("live flag {x}"))),
                 },
                 delimiters: if flag(&mut r, "cut")? {
-                    let mut lists = [Vec::new(), Vec::new()];
-                    for list in &mut lists {
-                        let n = r.u8("delimiter count")?;
-                        if n > owl_core::cut::MAX_DELIMITERS {
-                            return Err(r.invalid(format!("{n} delimiters for one boundary")));
-                        }
-                        for _ in 0..n {
-                            list.push(r.u64("delimiter")?);
-                        }
-                    }
-                    let [start, end] = lists;
-                    Some((start, end))
+                    let Named::First(start) = read_named(&mut r)? else {
+                        return Err(r.invalid("the start of an interval named by S's last packets"));
+                    };
+                    Some((start, read_named(&mut r)?))
                 } else {
                     None
                 },
@@ -535,7 +525,14 @@ mod tests {
                 lost: Some(Lost::Overload),
                 packets: 77,
                 kernel_drops: Some(3),
-                delimiters: Some((vec![1, 2, u64::MAX], vec![])),
+                delimiters: Some((vec![1, 2, u64::MAX], Named::SILENT)),
+            },
+            Msg::Have {
+                interval: 8,
+                lost: None,
+                packets: 3,
+                kernel_drops: None,
+                delimiters: Some((vec![4], Named::Last(vec![9, 7]))),
             },
             Msg::Have {
                 interval: 11,

@@ -112,7 +112,7 @@ fn intervals_split_and_account_for_every_packet() {
     let cuts = &j["checks"]["cuts"];
     assert_eq!(cuts["rule"], "delimiter");
     assert_eq!(cuts["crossed"].as_u64().unwrap(), crossed);
-    assert_eq!(cuts["fell_back"], serde_json::json!([0, 0, 0]));
+    assert_eq!(cuts["fell_back"], serde_json::json!([0, 0, 0, 0]));
     assert_eq!(cuts["status"], "ok");
     assert_eq!(j["interval_ns"], 20_000_000);
     // each point's clock: every received packet is matched in its interval or crossed a

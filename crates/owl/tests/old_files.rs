@@ -19,8 +19,8 @@
 //!
 //! And live-protocol transcripts (`tests/old-files/live-vN/`: the bytes each way of every
 //! connection between two `owl agent --replay` at the commit that introduced version N, with
-//! the key file they held; `README.md` says how they were made): version 5, the current one,
-//! is read, authenticated and written again byte for byte; versions 1 to 4 are refused, naming
+//! the key file they held; `README.md` says how they were made): version 7, the current one,
+//! is read, authenticated and written again byte for byte; versions 1 to 6 are refused, naming
 //! their version.
 
 mod common;
@@ -531,15 +531,16 @@ fn names(ms: &[Msg]) -> Vec<&'static str> {
     ms.iter().map(Msg::name).collect()
 }
 
-/// Live protocol version 6 (the current one), as two agents at the commit that introduced it
+/// Live protocol version 7 (the current one), as two agents at the commit that introduced it
 /// spoke it: a whole session over two connections (the first cut by a relay as S sent its
 /// fifth RDA result, the second resumed), decoded, authenticated and re-encoded byte for byte
-/// by today's code, with the figures the receiver printed then. (Version 5's transcript, from
-/// 20728be, read the same way until version 6 named the path in the configuration; it is now
-/// refused with versions 1 to 4.)
+/// by today's code, with the figures the receiver printed then; S's last interval ends with
+/// its last packets. (Version 5's transcript, from 20728be, and version 6's, from 0c636e8,
+/// read the same way until the next version; they are now refused with versions 1 to 4.)
 #[test]
-fn live_protocol_version_6_session_reads_as_it_did() {
-    let dir = "live-v6";
+fn live_protocol_version_7_session_reads_as_it_did() {
+    let dir = "live-v7";
+    let mut ended = 0;
     let psk = transcript_key(dir);
     let conns = connections(dir);
     assert_eq!(conns.len(), 2, "one cut, one resumed connection");
@@ -606,7 +607,11 @@ fn live_protocol_version_6_session_reads_as_it_did() {
                     rda_results.insert(*interval, result.clone());
                 }
                 Msg::Have { delimiters, .. } => {
-                    assert!(delimiters.is_some(), "a delimiter cut");
+                    let (_, end) = delimiters.as_ref().expect("a delimiter cut");
+                    if let owl_core::cut::Named::Last(last) = end {
+                        assert!(!last.is_empty());
+                        ended += 1;
+                    }
                 }
                 _ => {}
             }
@@ -641,6 +646,7 @@ fn live_protocol_version_6_session_reads_as_it_did() {
         }
     }
     assert_eq!(all_sent.len(), 7, "every interval's synopsis: {all_sent:?}");
+    assert!(ended >= 1, "the last interval's end: S's last packets");
     let cfg = config.unwrap();
     let names_of: Vec<&str> = cfg.methods.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names_of, ["lda", "rda-fixed"]);
@@ -683,15 +689,15 @@ fn live_protocol_version_6_session_reads_as_it_did() {
     assert_eq!(reasonless, 0, "results without the reason byte");
 }
 
-/// Live protocol versions 1 to 5, as agents at the commits that introduced them spoke them:
+/// Live protocol versions 1 to 6, as agents at the commits that introduced them spoke them:
 /// every frame of theirs carries its version, and today's code refuses it naming that
 /// version — their Hello at today's listener (which answers with an unauthenticated refusal
 /// that says why), their Welcome at today's connector.
 #[test]
-fn live_protocol_versions_1_to_5_are_refused_naming_the_version() {
+fn live_protocol_versions_1_to_6_are_refused_naming_the_version() {
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
-    for v in 1..=5u8 {
+    for v in 1..=6u8 {
         let dir = format!("live-v{v}");
         let psk = transcript_key(&dir);
         let c = &connections(&dir)[0];
@@ -784,6 +790,6 @@ fn fuzz_seeds_hold_the_old_bytes() {
         }
     }
     // v1 to v4 and smp1, two files each; v4-methods, 18 methods' two; live-v1 to live-v4, one
-    // connection each; live-v5 and live-v6, two
-    assert_eq!(checked, 10 + 36 + 8 + 4 + 4, "old files with seeds");
+    // connection each; live-v5 to live-v7, two
+    assert_eq!(checked, 10 + 36 + 8 + 4 + 4 + 4, "old files with seeds");
 }

@@ -84,8 +84,8 @@ fn the_first_delimiter_seen_cuts() {
         1,
         &head,
         &Held::default(),
-        Some(&[10, 11, 12]),
-        Some(&[]),
+        Some(&Named::First(vec![10, 11, 12])),
+        Some(&Named::First(vec![])),
     );
     assert_eq!(s.head.iter().map(|r| r.id).collect::<Vec<_>>(), [10, 4, 11]);
     let b = s.start.unwrap();
@@ -103,13 +103,20 @@ fn the_first_delimiter_seen_cuts() {
         1,
         &held(lost),
         &Held::default(),
-        Some(&[10, 11, 12]),
+        Some(&Named::First(vec![10, 11, 12])),
         None,
     );
     assert_eq!(s.start.unwrap().cut, BoundaryCut::Delimiter { nth: 1 });
     assert_eq!(s.head.iter().map(|r| r.id).collect::<Vec<_>>(), [11]);
     // the tail of interval 0 is the complement
-    let t = split(&iv, 0, &Held::default(), &head, None, Some(&[10, 11, 12]));
+    let t = split(
+        &iv,
+        0,
+        &Held::default(),
+        &head,
+        None,
+        Some(&Named::First(vec![10, 11, 12])),
+    );
     assert_eq!(t.tail.iter().map(|r| r.id).collect::<Vec<_>>(), [1, 2, 3]);
     assert_eq!(t.end.unwrap().cut, BoundaryCut::Delimiter { nth: 0 });
 }
@@ -119,12 +126,26 @@ fn silence_and_fallbacks() {
     let iv = Intervals::aligned(100 * MS);
     let head = held(vec![rec(99 * MS, 1), rec(101 * MS, 2)]);
     // S named none: everything R held was sent before the boundary
-    let s = split(&iv, 1, &head, &Held::default(), Some(&[]), None);
+    let s = split(
+        &iv,
+        1,
+        &head,
+        &Held::default(),
+        Some(&Named::First(vec![])),
+        None,
+    );
     assert!(s.head.is_empty());
     assert_eq!(s.start.unwrap().cut, BoundaryCut::Silent);
     assert_eq!(s.start.unwrap().crossed, 1);
     // S named some, none arrived: R's clock, said
-    let s = split(&iv, 1, &head, &Held::default(), Some(&[7, 8]), None);
+    let s = split(
+        &iv,
+        1,
+        &head,
+        &Held::default(),
+        Some(&Named::First(vec![7, 8])),
+        None,
+    );
     assert_eq!(s.head.iter().map(|r| r.id).collect::<Vec<_>>(), [2]);
     assert_eq!(s.start.unwrap().fell_back(), Some(Fallback::NotSeen));
     // unknown delimiters, an overflowed hold
@@ -134,7 +155,14 @@ fn silence_and_fallbacks() {
         overflowed: true,
         ..head.clone()
     };
-    let s = split(&iv, 1, &over, &Held::default(), Some(&[2]), None);
+    let s = split(
+        &iv,
+        1,
+        &over,
+        &Held::default(),
+        Some(&Named::First(vec![2])),
+        None,
+    );
     assert_eq!(s.start.unwrap().fell_back(), Some(Fallback::Overflow));
     // nothing held, nothing named: nothing to report
     let s = split(&iv, 1, &Held::default(), &Held::default(), None, None);
@@ -165,7 +193,11 @@ fn cut_data_round_trips_and_refuses_hostile_bytes() {
         PointCut::None,
         PointCut::Sender {
             start: vec![1, 2, 3],
-            end: vec![],
+            end: Named::SILENT,
+        },
+        PointCut::Sender {
+            start: vec![4],
+            end: Named::Last(vec![7, 5, 6]),
         },
         PointCut::Receiver {
             head: Arc::new(held(records.clone())),
@@ -189,14 +221,71 @@ fn cut_data_round_trips_and_refuses_hostile_bytes() {
     WireWriter::new(&mut b).varint(u64::MAX / 2);
     assert!(decode_point_cut(&mut WireReader::new(&b)).is_err());
     assert!(decode_point_cut(&mut WireReader::new(&[9])).is_err());
+    // a start named by last packets is refused; so is a count past the most delimiters
+    assert!(decode_point_cut(&mut WireReader::new(&[CUT_SENDER, 0x80, 0])).is_err());
+    let mut b = vec![CUT_SENDER, 0, 0x80 | (MAX_DELIMITERS + 1)];
+    b.extend(std::iter::repeat_n(0, 8 * (MAX_DELIMITERS as usize + 1)));
+    assert!(decode_point_cut(&mut WireReader::new(&b)).is_err());
+}
+
+/// S's stream ended before the boundary's window did: R cuts after the last of S's last
+/// packets it holds (what followed it S never saw), falls back to its clock when none of them
+/// is held, and reads silence (all before) only where S said it was silent.
+#[test]
+fn an_ended_sender_is_cut_after_its_last_packet() {
+    let iv = Intervals::aligned(100 * MS);
+    // boundary 1 at 100 ms; S's last packets 5, 6 (its capture stopped at 99.5 ms), and R
+    // goes on receiving traffic S never saw
+    let tail = held(vec![
+        rec(99 * MS, 5),
+        rec(99 * MS + 600_000, 6),
+        rec(99 * MS + 900_000, 20), // sent after S stopped, received before the boundary
+        rec(101 * MS, 21),
+        rec(102 * MS, 22),
+    ]);
+    let last = Named::Last(vec![4, 5, 6]);
+    let s = split(&iv, 0, &Held::default(), &tail, None, Some(&last));
+    assert_eq!(s.tail.iter().map(|r| r.id).collect::<Vec<_>>(), [5, 6]);
+    let b = s.end.unwrap();
+    assert_eq!(b.cut, BoundaryCut::Ended);
+    assert_eq!((b.held, b.crossed), (5, 1));
+    // the interval after it takes the rest, cut at the same place
+    let n = split(&iv, 1, &tail, &Held::default(), Some(&last), None);
+    assert_eq!(
+        n.head.iter().map(|r| r.id).collect::<Vec<_>>(),
+        [20, 21, 22]
+    );
+    assert_eq!(n.start.unwrap().cut, BoundaryCut::Ended);
+    // what silence would have said: every held packet S's
+    let silent = split(&iv, 0, &Held::default(), &tail, None, Some(&Named::SILENT));
+    assert_eq!(silent.tail.len(), 5);
+    // S's last packet lost: the one before it cuts; none held: R's clock, said
+    let lost = held(tail.records.iter().copied().filter(|r| r.id != 6).collect());
+    let s = split(&iv, 0, &Held::default(), &lost, None, Some(&last));
+    assert_eq!(s.tail.iter().map(|r| r.id).collect::<Vec<_>>(), [5]);
+    let none = held(tail.records[2..].to_vec());
+    let s = split(&iv, 0, &Held::default(), &none, None, Some(&last));
+    assert_eq!(s.tail.iter().map(|r| r.id).collect::<Vec<_>>(), [20]);
+    assert_eq!(s.end.unwrap().fell_back(), Some(Fallback::Ended));
+    // nothing held: nothing followed S's last packet
+    let s = split(
+        &iv,
+        0,
+        &Held::default(),
+        &Held::default(),
+        None,
+        Some(&last),
+    );
+    assert_eq!(s.end.unwrap().cut, BoundaryCut::Ended);
+    assert!(s.tail.is_empty());
 }
 
 /// A FIFO path with delays of up to 8 ms across 50 ms boundaries, 1 % loss: under the
 /// delimiter cut R's interval `i` is S's interval `i` less its lost packets, in every
 /// interval; under the clock cut the packets in flight at each boundary are in the next one.
-#[test]
-fn a_delimiter_cut_gives_both_points_the_same_packets() {
-    let iv = Intervals::aligned(50 * MS);
+/// `packets` at 100 kpps from 1 s on, over a FIFO path of 1 to 8 ms with 1 % loss: what S
+/// and R capture.
+fn fifo_path(packets: u64) -> (Vec<PacketRecord>, Vec<PacketRecord>) {
     let mut x = 0x1234_5678_9abc_def0u64;
     let mut rnd = || {
         x ^= x << 13;
@@ -207,8 +296,8 @@ fn a_delimiter_cut_gives_both_points_the_same_packets() {
     let mut sent = Vec::new();
     let mut received = Vec::new();
     let mut last_arrival = 0u64;
-    for k in 0..40_000u64 {
-        let ts = 1_000 * MS + k * 10_000; // 100 kpps, 8 intervals
+    for k in 0..packets {
+        let ts = 1_000 * MS + k * 10_000;
         let id = rnd();
         sent.push(rec(ts, id));
         if rnd() % 100 == 0 {
@@ -219,39 +308,54 @@ fn a_delimiter_cut_gives_both_points_the_same_packets() {
         last_arrival = arrival;
         received.push(rec(arrival, id));
     }
+    (sent, received)
+}
+
+/// The exact method's outcomes of `sent` and `received` joined under `cut`, the two streams
+/// pushed in lock-step a few packets at a time.
+fn run_pair(
+    iv: Intervals,
+    cut: Cut,
+    sent: &[PacketRecord],
+    received: &[PacketRecord],
+) -> Vec<crate::pipeline::IntervalOutcome> {
     let methods: Vec<Arc<dyn crate::method::Method>> = vec![Arc::new(ExactMethod)];
-    let run = |cut: Cut| {
-        let mut p = PairPipeline::new(
-            PipelineConfig {
-                intervals: iv,
-                disorder_ns: MS,
-            },
-            methods.clone(),
-            Some(TruthConfig::new(iv, 100 * MS)),
-        )
-        .with_cut(cut);
-        // the two streams in lock-step, a few packets at a time
-        let (mut a, mut b) = (0, 0);
-        while a < sent.len() || b < received.len() {
-            let take_s =
-                b >= received.len() || (a < sent.len() && sent[a].ts_ns <= received[b].ts_ns);
-            if take_s {
-                let e = (a + 64).min(sent.len());
-                p.push(Role::Sender, &sent[a..e], &mut NoTimer, &mut NoHook);
-                a = e;
-            } else {
-                let e = (b + 64).min(received.len());
-                p.push(Role::Receiver, &received[b..e], &mut NoTimer, &mut NoHook);
-                b = e;
-            }
+    let mut p = PairPipeline::new(
+        PipelineConfig {
+            intervals: iv,
+            disorder_ns: MS,
+        },
+        methods,
+        Some(TruthConfig::new(iv, 100 * MS)),
+    )
+    .with_cut(cut);
+    let (mut a, mut b) = (0, 0);
+    while a < sent.len() || b < received.len() {
+        let take_s = b >= received.len() || (a < sent.len() && sent[a].ts_ns <= received[b].ts_ns);
+        if take_s {
+            let e = (a + 64).min(sent.len());
+            p.push(Role::Sender, &sent[a..e], &mut NoTimer, &mut NoHook);
+            a = e;
+        } else {
+            let e = (b + 64).min(received.len());
+            p.push(Role::Receiver, &received[b..e], &mut NoTimer, &mut NoHook);
+            b = e;
         }
-        p.finish_point(Role::Sender, &mut NoTimer, &mut NoHook);
-        p.finish_point(Role::Receiver, &mut NoTimer, &mut NoHook);
-        let mut out: Vec<_> = p.drain().collect();
-        let (rest, _, _) = p.finish();
-        out.extend(rest);
-        out
-    };
+    }
+    p.finish_point(Role::Sender, &mut NoTimer, &mut NoHook);
+    p.finish_point(Role::Receiver, &mut NoTimer, &mut NoHook);
+    let mut out: Vec<_> = p.drain().collect();
+    let (rest, _, _) = p.finish();
+    out.extend(rest);
+    out
+}
+
+#[test]
+fn a_delimiter_cut_gives_both_points_the_same_packets() {
+    let iv = Intervals::aligned(50 * MS);
+    // 100 kpps, 8 intervals
+    let (sent, received) = fifo_path(40_000);
+    let run = |cut: Cut| run_pair(iv, cut, &sent, &received);
     let delivered: std::collections::HashSet<u64> = received.iter().map(|r| r.id).collect();
     let by_interval = |i: u64| -> Vec<u64> {
         sent.iter()
@@ -312,6 +416,123 @@ fn a_delimiter_cut_gives_both_points_the_same_packets() {
     assert!(outcomes.iter().all(|o| o.cut.is_none()));
 }
 
+/// S's capture stops while traffic goes on, and R's goes on capturing it. Stopped just before
+/// a boundary, S's last interval at R holds exactly the packets S sent in it less the lost
+/// ones, cut after S's last packet (read as silence, R's whole window past the boundary went
+/// into it: it "received" more than S sent). Stopped inside an interval, R's interval holds
+/// what it received after S stopped in its core, beyond any cut: its end falls back and says
+/// so, and the interval before it is whole.
+#[test]
+fn a_sender_that_stops_first_keeps_its_last_interval_its_own() {
+    let iv = Intervals::aligned(50 * MS);
+    let (sent, received) = fifo_path(40_000);
+    let delivered: std::collections::HashSet<u64> = received.iter().map(|r| r.id).collect();
+    let cut = Cut::delimiter(20 * MS, 8, iv).unwrap();
+    let mine = |s: &[PacketRecord], i: u64| {
+        let all = s.iter().filter(|r| iv.index(r.ts_ns) == Some(i));
+        (
+            all.clone().count() as u64,
+            all.filter(|r| delivered.contains(&r.id)).count() as u64,
+        )
+    };
+    // S stops 0.5 ms before the boundary at 1.2 s (interval 24)
+    let s: Vec<PacketRecord> = sent
+        .iter()
+        .copied()
+        .filter(|r| r.ts_ns < 1_200 * MS - MS / 2)
+        .collect();
+    let outcomes = run_pair(iv, cut, &s, &received);
+    let o = outcomes.iter().find(|o| o.index == 23).unwrap();
+    let Some(Ok(e)) = &o.estimates[0] else {
+        panic!("no exact estimate")
+    };
+    let (ns, nr) = mine(&s, 23);
+    assert_eq!(
+        o.packets,
+        Some([ns, nr]),
+        "R's packets of S's last interval"
+    );
+    assert_eq!(e.samples, nr);
+    let t = o.truth.as_ref().unwrap();
+    assert_eq!((t.matched, t.lost), (nr, ns - nr));
+    let end = o.cut.unwrap().end.unwrap();
+    assert_eq!(end.cut, BoundaryCut::Ended);
+    // R received traffic past S's stop within the window: the cut moved it out
+    assert!(end.held > 100 && end.crossed > 0, "{end:?}");
+    // what reading the end as silence gave
+    let mut silent = Held::default();
+    for r in &received {
+        if cut.delimiters().unwrap().window_of(&iv, r.ts_ns) == Some(24) {
+            silent.records.push(*r);
+        }
+    }
+    let old = split(
+        &iv,
+        23,
+        &Held::default(),
+        &silent,
+        None,
+        Some(&Named::SILENT),
+    );
+    assert!(old.tail.len() as u64 > end.held - end.crossed + 100);
+
+    // S stops 3 ms into interval 24: 23 is whole, 24 holds R's packets after S's stop
+    let s: Vec<PacketRecord> = sent
+        .iter()
+        .copied()
+        .filter(|r| r.ts_ns < 1_203 * MS)
+        .collect();
+    let outcomes = run_pair(iv, cut, &s, &received);
+    let o = outcomes.iter().find(|o| o.index == 23).unwrap();
+    let (ns, nr) = mine(&s, 23);
+    assert_eq!(o.packets, Some([ns, nr]));
+    assert!(o.cut.unwrap().fell_back().is_none());
+    let o = outcomes.iter().find(|o| o.index == 24).unwrap();
+    let (ns, nr) = mine(&s, 24);
+    let [s24, r24] = o.packets.unwrap();
+    assert_eq!(s24, ns);
+    assert!(r24 > 10 * nr, "{r24} at R, {nr} of them S's");
+    assert_eq!(o.cut.unwrap().fell_back(), Some(Fallback::Ended));
+    // the exact method matches identities: S's packets only
+    let Some(Ok(e)) = &o.estimates[0] else {
+        panic!("no exact estimate")
+    };
+    assert_eq!(e.samples, nr);
+}
+
+/// A sender stream names its last packets for the end of its last interval when it ends
+/// short of the next boundary's window, and silence once it has passed it.
+#[test]
+fn a_sender_names_its_end_by_how_far_its_stream_went() {
+    let iv = Intervals::aligned(50 * MS);
+    let cut = Cut::delimiter(20 * MS, 4, iv).unwrap();
+    let methods: Vec<Arc<dyn crate::method::Method>> = vec![Arc::new(ExactMethod)];
+    let recs: Vec<PacketRecord> = (0..100u64)
+        .map(|k| rec(1_000 * MS + k * MS / 4, k))
+        .collect();
+    for (advance, want) in [
+        (None, Named::Last(vec![96, 97, 98, 99])),
+        (Some(1_069 * MS), Named::Last(vec![96, 97, 98, 99])),
+        (Some(1_070 * MS), Named::SILENT),
+    ] {
+        let mut p =
+            crate::pipeline::PointStream::new(Role::Sender, iv, MS, methods.clone()).with_cut(cut);
+        p.push(&recs, &NoTimer);
+        if let Some(t) = advance {
+            p.advance(t);
+        }
+        let mut closed = Vec::new();
+        p.drain_closed(&mut closed);
+        p.finish(&mut closed);
+        assert_eq!(closed.len(), 1);
+        let PointCut::Sender { start, end } = &closed[0].cut else {
+            panic!("a sender's cut")
+        };
+        assert_eq!(start, &[0, 1, 2, 3]);
+        assert_eq!(end, &want, "advanced to {advance:?}");
+    }
+}
+
 /// R's synopsis assembled from its core and the two windows is the one of its packets in
 /// order, and a receiver stream closed under a delimiter cut keeps every record exactly once.
 #[test]
@@ -336,7 +557,14 @@ fn a_receiver_keeps_every_record_once() {
         let PointCut::Receiver { head, tail } = &c.cut else {
             panic!("receiver cut data")
         };
-        let s = split(&iv, c.index, head, tail, Some(&[]), Some(&[]));
+        let s = split(
+            &iv,
+            c.index,
+            head,
+            tail,
+            Some(&Named::First(vec![])),
+            Some(&Named::First(vec![])),
+        );
         let syn = assemble(&ExactMethod, c.synopses.into_iter().next(), &s).unwrap();
         let e = downcast_ref::<ExactSynopsis>(&*syn, "exact").unwrap();
         seen.extend(e.packets.iter().map(|p| p.0));

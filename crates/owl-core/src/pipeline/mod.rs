@@ -30,7 +30,7 @@ pub mod truth;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use crate::cut::{Cut, IntervalCut, PointCut};
+use crate::cut::{Cut, IntervalCut, Named, PointCut};
 use crate::exact::IntervalTruth;
 use crate::interval::Intervals;
 use crate::method::{Estimate, Method, MethodError, PointSynopsis, Role};
@@ -222,17 +222,18 @@ pub struct JoinedInterval {
 /// The join of interval `index` at both points, the one rule `owl compare`, `owl estimate` and
 /// the live receiver share: a point with no side gets empty synopses; under a delimiter cut
 /// R's windows are cut at S's delimiters of the interval's two boundaries — S's own, or where S
-/// has no side, those its neighbours named: `neighbours` are S's delimiters of this interval's
-/// start from its interval `index − 1` and of its end from its interval `index + 1`, each
-/// `Some(&[])` where S is known to have sent nothing there and `None` where unknown (R's clock
-/// then cuts, and says so).
+/// has no side, what its neighbours named: `neighbours` are what S named of this interval's
+/// start with its interval `index − 1` (its delimiters, or its last packets where its stream
+/// ended there) and of its end with its interval `index + 1`, each [`Named::SILENT`] where S
+/// is known to have sent nothing there and `None` where unknown (R's clock then cuts, and says
+/// so).
 pub fn join_interval(
     methods: &[Arc<dyn Method>],
     intervals: &Intervals,
     index: u64,
     sender: Option<PointSide>,
     receiver: Option<PointSide>,
-    neighbours: [Option<&[u64]>; 2],
+    neighbours: [Option<&Named>; 2],
     timer: &mut dyn Timer,
 ) -> JoinedInterval {
     let fresh = |role| -> Synopses { methods.iter().map(|m| m.new_point(role)).collect() };
@@ -241,13 +242,14 @@ pub fn join_interval(
             packets,
             synopses,
             cut: PointCut::Sender { start, end },
-        }) => (Some((Some(start), Some(end))), packets, synopses),
+        }) => (
+            Some((Some(Named::First(start)), Some(end))),
+            packets,
+            synopses,
+        ),
         Some(p) => (None, p.packets, p.synopses),
         None => (
-            Some((
-                neighbours[0].map(<[u64]>::to_vec),
-                neighbours[1].map(<[u64]>::to_vec),
-            )),
+            Some((neighbours[0].cloned(), neighbours[1].cloned())),
             0,
             fresh(Role::Sender),
         ),
@@ -269,14 +271,7 @@ pub fn join_interval(
         };
     };
     let (start, end) = lists.unwrap_or((None, None));
-    let split = crate::cut::split(
-        intervals,
-        index,
-        head,
-        tail,
-        start.as_deref(),
-        end.as_deref(),
-    );
+    let split = crate::cut::split(intervals, index, head, tail, start.as_ref(), end.as_ref());
     let receiver = methods
         .iter()
         .zip(r.synopses)
@@ -344,8 +339,8 @@ pub struct PairPipeline {
     truth: Option<StreamingTruth>,
     /// Closed at one point, waiting for the other.
     waiting: BTreeMap<u64, [Option<ClosedInterval>; 2]>,
-    /// S's delimiters of the end of the last interval S closed, and its index.
-    sender_end: Option<(u64, Vec<u64>)>,
+    /// What S named of the end of the last interval S closed, and its index.
+    sender_end: Option<(u64, Named)>,
     /// Estimated, waiting for the truth.
     estimated: BTreeMap<u64, Estimated>,
     /// Truth closed, waiting for the estimates.
@@ -494,8 +489,8 @@ impl PairPipeline {
                 .get(&(i + 1))
                 .and_then(|n| n[0].as_ref())
                 .map(|n| match &n.cut {
-                    PointCut::Sender { start, .. } => start.clone(),
-                    _ => Vec::new(),
+                    PointCut::Sender { start, .. } => Named::First(start.clone()),
+                    _ => Named::SILENT,
                 });
             if delimited
                 && w[0].is_none()
@@ -510,9 +505,9 @@ impl PairPipeline {
                 .sender_end
                 .as_ref()
                 .filter(|(k, _)| k + 1 == i)
-                .map(|(_, l)| l.as_slice())
+                .map(|(_, l)| l)
                 // S closed nothing at `i − 1`: it sent nothing there, as far as it saw
-                .or(Some(&[][..]));
+                .or(Some(&crate::cut::SILENT));
             let sender_absent = s.is_none();
             let next_end = match &s {
                 Some(ClosedInterval {
@@ -527,7 +522,10 @@ impl PairPipeline {
                 i,
                 s.map(PointSide::from),
                 r.map(PointSide::from),
-                [previous_end, Some(next_sender.as_deref().unwrap_or(&[]))],
+                [
+                    previous_end,
+                    Some(next_sender.as_ref().unwrap_or(&crate::cut::SILENT)),
+                ],
                 timer,
             );
             if next_end.is_some() {

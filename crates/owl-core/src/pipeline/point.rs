@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::cut::{Cut, HOLD_CAP, Held, PointCut};
+use crate::cut::{Cut, HOLD_CAP, Held, Named, PointCut};
 use crate::interval::Intervals;
 use crate::method::{Method, PointSynopsis, Role};
 use crate::record::PacketRecord;
@@ -34,6 +34,9 @@ struct Open {
     synopses: Synopses,
     /// Sender, delimiter cut: its first packets' identities (the delimiters of its start).
     delimiters: Vec<u64>,
+    /// ... and its last ones so far, in capture order: what it names of its end if its stream
+    /// ends before it can name the next interval's delimiters ([`Named::Last`]).
+    last: Vec<u64>,
 }
 
 /// What a point's stream held besides the records its intervals took.
@@ -271,6 +274,7 @@ impl PointStream {
                     packets: 0,
                     synopses: made,
                     delimiters: Vec::new(),
+                    last: Vec::new(),
                 })
             }
         };
@@ -284,6 +288,10 @@ impl PointStream {
                     open.delimiters.push(r.id);
                 }
             }
+            let last = &run[run.len().saturating_sub(count)..];
+            open.last.extend(last.iter().map(|r| r.id));
+            let over = open.last.len().saturating_sub(count);
+            open.last.drain(..over);
         }
         let timer: &dyn Timer = timer;
         let synopses = &mut open.synopses;
@@ -369,7 +377,10 @@ impl PointStream {
         });
     }
 
-    /// Close the first open interval (a sender, or any point under a clock cut).
+    /// Close the first open interval (a sender, or any point under a clock cut). A sender
+    /// names the end by the next interval's delimiters; without a next interval, it names none
+    /// (silent) once its stream has passed the next boundary's window, and its last packets
+    /// where the stream ended short of it ([`Named::Last`]).
     fn close_first(&mut self, out: &mut Vec<ClosedInterval>) {
         let Some((i, o)) = self.open.pop_first() else {
             return;
@@ -377,13 +388,22 @@ impl PointStream {
         self.closed_below = self.closed_below.max(i + 1);
         let cut = match &self.cut {
             Cut::Clock => PointCut::None,
-            Cut::Delimiter(_) => PointCut::Sender {
+            Cut::Delimiter(d) => PointCut::Sender {
                 start: o.delimiters,
-                end: self
-                    .open
-                    .get(&(i + 1))
-                    .map(|n| n.delimiters.clone())
-                    .unwrap_or_default(),
+                end: match self.open.get(&(i + 1)) {
+                    Some(n) => Named::First(n.delimiters.clone()),
+                    None => {
+                        let window_end = self
+                            .intervals
+                            .start_ns(i.saturating_add(1))
+                            .saturating_add(d.after_ns);
+                        if self.watermark.is_some_and(|w| w >= window_end) {
+                            Named::SILENT
+                        } else {
+                            Named::Last(o.last)
+                        }
+                    }
+                },
             },
         };
         out.push(ClosedInterval {

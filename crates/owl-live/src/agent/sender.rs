@@ -175,8 +175,8 @@ struct Announced {
     lost: Option<Lost>,
     packets: u64,
     kernel_drops: Option<u64>,
-    /// A delimiter cut: S's delimiters of its start and of its end.
-    delimiters: Option<(Vec<u64>, Vec<u64>)>,
+    /// A delimiter cut: S's delimiters of its start, and what it named of its end.
+    delimiters: Option<(Vec<u64>, Named)>,
     /// Its one-way methods' frames (synopses, or why one could not be sent), kept until R
     /// releases the interval, to send again after a broken connection.
     frames: Vec<Msg>,

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use std::sync::Arc;
 
-use owl_core::cut::{Cut, CutTally, Held, PointCut, decode_point_cut};
+use owl_core::cut::{Cut, CutTally, Held, Named, PointCut, decode_point_cut};
 use owl_core::method::{Combiner, Estimate, Method, PointSynopsis, Role};
 use owl_core::pipeline::{NoTimer, PointSide, join_interval};
 use owl_core::units::format_ns;
@@ -261,10 +261,12 @@ impl Points {
 
     /// S's delimiters of the start of interval `k`, from its next block if it is `k` (none:
     /// S has no interval `k`, it sent nothing there).
-    fn start_of(&self, k: u64) -> Vec<u64> {
+    fn start_of(&self, k: u64) -> Named {
         match &self.current {
-            Some((b, PointCut::Sender { start, .. })) if b.index == k => start.clone(),
-            _ => Vec::new(),
+            Some((b, PointCut::Sender { start, .. })) if b.index == k => {
+                Named::First(start.clone())
+            }
+            _ => Named::SILENT,
         }
     }
 }
@@ -331,7 +333,7 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     let mut cuts = CutTally::default();
     let mut withheld = owl::compare::Withheld::default();
     // S's delimiters of the end of the last interval taken from its file, and its index
-    let mut sender_end: Option<(u64, Vec<u64>)> = None;
+    let mut sender_end: Option<(u64, Named)> = None;
     // packets over the intervals estimated, per point (`None` once a file does not count them)
     let mut totals = [Some(0u64); 2];
     loop {
@@ -388,7 +390,7 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             .as_ref()
             .filter(|(j, _)| j + 1 == k)
             .map(|(_, l)| l.clone())
-            .unwrap_or_default();
+            .unwrap_or(Named::SILENT);
         let next_start = sp.start_of(k + 1);
         let side = |x: Option<Side>, tail: Option<Arc<Held>>| {
             x.map(|x| PointSide {

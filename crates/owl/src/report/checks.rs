@@ -632,6 +632,12 @@ pub fn cuts(cut: &Cut, tally: &CutTally, left: Option<u64>) -> Check<CutCheck> {
                 "{} boundaries: {} at S's delimiters, {} where S sent nothing past them",
                 t.boundaries, t.delimiter, t.silent
             );
+            if t.ended > 0 {
+                s.push_str(&format!(
+                    ", {} after S's last packet where S's capture ended first",
+                    t.ended
+                ));
+            }
             if t.crossed > 0 {
                 s.push_str(&format!(
                     "; {} packets in flight at a cut (at most {} at one) put where S sent them",
@@ -641,7 +647,7 @@ pub fn cuts(cut: &Cut, tally: &CutTally, left: Option<u64>) -> Check<CutCheck> {
             if t.fallbacks() == 0 {
                 ("delimiter", Status::Ok, s)
             } else {
-                let [seen, named, over] = t.fell_back;
+                let [seen, named, over, ended] = t.fell_back;
                 let mut why = Vec::new();
                 if seen > 0 {
                     why.push(format!(
@@ -655,6 +661,11 @@ pub fn cuts(cut: &Cut, tally: &CutTally, left: Option<u64>) -> Check<CutCheck> {
                 }
                 if over > 0 {
                     why.push(format!("{over} whose window overflowed R's hold"));
+                }
+                if ended > 0 {
+                    why.push(format!(
+                        "{ended} where S's capture ended first and none of its last packets reached R within the window"
+                    ));
                 }
                 let listed = t
                     .unpaired_intervals

@@ -26,15 +26,16 @@ impl ReceiverState {
             return (synopses.into_iter().map(Ok).collect(), 0, None);
         };
         let (start, end) = match self.delimiters.get(&k) {
-            Some((a, b)) => (Some(a.clone()), Some(b.clone())),
+            Some((a, b)) => (Some(Named::First(a.clone())), Some(b.clone())),
             None => (
                 Some(
                     k.checked_sub(1)
                         .and_then(|p| self.delimiters.get(&p))
-                        .map(|d| d.1.clone())
-                        .unwrap_or_default(),
+                        .map_or(Named::SILENT, |d| d.1.clone()),
                 ),
-                self.delimiters.get(&(k + 1)).map(|d| d.0.clone()),
+                self.delimiters
+                    .get(&(k + 1))
+                    .map(|d| Named::First(d.0.clone())),
             ),
         };
         let split = owl_core::cut::split(
@@ -42,8 +43,8 @@ impl ReceiverState {
             k,
             &head,
             &tail,
-            start.as_deref(),
-            end.as_deref(),
+            start.as_ref(),
+            end.as_ref(),
         );
         let assembled = self
             .capture_methods

@@ -333,9 +333,9 @@ struct ReceiverState {
     capture_methods: Vec<Arc<dyn Method>>,
     /// What R holds of each interval until it is decided.
     pending: BTreeMap<u64, Pending>,
-    /// S's delimiters of each announced interval's start and end (a delimiter cut), until the
-    /// interval after it is decided.
-    delimiters: BTreeMap<u64, (Vec<u64>, Vec<u64>)>,
+    /// S's delimiters of each announced interval's start, and what it named of its end (a
+    /// delimiter cut), until the interval after it is decided.
+    delimiters: BTreeMap<u64, (Vec<u64>, Named)>,
     /// Intervals S announced and R has not released.
     outstanding: VecDeque<u64>,
     /// Intervals decided and being estimated, in order.
