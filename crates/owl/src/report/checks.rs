@@ -20,44 +20,7 @@ use super::{
 const POINT: [&str; 2] = ["S", "R"];
 const ROLE: [&str; 2] = ["sender", "receiver"];
 
-/// A timestamp as UTC, to the microsecond: `2026-01-01 00:00:00.000000`.
-pub fn format_utc(ns: u64) -> String {
-    format_utc_digits(ns, 6)
-}
-
-/// A timestamp as UTC, to the nanosecond: `2026-01-01 00:00:00.000000000`.
-pub fn format_utc_ns(ns: u64) -> String {
-    format_utc_digits(ns, 9)
-}
-
-/// A timestamp as UTC with `digits` (0 to 9) of the second's fraction.
-fn format_utc_digits(ns: u64, digits: u32) -> String {
-    let secs = ns / 1_000_000_000;
-    let (days, sod) = (secs / 86_400, secs % 86_400);
-    // civil from days (H. Hinnant's algorithm), days since 1970-01-01
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    let digits = digits.min(9);
-    let frac = ns % 1_000_000_000 / 10u64.pow(9 - digits);
-    let frac = if digits == 0 {
-        String::new()
-    } else {
-        format!(".{frac:0w$}", w = digits as usize)
-    };
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}{frac}",
-        sod / 3600,
-        sod / 60 % 60,
-        sod % 60,
-    )
-}
+pub use owl_core::units::{format_utc, format_utc_ns};
 
 /// What a capture keeps: "128 bytes of each ETHERNET frame".
 fn keeps(st: &InputStats) -> String {
@@ -738,27 +701,5 @@ pub fn compare(
         },
         directions: directions(stream, filter),
         cuts,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn utc() {
-        assert_eq!(format_utc(0), "1970-01-01 00:00:00.000000");
-        assert_eq!(
-            format_utc(1_767_225_600_000_000_000 + 1_500),
-            "2026-01-01 00:00:00.000001"
-        );
-        assert_eq!(
-            format_utc(951_782_400_000_000_000),
-            "2000-02-29 00:00:00.000000"
-        );
-        assert_eq!(
-            format_utc_ns(1_767_225_601_226_579_075),
-            "2026-01-01 00:00:01.226579075"
-        );
     }
 }
