@@ -16,6 +16,8 @@ pub const DELAY_BOUNDS_NS: [f64; 22] = [
 ];
 
 /// One line of a receiver agent: `{"type": "interval" | "quiet" | "summary", …}`.
+// a line is read, handled and dropped one at a time: no collection holds many of them
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Line {
@@ -272,6 +274,19 @@ mod tests {
                 rtt_ns: 80,
                 exchanges: 3,
                 discarded: 1,
+                skew: Some(crate::clock::SkewReport {
+                    ppm: 12.5,
+                    low_ppm: 12.25,
+                    high_ppm: 12.75,
+                    span_s: 300.0,
+                }),
+                drift_ns: Some(12_250),
+                steps: 1,
+                last_step: Some(crate::clock::ClockStep {
+                    at_ns: 1_767_225_590_000_000_000,
+                    size_ns: 1_000_000,
+                    bound_ns: 90,
+                }),
             }),
             cut: Some(IntervalCut {
                 start: Some(BoundaryReport {

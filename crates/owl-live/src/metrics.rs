@@ -16,6 +16,11 @@
 //!                                                            two points, to join on `pair` (group_left)
 //! owl_clock_offset_seconds{pair}                    gauge    the sender's clock minus the receiver's (crate::clock)
 //! owl_clock_offset_uncertainty_seconds{pair}        gauge    its bound: half the exchange's round trip
+//! owl_clock_skew_ppm{pair,sender_point,receiver_point}  gauge  how fast S's clock gains on R's (middle
+//!                                                            of the range every exchange of the last
+//!                                                            15 min allows; points empty for --role)
+//! owl_clock_skew_bound_ppm{pair,sender_point,receiver_point}  gauge  half that range
+//! owl_clock_steps{pair,sender_point,receiver_point}  gauge   offset steps the receiver agent found
 //! owl_one_way_delay_seconds{pair,method}           histogram  every recovered delay so far (sample, opa,
 //!                                                            opa-wavelet), weighted by the packets it stands for
 //! owl_class_one_way_delay_seconds{pair,method,class} histogram  the same by flow class (receiver --per-class)
@@ -234,6 +239,9 @@ pub struct Metrics {
     start: Family<PairLabel, FGauge>,
     clock_offset: Family<PairLabel, FGauge>,
     clock_uncertainty: Family<PairLabel, FGauge>,
+    clock_skew: Family<PathLabels, FGauge>,
+    clock_skew_bound: Family<PathLabels, FGauge>,
+    clock_steps: Family<PathLabels, Gauge>,
     path_info: Family<PathLabels, Gauge>,
     intervals: Family<StatusLabels, Counter>,
     decode_failures: Family<MethodLabels, Counter>,
@@ -273,6 +281,9 @@ impl Metrics {
             start: Family::default(),
             clock_offset: Family::default(),
             clock_uncertainty: Family::default(),
+            clock_skew: Family::default(),
+            clock_skew_bound: Family::default(),
+            clock_steps: Family::default(),
             path_info: Family::default(),
             intervals: Family::default(),
             decode_failures: Family::default(),
@@ -355,6 +366,21 @@ impl Metrics {
             "owl_clock_offset_uncertainty_seconds",
             "Bound on the clock offset's error: half the round trip of the exchange it comes from",
             m.clock_uncertainty.clone(),
+        );
+        registry.register(
+            "owl_clock_skew_ppm",
+            "How fast the sender's clock gains on the receiver's, parts per million: the middle of the range of constant skews every clock exchange of the last 15 minutes allows",
+            m.clock_skew.clone(),
+        );
+        registry.register(
+            "owl_clock_skew_bound_ppm",
+            "Half the range of skews every clock exchange of the last 15 minutes allows, ppm",
+            m.clock_skew_bound.clone(),
+        );
+        registry.register(
+            "owl_clock_steps",
+            "Steps of the clock offset (or changes of a clock's rate) the receiver agent found since it started",
+            m.clock_steps.clone(),
         );
         registry.register(
             "owl_intervals",
@@ -517,6 +543,27 @@ impl Metrics {
             self.clock_uncertainty
                 .get_or_create(&p)
                 .set(c.uncertainty_ns as f64 / 1e9);
+            let [sender_point, receiver_point] = line.points.clone().unwrap_or_default();
+            let path = PathLabels {
+                pair: pair.into(),
+                sender_point,
+                receiver_point,
+            };
+            match c.skew {
+                Some(k) => {
+                    self.clock_skew.get_or_create(&path).set(k.ppm);
+                    self.clock_skew_bound
+                        .get_or_create(&path)
+                        .set((k.high_ppm - k.low_ppm) / 2.0);
+                }
+                None => {
+                    self.clock_skew.remove(&path);
+                    self.clock_skew_bound.remove(&path);
+                }
+            }
+            self.clock_steps
+                .get_or_create(&path)
+                .set(i64::try_from(c.steps).unwrap_or(i64::MAX));
         }
         // the gauges of every method shown before are replaced by this interval's
         for method in &methods_before {
@@ -792,8 +839,13 @@ mod tests {
             assert!(t.contains(zero), "{zero} in {t}");
         }
         assert!(t.ends_with("# EOF\n"), "{t}");
-        // a single pair has no points
+        // a single pair has no points; no skew before the exchanges span 30 s
         assert!(!t.contains("owl_path_info{"), "{t}");
+        assert!(!t.contains("owl_clock_skew_ppm{"), "{t}");
+        assert!(
+            t.contains("owl_clock_steps{pair=\"a→b\",sender_point=\"\",receiver_point=\"\"} 0\n"),
+            "{t}"
+        );
         // a resend of an older interval moves nothing and counts nothing
         m.observe("a→b", &il(interval(4, Some(9999.0))));
         let t = m.encode();
@@ -808,6 +860,21 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("status=\"estimated\"} 2"), "{t}");
+        // with a skew, labelled by the path's points
+        let mut v = interval(9, Some(1500.0));
+        v["points"] = json!(["a", "b"]);
+        v["clock"]["skew"] =
+            json!({"ppm": 12.5, "low_ppm": 12.0, "high_ppm": 13.0, "span_s": 300.0});
+        v["clock"]["steps"] = json!(2);
+        m.observe("a→b", &il(v));
+        let t = m.encode();
+        for want in [
+            "owl_clock_skew_ppm{pair=\"a→b\",sender_point=\"a\",receiver_point=\"b\"} 12.5\n",
+            "owl_clock_skew_bound_ppm{pair=\"a→b\",sender_point=\"a\",receiver_point=\"b\"} 0.5\n",
+            "owl_clock_steps{pair=\"a→b\",sender_point=\"a\",receiver_point=\"b\"} 2\n",
+        ] {
+            assert!(t.contains(want), "{want} in {t}");
+        }
     }
 
     /// A point's path names its two points once, in an info gauge to join on `pair`.
@@ -840,7 +907,10 @@ mod tests {
         m.observe("a→b", &il(v));
         let t = m.encode();
         assert!(!t.contains("owl_loss_ratio{"), "{t}");
-        assert!(t.contains("owl_cut_unpaired_intervals_total{pair=\"a→b\"} 1"), "{t}");
+        assert!(
+            t.contains("owl_cut_unpaired_intervals_total{pair=\"a→b\"} 1"),
+            "{t}"
+        );
         m.observe("a→b", &il(interval(6, Some(1500.0))));
         assert!(m.encode().contains("owl_loss_ratio{pair=\"a→b\"} 0.02"));
     }

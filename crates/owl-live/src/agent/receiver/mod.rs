@@ -104,6 +104,7 @@ pub fn receive(
         released: 0,
         clock: ClockFilter::default(),
         pinging: false,
+        clock_said: (false, 0),
         had_sender: false,
         live: matches!(o.input, Input::Live { .. }),
         recorded: false,
@@ -350,6 +351,9 @@ struct ReceiverState {
     /// The clock-offset exchanges with S, and whether a ping is unanswered.
     clock: ClockFilter,
     pinging: bool,
+    /// What the log has said of the clocks: whether they drift beyond the offset's bound
+    /// within an interval, and the steps found.
+    clock_said: (bool, u64),
     /// Whether a sender has resumed on some connection of this process (its history; where
     /// the connection stands now is [`Conn`]).
     had_sender: bool,
@@ -726,7 +730,10 @@ impl ReceiverState {
                 break;
             }
             let (_, mut line) = self.lines.pop_first().expect("checked");
-            line.clock = self.clock.report();
+            line.clock = self.clock.report(self.intervals.length_ns);
+            if let Some(c) = line.clock {
+                self.say_clock(&c);
+            }
             line.path = self.path.clone();
             line.points = self.points.clone();
             if let Some(p) = self.written
@@ -765,6 +772,36 @@ impl ReceiverState {
     /// released, and no work (an RDA exchange) is under way.
     fn sender_through(&self) -> bool {
         self.join.is_through(SENDER) && self.outstanding.is_empty() && self.work.is_empty()
+    }
+
+    /// Log a clock step once, and the clocks' drift beyond the offset's bound within an
+    /// interval when it starts and when it ends.
+    fn say_clock(&mut self, c: &clock::ClockReport) {
+        if let Some(st) = c.last_step.filter(|_| c.steps > self.clock_said.1) {
+            (self.log)(&format!(
+                "warning: the clocks' offset stepped by {} (± {}) at {} UTC: a step of either clock or a change of its rate; the skew is fitted again from there",
+                owl_core::units::format_ns(st.size_ns as f64),
+                owl_core::units::format_ns(st.bound_ns as f64),
+                owl_core::units::format_utc(u64::try_from(st.at_ns).unwrap_or(0))
+            ));
+        }
+        let drifts = c.drifts();
+        if drifts != self.clock_said.0 {
+            match (drifts, c.skew) {
+                (true, Some(k)) => (self.log)(&format!(
+                    "warning: the clocks drift apart by at least {} over one interval (skew {:.3} ppm, between {:.3} and {:.3}), more than the offset's bound of {}: delays early and late in an interval are off by different amounts",
+                    owl_core::units::format_ns(c.drift_ns.unwrap_or(0) as f64),
+                    k.ppm,
+                    k.low_ppm,
+                    k.high_ppm,
+                    owl_core::units::format_ns(c.uncertainty_ns as f64)
+                )),
+                _ => (self.log)(
+                    "the clocks' drift over one interval is back within the offset's bound",
+                ),
+            }
+        }
+        self.clock_said = (drifts, c.steps);
     }
 
     /// Ask S for the time, unless a ping is still unanswered.
