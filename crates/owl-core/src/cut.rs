@@ -299,6 +299,61 @@ impl Named {
     }
 }
 
+/// What S named of each interval's two boundaries, noted as its intervals close or arrive,
+/// for the intervals R joins without S's side: such an interval is cut at what S named with
+/// its neighbours — the end it named with `k − 1` (its delimiters of `k`, or its last packets
+/// where its stream ended in `k − 1`; silence where S has no `k − 1`: it sent nothing there)
+/// and the start it named with `k + 1` (silence where S has passed `k + 1` without it, unknown
+/// while it may still come). The one rule `owl compare`, `owl estimate` and the live receiver
+/// join by. Memory: the intervals noted and not yet forgotten.
+#[derive(Clone, Debug, Default)]
+pub struct Neighbours {
+    named: std::collections::BTreeMap<u64, (Vec<u64>, Named)>,
+}
+
+impl Neighbours {
+    /// S named `start` and `end` for interval `k`.
+    pub fn note(&mut self, k: u64, start: &[u64], end: &Named) {
+        self.named.insert(k, (start.to_vec(), end.clone()));
+    }
+
+    /// S's interval `k`'s cut data, if it is a sender's: noted.
+    pub fn note_cut(&mut self, k: u64, cut: &PointCut) {
+        if let PointCut::Sender { start, end } = cut {
+            self.note(k, start, end);
+        }
+    }
+
+    /// What S named of interval `k`'s start and end: its own where it noted `k`, else its
+    /// neighbours'. `passed`: S will note no interval at or below `k + 1` any more.
+    pub fn around(&self, k: u64, passed: bool) -> [Option<Named>; 2] {
+        if let Some((start, end)) = self.named.get(&k) {
+            return [Some(Named::First(start.clone())), Some(end.clone())];
+        }
+        let end = k
+            .checked_sub(1)
+            .and_then(|p| self.named.get(&p))
+            .map_or(Named::SILENT, |d| d.1.clone());
+        let next = match self.named.get(&(k + 1)) {
+            Some(d) => Some(Named::First(d.0.clone())),
+            None if passed => Some(Named::SILENT),
+            None => None,
+        };
+        [Some(end), next]
+    }
+
+    /// Forget what S named with intervals below `k − 1` (`k − 1`'s end stays: it names `k`'s
+    /// start).
+    pub fn forget_below(&mut self, k: u64) {
+        while let Some((&j, _)) = self.named.first_key_value() {
+            if j.saturating_add(1) >= k {
+                break;
+            }
+            self.named.pop_first();
+        }
+    }
+}
+
 /// Why a boundary was cut by R's clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -572,3 +572,35 @@ fn a_receiver_keeps_every_record_once() {
     assert_eq!(seen, (0..3_000).collect::<Vec<_>>());
     assert!(p.counters().held > 0);
 }
+
+/// An interval S has no side of is cut at what S named with its neighbours: the end of
+/// `k − 1` (silence where S has no `k − 1`), the start of `k + 1` (silence once S has passed
+/// it, unknown before); S's own names where it has `k`; forgetting keeps `k − 1`.
+#[test]
+fn neighbours_name_the_boundaries_of_an_interval_s_has_not() {
+    let mut n = Neighbours::default();
+    n.note(4, &[1, 2], &Named::First(vec![3]));
+    n.note_cut(
+        6,
+        &PointCut::Sender {
+            start: vec![7],
+            end: Named::Last(vec![8, 9]),
+        },
+    );
+    n.note_cut(9, &PointCut::None);
+    assert_eq!(
+        n.around(4, false),
+        [Some(Named::First(vec![1, 2])), Some(Named::First(vec![3]))]
+    );
+    assert_eq!(
+        n.around(5, false),
+        [Some(Named::First(vec![3])), Some(Named::First(vec![7]))]
+    );
+    assert_eq!(n.around(7, false), [Some(Named::Last(vec![8, 9])), None]);
+    assert_eq!(n.around(7, true)[1], Some(Named::SILENT));
+    assert_eq!(n.around(3, true)[0], Some(Named::SILENT));
+    assert_eq!(n.around(9, false), [Some(Named::SILENT), None]);
+    n.forget_below(6);
+    assert_eq!(n.around(5, false)[0], Some(Named::SILENT));
+    assert_eq!(n.around(7, false)[0], Some(Named::Last(vec![8, 9])));
+}

@@ -30,7 +30,7 @@ pub mod truth;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use crate::cut::{Cut, IntervalCut, Named, PointCut};
+use crate::cut::{Cut, IntervalCut, Named, Neighbours, PointCut};
 use crate::exact::IntervalTruth;
 use crate::interval::Intervals;
 use crate::method::{Estimate, Method, MethodError, PointSynopsis, Role};
@@ -339,8 +339,8 @@ pub struct PairPipeline {
     truth: Option<StreamingTruth>,
     /// Closed at one point, waiting for the other.
     waiting: BTreeMap<u64, [Option<ClosedInterval>; 2]>,
-    /// What S named of the end of the last interval S closed, and its index.
-    sender_end: Option<(u64, Named)>,
+    /// What S named of the boundaries of the intervals it closed (pruned as they are joined).
+    neighbours: Neighbours,
     /// Estimated, waiting for the truth.
     estimated: BTreeMap<u64, Estimated>,
     /// Truth closed, waiting for the estimates.
@@ -364,7 +364,7 @@ impl PairPipeline {
             methods,
             truth: truth.map(StreamingTruth::new),
             waiting: BTreeMap::new(),
-            sender_end: None,
+            neighbours: Neighbours::default(),
             estimated: BTreeMap::new(),
             truths: BTreeMap::new(),
             ready: VecDeque::new(),
@@ -470,6 +470,9 @@ impl PairPipeline {
         let side = role as usize;
         for c in std::mem::take(&mut self.closed) {
             let i = c.index;
+            if role == Role::Sender {
+                self.neighbours.note_cut(i, &c.cut);
+            }
             self.waiting.entry(i).or_insert([None, None])[side] = Some(c);
         }
         // a pair is complete once both points closed it (an empty side gets fresh synopses)
@@ -484,53 +487,30 @@ impl PairPipeline {
             }
             // R's side without S's, under a delimiter cut: the end is cut at S's delimiters
             // of the next interval, so wait until S has closed it or passed it
-            let next_sender = self
-                .waiting
-                .get(&(i + 1))
-                .and_then(|n| n[0].as_ref())
-                .map(|n| match &n.cut {
-                    PointCut::Sender { start, .. } => Named::First(start.clone()),
-                    _ => Named::SILENT,
-                });
+            let next_sender = self.waiting.get(&(i + 1)).is_some_and(|n| n[0].is_some());
             if delimited
                 && w[0].is_none()
                 && w[1].is_some()
-                && next_sender.is_none()
+                && !next_sender
                 && self.points[0].closed_below() <= i + 1
             {
                 break;
             }
             let (_, [s, r]) = self.waiting.pop_first().unwrap();
-            let previous_end = self
-                .sender_end
-                .as_ref()
-                .filter(|(k, _)| k + 1 == i)
-                .map(|(_, l)| l)
-                // S closed nothing at `i − 1`: it sent nothing there, as far as it saw
-                .or(Some(&crate::cut::SILENT));
+            // S closed nothing at `i + 1` (or has passed it): it sent nothing there, as far as
+            // it saw
+            let [previous_end, next_start] = self.neighbours.around(i, true);
             let sender_absent = s.is_none();
-            let next_end = match &s {
-                Some(ClosedInterval {
-                    cut: PointCut::Sender { end, .. },
-                    ..
-                }) => Some((i, end.clone())),
-                _ => None,
-            };
             let joined = join_interval(
                 &self.methods,
                 &self.cfg.intervals,
                 i,
                 s.map(PointSide::from),
                 r.map(PointSide::from),
-                [
-                    previous_end,
-                    Some(next_sender.as_ref().unwrap_or(&crate::cut::SILENT)),
-                ],
+                [previous_end.as_ref(), next_start.as_ref()],
                 timer,
             );
-            if next_end.is_some() {
-                self.sender_end = next_end;
-            }
+            self.neighbours.forget_below(i);
             if let (Some(t), Some(c)) = (self.truth.as_mut(), joined.cut) {
                 for (j, b) in [(i, c.start), (i + 1, c.end)] {
                     if let Some(d) = b.and_then(|b| b.decision) {

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded, select, unbounded};
 use hashbrown::HashMap;
-use owl_core::cut::{Cut, CutTally, IntervalCut, Named, PointCut, window_start};
+use owl_core::cut::{Cut, CutTally, IntervalCut, Named, Neighbours, PointCut, window_start};
 use owl_core::flow_class::{
     ClassBook, ClassDelays, ClassTap, ClassTapMethod, DEFAULT_MAX_CLASSES, DEFAULT_TAP_CAPACITY,
 };

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use std::sync::Arc;
 
-use owl_core::cut::{Cut, CutTally, Held, Named, PointCut, decode_point_cut};
+use owl_core::cut::{Cut, CutTally, Held, Neighbours, PointCut, decode_point_cut};
 use owl_core::method::{Combiner, Estimate, Method, PointSynopsis, Role};
 use owl_core::pipeline::{NoTimer, PointSide, join_interval};
 use owl_core::units::format_ns;
@@ -259,14 +259,10 @@ impl Points {
         }
     }
 
-    /// S's delimiters of the start of interval `k`, from its next block if it is `k` (none:
-    /// S has no interval `k`, it sent nothing there).
-    fn start_of(&self, k: u64) -> Named {
-        match &self.current {
-            Some((b, PointCut::Sender { start, .. })) if b.index == k => {
-                Named::First(start.clone())
-            }
-            _ => Named::SILENT,
+    /// Note what S named of the boundaries of its next block's interval (a sender's file).
+    fn note_next(&self, n: &mut Neighbours) {
+        if let Some((b, cut)) = &self.current {
+            n.note_cut(b.index, cut);
         }
     }
 }
@@ -332,8 +328,9 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     let mut tally = Tally::default();
     let mut cuts = CutTally::default();
     let mut withheld = owl::compare::Withheld::default();
-    // S's delimiters of the end of the last interval taken from its file, and its index
-    let mut sender_end: Option<(u64, Named)> = None;
+    // what S named of the boundaries of its intervals read so far (the next one included)
+    let mut neighbours = Neighbours::default();
+    sp.note_next(&mut neighbours);
     // packets over the intervals estimated, per point (`None` once a file does not count them)
     let mut totals = [Some(0u64); 2];
     loop {
@@ -359,6 +356,7 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             })
         };
         let s_side = sp.take(&*method, Role::Sender, k)?;
+        sp.note_next(&mut neighbours);
         let r_side = rp.take(&*method, Role::Receiver, k)?;
         // R held packets around a boundary of an interval S had none of and R recorded none
         // of outside its windows: what it held belongs to the intervals S had, or to none (a
@@ -379,19 +377,8 @@ pub fn run(a: EstimateArgs) -> Result<()> {
                 .as_ref()
                 .map_or((counted).then_some(0), |x| x.packets),
         );
-        let next_sender_end = match &s_side {
-            Some(Side {
-                cut: PointCut::Sender { end, .. },
-                ..
-            }) => Some((k, end.clone())),
-            _ => None,
-        };
-        let previous_end = sender_end
-            .as_ref()
-            .filter(|(j, _)| j + 1 == k)
-            .map(|(_, l)| l.clone())
-            .unwrap_or(Named::SILENT);
-        let next_start = sp.start_of(k + 1);
+        // the file holds S's intervals in order: one not next is one S did not have
+        let [previous_end, next_start] = neighbours.around(k, true);
         let side = |x: Option<Side>, tail: Option<Arc<Held>>| {
             x.map(|x| PointSide {
                 packets: x.packets.unwrap_or(0),
@@ -411,12 +398,10 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             k,
             side(s_side, None),
             side(r_side, Some(rp.head_of(k + 1))),
-            [Some(&previous_end), Some(&next_start)],
+            [previous_end.as_ref(), next_start.as_ref()],
             &mut NoTimer,
         );
-        if next_sender_end.is_some() {
-            sender_end = next_sender_end;
-        }
+        neighbours.forget_below(k);
         // R held packets here that the cut put in a neighbouring interval, and S had none:
         // nothing to measure (a window's interval, not one a point recorded)
         if delimited && sender_absent && joined.packets == [0, 0] {

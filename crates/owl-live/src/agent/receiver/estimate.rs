@@ -25,19 +25,7 @@ impl ReceiverState {
         let PointCut::Receiver { head, tail } = cut else {
             return (synopses.into_iter().map(Ok).collect(), 0, None);
         };
-        let (start, end) = match self.delimiters.get(&k) {
-            Some((a, b)) => (Some(Named::First(a.clone())), Some(b.clone())),
-            None => (
-                Some(
-                    k.checked_sub(1)
-                        .and_then(|p| self.delimiters.get(&p))
-                        .map_or(Named::SILENT, |d| d.1.clone()),
-                ),
-                self.delimiters
-                    .get(&(k + 1))
-                    .map(|d| Named::First(d.0.clone())),
-            ),
-        };
+        let [start, end] = self.neighbours.around(k, false);
         let split = owl_core::cut::split(
             &self.intervals,
             k,

@@ -95,7 +95,7 @@ pub fn receive(
         window: o.queue.max(1),
         join: Join::new(),
         pending: BTreeMap::new(),
-        delimiters: BTreeMap::new(),
+        neighbours: Neighbours::default(),
         outstanding: VecDeque::new(),
         work: BTreeMap::new(),
         lines: BTreeMap::new(),
@@ -334,9 +334,9 @@ struct ReceiverState {
     capture_methods: Vec<Arc<dyn Method>>,
     /// What R holds of each interval until it is decided.
     pending: BTreeMap<u64, Pending>,
-    /// S's delimiters of each announced interval's start, and what it named of its end (a
-    /// delimiter cut), until the interval after it is decided.
-    delimiters: BTreeMap<u64, (Vec<u64>, Named)>,
+    /// What S named of each announced interval's start and end (a delimiter cut), until the
+    /// interval after it is decided.
+    neighbours: Neighbours,
     /// Intervals S announced and R has not released.
     outstanding: VecDeque<u64>,
     /// Intervals decided and being estimated, in order.
@@ -475,8 +475,8 @@ impl ReceiverState {
                 kernel_drops,
                 delimiters,
             } => {
-                if let Some(d) = delimiters {
-                    self.delimiters.insert(interval, d);
+                if let Some((start, end)) = delimiters {
+                    self.neighbours.note(interval, &start, &end);
                 }
                 if self.outstanding.len() >= self.window {
                     return Err(proto(format!(
@@ -595,12 +595,7 @@ impl ReceiverState {
     ) -> Result<(), AgentError> {
         while let Some((k, v)) = self.join.decide() {
             // S's delimiters are needed until the intervals on either side are decided
-            while let Some((&j, _)) = self.delimiters.first_key_value() {
-                if j + 1 >= k {
-                    break;
-                }
-                self.delimiters.pop_first();
-            }
+            self.neighbours.forget_below(k);
             let Pending {
                 local,
                 packets: [sent, received],
