@@ -325,8 +325,11 @@ impl Neighbours {
     }
 
     /// What S named of interval `k`'s start and end: its own where it noted `k`, else its
-    /// neighbours'. `passed`: S will note no interval at or below `k + 1` any more.
+    /// neighbours'. S has passed `k + 1` where it noted a later interval, or where `passed`
+    /// says its stream went past `k + 1` while it was recording (not where its capture ended
+    /// first: it saw nothing after it).
     pub fn around(&self, k: u64, passed: bool) -> [Option<Named>; 2] {
+        let passed = passed || self.named.range(k.saturating_add(2)..).next().is_some();
         if let Some((start, end)) = self.named.get(&k) {
             return [Some(Named::First(start.clone())), Some(end.clone())];
         }

@@ -171,6 +171,14 @@ impl Join {
         self.sides[p].done
     }
 
+    /// Side `p`, still recording, has passed interval `n` without announcing it: it said it
+    /// will announce nothing below a later one, or announced a later one (announcements come
+    /// in order). A side that is done has passed nothing: its capture stopped, it saw nothing.
+    pub fn passed(&self, p: usize, n: u64) -> bool {
+        let s = &self.sides[p];
+        !s.done && (s.below > n || s.last.is_some_and(|l| l > n))
+    }
+
     /// Side `p` is done and every interval it announced is decided: nothing more is needed
     /// from it.
     pub fn is_through(&self, p: usize) -> bool {
@@ -327,6 +335,26 @@ impl Join {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A side has passed an interval it skipped or said it is below; a side that is done, or
+    /// whose connection broke, has passed nothing it did not announce.
+    #[test]
+    fn a_side_passes_what_it_skips() {
+        let mut j = Join::new();
+        j.have(SENDER, 3, Held::Data).unwrap();
+        assert!(!j.passed(SENDER, 3) && !j.passed(SENDER, 4));
+        assert!(j.passed(SENDER, 2));
+        j.below(SENDER, 6);
+        assert!(j.passed(SENDER, 5) && !j.passed(SENDER, 6));
+        j.have(SENDER, 9, Held::Data).unwrap();
+        assert!(j.passed(SENDER, 8));
+        j.done(SENDER);
+        assert!(!j.passed(SENDER, 8), "done: its capture stopped");
+        let mut j = Join::new();
+        j.have(SENDER, 3, Held::Data).unwrap();
+        j.forget(SENDER);
+        assert!(!j.passed(SENDER, 2));
+    }
 
     /// `owl estimate`'s merge-join over two complete lists of recorded intervals.
     fn files(s: &[u64], r: &[u64]) -> Vec<(u64, Verdict)> {

@@ -600,6 +600,9 @@ fn neighbours_name_the_boundaries_of_an_interval_s_has_not() {
     assert_eq!(n.around(7, true)[1], Some(Named::SILENT));
     assert_eq!(n.around(3, true)[0], Some(Named::SILENT));
     assert_eq!(n.around(9, false), [Some(Named::SILENT), None]);
+    // a later interval noted: S passed 8 without it
+    n.note(10, &[11], &Named::SILENT);
+    assert_eq!(n.around(7, false)[1], Some(Named::SILENT));
     n.forget_below(6);
     assert_eq!(n.around(5, false)[0], Some(Named::SILENT));
     assert_eq!(n.around(7, false)[0], Some(Named::Last(vec![8, 9])));

@@ -497,9 +497,10 @@ impl PairPipeline {
                 break;
             }
             let (_, [s, r]) = self.waiting.pop_first().unwrap();
-            // S closed nothing at `i + 1` (or has passed it): it sent nothing there, as far as
-            // it saw
-            let [previous_end, next_start] = self.neighbours.around(i, true);
+            // S closed nothing at `i + 1` while its stream went past it: it sent nothing there
+            let s_passed =
+                !self.points[0].is_done() && self.points[0].closed_below() > i.saturating_add(1);
+            let [previous_end, next_start] = self.neighbours.around(i, s_passed);
             let sender_absent = s.is_none();
             let joined = join_interval(
                 &self.methods,

@@ -156,6 +156,11 @@ impl PointStream {
         self.watermark
     }
 
+    /// The stream has ended ([`finish`](Self::finish)).
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
     /// Every interval below this index is closed (or never held a record).
     pub fn closed_below(&self) -> u64 {
         if self.done {

@@ -377,8 +377,9 @@ pub fn run(a: EstimateArgs) -> Result<()> {
                 .as_ref()
                 .map_or((counted).then_some(0), |x| x.packets),
         );
-        // the file holds S's intervals in order: one not next is one S did not have
-        let [previous_end, next_start] = neighbours.around(k, true);
+        // the file holds S's intervals in order, and its next is noted: S passed k + 1 where
+        // its next is later (at its end, its capture stopped: it saw nothing after it)
+        let [previous_end, next_start] = neighbours.around(k, false);
         let side = |x: Option<Side>, tail: Option<Arc<Held>>| {
             x.map(|x| PointSide {
                 packets: x.packets.unwrap_or(0),

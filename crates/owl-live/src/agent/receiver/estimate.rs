@@ -8,8 +8,9 @@ impl ReceiverState {
     /// packets it held after the start's cut and before the end's ([`owl_core::cut`], the
     /// rule `owl estimate` applies to two files). S's delimiters are those S announced with
     /// `k`, or where S has no interval `k`, its previous interval's for the start (none
-    /// announced: S sent nothing there) and its next one's for the end (not announced yet:
-    /// R's clock cuts, and the line says so). A synopsis that cannot be assembled is an error
+    /// announced: S sent nothing there) and its next one's for the end (none, and S has
+    /// passed it: S sent nothing there; not announced yet: R's clock cuts, and the line says
+    /// so) — [`owl_core::cut::Neighbours`]. A synopsis that cannot be assembled is an error
     /// of its method.
     #[allow(clippy::type_complexity)]
     fn cut_local(
@@ -25,7 +26,8 @@ impl ReceiverState {
         let PointCut::Receiver { head, tail } = cut else {
             return (synopses.into_iter().map(Ok).collect(), 0, None);
         };
-        let [start, end] = self.neighbours.around(k, false);
+        // S's next interval not announced: silence once S has passed it, else R's clock cuts
+        let [start, end] = self.neighbours.around(k, self.join.passed(SENDER, k + 1));
         let split = owl_core::cut::split(
             &self.intervals,
             k,
