@@ -336,6 +336,43 @@ fn lead_in_and_lead_out_are_left_out_as_estimate_does() {
     assert_same_as_files(dir.path(), &s, &cut, &run, &["lda", "rda"], &agreed, false);
 }
 
+/// The sender's capture stops half a millisecond before a boundary while the receiver's goes
+/// on: S's last interval at R holds what S sent in it (all of it: no loss), cut after S's last
+/// packet ("by": "ended"), not R's whole window past the boundary, which is what reading the
+/// end as silence gave (received ≫ sent); as `owl estimate` gives it on the files.
+#[test]
+fn a_sender_that_stops_first_keeps_its_last_interval_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = common::simulate(&dir.path().join("p"), &[]);
+    let cut = dir.path().join("s-stopped.pcap");
+    const T: u64 = 20_000_000;
+    let first = std::cell::Cell::new(None);
+    common::recapture(&s, &cut, 0, |_, ts| {
+        let f = first.get().unwrap_or(ts);
+        first.set(Some(f));
+        ts + 500_000 < (f / T + 5) * T
+    });
+    let last = first.get().unwrap() / T + 4;
+    let key = dir.path().join("k");
+    ok(&["keygen", "-o", key.to_str().unwrap()]);
+    let agreed = ["--interval", "20ms"];
+    let mut common = vec!["--methods", "lda,rda"];
+    common.extend(agreed);
+    let run = agents(&cut, &r, &key, &common);
+    let l = run
+        .lines
+        .iter()
+        .find(|l| l["index"].as_u64() == Some(last))
+        .unwrap_or_else(|| panic!("no line for S's last interval {last}: {:?}", run.lines));
+    assert_eq!(l["status"], "estimated", "{l}");
+    assert!(l["sent"].as_u64().unwrap() > 1_000, "{l}");
+    assert_eq!(l["received"], l["sent"], "{l}");
+    assert_eq!(l["cut"]["end"]["cut"]["by"], "ended", "{l}");
+    // R held the traffic past S's stop in its window: the cut moved it out
+    assert!(l["cut"]["end"]["held"].as_u64().unwrap() > 500, "{l}");
+    assert_same_as_files(dir.path(), &cut, &r, &run, &["lda", "rda"], &agreed, false);
+}
+
 /// Start a receiver that stays up; returns it and its address.
 fn receiver(r: &Path, key: &Path, common: &[&str]) -> (std::process::Child, String) {
     use std::io::{BufRead, BufReader};
