@@ -116,6 +116,8 @@ pub struct Join {
     held: BTreeMap<u64, [Option<Held>; 2]>,
     /// Every interval below this is decided (or was, by a previous receiver).
     decided: u64,
+    /// A delimiter cut: R's interval just after S's last holds none of S's packets.
+    delimited: bool,
 }
 
 /// Index of a side: 0 the sender, 1 the receiver.
@@ -135,6 +137,16 @@ pub struct OutOfOrder {
 impl Join {
     pub fn new() -> Join {
         Join::default()
+    }
+
+    /// The join of a delimiter cut ([`owl_core::cut`]): R's interval just after S's last is a
+    /// lead-out like the later ones, since the cut put S's packets in flight at S's last
+    /// boundary in S's last interval (under a clock cut they are in R's next one: it is kept).
+    pub fn delimited() -> Join {
+        Join {
+            delimited: true,
+            ..Join::default()
+        }
     }
 
     /// Side `p` closed interval `k` with packets (announcements come in ascending order).
@@ -309,10 +321,15 @@ impl Join {
 
     /// Was point `p` not recording at `k` (which only the other point holds)? `None`: not
     /// known yet. As `owl estimate`: `k + before < first` or (`p` ended before `k` and
-    /// `k > last + after`), with `before = 1` for R and `after = 1` for S.
+    /// `k > last + after`), with `before = 1` for R and `after = 1` for S (0 under a
+    /// delimiter cut).
     fn outside(&self, p: usize, k: u64) -> Option<bool> {
         let s = &self.sides[p];
-        let (before, after) = if p == RECEIVER { (1, 0) } else { (0, 1) };
+        let (before, after) = if p == RECEIVER {
+            (1, 0)
+        } else {
+            (0, u64::from(!self.delimited))
+        };
         match s.first {
             // p has recorded: its first is final (intervals close in order)
             Some(f) => {
@@ -357,7 +374,7 @@ mod tests {
     }
 
     /// `owl estimate`'s merge-join over two complete lists of recorded intervals.
-    fn files(s: &[u64], r: &[u64]) -> Vec<(u64, Verdict)> {
+    fn files(s: &[u64], r: &[u64], delimited: bool) -> Vec<(u64, Verdict)> {
         let mut all: Vec<u64> = s.iter().chain(r).copied().collect();
         all.sort_unstable();
         all.dedup();
@@ -373,7 +390,11 @@ mod tests {
             }
             let ended = [!s.iter().any(|&x| x >= k), !r.iter().any(|&x| x >= k)];
             let outside = |p: usize| {
-                let (before, after) = if p == 1 { (1, 0) } else { (0, 1) };
+                let (before, after) = if p == 1 {
+                    (1, 0)
+                } else {
+                    (0, u64::from(!delimited))
+                };
                 first[p].is_some_and(|f| {
                     k + before < f || (ended[p] && last[p].is_some_and(|l| k > l + after))
                 })
@@ -391,6 +412,33 @@ mod tests {
         out
     }
 
+    /// R's interval just after S's last: estimated under a clock cut (S's packets in flight
+    /// at its last boundary are in it at R), a lead-out under a delimiter cut (the cut put
+    /// them in S's last interval).
+    #[test]
+    fn the_interval_after_the_senders_last_is_a_lead_out_under_a_delimiter_cut() {
+        assert_eq!(
+            files(&[3, 4], &[3, 4, 5, 6], false)[2..],
+            [
+                (
+                    5,
+                    Verdict::Estimate {
+                        sender: false,
+                        receiver: true
+                    }
+                ),
+                (6, Verdict::Trimmed { sender: false })
+            ]
+        );
+        assert_eq!(
+            files(&[3, 4], &[3, 4, 5, 6], true)[2..],
+            [
+                (5, Verdict::Trimmed { sender: false }),
+                (6, Verdict::Trimmed { sender: false })
+            ]
+        );
+    }
+
     /// The join, fed as two streams would feed it (below advancing to each side's newest
     /// interval), decides every interval as the files' merge-join does.
     #[test]
@@ -404,7 +452,8 @@ mod tests {
                 (lo..hi).filter(|_| rng.random_range(0..4) > 0).collect()
             };
             let (s, r) = (pick(&mut rng), pick(&mut rng));
-            let want = files(&s, &r);
+            let delimited = trial % 2 == 1;
+            let want = files(&s, &r, delimited);
             // each side's stream: a `below` up to its first interval, then each interval
             // announced as the stream passes it (below somewhere up to the next one), the
             // last one at the end of the capture
@@ -426,7 +475,11 @@ mod tests {
             };
             let streams = [events(&s, &mut rng), events(&r, &mut rng)];
             let mut pos = [0, 0];
-            let mut j = Join::new();
+            let mut j = if delimited {
+                Join::delimited()
+            } else {
+                Join::new()
+            };
             let mut got = Vec::new();
             while pos[0] < streams[0].len() || pos[1] < streams[1].len() {
                 let side = rng.random_range(0..2usize);

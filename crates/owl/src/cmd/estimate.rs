@@ -320,9 +320,10 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     }
     // Each file's first and newest interval: an interval only one point recorded before the
     // other's first or after the other's last is a lead-in or lead-out (that point was not
-    // recording), not loss. S's interval just before R's first and R's just after S's last are
-    // kept (under a clock cut the packets in flight cross into R's next interval; under a
-    // delimiter cut R's window around the boundary holds them), as the live receiver's join.
+    // recording), not loss. S's interval just before R's first is kept (under a clock cut the
+    // packets in flight cross into R's next interval; under a delimiter cut R's window around
+    // the boundary holds them), and under a clock cut R's just after S's last, as the live
+    // receiver's join.
     let first = [sp.index(), rp.index()];
     let mut last = first;
     let mut tally = Tally::default();
@@ -349,7 +350,13 @@ pub fn run(a: EstimateArgs) -> Result<()> {
         let ended = [sp.index().is_none(), rp.index().is_none()];
         // is interval k, which only the other point recorded, outside point p's recording?
         let outside = |p: usize| {
-            let (before, after) = if p == 1 { (1, 0) } else { (0, 1) };
+            // under a delimiter cut, R's interval just after S's last holds none of S's
+            // packets: the cut put those in flight at S's last boundary in S's last interval
+            let (before, after) = if p == 1 {
+                (1, 0)
+            } else {
+                (0, u64::from(!delimited))
+            };
             first[p].is_some_and(|f| {
                 k.saturating_add(before) < f
                     || (ended[p] && last[p].is_some_and(|l| k > l.saturating_add(after)))

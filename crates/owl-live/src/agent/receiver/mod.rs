@@ -93,7 +93,10 @@ pub fn receive(
         capture_methods: capture_methods(&o, Role::Receiver),
         intervals: o.intervals,
         window: o.queue.max(1),
-        join: Join::new(),
+        join: match o.cut {
+            Cut::Delimiter(_) => Join::delimited(),
+            Cut::Clock => Join::new(),
+        },
         pending: BTreeMap::new(),
         neighbours: Neighbours::default(),
         outstanding: VecDeque::new(),
