@@ -280,8 +280,14 @@ pub enum Named {
     First(Vec<u64>),
     /// Its stream ended before it passed `b + after`, so it could not name the delimiters: its
     /// last packets (at most [`Delimiters::count`], in capture order). R cuts after the last of
-    /// them it received.
+    /// them it received, and by its clock where it holds none of them (said: S may have
+    /// stopped inside the interval, whose packets at R then include what came after).
     Last(Vec<u64>),
+    /// As [`Named::Last`], but S's stream went on to the boundary itself (a live capture
+    /// stopped at the end of its interval): S watched the whole interval and saw nothing after
+    /// these. Every packet R received after the last of them that it holds — or, holding none
+    /// (they reached R before the window), every packet it holds — came after S stopped.
+    Stopped(Vec<u64>),
 }
 
 /// [`Named::SILENT`], borrowed.
@@ -294,7 +300,7 @@ impl Named {
     /// The identities S named.
     pub fn ids(&self) -> &[u64] {
         match self {
-            Named::First(ids) | Named::Last(ids) => ids,
+            Named::First(ids) | Named::Last(ids) | Named::Stopped(ids) => ids,
         }
     }
 }
@@ -479,6 +485,15 @@ fn cut_window(held: &Held, named: Option<&Named>, boundary_ns: u64) -> (Boundary
                 None if held.records.is_empty() => (BoundaryCut::Ended, Vec::new()),
                 None => clock(Fallback::Ended),
             }
+        }
+        Some(Named::Stopped(last)) => {
+            let p = held.records.iter().rposition(|r| last.contains(&r.id));
+            (
+                BoundaryCut::Ended,
+                (0..held.records.len())
+                    .map(|k| p.is_none_or(|p| k > p))
+                    .collect(),
+            )
         }
         Some(Named::First(ds)) => {
             let at = held
@@ -719,7 +734,9 @@ const MAX_ENCODED_RECORDS: u64 = HOLD_CAP as u64;
 /// u8 0                                            none (clock cut)
 /// u8 1 | u8 n, n × u64 | u8 m, m × u64           S: delimiters of the start, of the end
 ///                                                 (of the end, `m | 0x80`: its last packets,
-///                                                 [`Named::Last`]; owl before it refuses them)
+///                                                 [`Named::Last`]; `0xff, m`: the same up to
+///                                                 its stop at the boundary, [`Named::Stopped`];
+///                                                 owl before them refuses both)
 /// u8 2 | u8 overflowed | u64 window start ns | varint f, f × 37-byte flow key
 ///      | varint n, n × (varint ts − start, u64 identity, varint flow, varint IP length)
 /// ```
@@ -729,8 +746,8 @@ pub fn encode_point_cut(cut: &PointCut, window_start_ns: u64, out: &mut Vec<u8>)
         PointCut::None => w.u8(CUT_NONE),
         PointCut::Sender { start, end } => {
             w.u8(CUT_SENDER);
-            write_named(&mut w, start, false);
-            write_named(&mut w, end.ids(), matches!(end, Named::Last(_)));
+            write_named(&mut w, &Named::First(start.clone()));
+            write_named(&mut w, end);
         }
         PointCut::Receiver { head, .. } => {
             w.u8(CUT_RECEIVER);
@@ -756,10 +773,22 @@ pub fn encode_point_cut(cut: &PointCut, window_start_ns: u64, out: &mut Vec<u8>)
 
 /// Bit 7 of a named list's count: the list is S's last packets ([`Named::Last`]).
 const NAMED_LAST: u8 = 0x80;
+/// A byte before the count: the list is S's last packets up to its stop at the boundary
+/// ([`Named::Stopped`]).
+const NAMED_STOPPED: u8 = 0xff;
 
-/// One boundary's list as S names it: `u8 n` (`| 0x80` for its last packets), `n × u64`.
-pub fn write_named(w: &mut WireWriter<'_>, ids: &[u64], last: bool) {
-    w.u8(ids.len() as u8 | if last { NAMED_LAST } else { 0 });
+/// One boundary's list as S names it: `u8 n` (its delimiters), `u8 0x80 | n` (its last
+/// packets) or `u8 0xff, u8 n` (its last packets, stopped at the boundary), then `n × u64`.
+pub fn write_named(w: &mut WireWriter<'_>, named: &Named) {
+    let ids = named.ids();
+    match named {
+        Named::First(_) => w.u8(ids.len() as u8),
+        Named::Last(_) => w.u8(ids.len() as u8 | NAMED_LAST),
+        Named::Stopped(_) => {
+            w.u8(NAMED_STOPPED);
+            w.u8(ids.len() as u8);
+        }
+    }
     for &id in ids {
         w.u64(id);
     }
@@ -768,7 +797,11 @@ pub fn write_named(w: &mut WireWriter<'_>, ids: &[u64], last: bool) {
 /// A list [`write_named`] wrote.
 pub fn read_named(r: &mut WireReader<'_>) -> Result<Named, DecodeError> {
     let b = r.u8("delimiter count")?;
-    let n = b & !NAMED_LAST;
+    let (n, make): (u8, fn(Vec<u64>) -> Named) = match b {
+        NAMED_STOPPED => (r.u8("delimiter count")?, Named::Stopped),
+        b if b & NAMED_LAST != 0 => (b & !NAMED_LAST, Named::Last),
+        b => (b, Named::First),
+    };
     if n > MAX_DELIMITERS {
         return Err(r.invalid(format!(
             "{n} delimiters for one boundary (at most {MAX_DELIMITERS})"
@@ -778,11 +811,7 @@ pub fn read_named(r: &mut WireReader<'_>) -> Result<Named, DecodeError> {
     for _ in 0..n {
         ids.push(r.u64("delimiter")?);
     }
-    Ok(if b & NAMED_LAST != 0 {
-        Named::Last(ids)
-    } else {
-        Named::First(ids)
-    })
+    Ok(make(ids))
 }
 
 /// A point's cut data as [`encode_point_cut`] wrote it: `PointCut::Receiver`'s `tail` is

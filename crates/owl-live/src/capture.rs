@@ -845,7 +845,10 @@ fn run_source(
             // the source is idle: every packet older than the lag has been read
             let now = wall_ns().saturating_sub(lag);
             for p in &mut paths.running {
-                p.point.advance(now);
+                // a stopping path's stream ends at its stop: it takes nothing after it, so it
+                // must not pass it (its last interval then ends with S's last packets, not with
+                // a silence it did not watch: owl_core::cut::Named)
+                p.point.advance(p.stop_at.map_or(now, |end| now.min(end)));
                 p.point.drain_closed(&mut p.closed);
             }
         }
@@ -862,6 +865,13 @@ fn run_source(
         if let Some(end) = last_end
             && wall_ns() >= end.saturating_add(lag).saturating_add(o.disorder_ns)
         {
+            // every packet stamped before each path's stop is read: its stream reaches it (a
+            // sender's last interval ends with its last packets up to its stop)
+            for p in &mut paths.running {
+                if let Some(end) = p.stop_at {
+                    p.point.advance(end);
+                }
+            }
             break;
         }
     }

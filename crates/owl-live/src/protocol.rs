@@ -19,7 +19,8 @@
 //!                 and its kernel dropped kernel_drops packets since its previous interval
 //!                 closed; cut = 1 (a delimiter cut): S's delimiters of the interval's start
 //!                 and of its end (owl_core::cut), sent even when the synopses were dropped;
-//!                 m | 0x80: its capture ended first, the m are its last packets (version 7)
+//!                 m | 0x80: its capture ended first, the m are its last packets; 0xff, m: the
+//!                 same, its capture stopped at the interval's end (version 7)
 //! S → R  Below    u64 n: S will announce no interval below n
 //! S → R  Done     S's capture ended; every interval is announced
 //! both   Rda      u64 interval | u16 method | one message of RDA's exchange (owl_core rda::session)
@@ -166,8 +167,8 @@ impl Msg {
                     None => w.u8(0),
                     Some((start, end)) => {
                         w.u8(1);
-                        write_named(&mut w, start, false);
-                        write_named(&mut w, end.ids(), matches!(end, Named::Last(_)));
+                        write_named(&mut w, &Named::First(start.clone()));
+                        write_named(&mut w, end);
                     }
                 }
                 kind::HAVE
@@ -533,6 +534,13 @@ mod tests {
                 packets: 3,
                 kernel_drops: None,
                 delimiters: Some((vec![4], Named::Last(vec![9, 7]))),
+            },
+            Msg::Have {
+                interval: 9,
+                lost: None,
+                packets: 3,
+                kernel_drops: None,
+                delimiters: Some((vec![], Named::Stopped(vec![1, 2, 3]))),
             },
             Msg::Have {
                 interval: 11,

@@ -371,10 +371,18 @@ fn a_sender_that_stops_first_keeps_its_last_interval_its_own() {
     // R held the traffic past S's stop in its window: the cut moved it out
     assert!(l["cut"]["end"]["held"].as_u64().unwrap() > 500, "{l}");
     // and R's intervals after S's last hold none of S's packets: lead-outs, left out
-    for l in run.lines.iter().filter(|l| l["index"].as_u64() > Some(last)) {
+    for l in run
+        .lines
+        .iter()
+        .filter(|l| l["index"].as_u64() > Some(last))
+    {
         assert_eq!(l["status"], "left_out", "{l}");
     }
-    assert!(run.summary["trimmed"][1].as_u64().unwrap() >= 4, "{}", run.summary);
+    assert!(
+        run.summary["trimmed"][1].as_u64().unwrap() >= 4,
+        "{}",
+        run.summary
+    );
     assert_same_as_files(dir.path(), &cut, &r, &run, &["lda", "rda"], &agreed, false);
 }
 

@@ -514,6 +514,114 @@ fn on_a_veth_pair(variant: &str, extra: &[&str]) {
     }
 }
 
+/// A live sender stopped by `--duration` while the traffic goes on, at 10 ms intervals (whose
+/// cut window past a boundary, 4.2 ms, is shorter than the capture's disorder tolerance): S's
+/// last interval at R holds exactly S's packets (no loss on a veth), cut after S's last packet.
+/// The capture used to advance a stopping sender's stream past its stop by the wall clock, so
+/// the end read as a silence S never watched and R's window past it joined S's last interval.
+#[test]
+fn a_sender_stopped_by_duration_keeps_its_last_interval_its_own() {
+    let id = std::process::id();
+    let (ns_s, ns_r) = (format!("owl-s-{id}d"), format!("owl-r-{id}d"));
+    let (if_s, if_r) = (format!("osd{id}"), format!("ord{id}"));
+    let (if_s, if_r) = (&if_s[..if_s.len().min(15)], &if_r[..if_r.len().min(15)]);
+    let test = "a_sender_stopped_by_duration_keeps_its_last_interval_its_own";
+    let Some(mut lab) = Lab::of(test, &[&ns_s, &ns_r], None) else {
+        return;
+    };
+    join_by_veth(
+        [&ns_s, &ns_r],
+        [if_s, if_r],
+        ["10.78.0.1/24", "10.78.0.2/24"],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let key = keygen(dir.path());
+    let bin = env!("CARGO_BIN_EXE_owl");
+    let filter = format!("udp and dst port {PORT}");
+    let common =
+        |role: &str, ifc: &str| live_agent(role, ifc, &filter, "10ms", &key, &["--methods", "rda"]);
+    let listen = "10.78.0.2:7707";
+    let mut rx = Command::new("ip")
+        .args(["netns", "exec", &ns_r, bin])
+        .args(common("receiver", if_r))
+        .args(["--listen", listen])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let r_log = collect(rx.stderr.take().unwrap());
+    let r_out = collect(rx.stdout.take().unwrap());
+    lab.children.push(rx);
+    wait_for(&r_log, "capturing on", &r_log);
+    let s_log = lab.owl_in(
+        &ns_s,
+        &[
+            common("sender", if_s),
+            strings(&["--peer", listen, "--duration", "1s"]),
+        ]
+        .concat(),
+    );
+    wait_for(&s_log, "capturing on", &r_log);
+    // about 4 s of UDP: it goes on well past the sender's stop
+    let ns = ns_s.clone();
+    let traffic =
+        std::thread::spawn(move || send_udp(&ns, &format!("10.78.0.2:{PORT}"), None, 20_000));
+    let t0 = Instant::now();
+    while lab.children[1].try_wait().unwrap().is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the sender did not stop
+sender:
+{}
+receiver:
+{}",
+            s_log.lock().unwrap(),
+            r_log.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    traffic.join().unwrap();
+    let rx_pid = lab.children[0].id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &rx_pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = wait_exits(&mut lab.children, Duration::from_secs(30), &r_log, &s_log);
+    std::thread::sleep(Duration::from_millis(100)); // the last lines of the pipes
+    let all = format!(
+        "receiver:\n{}\nsender:\n{}",
+        r_log.lock().unwrap(),
+        s_log.lock().unwrap()
+    );
+    assert!(status.iter().all(|s| s.success()), "{status:?}\n{all}");
+    let out = r_out.lock().unwrap().clone();
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let with_s: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "interval" && l["sent"].as_u64() > Some(0))
+        .collect();
+    assert!(with_s.len() > 20, "{out}\n{all}");
+    for l in &with_s {
+        assert_eq!(l["status"], "estimated", "{l}\n{all}");
+        assert_eq!(l["sent"], l["received"], "{l}\n{all}");
+    }
+    let last = with_s.last().unwrap();
+    assert_eq!(last["cut"]["end"]["cut"]["by"], "ended", "{last}\n{all}");
+    // R went on capturing: its intervals after S's last are left out, not counted S's
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["status"] == "left_out" && l["index"].as_u64() > last["index"].as_u64()),
+        "{out}\n{all}"
+    );
+}
+
 fn run_in(ns: &str, args: &[&str]) {
     let out = Command::new("ip")
         .args(["netns", "exec", ns])

@@ -199,6 +199,10 @@ fn cut_data_round_trips_and_refuses_hostile_bytes() {
             start: vec![4],
             end: Named::Last(vec![7, 5, 6]),
         },
+        PointCut::Sender {
+            start: vec![],
+            end: Named::Stopped(vec![8]),
+        },
         PointCut::Receiver {
             head: Arc::new(held(records.clone())),
             tail: Arc::new(Held::default()),
@@ -223,9 +227,14 @@ fn cut_data_round_trips_and_refuses_hostile_bytes() {
     assert!(decode_point_cut(&mut WireReader::new(&[9])).is_err());
     // a start named by last packets is refused; so is a count past the most delimiters
     assert!(decode_point_cut(&mut WireReader::new(&[CUT_SENDER, 0x80, 0])).is_err());
-    let mut b = vec![CUT_SENDER, 0, 0x80 | (MAX_DELIMITERS + 1)];
-    b.extend(std::iter::repeat_n(0, 8 * (MAX_DELIMITERS as usize + 1)));
-    assert!(decode_point_cut(&mut WireReader::new(&b)).is_err());
+    for head in [
+        vec![CUT_SENDER, 0, 0x80 | (MAX_DELIMITERS + 1)],
+        vec![CUT_SENDER, 0, 0xff, MAX_DELIMITERS + 1],
+    ] {
+        let mut b = head;
+        b.extend(std::iter::repeat_n(0, 8 * (MAX_DELIMITERS as usize + 1)));
+        assert!(decode_point_cut(&mut WireReader::new(&b)).is_err());
+    }
 }
 
 /// S's stream ended before the boundary's window did: R cuts after the last of S's last
@@ -278,6 +287,14 @@ fn an_ended_sender_is_cut_after_its_last_packet() {
     );
     assert_eq!(s.end.unwrap().cut, BoundaryCut::Ended);
     assert!(s.tail.is_empty());
+    // S watched up to the boundary: holding none of its last packets, R received them before
+    // its window, and every packet it holds came after S stopped
+    let stopped = Named::Stopped(vec![4, 5, 6]);
+    let s = split(&iv, 0, &Held::default(), &none, None, Some(&stopped));
+    assert!(s.tail.is_empty());
+    assert_eq!(s.end.unwrap().cut, BoundaryCut::Ended);
+    let s = split(&iv, 0, &Held::default(), &tail, None, Some(&stopped));
+    assert_eq!(s.tail.iter().map(|r| r.id).collect::<Vec<_>>(), [5, 6]);
 }
 
 /// A FIFO path with delays of up to 8 ms across 50 ms boundaries, 1 % loss: under the
@@ -501,7 +518,8 @@ fn a_sender_that_stops_first_keeps_its_last_interval_its_own() {
 }
 
 /// A sender stream names its last packets for the end of its last interval when it ends
-/// short of the next boundary's window, and silence once it has passed it.
+/// short of the next boundary (Last) or between it and its window's end (Stopped: it watched
+/// the whole interval), and silence once it has passed the window.
 #[test]
 fn a_sender_names_its_end_by_how_far_its_stream_went() {
     let iv = Intervals::aligned(50 * MS);
@@ -510,9 +528,12 @@ fn a_sender_names_its_end_by_how_far_its_stream_went() {
     let recs: Vec<PacketRecord> = (0..100u64)
         .map(|k| rec(1_000 * MS + k * MS / 4, k))
         .collect();
+    let last = vec![96, 97, 98, 99];
     for (advance, want) in [
-        (None, Named::Last(vec![96, 97, 98, 99])),
-        (Some(1_069 * MS), Named::Last(vec![96, 97, 98, 99])),
+        (None, Named::Last(last.clone())),
+        (Some(1_050 * MS - 1), Named::Last(last.clone())),
+        (Some(1_050 * MS), Named::Stopped(last.clone())),
+        (Some(1_069 * MS), Named::Stopped(last.clone())),
         (Some(1_070 * MS), Named::SILENT),
     ] {
         let mut p =

@@ -384,8 +384,9 @@ impl PointStream {
 
     /// Close the first open interval (a sender, or any point under a clock cut). A sender
     /// names the end by the next interval's delimiters; without a next interval, it names none
-    /// (silent) once its stream has passed the next boundary's window, and its last packets
-    /// where the stream ended short of it ([`Named::Last`]).
+    /// (silent) once its stream has passed the next boundary's window, its last packets where
+    /// the stream reached the boundary and stopped short of the window's end
+    /// ([`Named::Stopped`]), and where it ended before the boundary ([`Named::Last`]).
     fn close_first(&mut self, out: &mut Vec<ClosedInterval>) {
         let Some((i, o)) = self.open.pop_first() else {
             return;
@@ -398,14 +399,11 @@ impl PointStream {
                 end: match self.open.get(&(i + 1)) {
                     Some(n) => Named::First(n.delimiters.clone()),
                     None => {
-                        let window_end = self
-                            .intervals
-                            .start_ns(i.saturating_add(1))
-                            .saturating_add(d.after_ns);
-                        if self.watermark.is_some_and(|w| w >= window_end) {
-                            Named::SILENT
-                        } else {
-                            Named::Last(o.last)
+                        let boundary = self.intervals.start_ns(i.saturating_add(1));
+                        match self.watermark {
+                            Some(w) if w >= boundary.saturating_add(d.after_ns) => Named::SILENT,
+                            Some(w) if w >= boundary => Named::Stopped(o.last),
+                            _ => Named::Last(o.last),
                         }
                     }
                 },
