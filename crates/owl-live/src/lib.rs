@@ -10,7 +10,7 @@
 //! | admission: handshakes at once, under a cap and a deadline; the busiest source shed first | [`admission`] |
 //! | the configuration both agents must agree on, and the field that differs | [`config`] |
 //! | the agents' messages (synopses, RDA's exchange, results, flow control) | [`protocol`] |
-//! | the receiver's join of both points' intervals: estimate, lead-in/out, missing | [`join`] |
+//! | the receiver's join of both points' intervals: estimate, lead-in/out, missing (`owl_core::pipeline::join`, re-exported) | [`join`] |
 //! | a point's capture cut into intervals, handed to the exchange (bounded; waits or drops) | [`capture`] |
 //! | live capture on Linux: `AF_PACKET`, a `TPACKET_V3` ring, the kernel's drop counts | [`afpacket`] |
 //! | `--filter`: the measured path's packets, selected on the dissected record | [`filter`] |
@@ -49,7 +49,7 @@ pub mod config;
 /// `--filter` is the traces layer's ([`owl_trace::filter`]): `owl compare` selects with it too.
 pub use owl_trace::filter;
 pub mod frame;
-pub mod join;
+pub use owl_core::pipeline::join;
 pub mod key;
 pub mod lines;
 pub mod link;

@@ -24,6 +24,7 @@
 //! first), pushes batches, and drains [`IntervalOutcome`]s as they are ready. This module does
 //! no I/O and never reads a clock: method timings, when wanted, come through a [`Timer`].
 
+pub mod join;
 pub mod point;
 pub mod truth;
 

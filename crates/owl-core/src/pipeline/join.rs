@@ -1,5 +1,6 @@
-//! The receiver's join of the two points' intervals as they close: which interval can be
-//! decided now, and how — estimated, left out as a lead-in or lead-out, or missing.
+//! The join of the two points' intervals as they close: which interval can be decided now,
+//! and how — estimated, left out as a lead-in or lead-out, or missing. The live receiver
+//! (`owl_live`) decides by it as the two streams announce their intervals.
 //!
 //! The rule is `owl estimate`'s for two files, decided as early as the streams allow: an
 //! interval only one point recorded is estimated against an empty synopsis of the other
@@ -139,7 +140,7 @@ impl Join {
         Join::default()
     }
 
-    /// The join of a delimiter cut ([`owl_core::cut`]): R's interval just after S's last is a
+    /// The join of a delimiter cut ([`crate::cut`]): R's interval just after S's last is a
     /// lead-out like the later ones, since the cut put S's packets in flight at S's last
     /// boundary in S's last interval (under a clock cut they are in R's next one: it is kept).
     pub fn delimited() -> Join {
