@@ -1285,3 +1285,41 @@ fn a_snaplen_too_short_to_identify_packets_is_refused() {
     .unwrap();
     assert_eq!(out["truth"]["lost"], 0, "{}", out["truth"]);
 }
+
+/// A synopsis file whose blocks are not in ascending interval order (two swapped: a file
+/// spliced or written by something else) is refused in one line naming it, not merge-joined
+/// into a wrong pairing.
+#[test]
+fn a_synopsis_file_with_blocks_out_of_order_is_refused() {
+    use owl_core::wire::{StreamReader, SynopsisFile};
+    let dir = tempfile::tempdir().unwrap();
+    let (s, r, _) = simulate(dir.path(), &[]);
+    let agreed = ["--interval", "20ms"];
+    let (fs, _) = record(dir.path(), "lda", &s, "sender", "s.owl", &agreed);
+    let (fr, _) = record(dir.path(), "lda", &r, "receiver", "r.owl", &agreed);
+    let bytes = std::fs::read(&fs).unwrap();
+    let mut reader = StreamReader::open(&bytes[..]).unwrap();
+    let mut blocks = Vec::new();
+    while let Some(b) = reader.next_block().unwrap() {
+        blocks.push(b);
+    }
+    assert!(blocks.len() >= 4);
+    blocks.swap(1, 2);
+    let mut out = reader.header.encode_stream_header();
+    for b in &blocks {
+        out.extend(SynopsisFile::encode_stream_block(
+            b.index,
+            b.packets.unwrap(),
+            &b.payload,
+            &b.cut,
+        ));
+    }
+    out.extend(SynopsisFile::encode_stream_end(blocks.len() as u64));
+    let swapped = dir.path().join("swapped.owl");
+    std::fs::write(&swapped, out).unwrap();
+    let e = fails(
+        &["estimate", swapped.to_str().unwrap(), fr.to_str().unwrap()],
+        "announced out of order",
+    );
+    assert!(e.contains("swapped.owl"), "{e}");
+}

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use owl_core::cut::{Cut, CutTally, Held, Neighbours, PointCut, decode_point_cut};
 use owl_core::method::{Combiner, Estimate, Method, PointSynopsis, Role};
+use owl_core::pipeline::join::{Held as JoinHeld, Join, Verdict};
 use owl_core::pipeline::{NoTimer, PointSide, join_interval};
 use owl_core::units::format_ns;
 use owl_core::wire::{Block, StreamReader, SynopsisFile};
@@ -318,14 +319,32 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     {
         rp.advance()?;
     }
-    // Each file's first and newest interval: an interval only one point recorded before the
-    // other's first or after the other's last is a lead-in or lead-out (that point was not
-    // recording), not loss. S's interval just before R's first is kept (under a clock cut the
-    // packets in flight cross into R's next interval; under a delimiter cut R's window around
-    // the boundary holds them), and under a clock cut R's just after S's last, as the live
-    // receiver's join.
-    let first = [sp.index(), rp.index()];
-    let mut last = first;
+    // Which intervals are estimated and which are a lead-in or lead-out (an interval only one
+    // point recorded before the other's first or after the other's last: that point was not
+    // recording, not loss) is the live receiver's join, fed each file's next block as it is
+    // read (`owl_core::pipeline::join`): S's interval just before R's first is kept (under a
+    // clock cut the packets in flight cross into R's next interval; under a delimiter cut R's
+    // window around the boundary holds them), and under a clock cut R's just after S's last.
+    let mut join = if delimited {
+        Join::delimited()
+    } else {
+        Join::new()
+    };
+    let files = [&a.sender, &a.receiver];
+    // a file's next block (or its end), as the join takes it: blocks come in ascending order
+    let announce = |join: &mut Join, p: usize, next: Option<u64>| -> Result<()> {
+        match next {
+            Some(n) => {
+                join.have(p, n, JoinHeld::Data)
+                    .map_err(|e| anyhow!("{}: {e}", files[p].display()))?;
+                join.below(p, n.saturating_add(1));
+            }
+            None => join.done(p),
+        }
+        Ok(())
+    };
+    announce(&mut join, 0, sp.index())?;
+    announce(&mut join, 1, rp.index())?;
     let mut tally = Tally::default();
     let mut cuts = CutTally::default();
     let mut withheld = owl::compare::Withheld::default();
@@ -334,45 +353,23 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     sp.note_next(&mut neighbours);
     // packets over the intervals estimated, per point (`None` once a file does not count them)
     let mut totals = [Some(0u64); 2];
-    loop {
-        let k = match (sp.index(), rp.index()) {
-            (None, None) => break,
-            (Some(x), None) => x,
-            (None, Some(y)) => y,
-            (Some(x), Some(y)) => x.min(y),
-        };
+    while let Some((k, verdict)) = join.decide() {
         let has = [sp.index() == Some(k), rp.index() == Some(k)];
-        for p in 0..2 {
+        let s_side = sp.take(&*method, Role::Sender, k)?;
+        let r_side = rp.take(&*method, Role::Receiver, k)?;
+        for (p, next) in [(0, sp.index()), (1, rp.index())] {
             if has[p] {
-                last[p] = Some(k);
+                announce(&mut join, p, next)?;
             }
         }
-        let ended = [sp.index().is_none(), rp.index().is_none()];
-        // is interval k, which only the other point recorded, outside point p's recording?
-        let outside = |p: usize| {
-            // under a delimiter cut, R's interval just after S's last holds none of S's
-            // packets: the cut put those in flight at S's last boundary in S's last interval
-            let (before, after) = if p == 1 {
-                (1, 0)
-            } else {
-                (0, u64::from(!delimited))
-            };
-            first[p].is_some_and(|f| {
-                k.saturating_add(before) < f
-                    || (ended[p] && last[p].is_some_and(|l| k > l.saturating_add(after)))
-            })
-        };
-        let s_side = sp.take(&*method, Role::Sender, k)?;
         sp.note_next(&mut neighbours);
-        let r_side = rp.take(&*method, Role::Receiver, k)?;
         // R held packets around a boundary of an interval S had none of and R recorded none
         // of outside its windows: what it held belongs to the intervals S had, or to none (a
         // lead-in or lead-out of the windows): nothing to measure, nothing to say
         if delimited && s_side.is_none() && r_side.as_ref().is_some_and(|x| x.packets == Some(0)) {
             continue;
         }
-        if !a.no_trim && has[0] != has[1] && outside(usize::from(has[0])) {
-            // (has[0]: only S recorded k, so ask whether R was recording)
+        if !a.no_trim && matches!(verdict, Verdict::Trimmed { .. }) {
             tally.trimmed[usize::from(has[1])] += 1;
             continue;
         }
