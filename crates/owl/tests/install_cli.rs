@@ -146,7 +146,7 @@ fn prometheus_rules_check_and_pass_their_tests() {
         (
             ["check", "rules"],
             "owl-rules.yml",
-            "SUCCESS: 7 rules found",
+            "SUCCESS: 8 rules found",
         ),
         (["test", "rules"], "owl-rules.test.yml", "SUCCESS"),
     ] {
