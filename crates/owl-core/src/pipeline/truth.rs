@@ -65,7 +65,8 @@ pub struct TruthConfig {
     /// largest delay measured would have brought it before that record, or sent later than
     /// R's last record by more than that delay (R saw nothing for that long while S sent: it
     /// was not capturing); a receiver packet S never sent, recorded before S's first record
-    /// or later than its last by more than the largest delay. What falls outside is the
+    /// or later than its last by more than the largest delay, or received after S's last
+    /// packet once S's stream has ended (FIFO: sent after S stopped). What falls outside is the
     /// lead-in or lead-out of two captures started or stopped at different times; a lost
     /// packet within the largest delay of the other point's first or last record stays lost,
     /// so two captures of the same span lose no real loss to trimming.
@@ -449,6 +450,8 @@ pub struct StreamingTruth {
     max_delay: u64,
     done: [bool; 2],
     max_send_rank: Option<u64>,
+    /// When R received the sender packet of [`max_send_rank`](Self::max_send_rank).
+    max_send_rank_recv: u64,
     sender_records: u64,
     sender_duplicates: u64,
     receiver_records: u64,
@@ -514,6 +517,7 @@ impl StreamingTruth {
             max_delay: 0,
             done: [false; 2],
             max_send_rank: None,
+            max_send_rank_recv: 0,
             sender_records: 0,
             sender_duplicates: 0,
             receiver_records: 0,
@@ -661,8 +665,19 @@ impl StreamingTruth {
         let early = if p == 0 { ts.saturating_add(d) } else { ts };
         self.cfg.trim
             && self.first[o].is_some_and(|f| {
-                early < f || (self.done[o] && self.wm[o].is_some_and(|l| ts > l.saturating_add(d)))
+                early < f
+                    || (self.done[o] && self.wm[o].is_some_and(|l| ts > l.saturating_add(d)))
+                    || (p == 1 && self.after_senders_last(ts))
             })
+    }
+
+    /// S's stream has ended and R received S's last packet before `ts`: on a FIFO path a
+    /// packet R received later was sent after it, so S (which saw nothing after it) was no
+    /// longer capturing — the lead-out of a sender that stopped first, told by the packets'
+    /// order where the largest delay would leave up to that delay of them "unexpected".
+    fn after_senders_last(&self, ts: u64) -> bool {
+        let last = self.sent_total().checked_sub(1);
+        self.done[0] && last.is_some() && self.max_send_rank == last && ts > self.max_send_rank_recv
     }
 
     /// Record packets seen at the sender.
@@ -992,7 +1007,10 @@ impl StreamingTruth {
         self.received += 1;
         match self.max_send_rank {
             Some(m) if seq < m => self.reordered += 1,
-            _ => self.max_send_rank = Some(seq),
+            _ => {
+                self.max_send_rank = Some(seq);
+                self.max_send_rank_recv = a.ts;
+            }
         }
         let whole = self.cfg.intervals.is_whole();
         if ri != NO_INTERVAL {

@@ -376,3 +376,41 @@ fn packed_whole_run_delays_summarise_as_a_plain_vec() {
         assert_eq!(got.mean_ns.to_bits(), want.mean_ns.to_bits(), "n = {n}");
     }
 }
+
+/// S's capture stops while the traffic goes on, over a FIFO path whose delays reach 8 ms: the
+/// packets R receives after S's last packet were sent after S stopped, so they are trimmed
+/// (S was not capturing), not counted unexpected. By the largest delay alone, those within it
+/// of S's end — about 8 ms of traffic — were "unexpected".
+#[test]
+fn a_sender_that_stops_first_leaves_no_unexpected_packets_on_a_fifo_path() {
+    let mut rng = Pcg64::seed_from_u64(9);
+    let (mut s, mut r) = (Vec::new(), Vec::new());
+    let mut last_arrival = 0u64;
+    for k in 0..30_000u64 {
+        let ts = 1_000_000_000 + k * 10_000;
+        let rec = PacketRecord {
+            ts_ns: ts,
+            id: rng.random(),
+            ..Default::default()
+        };
+        if ts < 1_200_000_000 {
+            s.push(rec);
+        }
+        // FIFO: a queue that drains in order
+        let arrival = (ts + 1_000_000 + rng.random_range(0..7_000_000)).max(last_arrival + 1);
+        last_arrival = arrival;
+        r.push(PacketRecord {
+            ts_ns: arrival,
+            ..rec
+        });
+    }
+    let iv = Intervals::aligned(50_000_000);
+    let c = TruthConfig {
+        trim: true,
+        ..cfg(iv, 1_000_000_000)
+    };
+    let (t, _, _) = stream_truth(&s, &r, c, 3);
+    assert_eq!(t.unexpected, 0, "{t:?}");
+    assert_eq!(t.received, s.len() as u64);
+    assert_eq!(t.trimmed[1], (r.len() - s.len()) as u64);
+}
