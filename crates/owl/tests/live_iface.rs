@@ -139,6 +139,39 @@ fn join_by_veth(ns: [&str; 2], ifs: [&str; 2], addrs: [&str; 2]) {
     }
 }
 
+/// Two namespaces, S's and R's (names and interfaces suffixed by `tag`), joined by a veth pair
+/// on `net`.0/24 (S at .1, R at .2), for test `test`; a folder with a key file. `None`: the
+/// lab is skipped (and said so).
+struct VethPair {
+    lab: Lab,
+    ns: [String; 2],
+    ifs: [String; 2],
+    dir: tempfile::TempDir,
+    key: std::path::PathBuf,
+}
+
+fn veth_pair(test: &str, tag: &str, net: &str) -> Option<VethPair> {
+    let id = std::process::id();
+    let ns = [format!("owl-s-{id}{tag}"), format!("owl-r-{id}{tag}")];
+    let ifs =
+        [format!("os{tag}{id}"), format!("or{tag}{id}")].map(|s| s[..s.len().min(15)].to_string());
+    let lab = Lab::of(test, &[&ns[0], &ns[1]], None)?;
+    join_by_veth(
+        [&ns[0], &ns[1]],
+        [&ifs[0], &ifs[1]],
+        [&format!("{net}.1/24"), &format!("{net}.2/24")],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let key = keygen(dir.path());
+    Some(VethPair {
+        lab,
+        ns,
+        ifs,
+        dir,
+        key,
+    })
+}
+
 fn skip_reason() -> Option<String> {
     let uid = Command::new("id").arg("-u").output().ok()?;
     if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
@@ -369,24 +402,18 @@ fn pcap_agents_on_a_veth_pair_measure_udp_across_it() {
 /// Two namespaces (names and interfaces suffixed by `variant`), agents capturing with `extra`
 /// arguments, UDP sent across.
 fn on_a_veth_pair(variant: &str, extra: &[&str]) {
-    let id = std::process::id();
-    let (ns_s, ns_r) = (
-        format!("owl-s-{id}{variant}"),
-        format!("owl-r-{id}{variant}"),
-    );
-    let (if_s, if_r) = (format!("os{variant}{id}"), format!("or{variant}{id}"));
-    let (if_s, if_r) = (&if_s[..if_s.len().min(15)], &if_r[..if_r.len().min(15)]);
     let test = "agents_on_a_veth_pair_measure_udp_across_it";
-    let Some(mut lab) = Lab::of(test, &[&ns_s, &ns_r], None) else {
+    let Some(VethPair {
+        mut lab,
+        ns: [ns_s, ns_r],
+        ifs: [if_s, if_r],
+        dir: _dir,
+        key,
+    }) = veth_pair(test, variant, "10.77.0")
+    else {
         return;
     };
-    join_by_veth(
-        [&ns_s, &ns_r],
-        [if_s, if_r],
-        ["10.77.0.1/24", "10.77.0.2/24"],
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let key = keygen(dir.path());
+    let (if_s, if_r) = (if_s.as_str(), if_r.as_str());
     let bin = env!("CARGO_BIN_EXE_owl");
     let filter = format!("udp and dst port {PORT}");
     let common = |role: &str, ifc: &str| live_agent(role, ifc, &filter, "1s", &key, extra);
@@ -516,26 +543,24 @@ fn on_a_veth_pair(variant: &str, extra: &[&str]) {
 
 /// A live sender stopped by `--duration` while the traffic goes on, at 10 ms intervals (whose
 /// cut window past a boundary, 4.2 ms, is shorter than the capture's disorder tolerance): S's
-/// last interval at R holds exactly S's packets (no loss on a veth), cut after S's last packet.
-/// The capture used to advance a stopping sender's stream past its stop by the wall clock, so
-/// the end read as a silence S never watched and R's window past it joined S's last interval.
+/// last interval at R holds exactly S's packets (no loss on a veth), cut after S's last packet
+/// (`Named::Stopped`: S watched its whole last interval). Not reached here: a stopping capture
+/// whose link goes quiet no longer advances its stream past its stop by the wall clock (with
+/// traffic flowing, the source is never idle).
 #[test]
 fn a_sender_stopped_by_duration_keeps_its_last_interval_its_own() {
-    let id = std::process::id();
-    let (ns_s, ns_r) = (format!("owl-s-{id}d"), format!("owl-r-{id}d"));
-    let (if_s, if_r) = (format!("osd{id}"), format!("ord{id}"));
-    let (if_s, if_r) = (&if_s[..if_s.len().min(15)], &if_r[..if_r.len().min(15)]);
     let test = "a_sender_stopped_by_duration_keeps_its_last_interval_its_own";
-    let Some(mut lab) = Lab::of(test, &[&ns_s, &ns_r], None) else {
+    let Some(VethPair {
+        mut lab,
+        ns: [ns_s, ns_r],
+        ifs: [if_s, if_r],
+        dir: _dir,
+        key,
+    }) = veth_pair(test, "d", "10.78.0")
+    else {
         return;
     };
-    join_by_veth(
-        [&ns_s, &ns_r],
-        [if_s, if_r],
-        ["10.78.0.1/24", "10.78.0.2/24"],
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let key = keygen(dir.path());
+    let (if_s, if_r) = (if_s.as_str(), if_r.as_str());
     let bin = env!("CARGO_BIN_EXE_owl");
     let filter = format!("udp and dst port {PORT}");
     let common =
@@ -881,21 +906,18 @@ fn a_router_path_with_a_bottleneck_and_loss_matches_tcpdump_truth() {
 /// every other one is estimated, with no loss but the packets in flight across its end.
 #[test]
 fn a_receiver_killed_and_restarted_misses_only_its_down_time() {
-    let id = std::process::id();
-    let (ns_s, ns_r) = (format!("owl-s-{id}k"), format!("owl-r-{id}k"));
-    let (if_s, if_r) = (format!("osk{id}"), format!("ork{id}"));
-    let (if_s, if_r) = (&if_s[..if_s.len().min(15)], &if_r[..if_r.len().min(15)]);
     let test = "a_receiver_killed_and_restarted_misses_only_its_down_time";
-    let Some(mut lab) = Lab::of(test, &[&ns_s, &ns_r], None) else {
+    let Some(VethPair {
+        mut lab,
+        ns: [ns_s, ns_r],
+        ifs: [if_s, if_r],
+        dir,
+        key,
+    }) = veth_pair(test, "k", "10.79.0")
+    else {
         return;
     };
-    join_by_veth(
-        [&ns_s, &ns_r],
-        [if_s, if_r],
-        ["10.79.0.1/24", "10.79.0.2/24"],
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let key = keygen(dir.path());
+    let (if_s, if_r) = (if_s.as_str(), if_r.as_str());
     let bin = env!("CARGO_BIN_EXE_owl");
     let filter = format!("udp and dst port {PORT}");
     let db = dir.path().join("owl.db");
