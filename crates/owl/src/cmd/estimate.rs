@@ -363,6 +363,8 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             }
         }
         sp.note_next(&mut neighbours);
+        // k's start is named with k − 1, and what follows needs nothing older
+        neighbours.forget_below(k);
         // R held packets around a boundary of an interval S had none of and R recorded none
         // of outside its windows: what it held belongs to the intervals S had, or to none (a
         // lead-in or lead-out of the windows): nothing to measure, nothing to say
@@ -406,7 +408,6 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             [previous_end.as_ref(), next_start.as_ref()],
             &mut NoTimer,
         );
-        neighbours.forget_below(k);
         // R held packets here that the cut put in a neighbouring interval, and S had none:
         // nothing to measure (a window's interval, not one a point recorded)
         if delimited && sender_absent && joined.packets == [0, 0] {
