@@ -290,9 +290,6 @@ pub enum Named {
     Stopped(Vec<u64>),
 }
 
-/// [`Named::SILENT`], borrowed.
-pub static SILENT: Named = Named::SILENT;
-
 impl Named {
     /// S said nothing of the boundary, as far as it saw: no packet in the window past it.
     pub const SILENT: Named = Named::First(Vec::new());
