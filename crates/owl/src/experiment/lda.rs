@@ -285,17 +285,6 @@ fn series(name: &str, pts: impl Iterator<Item = (f64, f64)>) -> Series {
     }
 }
 
-fn panel(title: &str, y: &str, log_y: bool, series: Vec<Series>) -> Panel {
-    Panel {
-        title: title.into(),
-        x_label: "loss rate".into(),
-        y_label: y.into(),
-        log_x: true,
-        log_y,
-        series,
-    }
-}
-
 fn summary_rows(runs: &[LdaRun], labels: &[String], losses: &[f64]) -> Vec<Vec<String>> {
     let mut rows = Vec::new();
     for label in labels {
@@ -441,15 +430,15 @@ pub fn run_loss(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     plot_png(
         &png,
         &[
-            panel("(a) relative error of the mean", "relative error", true, pa),
-            panel(
+            Panel::over_loss_rate("(a) relative error of the mean", "relative error", true, pa),
+            Panel::over_loss_rate(
                 &format!("(b) estimated mean, {w}, 98% bounds"),
                 "mean delay (ns)",
                 false,
                 pb,
             ),
-            panel("(c) relative error of the std", "relative error", true, pc),
-            panel(
+            Panel::over_loss_rate("(c) relative error of the std", "relative error", true, pc),
+            Panel::over_loss_rate(
                 &format!("(d) effective sample size, {w}"),
                 "samples",
                 true,
@@ -540,9 +529,9 @@ pub fn run_banks(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     plot_png(
         &png,
         &[
-            panel("(a) effective sample size", "samples", true, pa),
-            panel("(b) relative error of the mean", "relative error", true, pb),
-            panel("(c) relative error of the std", "relative error", true, pc),
+            Panel::over_loss_rate("(a) effective sample size", "samples", true, pa),
+            Panel::over_loss_rate("(b) relative error of the mean", "relative error", true, pb),
+            Panel::over_loss_rate("(c) relative error of the std", "relative error", true, pc),
         ],
     )?;
     Ok(vec![csv, sum_csv, png])
@@ -724,9 +713,9 @@ pub fn run_vs_probes(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     plot_png(
         &png,
         &[
-            panel("(a) sample size", "samples", true, pa),
-            panel("(b) relative error of the mean", "relative error", true, pb),
-            panel("(c) relative error of the std", "relative error", true, pc),
+            Panel::over_loss_rate("(a) sample size", "samples", true, pa),
+            Panel::over_loss_rate("(b) relative error of the mean", "relative error", true, pb),
+            Panel::over_loss_rate("(c) relative error of the std", "relative error", true, pc),
         ],
     )?;
     Ok(vec![csv, sum_csv, png])

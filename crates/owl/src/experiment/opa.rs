@@ -606,14 +606,7 @@ fn versus(ctx: &Ctx) -> Result<Vec<PathBuf>> {
         {
             series.push(floor);
         }
-        Panel {
-            title: title.into(),
-            x_label: "loss rate".into(),
-            y_label: y.into(),
-            log_x: true,
-            log_y,
-            series,
-        }
+        Panel::over_loss_rate(title, y, log_y, series)
     };
     let png = ctx.path("opa-vs.png");
     plot_png(

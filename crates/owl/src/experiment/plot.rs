@@ -27,6 +27,20 @@ pub struct Panel {
     pub series: Vec<Series>,
 }
 
+impl Panel {
+    /// A panel over the loss rate (log scale), as the papers' loss sweeps draw theirs.
+    pub fn over_loss_rate(title: &str, y: &str, log_y: bool, series: Vec<Series>) -> Panel {
+        Panel {
+            title: title.into(),
+            x_label: "loss rate".into(),
+            y_label: y.into(),
+            log_x: true,
+            log_y,
+            series,
+        }
+    }
+}
+
 static FONT: Once = Once::new();
 
 fn register_font() {
