@@ -82,6 +82,17 @@ impl Lab {
         wait_for(&log, "listening on", &log);
     }
 
+    /// [`owl_in`](Self::owl_in), its standard output collected too: `(log, output)`.
+    fn owl_in_collected<S: AsRef<std::ffi::OsStr>>(
+        &mut self,
+        ns: &str,
+        args: &[S],
+    ) -> (Arc<Mutex<String>>, Arc<Mutex<String>>) {
+        let log = self.owl_in_to(ns, args, Stdio::piped());
+        let out = collect(self.children.last_mut().unwrap().stdout.take().unwrap());
+        (log, out)
+    }
+
     /// [`owl_in`](Self::owl_in), its standard output to `out`.
     fn owl_in_to<S: AsRef<std::ffi::OsStr>>(
         &mut self,
@@ -414,21 +425,13 @@ fn on_a_veth_pair(variant: &str, extra: &[&str]) {
         return;
     };
     let (if_s, if_r) = (if_s.as_str(), if_r.as_str());
-    let bin = env!("CARGO_BIN_EXE_owl");
     let filter = format!("udp and dst port {PORT}");
     let common = |role: &str, ifc: &str| live_agent(role, ifc, &filter, "1s", &key, extra);
     let listen = format!("{R_ADDR}:7707");
-    let mut rx = Command::new("ip")
-        .args(["netns", "exec", &ns_r, bin])
-        .args(common("receiver", if_r))
-        .args(["--listen", &listen])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let r_log = collect(rx.stderr.take().unwrap());
-    let r_out = collect(rx.stdout.take().unwrap());
-    lab.children.push(rx);
+    let (r_log, r_out) = lab.owl_in_collected(
+        &ns_r,
+        &[common("receiver", if_r), strings(&["--listen", &listen])].concat(),
+    );
     wait_for(&r_log, "capturing on", &r_log);
     let s_log = lab.owl_in(
         &ns_s,
@@ -449,19 +452,12 @@ fn on_a_veth_pair(variant: &str, extra: &[&str]) {
     // intervals, while the receiver, which has no --duration, still runs (it used to wait for
     // the receiver to end first, forever); then the receiver on SIGTERM (`ip netns exec` execs
     // owl: the child is the agent), at the end of its current interval
-    let t0 = Instant::now();
-    let sender_status = loop {
-        if let Some(st) = lab.children[1].try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "the sender (--duration 3s) did not exit while the receiver runs\nsender:\n{}\nreceiver:\n{}",
-            s_log.lock().unwrap(),
-            r_log.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let sender_status = wait_exits(
+        &mut lab.children[1..2],
+        Duration::from_secs(30),
+        &r_log,
+        &s_log,
+    )[0];
     assert!(sender_status.success(), "{}", s_log.lock().unwrap());
     assert!(
         lab.children[0].try_wait().unwrap().is_none(),
@@ -561,22 +557,14 @@ fn a_sender_stopped_by_duration_keeps_its_last_interval_its_own() {
         return;
     };
     let (if_s, if_r) = (if_s.as_str(), if_r.as_str());
-    let bin = env!("CARGO_BIN_EXE_owl");
     let filter = format!("udp and dst port {PORT}");
     let common =
         |role: &str, ifc: &str| live_agent(role, ifc, &filter, "10ms", &key, &["--methods", "rda"]);
     let listen = "10.78.0.2:7707";
-    let mut rx = Command::new("ip")
-        .args(["netns", "exec", &ns_r, bin])
-        .args(common("receiver", if_r))
-        .args(["--listen", listen])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let r_log = collect(rx.stderr.take().unwrap());
-    let r_out = collect(rx.stdout.take().unwrap());
-    lab.children.push(rx);
+    let (r_log, r_out) = lab.owl_in_collected(
+        &ns_r,
+        &[common("receiver", if_r), strings(&["--listen", listen])].concat(),
+    );
     wait_for(&r_log, "capturing on", &r_log);
     let s_log = lab.owl_in(
         &ns_s,
@@ -591,20 +579,12 @@ fn a_sender_stopped_by_duration_keeps_its_last_interval_its_own() {
     let ns = ns_s.clone();
     let traffic =
         std::thread::spawn(move || send_udp(&ns, &format!("10.78.0.2:{PORT}"), None, 20_000));
-    let t0 = Instant::now();
-    while lab.children[1].try_wait().unwrap().is_none() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "the sender did not stop
-sender:
-{}
-receiver:
-{}",
-            s_log.lock().unwrap(),
-            r_log.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_exits(
+        &mut lab.children[1..2],
+        Duration::from_secs(30),
+        &r_log,
+        &s_log,
+    );
     traffic.join().unwrap();
     let rx_pid = lab.children[0].id().to_string();
     assert!(
