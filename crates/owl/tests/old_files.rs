@@ -43,6 +43,20 @@ fn old(version: &str, name: &str) -> PathBuf {
         .join(name)
 }
 
+/// The figures of an interval every report since version 3 prints.
+const INTERVAL_FIGURES: &[&str] = &[
+    "index",
+    "start_ns",
+    "sent",
+    "received",
+    "mean_ns",
+    "std_ns",
+    "samples",
+    "lost",
+    "mean_ci98_ns",
+    "std_ci95_ns",
+];
+
 /// `owl estimate --json` today on sender file `s` and receiver file `r`, and what the writing
 /// commit printed then (`then`): the two reports and their interval lists, of equal length.
 fn now_and_then(s: &Path, r: &Path, then: &Path, what: &str) -> (Value, Value) {
@@ -72,18 +86,7 @@ fn version_3_files_estimate_as_they_did() {
     );
     assert!(a.len() >= 3);
     for (x, y) in a.iter().zip(b) {
-        for k in [
-            "index",
-            "start_ns",
-            "sent",
-            "received",
-            "mean_ns",
-            "std_ns",
-            "samples",
-            "lost",
-            "mean_ci98_ns",
-            "std_ci95_ns",
-        ] {
+        for k in INTERVAL_FIGURES {
             assert_eq!(x[k], y[k], "interval {}: {k}", y["index"]);
         }
         // cut by each point's clock, as they were recorded: no cut data
@@ -274,24 +277,7 @@ fn rewritten(bytes: &[u8]) -> (Vec<u8>, Vec<owl_core::wire::Block>) {
 /// today, cut at S's delimiters; read and written again, byte for byte.
 #[test]
 fn version_4_files_estimate_as_they_did_and_write_again_byte_for_byte() {
-    let now = estimates_as_then(
-        "v4",
-        "lda",
-        &[
-            "index",
-            "start_ns",
-            "sent",
-            "received",
-            "mean_ns",
-            "std_ns",
-            "samples",
-            "lost",
-            "mean_ci98_ns",
-            "std_ci95_ns",
-            "cut",
-        ],
-        &[],
-    );
+    let now = estimates_as_then("v4", "lda", &[INTERVAL_FIGURES, &["cut"]].concat(), &[]);
     assert_eq!(now["checks"]["cuts"]["rule"], "delimiter");
     for role in ["sender", "receiver"] {
         let bytes = std::fs::read(old("v4", &format!("lda-{role}.owl"))).unwrap();
@@ -366,23 +352,10 @@ fn every_method_of_version_4_reads_and_estimates_as_it_did() {
             then["intervals"].as_array().unwrap(),
         );
         for (x, y) in a.iter().zip(b) {
-            for k in [
-                "index",
-                "start_ns",
-                "sent",
-                "received",
-                "mean_ns",
-                "std_ns",
-                "samples",
-                "lost",
-                "mean_ci98_ns",
-                "std_ci95_ns",
-                "cut",
-                "p50_ns",
-                "p90_ns",
-                "p99_ns",
-                "p999_ns",
-            ] {
+            for k in INTERVAL_FIGURES
+                .iter()
+                .chain(&["cut", "p50_ns", "p90_ns", "p99_ns", "p999_ns"])
+            {
                 if *m == "finecomb" && k.starts_with("std") {
                     continue;
                 }
