@@ -75,6 +75,10 @@ pub enum LinkError {
     Refused { reason: String, authenticated: bool },
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// The peer accepted the connection and closed it before it answered the hello: a
+    /// listener that is restarting or shedding (worth connecting again), or not an owl agent.
+    #[error("protocol error: the peer closed the connection during the handshake")]
+    ClosedInHandshake,
 }
 
 impl From<std::io::Error> for LinkError {
@@ -325,9 +329,7 @@ pub fn connect_within(
     frame::write_frame(&mut w, &f)?;
     let mut r = FrameReader::new(stream.try_clone()?);
     let body = r.read_body().map_err(|e| match e {
-        FrameError::Closed => {
-            LinkError::Protocol("the peer closed the connection during the handshake".into())
-        }
+        FrameError::Closed => LinkError::ClosedInHandshake,
         // a read timeout is EAGAIN on Linux: say what it means, not "os error 11"
         FrameError::Io(io)
             if matches!(

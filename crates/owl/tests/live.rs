@@ -1235,11 +1235,12 @@ fn a_collector_killed_mid_run_loses_nothing() {
 /// A TCP relay on a free loopback port to `to`. On its first connection it reads the sender's
 /// frames (`u32 length | version | kind | …`) and, at the `cut_at`-th frame of kind `kind`
 /// (19 `Have`, 22 `Rda`), cuts the connection both ways instead of passing that frame on: the
-/// receiver never hears of it, nor of anything the sender sent after it. Later connections are
-/// relayed whole.
+/// receiver never hears of it, nor of anything the sender sent after it. The `unanswered`
+/// connections after it are accepted and closed before any byte (a receiver restarting, or
+/// shedding); later connections are relayed whole.
 /// With `silent`, the receiver's end of the cut connection is left open (held, never closed):
 /// as after a network partition, the receiver hears nothing of the cut. Its address.
-fn cutting_relay(to: String, kind: u8, cut_at: usize, silent: bool) -> String {
+fn cutting_relay(to: String, kind: u8, cut_at: usize, silent: bool, unanswered: usize) -> String {
     use std::io::{Read, Write};
     use std::net::{Shutdown, TcpListener, TcpStream};
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -1247,8 +1248,18 @@ fn cutting_relay(to: String, kind: u8, cut_at: usize, silent: bool) -> String {
     std::thread::spawn(move || {
         for (n, c) in l.incoming().enumerate() {
             let Ok(a) = c else { continue };
-            let Ok(b) = TcpStream::connect(&to) else {
+            // the first connections after the cut are closed unanswered, as a restarting or
+            // shedding receiver closes them
+            if (1..=unanswered).contains(&n) {
+                drop(a);
                 continue;
+            }
+            let b = match TcpStream::connect(&to) {
+                Ok(b) => b,
+                Err(e) => {
+                    eprintln!("the relay cannot connect to {to}: {e}");
+                    continue;
+                }
             };
             let (mut bx, mut by) = (b.try_clone().unwrap(), a.try_clone().unwrap());
             std::thread::spawn(move || {
@@ -1377,7 +1388,12 @@ fn a_broken_connection_is_resumed_and_loses_only_the_rda_exchanges_under_way() {
     let agreed = ["--interval", "20ms"];
     let mut common = vec!["--methods", "lda,rda", "--speed", "0.1", "--queue", "4"];
     common.extend(agreed);
-    for (kind, nth, silent) in [(19, 4, false), (19, 4, true), (22, 7, false)] {
+    for (kind, nth, silent, unanswered) in [
+        (19, 4, false, 0),
+        (19, 4, true, 0),
+        (22, 7, false, 0),
+        (19, 4, false, 2),
+    ] {
         broken_connection_run(
             dir.path(),
             &s,
@@ -1387,13 +1403,15 @@ fn a_broken_connection_is_resumed_and_loses_only_the_rda_exchanges_under_way() {
             &agreed,
             (kind, nth),
             silent,
+            unanswered,
         );
     }
 }
 
 /// One run of the test above, cut at the `cut.1`-th frame of kind `cut.0`; `silent`: the
 /// receiver does not hear of the cut, and takes the sender's new connection in place of the
-/// old one.
+/// old one; `unanswered`: how many of the sender's connections after the cut are closed before
+/// the handshake (it tries again, and is still one reconnect).
 #[allow(clippy::too_many_arguments)]
 fn broken_connection_run(
     dir: &Path,
@@ -1404,10 +1422,19 @@ fn broken_connection_run(
     agreed: &[&str],
     cut: (u8, usize),
     silent: bool,
+    unanswered: usize,
 ) {
     let run = agents_via(s, r, key, common, &[], &|a| {
-        cutting_relay(a.to_string(), cut.0, cut.1, silent)
+        cutting_relay(a.to_string(), cut.0, cut.1, silent, unanswered)
     });
+    assert!(
+        run.sender_err
+            .matches("the receiver's connection broke in the handshake")
+            .count()
+            >= unanswered,
+        "{}",
+        run.sender_err
+    );
     assert!(
         run.sender_err
             .contains("the connection to the receiver broke"),

@@ -148,16 +148,19 @@ pub enum AgentError {
 }
 
 impl AgentError {
-    /// The connection broke (the peer went away, or the network): worth connecting again.
-    /// A refusal, a failed authentication or a protocol error is not.
+    /// The connection broke (the peer went away, or the network), also before the peer
+    /// answered the hello: worth connecting again. A refusal, a failed authentication or a
+    /// protocol error is not.
     pub fn is_break(&self) -> bool {
         use crate::frame::FrameError;
         matches!(
             self,
             AgentError::Io(_)
-                | AgentError::Link(LinkError::Frame(
-                    FrameError::Io(_) | FrameError::Closed | FrameError::Truncated { .. }
-                ))
+                | AgentError::Link(
+                    LinkError::Frame(
+                        FrameError::Io(_) | FrameError::Closed | FrameError::Truncated { .. }
+                    ) | LinkError::ClosedInHandshake
+                )
         )
     }
 }

@@ -32,6 +32,9 @@ impl SenderSummary {
     }
 }
 
+/// How long S waits before it connects again after a handshake that broke.
+const HANDSHAKE_RETRY: Duration = Duration::from_millis(200);
+
 /// Connect to `peer`, retrying until `patience` has passed (the receiver may start later).
 pub fn connect_with_patience(peer: &str, patience: Duration) -> Result<TcpStream, AgentError> {
     Ok(link::connect_with_patience(peer, "the receiver", patience)?)
@@ -65,19 +68,28 @@ pub fn run_sender(
         handoff: handoff.clone(),
     };
     let mut capturing = false;
+    // since when every handshake after a break has failed: S keeps trying for `patience`
+    let mut failing_since: Option<Instant> = None;
     loop {
         let stream = connect()?;
         let (mut writer, window, rx, read) = match sender_handshake(&o, stream) {
             Ok(x) => x,
-            // the receiver went away again mid-handshake: try again
-            Err(e) if capturing && e.is_break() => {
+            // the receiver went away again mid-handshake, or closed it unanswered (restarting,
+            // or shedding): try again, a little later, for as long as the patience lasts
+            Err(e)
+                if capturing
+                    && e.is_break()
+                    && failing_since.get_or_insert_with(Instant::now).elapsed() < o.patience =>
+            {
                 (o.log)(&format!(
-                    "the receiver's connection broke in the handshake: {e}"
+                    "the receiver's connection broke in the handshake: {e}; trying again"
                 ));
+                std::thread::sleep(HANDSHAKE_RETRY);
                 continue;
             }
             Err(e) => return Err(e),
         };
+        failing_since = None;
         s.window = window;
         if !capturing {
             feed.start();
