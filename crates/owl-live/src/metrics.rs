@@ -57,11 +57,12 @@
 //! cap and deadline.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
 use crate::admission::Admission;
+
+mod endpoint;
 use crate::lines::IntervalLine;
 use std::time::Duration;
 
@@ -660,11 +661,11 @@ impl Metrics {
     }
 }
 
-/// Serve the metrics over HTTP/1.1 on `listener` forever: `GET /metrics` (or `/`) answers the
-/// OpenMetrics text, anything else 404 or 405. Scrapes are answered at once, each on its own
-/// thread under [`crate::admission`]'s cap and deadline (a client that has not had its answer
-/// within [`REQUEST_TIMEOUT`] is closed; idle connections cannot hold the port), and a request
-/// is read to at most [`MAX_REQUEST`] bytes.
+/// Serve the metrics over HTTP/1.1 (hyper) on `listener` forever: `GET /metrics` (or `/`)
+/// answers the OpenMetrics text, anything else 404 or 405. Scrapes are answered at once, each
+/// on its own thread under [`crate::admission`]'s cap and deadline (a client that has not had
+/// its answer within [`REQUEST_TIMEOUT`] is closed; idle connections cannot hold the port), and
+/// a request head is read to at most [`MAX_REQUEST`] bytes (431 past it).
 pub fn serve(listener: TcpListener, metrics: Arc<Metrics>, log: Arc<dyn Fn(&str) + Send + Sync>) {
     let rules = Admission {
         deadline: REQUEST_TIMEOUT,
@@ -674,85 +675,10 @@ pub fn serve(listener: TcpListener, metrics: Arc<Metrics>, log: Arc<dyn Fn(&str)
     crate::admission::serve(
         listener,
         rules,
-        move |s| answer(s, &metrics),
+        move |s| endpoint::answer(s, &metrics),
         |()| {},
         Arc::new(move |m: &str| log(&format!("metrics: {m}"))),
     );
-}
-
-fn answer(mut s: TcpStream, metrics: &Metrics) -> Result<(), String> {
-    s.set_read_timeout(Some(REQUEST_TIMEOUT))
-        .map_err(|e| e.to_string())?;
-    s.set_write_timeout(Some(REQUEST_TIMEOUT))
-        .map_err(|e| e.to_string())?;
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
-        if head.len() >= MAX_REQUEST {
-            return reply(
-                &mut s,
-                "431 Request Header Fields Too Large",
-                "text/plain",
-                "",
-            );
-        }
-        let n = s
-            .read(&mut buf)
-            .map_err(|e| format!("reading a request: {e}"))?;
-        if n == 0 {
-            if head.is_empty() {
-                // a connection closed without a request: nothing to answer, nothing to say
-                return Ok(());
-            }
-            break;
-        }
-        head.extend_from_slice(&buf[..n]);
-    }
-    let line = head.split(|&b| b == b'\n').next().unwrap_or(&[]);
-    let line = String::from_utf8_lossy(line);
-    let mut parts = line.split_whitespace();
-    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = path.split('?').next().unwrap_or("");
-    if method != "GET" && method != "HEAD" {
-        return reply(&mut s, "405 Method Not Allowed", "text/plain", "GET only\n");
-    }
-    if path != "/metrics" && path != "/" {
-        return reply(&mut s, "404 Not Found", "text/plain", "try /metrics\n");
-    }
-    let body = if method == "HEAD" {
-        String::new()
-    } else {
-        metrics.encode()
-    };
-    reply(
-        &mut s,
-        "200 OK",
-        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        &body,
-    )
-}
-
-fn reply(s: &mut TcpStream, status: &str, ctype: &str, body: &str) -> Result<(), String> {
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes())
-        .and_then(|_| s.write_all(body.as_bytes()))
-        .map_err(|e| format!("answering a scrape: {e}"))?;
-    // read what the client still sends (a little, briefly) so that closing with unread bytes
-    // does not reset the connection before it has read the answer
-    let _ = s.shutdown(std::net::Shutdown::Write);
-    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
-    let mut sink = [0u8; 4096];
-    let mut left = 16 * MAX_REQUEST;
-    while left > 0 {
-        match s.read(&mut sink) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => left = left.saturating_sub(n),
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -1018,36 +944,5 @@ mod tests {
         let t = m.encode();
         assert!(t.contains("owl_metric_pairs_dropped_total 3"), "{t}");
         assert!(!t.contains(&format!("pair=\"p{MAX_PAIRS}\"")));
-    }
-
-    #[test]
-    fn the_endpoint_answers_scrapes_and_refuses_the_rest() {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
-        let m = std::sync::Arc::new(Metrics::new());
-        m.observe("x", &il(interval(1, Some(2000.0))));
-        let m2 = m.clone();
-        std::thread::spawn(move || serve(l, m2, Arc::new(|_: &str| {})));
-        let get = |req: &str| {
-            let mut s = TcpStream::connect(addr).unwrap();
-            s.write_all(req.as_bytes()).unwrap();
-            let mut out = String::new();
-            s.read_to_string(&mut out).unwrap();
-            out
-        };
-        let ok = get("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
-        assert!(ok.starts_with("HTTP/1.1 200 OK"), "{ok}");
-        assert!(ok.contains("application/openmetrics-text"), "{ok}");
-        assert!(
-            ok.contains("owl_one_way_delay_mean_seconds{pair=\"x\",method=\"rda\"} 0.000002"),
-            "{ok}"
-        );
-        assert!(get("GET /nope HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
-        assert!(get("POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
-        let big = format!(
-            "GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n",
-            "a".repeat(MAX_REQUEST)
-        );
-        assert!(get(&big).starts_with("HTTP/1.1 431"));
     }
 }
