@@ -270,8 +270,9 @@ pub struct AgentArgs {
     #[arg(long, default_value = "30s", value_parser = parse_duration_u64, value_name = "T")]
     pub collector_patience: u64,
     /// Sender: how long to keep trying to reach the receiver, at the start and after the
-    /// connection broke. Receiver: once its capture is done, how long to wait for a sender
-    /// whose connection broke.
+    /// connection broke (also when the receiver closes a new connection before its
+    /// handshake, as a restarting one does). Receiver: once its capture is done, how long to
+    /// wait for a sender whose connection broke.
     #[arg(long, default_value = "30s", value_parser = parse_duration_u64, value_name = "T")]
     pub connect_timeout: u64,
     #[command(flatten)]
