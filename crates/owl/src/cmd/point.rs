@@ -70,7 +70,21 @@ fn duration(what: &str, v: &Option<String>, default: &str) -> Result<Duration> {
         .map_err(|e| anyhow!("{what} = '{s}': {e}"))
 }
 
-pub fn run(file: &Path, key_override: Option<&Path>, check: bool) -> Result<()> {
+/// A point file read, checked and turned into its paths' specifications; with `check`, the
+/// interface, the key and the collectors are not opened.
+struct Plan {
+    f: PointFile,
+    capture: CaptureArgs,
+    input: owl_live::capture::Input,
+    stop: Option<&'static std::sync::atomic::AtomicBool>,
+    key: owl_live::key::Key,
+    specs: Vec<PathSpec>,
+    patience: Duration,
+    collector_patience: Duration,
+    point_log: Arc<dyn Fn(&str) + Send + Sync>,
+}
+
+fn plan(file: &Path, key_override: Option<&Path>, check: bool) -> Result<Plan> {
     let f = PointFile::read(file)?;
     let paths = f.check().map_err(|e| anyhow!("{}: {e}", file.display()))?;
     let at = |m: String| anyhow!("{}: {m}", file.display());
@@ -219,6 +233,33 @@ pub fn run(file: &Path, key_override: Option<&Path>, check: bool) -> Result<()> 
             .check_replay()
             .map_err(|e| at(format!("[capture]: {e}")))?;
     }
+    Ok(Plan {
+        f,
+        capture,
+        input,
+        stop,
+        key,
+        specs,
+        patience,
+        collector_patience,
+        point_log,
+    })
+}
+
+pub fn run(file: &Path, key_override: Option<&Path>, check: bool) -> Result<()> {
+    let Plan {
+        f,
+        capture,
+        input,
+        stop,
+        key,
+        specs,
+        patience,
+        collector_patience,
+        point_log,
+    } = plan(file, key_override, check)?;
+    let at = |m: String| anyhow!("{}: {m}", file.display());
+    let c = &f.capture;
     if check {
         for p in &specs {
             println!(
