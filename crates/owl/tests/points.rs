@@ -641,3 +641,92 @@ fn two_paths_between_the_same_points_are_measured_apart() {
         );
     }
 }
+
+/// SIGHUP reloads nothing and loses nothing: a point hung up on mid-run (twice: its file as
+/// it was, then broken) logs that it goes on, with what the file says now, and measures its
+/// path as its own pair would; so does a sender hung up on.
+#[test]
+fn a_hangup_reloads_nothing_and_loses_no_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let key = d.join("k");
+    ok(&["keygen", "-o", key.to_str().unwrap()]);
+    let x = path(d, "x", 1, "51", "uniform:0.01");
+    let slow = "speed = \"0.2\"";
+    let bf = config(
+        d,
+        "b",
+        &x.1,
+        true,
+        &key,
+        &[("x", "receiver", None, 1)],
+        "",
+        slow,
+    );
+    let (pb, addr) = point(&bf, &d.join("b.log"), true);
+    let mut pb = Guard(Some(pb));
+    let addr = addr.unwrap();
+    let af = config(
+        d,
+        "a",
+        &x.0,
+        false,
+        &key,
+        &[("x", "sender", Some(&addr), 1)],
+        "",
+        slow,
+    );
+    let (pa, _) = point(&af, &d.join("a.log"), false);
+    let mut pa = Guard(Some(pa));
+    let hup = |c: &Guard| {
+        let pid = c.0.as_ref().unwrap().id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-HUP", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    hup(&pb);
+    hup(&pa);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let good = std::fs::read_to_string(&bf).unwrap();
+    std::fs::write(
+        &bf,
+        good.replace("role = \"receiver\"", "role = \"listener\""),
+    )
+    .unwrap();
+    hup(&pb);
+    let log = |n: &str| std::fs::read_to_string(d.join(format!("{n}.log"))).unwrap_or_default();
+    let (b_status, lines) = finish(&mut pb);
+    let a_status = pa.0.take().unwrap().wait().unwrap();
+    let (a_log, b_log) = (log("a"), log("b"));
+    assert!(b_status.success(), "{b_log}");
+    assert!(a_status.success(), "{a_log}");
+    let said = "SIGHUP: an agent reloads nothing; this one goes on with the paths it started with";
+    assert_eq!(b_log.matches(said).count(), 2, "{b_log}");
+    assert!(b_log.contains("as it is now it checks (1 path)"), "{b_log}");
+    assert!(
+        b_log.contains("as it is now it does not check, fix it first")
+            && b_log.contains("listener"),
+        "{b_log}"
+    );
+    assert_eq!(a_log.matches(said).count(), 1, "{a_log}");
+    assert_path_as_its_pair(
+        &lines,
+        "x",
+        (&d.join("x"), &x.0, &x.1),
+        &["rda", "lda"],
+        &["mean_ns", "samples", "lost"],
+        8,
+    );
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l["type"] == "interval")
+            .all(|l| l["status"] != "missing"),
+        "{lines:?}"
+    );
+}

@@ -100,7 +100,9 @@ packets are in no synopsis: dropped at R they read as loss, at S as packets R ha
 R's interval lines carry both points' drops as \"kernel_drops\":[S, R] (null for a point that
 replays a file or closed no such interval). A live agent runs until its --duration has passed
 or it gets SIGINT or SIGTERM, then stops at the end of the interval then open, exchanges it
-and exits 0 (a second signal exits at once). A sender exits once the receiver has reported
+and exits 0 (a second signal exits at once). SIGHUP reloads nothing and stops nothing: the
+agent logs it and goes on (with --config, saying whether the file as it is now checks). A
+sender exits once the receiver has reported
 every interval it recorded (the receiver's clock passed its last, plus the cut window), while
 the receiver goes on; a receiver exits when its own capture ends and its sender is through.
 
@@ -512,6 +514,14 @@ pub fn run(a: AgentArgs) -> Result<()> {
         per_class: a.per_class,
         log: Arc::new(log),
     };
+    super::hangup::go_on_after_hangup(
+        || {
+            "SIGHUP: an agent reloads nothing; this one goes on as started (to change a flag, \
+             restart it)"
+                .to_string()
+        },
+        log,
+    );
     match agent_role {
         AgentRole::Sender => {
             if a.listen.is_some() {

@@ -89,6 +89,10 @@ pub fn run(a: CollectorArgs) -> Result<()> {
         said += &format!(", metrics on http://{}/metrics", l.local_addr()?);
     }
     log(&said);
+    super::hangup::go_on_after_hangup(
+        || "SIGHUP: the collector reloads nothing; it goes on".to_string(),
+        log,
+    );
     let metrics = scrape.map(|l| {
         let m = Arc::new(Metrics::new());
         let served = m.clone();

@@ -5,6 +5,7 @@ pub mod collector;
 pub mod compare;
 pub mod demo;
 pub mod estimate;
+mod hangup;
 pub mod install;
 pub mod keygen;
 pub mod point;

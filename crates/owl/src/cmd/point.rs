@@ -291,6 +291,28 @@ pub fn run(file: &Path, key_override: Option<&Path>, check: bool) -> Result<()> 
         ));
         return Ok(());
     }
+    {
+        let (file, key_override) = (file.to_path_buf(), key_override.map(Path::to_path_buf));
+        super::hangup::go_on_after_hangup(
+            move || {
+                let now = match plan(&file, key_override.as_deref(), true) {
+                    Ok(p) => format!(
+                        "as it is now it checks ({} path{}): `systemctl restart` (or a restart \
+                         by hand) applies it",
+                        p.specs.len(),
+                        if p.specs.len() == 1 { "" } else { "s" }
+                    ),
+                    Err(e) => format!("as it is now it does not check, fix it first: {e:#}"),
+                };
+                format!(
+                    "SIGHUP: an agent reloads nothing; this one goes on with the paths it \
+                     started with. {}: {now}",
+                    file.display()
+                )
+            },
+            log,
+        );
+    }
     let listener = match &f.listen {
         Some(addr) => {
             let l = TcpListener::bind(addr)
