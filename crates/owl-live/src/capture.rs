@@ -887,26 +887,24 @@ fn add(total: &mut KernelStats, k: KernelStats) {
 
 /// Ask every live capture to stop at the end of its current interval on SIGINT or SIGTERM (a
 /// second signal ends the process at once, status 130). Returns the flag the signals set.
+/// The handlers (`signal_hook`'s, which only store to the flag or `_exit`) are installed once.
 #[cfg(unix)]
 pub fn stop_on_signals() -> &'static AtomicBool {
-    static STOP: AtomicBool = AtomicBool::new(false);
-    extern "C" fn on_signal(_: libc::c_int) {
-        // only async-signal-safe work here: an atomic swap, _exit
-        if STOP.swap(true, Ordering::SeqCst) {
-            // SAFETY: _exit is async-signal-safe
-            unsafe { libc::_exit(130) };
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    static STOP: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+    STOP.get_or_init(|| {
+        let stop = Arc::new(AtomicBool::new(false));
+        for sig in [SIGINT, SIGTERM] {
+            // in this order: a signal that finds the flag set exits, else it sets the flag
+            let installed =
+                signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
+                    .and_then(|_| signal_hook::flag::register(sig, stop.clone()));
+            if let Err(e) = installed {
+                eprintln!("owl: cannot catch signal {sig} ({e}): it ends the process at once");
+            }
         }
-    }
-    // SAFETY: installs a handler that only touches an atomic and calls _exit
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
-        libc::sigemptyset(&mut sa.sa_mask);
-        for sig in [libc::SIGINT, libc::SIGTERM] {
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
-    &STOP
+        stop
+    })
 }
 
 /// Elsewhere no signal stops a live capture (there is none: live capture is Linux only).

@@ -238,7 +238,6 @@ impl Link {
     }
 }
 
-/// The connecting side's handshake.
 /// How long a connection may go silent, or leave data unacknowledged, before the kernel
 /// declares it dead: keepalive probes after [`KEEPALIVE_IDLE_S`] of silence, every
 /// [`KEEPALIVE_INTERVAL_S`], [`KEEPALIVE_PROBES`] of them; and at most [`USER_TIMEOUT_MS`] for
@@ -254,41 +253,22 @@ pub const USER_TIMEOUT_MS: u32 = 30_000;
 pub fn watch_liveness(stream: &TcpStream) -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
     {
-        use std::os::fd::AsRawFd;
-        let fd = stream.as_raw_fd();
-        let set = |level: libc::c_int, name: libc::c_int, v: libc::c_int| -> std::io::Result<()> {
-            // SAFETY: fd is an open socket for the lifetime of `stream`; the option value is a
-            // c_int on the stack, its size given.
-            let r = unsafe {
-                libc::setsockopt(
-                    fd,
-                    level,
-                    name,
-                    (&v as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
-            if r == 0 {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
-            }
-        };
-        set(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1)?;
-        set(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, KEEPALIVE_IDLE_S)?;
-        set(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, KEEPALIVE_INTERVAL_S)?;
-        set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, KEEPALIVE_PROBES)?;
-        set(
-            libc::IPPROTO_TCP,
-            libc::TCP_USER_TIMEOUT,
-            USER_TIMEOUT_MS as libc::c_int,
+        use std::time::Duration;
+        let s = socket2::SockRef::from(stream);
+        s.set_tcp_keepalive(
+            &socket2::TcpKeepalive::new()
+                .with_time(Duration::from_secs(KEEPALIVE_IDLE_S as u64))
+                .with_interval(Duration::from_secs(KEEPALIVE_INTERVAL_S as u64))
+                .with_retries(KEEPALIVE_PROBES as u32),
         )?;
+        s.set_tcp_user_timeout(Some(Duration::from_millis(USER_TIMEOUT_MS.into())))?;
     }
     #[cfg(not(target_os = "linux"))]
     let _ = stream;
     Ok(())
 }
 
+/// The connecting side's handshake.
 pub fn connect(
     stream: TcpStream,
     psk: &Key,
@@ -516,36 +496,22 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn links_watch_for_a_silent_peer() {
-        use std::os::fd::AsRawFd;
+        use std::time::Duration;
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         watch_liveness(&s).unwrap();
-        let get = |level: libc::c_int, name: libc::c_int| -> libc::c_int {
-            let mut v: libc::c_int = -1;
-            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-            // SAFETY: an open socket, and a c_int buffer of the length given.
-            let r = unsafe {
-                libc::getsockopt(
-                    s.as_raw_fd(),
-                    level,
-                    name,
-                    (&mut v as *mut libc::c_int).cast(),
-                    &mut len,
-                )
-            };
-            assert_eq!(r, 0);
-            v
-        };
-        assert_eq!(get(libc::SOL_SOCKET, libc::SO_KEEPALIVE), 1);
-        assert_eq!(get(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE), KEEPALIVE_IDLE_S);
+        let s = socket2::SockRef::from(&s);
+        assert!(s.keepalive().unwrap());
+        let secs = |d: Duration| d.as_secs() as i32;
+        assert_eq!(secs(s.tcp_keepalive_time().unwrap()), KEEPALIVE_IDLE_S);
         assert_eq!(
-            get(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL),
+            secs(s.tcp_keepalive_interval().unwrap()),
             KEEPALIVE_INTERVAL_S
         );
-        assert_eq!(get(libc::IPPROTO_TCP, libc::TCP_KEEPCNT), KEEPALIVE_PROBES);
+        assert_eq!(s.tcp_keepalive_retries().unwrap() as i32, KEEPALIVE_PROBES);
         assert_eq!(
-            get(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT),
-            USER_TIMEOUT_MS as libc::c_int
+            s.tcp_user_timeout().unwrap(),
+            Some(Duration::from_millis(USER_TIMEOUT_MS.into()))
         );
     }
     use std::net::TcpListener;
