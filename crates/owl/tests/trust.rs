@@ -223,6 +223,48 @@ fn estimate_trims_intervals_one_point_did_not_record() {
     );
 }
 
+/// Under a clock cut the interval kept at an edge — S's just before R's first, R's just after
+/// S's last — holds the packets in flight across that boundary and any the other point was not
+/// there to see: it is shown, but left out of the totals, which it made wrong by a whole
+/// interval's packets (here 25 % "lost", R having started at the second boundary).
+#[test]
+fn edges_kept_under_a_clock_cut_stay_out_of_the_totals() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, rp, _) = pair(dir.path());
+    // R starts at the first boundary after its first packet: S alone had the interval before
+    const T: u64 = 50_000_000;
+    let first = std::cell::Cell::new(None);
+    let late = dir.path().join("late.pcap");
+    recapture(&rp, &late, 0, |_, ts| {
+        let f = first.get().unwrap_or(ts);
+        first.set(Some(f));
+        ts >= (f / T + 1) * T
+    });
+    let clock = ["--cut", "clock"];
+    let so = record_with(dir.path(), "rda", &sp, "sender", "s.owl", &clock);
+    let ro = record_with(dir.path(), "rda", &late, "receiver", "r.owl", &clock);
+    let j: Value = serde_json::from_str(&ok(&["estimate", s(&so), s(&ro), "--json"])).unwrap();
+    let c = &j["checks"]["intervals"];
+    assert_eq!(c["edges"], serde_json::json!([1, 0]), "{c}");
+    assert!(
+        c["summary"]
+            .as_str()
+            .unwrap()
+            .contains("left out of the totals"),
+        "{c}"
+    );
+    let lines = j["intervals"].as_array().unwrap();
+    // the edge is shown: every one of its packets "lost"
+    assert_eq!(lines[0]["received"], 0, "{}", lines[0]);
+    let sum = |k: &str| -> u64 { lines[1..].iter().map(|l| l[k].as_u64().unwrap()).sum() };
+    let o = &j["overall"];
+    assert_eq!(o["sent"].as_u64(), Some(sum("sent")), "{o}");
+    assert_eq!(o["received"].as_u64(), Some(sum("received")), "{o}");
+    let loss = 1.0 - sum("received") as f64 / sum("sent") as f64;
+    // what the edge left: the packets in flight at R's first boundary, a few of 15 000
+    assert!(loss.abs() < 0.01, "overall loss {loss}: {o}");
+}
+
 #[test]
 fn the_same_capture_twice_is_refused() {
     let dir = tempfile::tempdir().unwrap();

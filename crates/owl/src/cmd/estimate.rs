@@ -32,7 +32,9 @@ next one, so a single interval can show a negative rate; over the run it is the 
 duplicates). lost is the method's own estimate, where it gives one. An interval only one point recorded is estimated against an empty synopsis \
 of the other (everything lost, or everything unexpected), unless it comes before the other \
 point's first interval or after its last: that point was not recording, and such a lead-in or \
-lead-out is left out and counted (--no-trim estimates it). A negative mean delay in most \
+lead-out is left out and counted (--no-trim estimates it). The interval next to it is kept, \
+where packets in flight cross; under --cut clock it may also hold packets the other point was \
+not there to see, so it is shown but left out of the totals. A negative mean delay in most \
 intervals is refused (files recorded with their roles swapped?) unless \
 --allow-negative-delay. The text ends with the checks: intervals at both points, trimmed, \
 clock.
@@ -68,12 +70,33 @@ struct Tally {
     intervals: [u64; 3],
     /// Intervals left out that only S, only R recorded (lead-in, lead-out).
     trimmed: [u64; 2],
+    /// Under a clock cut, S's interval just before R's first and R's just after S's last:
+    /// estimated, not in the totals.
+    edges: [u64; 2],
     /// Intervals with a negative and a non-negative mean.
     negative: u64,
     positive: u64,
 }
 
 impl Tally {
+    /// What the intervals check adds of the edges kept under a clock cut.
+    fn edges_said(&self) -> String {
+        let mut said = Vec::new();
+        if self.edges[0] > 0 {
+            said.push("S's interval just before R's first (R was not recording yet)");
+        }
+        if self.edges[1] > 0 {
+            said.push("R's interval just after S's last (S had stopped)");
+        }
+        if said.is_empty() {
+            return String::new();
+        }
+        format!(
+            "; {} estimated and shown, but left out of the totals: under the clock cut such an interval holds the packets in flight at that boundary and any the other point was not there to see, which no synopsis tells apart (the totals may count the last boundary's packets in flight as lost)",
+            said.join(" and ")
+        )
+    }
+
     fn checks(&self, method: &str, trim: bool, overall: &Estimate) -> EstimateChecks {
         let [s_only, r_only, both] = self.intervals;
         let spans = Check {
@@ -82,17 +105,18 @@ impl Tally {
             } else {
                 Status::Ok
             },
-            summary: if s_only + r_only > 0 {
+            summary: (if s_only + r_only > 0 {
                 format!(
                     "{both} intervals recorded at both points; {s_only} only at S (everything lost) and {r_only} only at R (everything unexpected) while both were recording"
                 )
             } else {
                 format!("{both} intervals, every one recorded at both points")
-            },
+            }) + &self.edges_said(),
             data: IntervalsCheck {
                 both,
                 sender_only: s_only,
                 receiver_only: r_only,
+                edges: self.edges,
             },
         };
         let trimmed = Check {
@@ -353,6 +377,10 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     sp.note_next(&mut neighbours);
     // packets over the intervals estimated, per point (`None` once a file does not count them)
     let mut totals = [Some(0u64); 2];
+    // R's first interval with packets, and S's last one taken so far (for the edges)
+    let r_first = rp.index();
+    let mut s_last: Option<u64> = None;
+    let mut edge_bytes = 0;
     while let Some((k, verdict)) = join.decide() {
         let has = [sp.index() == Some(k), rp.index() == Some(k)];
         let s_side = sp.take(&*method, Role::Sender, k)?;
@@ -413,7 +441,26 @@ pub fn run(a: EstimateArgs) -> Result<()> {
         if delimited && sender_absent && joined.packets == [0, 0] {
             continue;
         }
-        tally.intervals[usize::from(has[0]) + 2 * usize::from(has[1]) - 1] += 1;
+        if has[0] {
+            s_last = Some(k);
+        }
+        // under a clock cut, an interval kept at an edge for the packets in flight across it
+        // (S's just before R's first; R's just after S's last, S's file ended): shown, not
+        // counted in the totals, where packets the other point never saw would pass for
+        // lost or received
+        let edge = !delimited
+            && match has {
+                [true, false] => r_first.is_some_and(|f| k.checked_add(1) == Some(f)),
+                [false, true] => {
+                    sp.index().is_none() && s_last.is_some_and(|l| k.checked_sub(1) == Some(l))
+                }
+                _ => false,
+            };
+        if edge {
+            tally.edges[usize::from(has[1])] += 1;
+        } else {
+            tally.intervals[usize::from(has[0]) + 2 * usize::from(has[1]) - 1] += 1;
+        }
         if let Some(c) = &joined.cut {
             cuts.add(k, c);
         }
@@ -436,7 +483,12 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             Some(_) => tally.positive += 1,
             None => {}
         }
-        combiner.add(&e);
+        if edge {
+            // what crossed the network for it did cross
+            edge_bytes += e.bytes;
+        } else {
+            combiner.add(&e);
+        }
         if let Some(why) = &e.reason {
             withheld.add(iv.start_ns(k), why);
         }
@@ -445,8 +497,10 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             recovered: None,
             ..e
         };
-        for (t, n) in totals.iter_mut().zip([sent, received]) {
-            *t = t.zip(n).map(|(a, b)| a + b);
+        if !edge {
+            for (t, n) in totals.iter_mut().zip([sent, received]) {
+                *t = t.zip(n).map(|(a, b)| a + b);
+            }
         }
         let it = EstimateInterval {
             index: k,
@@ -472,7 +526,8 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     }
     // one interval's own figures as they are (exact quantiles, intervals, notes); several
     // combined (quantiles from their merged delays)
-    let overall = combiner.overall();
+    let mut overall = combiner.overall();
+    overall.bytes += edge_bytes;
     if tally.negative * 2 > tally.negative + tally.positive && !a.allow_negative_delay {
         // two points that cut long packets at different bytes give them different identities,
         // which can look like anything; the files cannot tell (their snaplens are not stored)

@@ -515,6 +515,15 @@ pub struct IntervalsCheck {
     pub both: u64,
     pub sender_only: u64,
     pub receiver_only: u64,
+    /// Under a clock cut: S's interval just before R's first and R's just after S's last,
+    /// estimated (they hold the packets in flight at that boundary) but left out of the
+    /// totals, since they may hold packets the other point never saw (per point: S's, R's).
+    #[serde(skip_serializing_if = "is_zero_pair")]
+    pub edges: [u64; 2],
+}
+
+fn is_zero_pair(x: &[u64; 2]) -> bool {
+    *x == [0, 0]
 }
 
 /// Intervals left out: only one point recorded them, before the other started or after it
