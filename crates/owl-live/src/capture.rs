@@ -647,7 +647,18 @@ impl<'a> Taps<'a> {
                 add(&mut r.kernel, k);
                 add(&mut r.summary.kernel, k);
             }
-            r.hand(o, u64::MAX, kernel.is_some());
+            // the bound past the last interval, not "everything" (u64::MAX): the end is said
+            // by `done`, which comes with the summary, and a bound of everything handed before
+            // it would tell the exchange this point's stream passed every later interval while
+            // still recording (its peer then estimated them as silent, not left out)
+            let end = r
+                .closed
+                .iter()
+                .map(|c| c.index.saturating_add(1))
+                .max()
+                .unwrap_or(0)
+                .max(r.said_below);
+            r.hand(o, end, kernel.is_some());
             r.summary.input = input;
             r.summary.point = r.point.counters();
             r.summary.ring_malformed = ring_malformed;
@@ -1160,6 +1171,36 @@ mod tests {
             }
         }
         assert_eq!(logged.load(Ordering::Relaxed), 0);
+    }
+
+    /// A capture that ends hands its last intervals with a bound just past them; its end is
+    /// said only by `done`. (It handed "nothing below u64::MAX" first: an exchange that took
+    /// that before the summary told its peer this point's stream had passed every later
+    /// interval while recording, and the peer estimated them as silent — the stopped-sender
+    /// test's intervals after S's last, "estimated" instead of "left_out", under load.)
+    #[test]
+    fn the_end_of_a_capture_is_said_by_done_not_by_an_endless_bound() {
+        let o = options(Speed::Max, Arc::new(AtomicUsize::new(0)));
+        let (h, _wake) = Handoff::new(64);
+        let t = [tap(Intervals::aligned(100_000_000), h.clone())];
+        let mut taps = Taps::new(&o, &t);
+        let t0 = 1_767_225_600_000_000_000u64;
+        let batch: Vec<owl_core::PacketRecord> = (0..25u64)
+            .map(|k| owl_core::PacketRecord {
+                ts_ns: t0 + k * 10_000_000,
+                id: k,
+                flow: Default::default(),
+                len: 40,
+            })
+            .collect();
+        taps.push(&batch);
+        taps.hand(&o, false);
+        let _ = taps.finish(&o, InputStats::default(), None, 0);
+        let t = h.take();
+        assert!(t.done.is_none());
+        let last = t0 / 100_000_000 + 2;
+        assert_eq!(t.closed.last().map(|c| c.index), Some(last));
+        assert_eq!(t.below, last + 1);
     }
 
     #[test]
