@@ -220,6 +220,14 @@ fn assert_same_as_files(
             assert_eq!(g["method"], *m);
             let mut w = w.clone();
             w.as_object_mut().unwrap().remove("cut");
+            // `edge` (a file's capture starting or ending inside an interval the other
+            // recorded) is `owl estimate`'s alone, and at an edge it withholds the method's
+            // lost count with the loss rate: a live R starts before S, S's start and stop are
+            // cut at its packets, and an agent stops at an interval's end
+            if w.as_object_mut().unwrap().remove("edge").is_some() {
+                w.as_object_mut().unwrap().remove("lost");
+                g.as_object_mut().unwrap().remove("lost");
+            }
             // the packet counts `owl estimate` reads from the files' interval headers
             // (sent, received, loss_rate) are not exchanged by the agents yet (issue 14)
             for k in ["type", "index", "start_ns", "sent", "received", "loss_rate"] {
@@ -1349,6 +1357,10 @@ fn assert_estimated_as_files(
                 continue;
             }
             let mut w = w.clone();
+            if w.as_object_mut().unwrap().remove("edge").is_some() {
+                w.as_object_mut().unwrap().remove("lost");
+                g.as_object_mut().unwrap().remove("lost");
+            }
             for f in [
                 "type",
                 "index",

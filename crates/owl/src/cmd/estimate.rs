@@ -32,9 +32,11 @@ next one, so a single interval can show a negative rate; over the run it is the 
 duplicates). lost is the method's own estimate, where it gives one. An interval only one point recorded is estimated against an empty synopsis \
 of the other (everything lost, or everything unexpected), unless it comes before the other \
 point's first interval or after its last: that point was not recording, and such a lead-in or \
-lead-out is left out and counted (--no-trim estimates it). The interval next to it is kept, \
-where packets in flight cross; under --cut clock it may also hold packets the other point was \
-not there to see, so it is shown but left out of the totals. A negative mean delay in most \
+lead-out is left out and counted (--no-trim estimates it). An interval at the edge of one \
+point's capture, where the other recorded beyond it (S's just before R's first, R's first and \
+last, and under --cut clock S's first and R's just after S's last), holds only part of what the \
+other point took: it is shown with \"edge\" saying why and its loss rate withheld, and left out \
+of the totals. A negative mean delay in most \
 intervals is refused (files recorded with their roles swapped?) unless \
 --allow-negative-delay. The text ends with the checks: intervals at both points, trimmed, \
 clock.
@@ -70,30 +72,87 @@ struct Tally {
     intervals: [u64; 3],
     /// Intervals left out that only S, only R recorded (lead-in, lead-out).
     trimmed: [u64; 2],
-    /// Under a clock cut, S's interval just before R's first and R's just after S's last:
-    /// estimated, not in the totals.
+    /// Intervals at the edge of S's, R's capture ([`Edges`]): shown, not in the totals.
     edges: [u64; 2],
+    /// Why, each reason once.
+    edge_reasons: Vec<&'static str>,
     /// Intervals with a negative and a non-negative mean.
     negative: u64,
     positive: u64,
 }
 
+/// Where an interval lies against the two captures' edges. One point's capture began or ended
+/// inside an interval the other recorded beyond: its counters cover only part of it, so its
+/// loss rate is no loss (packets the other took while it was not recording are neither lost
+/// nor unexpected), and no synopsis tells how many such packets there were. Under a delimiter
+/// cut S's own edges are cut at its packets ([`owl_core::cut`]): only R's are edges. Under a
+/// clock cut S's last interval is not one: R's interval after it holds the packets in flight
+/// at its end however S stopped, and is the edge; what S's last misses (packets sent after S
+/// stopped, before the boundary) is told from no boundary's packets in flight.
+struct Edges {
+    /// Which points hold the interval.
+    has: [bool; 2],
+    delimited: bool,
+    /// Each file's first interval.
+    first: [Option<u64>; 2],
+    /// Whether each file has no interval after this one.
+    ended: [bool; 2],
+    /// S's last interval before this one.
+    s_last: Option<u64>,
+}
+
+impl Edges {
+    /// Whose capture edge interval `k` is (0 S, 1 R), and why; `None` inside both.
+    fn of(&self, k: u64) -> Option<(usize, &'static str)> {
+        let [s_first, r_first] = self.first;
+        let later = |a: Option<u64>, b: Option<u64>| matches!((a, b), (Some(a), Some(b)) if a > b);
+        let (r_later, s_later) = (later(r_first, s_first), later(s_first, r_first));
+        let next = k.checked_add(1);
+        match self.has {
+            // R holds none of it outside R's first interval's window, which under a delimiter
+            // cut is R's own lead-in: every packet of it counts as lost
+            [true, false] if r_later && r_first == next => Some((
+                1,
+                "R's capture began after S's interval just before R's first: it holds at most the packets in flight at its end",
+            )),
+            // R may have started at its boundary (then whole), or inside it: no synopsis says
+            [_, true] if r_later && r_first == Some(k) => Some((
+                1,
+                "R's capture began inside its first interval, or at its start, and S recorded before it: what S sent before R started is not lost",
+            )),
+            [true, true] if self.ended[1] && !self.ended[0] => Some((
+                1,
+                "R's capture ended inside its last interval, which S recorded to its end: what reached R's link after it stopped is not lost",
+            )),
+            [true, _] if !self.delimited && s_later && s_first == Some(k) => Some((
+                0,
+                "S's capture began inside its first interval, which R recorded from its start: what R took of packets sent before S started is not unexpected",
+            )),
+            [false, true]
+                if !self.delimited
+                    && self.ended[0]
+                    && self.s_last.and_then(|l| l.checked_add(1)) == Some(k) =>
+            {
+                Some((
+                    0,
+                    "R's interval just after S's last holds S's last packets in flight and any sent after S stopped (a clock cut)",
+                ))
+            }
+            _ => None,
+        }
+    }
+}
+
 impl Tally {
-    /// What the intervals check adds of the edges kept under a clock cut.
+    /// What the intervals check adds of the edges.
     fn edges_said(&self) -> String {
-        let mut said = Vec::new();
-        if self.edges[0] > 0 {
-            said.push("S's interval just before R's first (R was not recording yet)");
-        }
-        if self.edges[1] > 0 {
-            said.push("R's interval just after S's last (S had stopped)");
-        }
-        if said.is_empty() {
+        let n = self.edges[0] + self.edges[1];
+        if n == 0 {
             return String::new();
         }
         format!(
-            "; {} estimated and shown, but left out of the totals: under the clock cut such an interval holds the packets in flight at that boundary and any the other point was not there to see, which no synopsis tells apart (the totals may count the last boundary's packets in flight as lost)",
-            said.join(" and ")
+            "; {n} at the edge of one point's capture, shown with their loss withheld and left out of the totals ({})",
+            self.edge_reasons.join("; ")
         )
     }
 
@@ -377,8 +436,8 @@ pub fn run(a: EstimateArgs) -> Result<()> {
     sp.note_next(&mut neighbours);
     // packets over the intervals estimated, per point (`None` once a file does not count them)
     let mut totals = [Some(0u64); 2];
-    // R's first interval with packets, and S's last one taken so far (for the edges)
-    let r_first = rp.index();
+    // each file's first interval, and S's last one taken so far (for the edges)
+    let (s_first, r_first) = (sp.index(), rp.index());
     let mut s_last: Option<u64> = None;
     let mut edge_bytes = 0;
     while let Some((k, verdict)) = join.decide() {
@@ -441,25 +500,27 @@ pub fn run(a: EstimateArgs) -> Result<()> {
         if delimited && sender_absent && joined.packets == [0, 0] {
             continue;
         }
+        // an interval at the edge of one point's capture, where the other point recorded
+        // beyond it: shown, its loss withheld and its packets left out of the totals
+        let edge = Edges {
+            has,
+            delimited,
+            first: [s_first, r_first],
+            ended: [sp.index().is_none(), rp.index().is_none()],
+            s_last,
+        }
+        .of(k);
         if has[0] {
             s_last = Some(k);
         }
-        // under a clock cut, an interval kept at an edge for the packets in flight across it
-        // (S's just before R's first; R's just after S's last, S's file ended): shown, not
-        // counted in the totals, where packets the other point never saw would pass for
-        // lost or received
-        let edge = !delimited
-            && match has {
-                [true, false] => r_first.is_some_and(|f| k.checked_add(1) == Some(f)),
-                [false, true] => {
-                    sp.index().is_none() && s_last.is_some_and(|l| k.checked_sub(1) == Some(l))
+        match edge {
+            Some((p, why)) => {
+                tally.edges[p] += 1;
+                if !tally.edge_reasons.contains(&why) {
+                    tally.edge_reasons.push(why);
                 }
-                _ => false,
-            };
-        if edge {
-            tally.edges[usize::from(has[1])] += 1;
-        } else {
-            tally.intervals[usize::from(has[0]) + 2 * usize::from(has[1]) - 1] += 1;
+            }
+            None => tally.intervals[usize::from(has[0]) + 2 * usize::from(has[1]) - 1] += 1,
         }
         if let Some(c) = &joined.cut {
             cuts.add(k, c);
@@ -483,7 +544,7 @@ pub fn run(a: EstimateArgs) -> Result<()> {
             Some(_) => tally.positive += 1,
             None => {}
         }
-        if edge {
+        if edge.is_some() {
             // what crossed the network for it did cross
             edge_bytes += e.bytes;
         } else {
@@ -492,20 +553,28 @@ pub fn run(a: EstimateArgs) -> Result<()> {
         if let Some(why) = &e.reason {
             withheld.add(iv.start_ns(k), why);
         }
-        // merged: an interval's report need not hold its histogram
+        // merged: an interval's report need not hold its histogram; at an edge the method's
+        // count of lost packets is withheld with the loss rate (packets the other point was
+        // not there to take are not lost)
         let e = Estimate {
             recovered: None,
+            lost: if edge.is_some() { None } else { e.lost },
             ..e
         };
-        if !edge {
-            for (t, n) in totals.iter_mut().zip([sent, received]) {
-                *t = t.zip(n).map(|(a, b)| a + b);
+        let mut packets = PacketCounts::new(sent, received);
+        match edge {
+            Some(_) => packets.loss_rate = None,
+            None => {
+                for (t, n) in totals.iter_mut().zip([sent, received]) {
+                    *t = t.zip(n).map(|(a, b)| a + b);
+                }
             }
         }
         let it = EstimateInterval {
             index: k,
             start_ns: iv.start_ns(k),
-            packets: PacketCounts::new(sent, received),
+            packets,
+            edge: edge.map(|(_, why)| why),
             cut: joined.cut,
             estimate: e,
         };

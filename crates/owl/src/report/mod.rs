@@ -485,6 +485,10 @@ pub struct EstimateInterval {
     pub start_ns: u64,
     #[serde(flatten)]
     pub packets: PacketCounts,
+    /// Why the interval lies at the edge of one point's capture, where its counters cover
+    /// only part of it: its `loss_rate` is withheld and its packets are not in the totals.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edge: Option<&'static str>,
     /// How R's side was cut (a delimiter cut).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cut: Option<IntervalCut>,
@@ -515,9 +519,8 @@ pub struct IntervalsCheck {
     pub both: u64,
     pub sender_only: u64,
     pub receiver_only: u64,
-    /// Under a clock cut: S's interval just before R's first and R's just after S's last,
-    /// estimated (they hold the packets in flight at that boundary) but left out of the
-    /// totals, since they may hold packets the other point never saw (per point: S's, R's).
+    /// Intervals at the edge of S's, R's capture, where the other point recorded beyond it:
+    /// shown with their loss withheld, and left out of the totals.
     #[serde(skip_serializing_if = "is_zero_pair")]
     pub edges: [u64; 2],
 }

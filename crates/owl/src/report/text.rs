@@ -826,6 +826,13 @@ pub fn estimate_interval(out: &mut impl Write, it: &EstimateInterval) -> Result<
         super::checks::format_utc(it.start_ns)
     };
     estimate_row(out, &it.index.to_string(), &start, &it.packets, e)?;
+    if let Some(why) = it.edge {
+        write_wrapped(
+            out,
+            "             ",
+            &format!("edge, not in the totals, loss withheld: {why}"),
+        )?;
+    }
     if let Some([lo, hi]) = e.mean_ci98_ns {
         writeln!(
             out,
