@@ -167,15 +167,37 @@ fn one_line(e: &anyhow::Error) -> String {
     msg
 }
 
-/// A closed standard output (`owl compare … | head`): the reader has what it wanted.
+/// A closed standard output (`owl compare … | head`): the reader has what it wanted. The
+/// error must be a broken pipe and standard output must be the pipe that broke: an agent's
+/// connection that breaks is a broken pipe too, and was taken for this (the agent exited 0
+/// without a word).
 fn closed_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
+    stdout_gone() && e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
             || c.downcast_ref::<serde_json::Error>()
                 .and_then(|j| j.io_error_kind())
                 .is_some_and(|k| k == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+/// Whether standard output's reader has gone: poll reports an error or a hang-up on it.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn stdout_gone() -> bool {
+    let mut p = libc::pollfd {
+        fd: 1,
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: one pollfd on the stack, its count given, no wait
+    let r = unsafe { libc::poll(&mut p, 1, 0) };
+    r > 0 && p.revents & (libc::POLLERR | libc::POLLHUP) != 0
+}
+
+#[cfg(not(unix))]
+fn stdout_gone() -> bool {
+    true
 }
 
 /// Buffers of a million packets come and go with every interval; glibc raises its mmap
@@ -261,5 +283,20 @@ fn main() -> ExitCode {
             eprintln!("owl: error: {}", one_line(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A broken pipe is a closed standard output only when standard output is the pipe that
+    /// broke: here it is open (the test runner reads it), as it is for an agent whose
+    /// connection to its peer broke.
+    #[test]
+    fn a_broken_connection_is_not_a_closed_standard_output() {
+        let e = anyhow::Error::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+            .context("writing to the peer");
+        assert!(!closed_pipe(&e));
     }
 }
