@@ -172,13 +172,14 @@ fn one_line(e: &anyhow::Error) -> String {
 /// connection that breaks is a broken pipe too, and was taken for this (the agent exited 0
 /// without a word).
 fn closed_pipe(e: &anyhow::Error) -> bool {
-    stdout_gone() && e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-            || c.downcast_ref::<serde_json::Error>()
-                .and_then(|j| j.io_error_kind())
-                .is_some_and(|k| k == std::io::ErrorKind::BrokenPipe)
-    })
+    stdout_gone()
+        && e.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+                || c.downcast_ref::<serde_json::Error>()
+                    .and_then(|j| j.io_error_kind())
+                    .is_some_and(|k| k == std::io::ErrorKind::BrokenPipe)
+        })
 }
 
 /// Whether standard output's reader has gone: poll reports an error or a hang-up on it.
