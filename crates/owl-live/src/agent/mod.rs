@@ -148,6 +148,19 @@ pub enum AgentError {
 }
 
 impl AgentError {
+    /// The link broke, read or written (not an error of this agent's own files or output).
+    pub fn is_link_break(&self) -> bool {
+        use crate::frame::FrameError;
+        matches!(
+            self,
+            AgentError::Link(
+                LinkError::Frame(
+                    FrameError::Io(_) | FrameError::Closed | FrameError::Truncated { .. }
+                ) | LinkError::ClosedInHandshake
+            )
+        )
+    }
+
     /// The connection broke (the peer went away, or the network), also before the peer
     /// answered the hello: worth connecting again. A refusal, a failed authentication or a
     /// protocol error is not.

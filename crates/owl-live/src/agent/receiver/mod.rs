@@ -233,12 +233,12 @@ pub fn receive(
                     Err(_) => Err(AgentError::Protocol("the connection ended".into())),
                 };
                 let proto = |s: String| AgentError::Protocol(s);
-                match m {
+                let handled = match m {
                     // the first message of every connection says where S resumes, and only it
                     Ok(Msg::Resume { released, started }) if !*resumed => {
                         r.on_resume(released, started);
                         *resumed = true;
-                        r.ping(w)?;
+                        r.ping(w)
                     }
                     Ok(Msg::Resume { .. }) => return Err(proto("a second resume".into())),
                     Ok(m) if !*resumed => {
@@ -247,21 +247,18 @@ pub fn receive(
                             m.name()
                         )));
                     }
-                    Ok(m) => r.on_peer(w, m)?,
+                    Ok(m) => r.on_peer(w, m),
+                    // read: the connection ended, or broke
                     Err(e) if e.is_break() => {
-                        w.shutdown();
-                        count(&mut r.summary, w);
-                        r.disconnected();
-                        (o.log)(&format!(
-                            "the sender's connection broke ({e}); waiting for it to connect again (it sends again what this receiver has not finished; RDA exchanges under way are reported failed)"
-                        ));
-                        conn = Conn::Away {
-                            give_up: r
-                                .join
-                                .is_done(RECEIVER)
-                                .then(|| Instant::now() + o.patience),
-                        };
+                        lost_sender(&mut r, &mut conn, &o, &e, &read);
+                        Ok(())
                     }
+                    Err(e) => return Err(e),
+                };
+                match handled {
+                    Ok(()) => {}
+                    // written to (R's answer, its ping): S is gone, or the network
+                    Err(e) if e.is_link_break() => lost_sender(&mut r, &mut conn, &o, &e, &read),
                     Err(e) => return Err(e),
                 }
             }
@@ -282,7 +279,14 @@ pub fn receive(
             Conn::Open { writer, .. } => Some(writer),
             Conn::Away { .. } => None,
         };
-        r.advance(writer, out)?;
+        let open = writer.is_some();
+        match r.advance(writer, out) {
+            Ok(()) => {}
+            // a release or an RDA message that could not be written: S is gone, or the network
+            // (an error writing the lines is R's own, and ends it)
+            Err(e) if open && e.is_link_break() => lost_sender(&mut r, &mut conn, &o, &e, &read),
+            Err(e) => return Err(e),
+        }
         if let Conn::Open { writer: w, .. } = &mut conn
             && r.sender_through()
             && !r.join.finished()
@@ -290,8 +294,12 @@ pub fn receive(
             // the sender stopped (--duration, a signal, the end of its replay) and every
             // interval it recorded is reported and released: it may exit now, while this
             // receiver goes on alone until its own capture ends (what only R records from here
-            // on is a lead-out)
-            send(w, &Msg::Bye)?;
+            // on is a lead-out); a goodbye it cannot take is no loss
+            if let Err(e) = send(w, &Msg::Bye) {
+                (o.log)(&format!(
+                    "the goodbye to the sender was not delivered ({e})"
+                ));
+            }
             count(&mut r.summary, w);
             w.shutdown();
             conn = Conn::Away { give_up: None };
@@ -301,12 +309,43 @@ pub fn receive(
         }
         if r.join.finished() && r.work.is_empty() {
             if let Conn::Open { writer: w, .. } = &mut conn {
-                send(w, &Msg::Bye)?;
+                if let Err(e) = send(w, &Msg::Bye) {
+                    (o.log)(&format!(
+                        "the goodbye to the sender was not delivered ({e})"
+                    ));
+                }
                 count(&mut r.summary, w);
             }
             return Ok(r.summary);
         }
     }
+}
+
+/// The connection to S broke, read or written: close it, forget what S had under way (it sends
+/// it again), and wait for S to connect again.
+fn lost_sender(
+    r: &mut ReceiverState,
+    conn: &mut Conn,
+    o: &AgentOptions,
+    e: &AgentError,
+    read: &AtomicU64,
+) {
+    if let Conn::Open { writer: w, .. } = conn {
+        w.shutdown();
+        // the connection's bytes count into the summary when it ends
+        r.summary.bytes_sent += w.bytes;
+        r.summary.bytes_received += read.load(Ordering::Relaxed);
+    }
+    r.disconnected();
+    (o.log)(&format!(
+        "the sender's connection broke ({e}); waiting for it to connect again (it sends again what this receiver has not finished; RDA exchanges under way are reported failed)"
+    ));
+    *conn = Conn::Away {
+        give_up: r
+            .join
+            .is_done(RECEIVER)
+            .then(|| Instant::now() + o.patience),
+    };
 }
 
 /// R's connection to its sender: the lifecycle of [`run_receiver`]'s loop.
