@@ -753,6 +753,249 @@ pub trait Method: Send + Sync {
     }
 }
 
+/// A method's configuration as its two points compare it: every field, by name, in the order
+/// synopsis files write them.
+pub trait MethodConfig {
+    /// Every field both points must agree on, by name.
+    fn pairs(&self) -> Vec<(&'static str, String)>;
+}
+
+/// A method without configuration (`exact`).
+impl MethodConfig for () {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+}
+
+/// One point's synopsis of one interval, typed: what a [`TypedMethod`] builds and estimates
+/// from. Every such type is a [`PointSynopsis`] (the generic adapter below), which is how the
+/// pipeline, files and agents hold it.
+pub trait TypedSynopsis: Send + Sized + 'static {
+    /// The method named in the error for a synopsis of another method.
+    const METHOD: &'static str;
+    /// Record one packet.
+    fn record(&mut self, rec: &PacketRecord);
+    /// Record a batch of packets (see [`PointSynopsis::record_batch`]).
+    fn record_batch(&mut self, recs: &[PacketRecord]) {
+        for r in recs {
+            self.record(r);
+        }
+    }
+    /// See [`PointSynopsis::encoded_len`].
+    fn encoded_len(&self) -> usize;
+    /// See [`PointSynopsis::encode`].
+    fn encode(&self, out: &mut Vec<u8>);
+    /// See [`PointSynopsis::shipped_len`].
+    fn shipped_len(&self) -> Option<u64> {
+        Some(self.encoded_len() as u64)
+    }
+    /// Take in `later`, a synopsis of the same configuration and point whose packets all came
+    /// after this one's (see [`PointSynopsis::merge`]).
+    fn merge(&mut self, later: Self) -> Result<(), MethodError>;
+    /// See [`PointSynopsis::encode_local`].
+    fn encode_local(&self, out: &mut Vec<u8>) {
+        self.encode(out)
+    }
+}
+
+/// A method, typed: its configuration, its two points' synopses and one pair estimator, with
+/// per-flow and per-packet answers as optional parts. Every such type is a [`Method`] through
+/// one generic adapter, the only code that turns a `dyn PointSynopsis` back into its type.
+pub trait TypedMethod: Send + Sync + 'static {
+    type Config: MethodConfig;
+    type Sender: TypedSynopsis;
+    type Receiver: TypedSynopsis;
+    /// See [`Method::name`].
+    fn name(&self) -> &str;
+    /// What both points must agree on.
+    fn config(&self) -> &Self::Config;
+    /// See [`Method::foreign`].
+    fn foreign(&self) -> Foreign;
+    /// A fresh sender synopsis for one interval.
+    fn new_sender(&self) -> Self::Sender;
+    /// A fresh receiver synopsis for one interval.
+    fn new_receiver(&self) -> Self::Receiver;
+    /// Decode what [`TypedSynopsis::encode`] (or `encode_local`) of a sender wrote.
+    fn decode_sender(&self, bytes: &[u8]) -> Result<Self::Sender, crate::wire::DecodeError>;
+    /// Decode what [`TypedSynopsis::encode`] (or `encode_local`) of a receiver wrote.
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<Self::Receiver, crate::wire::DecodeError>;
+    /// The pair estimator: both points' synopses of one interval into an estimate.
+    fn estimate(
+        &self,
+        sender: Self::Sender,
+        receiver: Self::Receiver,
+    ) -> Result<Estimate, MethodError>;
+    /// Optional: see [`Method::estimate_flows`].
+    fn estimate_flows(
+        &self,
+        _sender: &Self::Sender,
+        _receiver: &Self::Receiver,
+        _flows: &[FlowKey],
+    ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
+        None
+    }
+    /// Optional: see [`Method::estimate_packets`].
+    fn estimate_packets(
+        &self,
+        _sender: &Self::Sender,
+        _receiver: &Self::Receiver,
+    ) -> Option<Result<Vec<PacketEstimate>, MethodError>> {
+        None
+    }
+    /// Optional: see [`Method::recovered_packets`].
+    fn recovered_packets(
+        &self,
+        _sender: &Self::Sender,
+        _receiver: &Self::Receiver,
+    ) -> Option<Result<RecoveredPackets, MethodError>> {
+        None
+    }
+}
+
+/// The generic adapter, synopses: a typed synopsis as the pipeline holds it.
+impl<T: TypedSynopsis> PointSynopsis for T {
+    fn record(&mut self, rec: &PacketRecord) {
+        TypedSynopsis::record(self, rec)
+    }
+    fn record_batch(&mut self, recs: &[PacketRecord]) {
+        TypedSynopsis::record_batch(self, recs)
+    }
+    fn encoded_len(&self) -> usize {
+        TypedSynopsis::encoded_len(self)
+    }
+    fn encode(&self, out: &mut Vec<u8>) {
+        TypedSynopsis::encode(self, out)
+    }
+    fn shipped_len(&self) -> Option<u64> {
+        TypedSynopsis::shipped_len(self)
+    }
+    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
+        TypedSynopsis::merge(self, *typed::<T>(later)?)
+    }
+    fn encode_local(&self, out: &mut Vec<u8>) {
+        TypedSynopsis::encode_local(self, out)
+    }
+}
+
+/// The generic adapter, methods: a typed method as `owl` runs it, by name.
+impl<M: TypedMethod> Method for M {
+    fn name(&self) -> &str {
+        TypedMethod::name(self)
+    }
+    fn config(&self) -> Vec<(&'static str, String)> {
+        TypedMethod::config(self).pairs()
+    }
+    fn foreign(&self) -> Foreign {
+        TypedMethod::foreign(self)
+    }
+    fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
+        match role {
+            Role::Sender => Box::new(self.new_sender()),
+            Role::Receiver => Box::new(self.new_receiver()),
+        }
+    }
+    fn decode_point(
+        &self,
+        role: Role,
+        bytes: &[u8],
+    ) -> Result<Box<dyn PointSynopsis>, crate::wire::DecodeError> {
+        Ok(match role {
+            Role::Sender => Box::new(self.decode_sender(bytes)?),
+            Role::Receiver => Box::new(self.decode_receiver(bytes)?),
+        })
+    }
+    fn estimate(
+        &self,
+        sender: Box<dyn PointSynopsis>,
+        receiver: Box<dyn PointSynopsis>,
+    ) -> Result<Estimate, MethodError> {
+        let s = typed::<M::Sender>(sender)?;
+        let r = typed::<M::Receiver>(receiver)?;
+        TypedMethod::estimate(self, *s, *r)
+    }
+    fn estimate_flows(
+        &self,
+        sender: &dyn PointSynopsis,
+        receiver: &dyn PointSynopsis,
+        flows: &[FlowKey],
+    ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
+        match pair_ref::<M>(sender, receiver) {
+            Ok((s, r)) => TypedMethod::estimate_flows(self, s, r, flows),
+            Err(e) => Some(Err(e)),
+        }
+    }
+    fn estimate_packets(
+        &self,
+        sender: &dyn PointSynopsis,
+        receiver: &dyn PointSynopsis,
+    ) -> Option<Result<Vec<PacketEstimate>, MethodError>> {
+        match pair_ref::<M>(sender, receiver) {
+            Ok((s, r)) => TypedMethod::estimate_packets(self, s, r),
+            Err(e) => Some(Err(e)),
+        }
+    }
+    fn recovered_packets(
+        &self,
+        sender: &dyn PointSynopsis,
+        receiver: &dyn PointSynopsis,
+    ) -> Option<Result<RecoveredPackets, MethodError>> {
+        match pair_ref::<M>(sender, receiver) {
+            Ok((s, r)) => TypedMethod::recovered_packets(self, s, r),
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+/// Both synopses of a pair as `M`'s, borrowed.
+fn pair_ref<'a, M: TypedMethod>(
+    sender: &'a dyn PointSynopsis,
+    receiver: &'a dyn PointSynopsis,
+) -> Result<(&'a M::Sender, &'a M::Receiver), MethodError> {
+    Ok((typed_ref(sender)?, typed_ref(receiver)?))
+}
+
+/// A synopsis as its own type, or the error naming `T`'s method: the adapter's one way back
+/// from `dyn PointSynopsis` (trait upcasting to [`Any`]).
+fn typed<T: TypedSynopsis>(s: Box<dyn PointSynopsis>) -> Result<Box<T>, MethodError> {
+    let any: Box<dyn Any> = s;
+    any.downcast::<T>()
+        .map_err(|_| MethodError::WrongSynopsis { method: T::METHOD })
+}
+
+/// [`typed`], borrowed.
+fn typed_ref<T: TypedSynopsis>(s: &dyn PointSynopsis) -> Result<&T, MethodError> {
+    let any: &dyn Any = s;
+    any.downcast_ref::<T>()
+        .ok_or(MethodError::WrongSynopsis { method: T::METHOD })
+}
+
+/// `synopsis` as method `M`'s sender synopsis (for code that drives one method's points
+/// itself: RDA's exchange across a connection), or the error for another method's.
+pub fn sender_of<M: TypedMethod>(
+    synopsis: Box<dyn PointSynopsis>,
+) -> Result<Box<M::Sender>, MethodError> {
+    typed(synopsis)
+}
+
+/// `synopsis` as method `M`'s receiver synopsis (see [`sender_of`]).
+pub fn receiver_of<M: TypedMethod>(
+    synopsis: Box<dyn PointSynopsis>,
+) -> Result<Box<M::Receiver>, MethodError> {
+    typed(synopsis)
+}
+
+/// [`sender_of`], borrowed.
+pub fn sender_ref<M: TypedMethod>(synopsis: &dyn PointSynopsis) -> Result<&M::Sender, MethodError> {
+    typed_ref(synopsis)
+}
+
+/// [`receiver_of`], borrowed.
+pub fn receiver_ref<M: TypedMethod>(
+    synopsis: &dyn PointSynopsis,
+) -> Result<&M::Receiver, MethodError> {
+    typed_ref(synopsis)
+}
+
 /// What every method is built from on the command line: the seed of its hashes and an optional
 /// synopsis budget per interval (`--memory`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
