@@ -18,8 +18,7 @@
 
 use crate::hash::{HashFamily, HashFn};
 use crate::method::{
-    Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, config_value, downcast,
-    downcast_ref, unknown_field,
+    Estimate, FlowEstimate, MethodConfig, MethodError, TypedSynopsis, config_value, unknown_field,
 };
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader, WireWriter};
@@ -151,7 +150,8 @@ impl Synopsis {
     }
 }
 
-impl PointSynopsis for Synopsis {
+impl TypedSynopsis for Synopsis {
+    const METHOD: &'static str = "countmin";
     fn record(&mut self, rec: &PacketRecord) {
         let fh = rec.flow.hash(self.cfg.seed);
         let w = self.cfg.width;
@@ -166,8 +166,7 @@ impl PointSynopsis for Synopsis {
     }
     /// Cells added to cells, saturating as recording adds (a saturated sum of non-negative
     /// values is the same in any grouping). Both must have the same rows, width and seed.
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-        let later = downcast::<Synopsis>(later, "countmin")?;
+    fn merge(&mut self, later: Synopsis) -> Result<(), MethodError> {
         crate::method::check_merge(self.cfg.pairs(), later.cfg.pairs())?;
         for (s, l) in self.sums.iter_mut().zip(&later.sums) {
             *s = s.saturating_add(*l);
@@ -216,24 +215,32 @@ impl CountMinMethod {
     }
 }
 
-impl Method for CountMinMethod {
+impl MethodConfig for Config {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        Config::pairs(self)
+    }
+}
+
+impl crate::method::TypedMethod for CountMinMethod {
+    type Config = Config;
+    type Sender = Synopsis;
+    type Receiver = Synopsis;
     fn name(&self) -> &str {
         "countmin"
     }
-    fn config(&self) -> Vec<(&'static str, String)> {
-        self.cfg.pairs()
+    fn config(&self) -> &Config {
+        &self.cfg
     }
     fn foreign(&self) -> crate::method::Foreign {
         crate::method::Foreign::AssumesNone("per-flow sums of timestamps and counts, no identity")
     }
-    fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(Synopsis::new(self.cfg.clone()))
+    fn new_sender(&self) -> Synopsis {
+        Synopsis::new(self.cfg.clone())
     }
-    fn decode_point(
-        &self,
-        _role: Role,
-        bytes: &[u8],
-    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
+    fn new_receiver(&self) -> Synopsis {
+        Synopsis::new(self.cfg.clone())
+    }
+    fn decode_sender(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
         let mut sk = Synopsis::new(self.cfg.clone());
         let mut r = WireReader::new(bytes);
         let want = sk.sums.len() * CELL_BYTES;
@@ -251,15 +258,29 @@ impl Method for CountMinMethod {
             sk.sums[i] = lo | (hi << 64);
             sk.counts[i] = r.u32("count")?;
         }
-        Ok(Box::new(sk))
+        Ok(sk)
     }
-    fn estimate(
-        &self,
-        sender: Box<dyn PointSynopsis>,
-        receiver: Box<dyn PointSynopsis>,
-    ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Synopsis>(sender, "countmin")?;
-        let r = downcast::<Synopsis>(receiver, "countmin")?;
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        let mut sk = Synopsis::new(self.cfg.clone());
+        let mut r = WireReader::new(bytes);
+        let want = sk.sums.len() * CELL_BYTES;
+        if bytes.len() != want {
+            return Err(r.invalid(format!(
+                "a Count-Min of {} × {} is {want} bytes, got {}",
+                self.cfg.rows,
+                self.cfg.width,
+                bytes.len()
+            )));
+        }
+        for i in 0..sk.sums.len() {
+            let lo = r.u64("timestamp sum")? as u128;
+            let hi = r.u64("timestamp sum")? as u128;
+            sk.sums[i] = lo | (hi << 64);
+            sk.counts[i] = r.u32("count")?;
+        }
+        Ok(sk)
+    }
+    fn estimate(&self, s: Synopsis, r: Synopsis) -> Result<Estimate, MethodError> {
         // one row holds every packet once: its totals give the aggregate, right only when
         // both points saw the same packets
         let w = self.cfg.width;
@@ -299,13 +320,14 @@ impl Method for CountMinMethod {
     }
     fn estimate_flows(
         &self,
-        sender: &dyn PointSynopsis,
-        receiver: &dyn PointSynopsis,
+        sender: &Synopsis,
+        receiver: &Synopsis,
         flows: &[FlowKey],
     ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
-        let pair = downcast_ref::<Synopsis>(sender, "countmin")
-            .and_then(|s| Ok((s, downcast_ref::<Synopsis>(receiver, "countmin")?)));
-        Some(pair.map(|(s, r)| flows.iter().map(|f| Self::flow(s, r, f)).collect()))
+        Some(Ok(flows
+            .iter()
+            .map(|f| Self::flow(sender, receiver, f))
+            .collect()))
     }
 }
 
@@ -331,6 +353,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::method::{Method, Role};
     use crate::test_traffic::traffic;
 
     fn run(cfg: Config, loss: f64) -> Vec<f64> {
@@ -405,12 +428,8 @@ mod tests {
         a.encode(&mut b);
         let d = m.decode_point(Role::Sender, &b).unwrap();
         let (x, y) = (
-            (&*d as &dyn std::any::Any)
-                .downcast_ref::<Synopsis>()
-                .unwrap(),
-            (&*a as &dyn std::any::Any)
-                .downcast_ref::<Synopsis>()
-                .unwrap(),
+            crate::method::sender_ref::<CountMinMethod>(&*d).unwrap(),
+            crate::method::sender_ref::<CountMinMethod>(&*a).unwrap(),
         );
         assert_eq!((&x.sums, &x.counts), (&y.sums, &y.counts));
         assert!(m.decode_point(Role::Sender, &b[1..]).is_err());

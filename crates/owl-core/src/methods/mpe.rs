@@ -41,8 +41,7 @@ use hashbrown::HashMap;
 
 use crate::hash::{HashFamily, HashFn};
 use crate::method::{
-    Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, config_value, downcast,
-    downcast_ref, unknown_field,
+    Estimate, FlowEstimate, MethodConfig, MethodError, TypedSynopsis, config_value, unknown_field,
 };
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader, WireWriter};
@@ -148,7 +147,8 @@ impl Synopsis {
     }
 }
 
-impl PointSynopsis for Synopsis {
+impl TypedSynopsis for Synopsis {
+    const METHOD: &'static str = "mpe";
     fn record(&mut self, rec: &PacketRecord) {
         if !self.sampled(rec.id) {
             return;
@@ -178,8 +178,7 @@ impl PointSynopsis for Synopsis {
     /// maximum over its sampled packets, as recording keeps them whatever the order of
     /// timestamps), its packets added; a flow only one side recorded is taken as it is. Both
     /// must sample alike (rate and seed).
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-        let later = downcast::<Synopsis>(later, "mpe")?;
+    fn merge(&mut self, later: Synopsis) -> Result<(), MethodError> {
         crate::method::check_merge(self.cfg.pairs(), later.cfg.pairs())?;
         for (k, l) in later.records {
             match self.records.entry(k) {
@@ -313,38 +312,36 @@ impl MpeMethod {
             ..Default::default()
         }
     }
+}
 
-    fn points<'a>(
-        s: &'a dyn PointSynopsis,
-        r: &'a dyn PointSynopsis,
-    ) -> Result<(&'a Synopsis, &'a Synopsis), MethodError> {
-        Ok((
-            downcast_ref::<Synopsis>(s, "mpe")?,
-            downcast_ref::<Synopsis>(r, "mpe")?,
-        ))
+impl MethodConfig for Config {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        Config::pairs(self)
     }
 }
 
-impl Method for MpeMethod {
+impl crate::method::TypedMethod for MpeMethod {
+    type Config = Config;
+    type Sender = Synopsis;
+    type Receiver = Synopsis;
     fn name(&self) -> &str {
         &self.name
     }
-    fn config(&self) -> Vec<(&'static str, String)> {
-        self.cfg.pairs()
+    fn config(&self) -> &Config {
+        &self.cfg
     }
     fn foreign(&self) -> crate::method::Foreign {
         crate::method::Foreign::AssumesNone(
             "a flow's first and last sampled packets are paired by time, not identity",
         )
     }
-    fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(Synopsis::new(&self.cfg))
+    fn new_sender(&self) -> Synopsis {
+        Synopsis::new(&self.cfg)
     }
-    fn decode_point(
-        &self,
-        _role: Role,
-        bytes: &[u8],
-    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
+    fn new_receiver(&self) -> Synopsis {
+        Synopsis::new(&self.cfg)
+    }
+    fn decode_sender(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
         let mut r = WireReader::new(bytes);
         let n = r.u64("record count")?;
         if (n as u128) * 61 != r.remaining() as u128 {
@@ -371,15 +368,38 @@ impl Method for MpeMethod {
                 return Err(r.invalid("the same flow is recorded twice"));
             }
         }
-        Ok(Box::new(c))
+        Ok(c)
     }
-    fn estimate(
-        &self,
-        sender: Box<dyn PointSynopsis>,
-        receiver: Box<dyn PointSynopsis>,
-    ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Synopsis>(sender, "mpe")?;
-        let r = downcast::<Synopsis>(receiver, "mpe")?;
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        let mut r = WireReader::new(bytes);
+        let n = r.u64("record count")?;
+        if (n as u128) * 61 != r.remaining() as u128 {
+            return Err(r.invalid(format!(
+                "{n} flow records do not fit the {} bytes that follow",
+                r.remaining()
+            )));
+        }
+        let mut c = Synopsis::new(&self.cfg);
+        for _ in 0..n {
+            let kb: [u8; 37] = r.take(37, "flow key")?.try_into().unwrap();
+            let rec = FlowRecord {
+                first_ns: r.u64("first timestamp")?,
+                last_ns: r.u64("last timestamp")?,
+                packets: r.u64("packet count")?,
+            };
+            if rec.first_ns > rec.last_ns || rec.packets == 0 {
+                return Err(r.invalid("flow record with last before first or no packet"));
+            }
+            if c.records
+                .insert(FlowKey::from_canonical_bytes(&kb), rec)
+                .is_some()
+            {
+                return Err(r.invalid("the same flow is recorded twice"));
+            }
+        }
+        Ok(c)
+    }
+    fn estimate(&self, s: Synopsis, r: Synopsis) -> Result<Estimate, MethodError> {
         let sm = Samples::from_caches(&s, &r);
         let n = sm.delays.len();
         let std = sm
@@ -412,11 +432,12 @@ impl Method for MpeMethod {
     }
     fn estimate_flows(
         &self,
-        sender: &dyn PointSynopsis,
-        receiver: &dyn PointSynopsis,
+        sender: &Synopsis,
+        receiver: &Synopsis,
         flows: &[FlowKey],
     ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
-        Some(Self::points(sender, receiver).map(|(s, r)| {
+        Some(Ok({
+            let (s, r) = (sender, receiver);
             let sm = Samples::from_caches(s, r);
             flows.iter().map(|f| self.flow(s, r, &sm, f)).collect()
         }))
@@ -472,6 +493,7 @@ pub const ONE_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::method::{Method, Role};
     use crate::test_traffic::{key, traffic};
 
     /// A flow's record merged from two keeps the earliest first and the latest last
@@ -497,8 +519,8 @@ mod tests {
         let mut later = m.new_point(Role::Sender);
         later.record_batch(&b);
         head.merge(later).unwrap();
-        let records = |p: &dyn PointSynopsis| {
-            let s = downcast_ref::<Synopsis>(p, "mpe").unwrap();
+        let records = |p: &dyn crate::method::PointSynopsis| {
+            let s = crate::method::sender_ref::<MpeMethod>(p).unwrap();
             let mut v: Vec<_> = s.records.iter().map(|(k, r)| (*k, *r)).collect();
             v.sort_by_key(|x| x.0);
             v
@@ -651,15 +673,10 @@ mod tests {
         let mut b = Vec::new();
         a.encode(&mut b);
         let d = m.decode_point(Role::Sender, &b).unwrap();
-        let dc = (&*d as &dyn std::any::Any)
-            .downcast_ref::<Synopsis>()
-            .unwrap();
+        let dc = crate::method::sender_ref::<MpeMethod>(&*d).unwrap();
         assert_eq!(
             &dc.records,
-            &(&*a as &dyn std::any::Any)
-                .downcast_ref::<Synopsis>()
-                .unwrap()
-                .records
+            &crate::method::sender_ref::<MpeMethod>(&*a).unwrap().records
         );
         assert!(m.decode_point(Role::Sender, &b[..b.len() - 3]).is_err());
         let mut lie = b.clone();

@@ -18,8 +18,7 @@ use hashbrown::HashMap;
 
 use crate::hash::{HashFamily, HashFn};
 use crate::method::{
-    Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, config_value, downcast,
-    downcast_ref, unknown_field,
+    Estimate, FlowEstimate, MethodConfig, MethodError, TypedSynopsis, config_value, unknown_field,
 };
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader, WireWriter};
@@ -227,7 +226,8 @@ fn decode_u64s<const N: usize>(
     Ok(v)
 }
 
-impl PointSynopsis for SenderSynopsis {
+impl TypedSynopsis for SenderSynopsis {
+    const METHOD: &'static str = "sds";
     fn record(&mut self, rec: &PacketRecord) {
         self.stamps.push((rec.id, rec.ts_ns));
     }
@@ -243,14 +243,14 @@ impl PointSynopsis for SenderSynopsis {
         Some(self.stamps.len() as u64 * STAMP_BYTES)
     }
     /// Both logs of stamps one after the other.
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-        let later = downcast::<SenderSynopsis>(later, "sds")?;
+    fn merge(&mut self, later: SenderSynopsis) -> Result<(), MethodError> {
         self.stamps.extend_from_slice(&later.stamps);
         Ok(())
     }
 }
 
-impl PointSynopsis for ReceiverSynopsis {
+impl TypedSynopsis for ReceiverSynopsis {
+    const METHOD: &'static str = "sds";
     fn record(&mut self, rec: &PacketRecord) {
         self.arrivals
             .push((rec.id, rec.ts_ns, rec.flow.hash(self.seed)));
@@ -267,8 +267,7 @@ impl PointSynopsis for ReceiverSynopsis {
         Some(0)
     }
     /// Both logs of arrivals one after the other (their flow hashes of the same seed).
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-        let later = downcast::<ReceiverSynopsis>(later, "sds")?;
+    fn merge(&mut self, later: ReceiverSynopsis) -> Result<(), MethodError> {
         crate::method::check_merge(
             vec![("seed", self.seed.to_string())],
             vec![("seed", later.seed.to_string())],
@@ -304,65 +303,54 @@ impl SdsMethod {
         }
         (sk, used)
     }
+}
 
-    fn points<'a>(
-        s: &'a dyn PointSynopsis,
-        r: &'a dyn PointSynopsis,
-    ) -> Result<(&'a SenderSynopsis, &'a ReceiverSynopsis), MethodError> {
-        Ok((
-            downcast_ref::<SenderSynopsis>(s, "sds")?,
-            downcast_ref::<ReceiverSynopsis>(r, "sds")?,
-        ))
+impl MethodConfig for Config {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        Config::pairs(self)
     }
 }
 
-impl Method for SdsMethod {
+impl crate::method::TypedMethod for SdsMethod {
+    type Config = Config;
+    type Sender = SenderSynopsis;
+    type Receiver = ReceiverSynopsis;
     fn name(&self) -> &str {
         "sds"
     }
-    fn config(&self) -> Vec<(&'static str, String)> {
-        self.cfg.pairs()
+    fn config(&self) -> &Config {
+        &self.cfg
     }
     fn foreign(&self) -> crate::method::Foreign {
         crate::method::Foreign::Matches("every stamped packet R receives carries its own send time")
     }
-    fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
-        match role {
-            Role::Sender => Box::new(SenderSynopsis::default()),
-            Role::Receiver => Box::new(ReceiverSynopsis {
-                seed: self.cfg.seed,
-                arrivals: Vec::new(),
-            }),
+    fn new_sender(&self) -> SenderSynopsis {
+        SenderSynopsis::default()
+    }
+    fn new_receiver(&self) -> ReceiverSynopsis {
+        ReceiverSynopsis {
+            seed: self.cfg.seed,
+            arrivals: Vec::new(),
         }
     }
-    fn decode_point(
-        &self,
-        role: Role,
-        bytes: &[u8],
-    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        Ok(match role {
-            Role::Sender => Box::new(SenderSynopsis {
-                stamps: decode_u64s::<2>(bytes, "stamps")?
-                    .into_iter()
-                    .map(|[a, b]| (a, b))
-                    .collect(),
-            }),
-            Role::Receiver => Box::new(ReceiverSynopsis {
-                seed: self.cfg.seed,
-                arrivals: decode_u64s::<3>(bytes, "arrivals")?
-                    .into_iter()
-                    .map(|[a, b, c]| (a, b, c))
-                    .collect(),
-            }),
+    fn decode_sender(&self, bytes: &[u8]) -> Result<SenderSynopsis, DecodeError> {
+        Ok(SenderSynopsis {
+            stamps: decode_u64s::<2>(bytes, "stamps")?
+                .into_iter()
+                .map(|[a, b]| (a, b))
+                .collect(),
         })
     }
-    fn estimate(
-        &self,
-        sender: Box<dyn PointSynopsis>,
-        receiver: Box<dyn PointSynopsis>,
-    ) -> Result<Estimate, MethodError> {
-        let s = downcast::<SenderSynopsis>(sender, "sds")?;
-        let r = downcast::<ReceiverSynopsis>(receiver, "sds")?;
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<ReceiverSynopsis, DecodeError> {
+        Ok(ReceiverSynopsis {
+            seed: self.cfg.seed,
+            arrivals: decode_u64s::<3>(bytes, "arrivals")?
+                .into_iter()
+                .map(|[a, b, c]| (a, b, c))
+                .collect(),
+        })
+    }
+    fn estimate(&self, s: SenderSynopsis, r: ReceiverSynopsis) -> Result<Estimate, MethodError> {
         let (sk, used) = self.build(&s, &r);
         // every packet is in one cell of row 0: the aggregate is exact
         let c = self.cfg.columns;
@@ -385,11 +373,12 @@ impl Method for SdsMethod {
     }
     fn estimate_flows(
         &self,
-        sender: &dyn PointSynopsis,
-        receiver: &dyn PointSynopsis,
+        sender: &SenderSynopsis,
+        receiver: &ReceiverSynopsis,
         flows: &[FlowKey],
     ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
-        Some(Self::points(sender, receiver).map(|(s, r)| {
+        Some(Ok({
+            let (s, r) = (sender, receiver);
             let (sk, _) = self.build(s, r);
             flows
                 .iter()
@@ -429,6 +418,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::method::{Method, Role};
     use crate::test_traffic::{key, traffic};
 
     #[test]
@@ -444,7 +434,10 @@ mod tests {
         let mut b = m.new_point(Role::Receiver);
         a.record_batch(&s);
         b.record_batch(&r);
-        let (sa, sb) = SdsMethod::points(&*a, &*b).unwrap();
+        let (sa, sb) = (
+            crate::method::sender_ref::<SdsMethod>(&*a).unwrap(),
+            crate::method::receiver_ref::<SdsMethod>(&*b).unwrap(),
+        );
         let (sk, used) = m.build(sa, sb);
         assert_eq!(used, r.len() as u64);
         // which rows give a flow a cell of its own, from the truth
