@@ -38,9 +38,7 @@ pub use mining::heavy_hitters;
 pub use sketch::{Cell, Layout, Synopsis};
 pub use weights::Weights;
 
-use crate::method::{
-    Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, downcast, downcast_ref,
-};
+use crate::method::{Estimate, FlowEstimate, Method, MethodConfig, MethodError};
 use crate::record::FlowKey;
 use crate::wire::DecodeError;
 
@@ -75,17 +73,21 @@ impl LdsMethod {
     }
 }
 
-fn as_lds<'a>(p: &'a dyn PointSynopsis, name: &'static str) -> Result<&'a Synopsis, MethodError> {
-    downcast_ref::<Synopsis>(p, name)
+impl MethodConfig for Config {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        Config::pairs(self)
+    }
 }
 
-impl Method for LdsMethod {
+impl crate::method::TypedMethod for LdsMethod {
+    type Config = Config;
+    type Sender = Synopsis;
+    type Receiver = Synopsis;
     fn name(&self) -> &str {
         &self.name
     }
-
-    fn config(&self) -> Vec<(&'static str, String)> {
-        self.layout.cfg.pairs()
+    fn config(&self) -> &Config {
+        &self.layout.cfg
     }
     fn foreign(&self) -> crate::method::Foreign {
         crate::method::Foreign::Detects(
@@ -93,38 +95,32 @@ impl Method for LdsMethod {
         )
     }
 
-    fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(self.sketch())
+    fn new_sender(&self) -> Synopsis {
+        self.sketch()
+    }
+    fn new_receiver(&self) -> Synopsis {
+        self.sketch()
     }
 
-    fn decode_point(
-        &self,
-        _role: Role,
-        bytes: &[u8],
-    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        Ok(Box::new(Synopsis::decode(self.layout.clone(), bytes)?))
+    fn decode_sender(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        Synopsis::decode(self.layout.clone(), bytes)
+    }
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        Synopsis::decode(self.layout.clone(), bytes)
     }
 
-    fn estimate(
-        &self,
-        sender: Box<dyn PointSynopsis>,
-        receiver: Box<dyn PointSynopsis>,
-    ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Synopsis>(sender, "lds")?;
-        let r = downcast::<Synopsis>(receiver, "lds")?;
+    fn estimate(&self, s: Synopsis, r: Synopsis) -> Result<Estimate, MethodError> {
         aggregate(&s, &r)
     }
 
     fn estimate_flows(
         &self,
-        sender: &dyn PointSynopsis,
-        receiver: &dyn PointSynopsis,
+        sender: &Synopsis,
+        receiver: &Synopsis,
         flows: &[FlowKey],
     ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
         let run = || -> Result<Vec<FlowEstimate>, MethodError> {
-            let s = as_lds(sender, "lds")?;
-            let r = as_lds(receiver, "lds")?;
-            let mut q = FlowQuery::new(s, r)?;
+            let mut q = FlowQuery::new(sender, receiver)?;
             Ok(flows.iter().map(|f| q.flow(f)).collect())
         };
         Some(run())
