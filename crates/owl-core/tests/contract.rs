@@ -13,8 +13,8 @@ use std::sync::Arc;
 use owl_core::exact::method::ExactMethod;
 use owl_core::interval::Intervals;
 use owl_core::method::{
-    BuildOptions, Estimate, Method, MethodError, MethodInfo, PointSynopsis, Role, config_value,
-    downcast, unknown_field,
+    BuildOptions, Estimate, Method, MethodConfig, MethodError, MethodInfo, PointSynopsis, Role,
+    TypedMethod, TypedSynopsis, config_value, unknown_field,
 };
 use owl_core::pipeline::{NoHook, NoTimer, PairPipeline, PipelineConfig};
 use owl_core::wire::{DecodeError, SynopsisFile, WireReader, WireWriter};
@@ -27,7 +27,8 @@ struct Synopsis {
     packets: u64,
 }
 
-impl PointSynopsis for Synopsis {
+impl TypedSynopsis for Synopsis {
+    const METHOD: &'static str = "one-cell";
     fn record(&mut self, rec: &PacketRecord) {
         self.sum_ns += rec.ts_ns as u128;
         self.packets += 1;
@@ -41,8 +42,7 @@ impl PointSynopsis for Synopsis {
         w.u64(self.packets);
     }
     /// The sums and the counts added.
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-        let later = downcast::<Synopsis>(later, "one-cell")?;
+    fn merge(&mut self, later: Synopsis) -> Result<(), MethodError> {
         self.sum_ns = self.sum_ns.wrapping_add(later.sum_ns);
         self.packets = self.packets.wrapping_add(later.packets);
         Ok(())
@@ -55,41 +55,51 @@ struct OneCell {
     scale: u64,
 }
 
-impl Method for OneCell {
+impl MethodConfig for OneCell {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        vec![("scale", self.scale.to_string())]
+    }
+}
+
+/// A point's cell from its payload.
+fn decode(bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+    let mut r = WireReader::new(bytes);
+    let lo = r.u64("sum (low)")? as u128;
+    let hi = r.u64("sum (high)")? as u128;
+    let packets = r.u64("packets")?;
+    r.finish("one-cell synopsis")?;
+    Ok(Synopsis {
+        sum_ns: hi << 64 | lo,
+        packets,
+    })
+}
+
+impl TypedMethod for OneCell {
+    type Config = OneCell;
+    type Sender = Synopsis;
+    type Receiver = Synopsis;
     fn name(&self) -> &str {
         "one-cell"
     }
-    fn config(&self) -> Vec<(&'static str, String)> {
-        vec![("scale", self.scale.to_string())]
+    fn config(&self) -> &OneCell {
+        self
     }
     fn foreign(&self) -> owl_core::method::Foreign {
         owl_core::method::Foreign::AssumesNone("test: one sum")
     }
-    fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(Synopsis::default())
+    fn new_sender(&self) -> Synopsis {
+        Synopsis::default()
     }
-    fn decode_point(
-        &self,
-        _role: Role,
-        bytes: &[u8],
-    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        let mut r = WireReader::new(bytes);
-        let lo = r.u64("sum (low)")? as u128;
-        let hi = r.u64("sum (high)")? as u128;
-        let packets = r.u64("packets")?;
-        r.finish("one-cell synopsis")?;
-        Ok(Box::new(Synopsis {
-            sum_ns: hi << 64 | lo,
-            packets,
-        }))
+    fn new_receiver(&self) -> Synopsis {
+        Synopsis::default()
     }
-    fn estimate(
-        &self,
-        sender: Box<dyn PointSynopsis>,
-        receiver: Box<dyn PointSynopsis>,
-    ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Synopsis>(sender, "one-cell")?;
-        let r = downcast::<Synopsis>(receiver, "one-cell")?;
+    fn decode_sender(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        decode(bytes)
+    }
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        decode(bytes)
+    }
+    fn estimate(&self, s: Synopsis, r: Synopsis) -> Result<Estimate, MethodError> {
         let mut e = Estimate {
             bytes: 24,
             samples: s.packets,

@@ -213,6 +213,28 @@ impl CountMinMethod {
             ..Default::default()
         }
     }
+
+    /// A point's synopsis from its payload.
+    pub fn decode(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        let mut sk = Synopsis::new(self.cfg.clone());
+        let mut r = WireReader::new(bytes);
+        let want = sk.sums.len() * CELL_BYTES;
+        if bytes.len() != want {
+            return Err(r.invalid(format!(
+                "a Count-Min of {} × {} is {want} bytes, got {}",
+                self.cfg.rows,
+                self.cfg.width,
+                bytes.len()
+            )));
+        }
+        for i in 0..sk.sums.len() {
+            let lo = r.u64("timestamp sum")? as u128;
+            let hi = r.u64("timestamp sum")? as u128;
+            sk.sums[i] = lo | (hi << 64);
+            sk.counts[i] = r.u32("count")?;
+        }
+        Ok(sk)
+    }
 }
 
 impl MethodConfig for Config {
@@ -241,44 +263,10 @@ impl crate::method::TypedMethod for CountMinMethod {
         Synopsis::new(self.cfg.clone())
     }
     fn decode_sender(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
-        let mut sk = Synopsis::new(self.cfg.clone());
-        let mut r = WireReader::new(bytes);
-        let want = sk.sums.len() * CELL_BYTES;
-        if bytes.len() != want {
-            return Err(r.invalid(format!(
-                "a Count-Min of {} × {} is {want} bytes, got {}",
-                self.cfg.rows,
-                self.cfg.width,
-                bytes.len()
-            )));
-        }
-        for i in 0..sk.sums.len() {
-            let lo = r.u64("timestamp sum")? as u128;
-            let hi = r.u64("timestamp sum")? as u128;
-            sk.sums[i] = lo | (hi << 64);
-            sk.counts[i] = r.u32("count")?;
-        }
-        Ok(sk)
+        self.decode(bytes)
     }
     fn decode_receiver(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
-        let mut sk = Synopsis::new(self.cfg.clone());
-        let mut r = WireReader::new(bytes);
-        let want = sk.sums.len() * CELL_BYTES;
-        if bytes.len() != want {
-            return Err(r.invalid(format!(
-                "a Count-Min of {} × {} is {want} bytes, got {}",
-                self.cfg.rows,
-                self.cfg.width,
-                bytes.len()
-            )));
-        }
-        for i in 0..sk.sums.len() {
-            let lo = r.u64("timestamp sum")? as u128;
-            let hi = r.u64("timestamp sum")? as u128;
-            sk.sums[i] = lo | (hi << 64);
-            sk.counts[i] = r.u32("count")?;
-        }
-        Ok(sk)
+        self.decode(bytes)
     }
     fn estimate(&self, s: Synopsis, r: Synopsis) -> Result<Estimate, MethodError> {
         // one row holds every packet once: its totals give the aggregate, right only when

@@ -312,6 +312,37 @@ impl MpeMethod {
             ..Default::default()
         }
     }
+
+    /// A point's synopsis from its payload.
+    pub fn decode(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        let mut r = WireReader::new(bytes);
+        let n = r.u64("record count")?;
+        if (n as u128) * 61 != r.remaining() as u128 {
+            return Err(r.invalid(format!(
+                "{n} flow records do not fit the {} bytes that follow",
+                r.remaining()
+            )));
+        }
+        let mut c = Synopsis::new(&self.cfg);
+        for _ in 0..n {
+            let kb: [u8; 37] = r.take(37, "flow key")?.try_into().unwrap();
+            let rec = FlowRecord {
+                first_ns: r.u64("first timestamp")?,
+                last_ns: r.u64("last timestamp")?,
+                packets: r.u64("packet count")?,
+            };
+            if rec.first_ns > rec.last_ns || rec.packets == 0 {
+                return Err(r.invalid("flow record with last before first or no packet"));
+            }
+            if c.records
+                .insert(FlowKey::from_canonical_bytes(&kb), rec)
+                .is_some()
+            {
+                return Err(r.invalid("the same flow is recorded twice"));
+            }
+        }
+        Ok(c)
+    }
 }
 
 impl MethodConfig for Config {
@@ -342,62 +373,10 @@ impl crate::method::TypedMethod for MpeMethod {
         Synopsis::new(&self.cfg)
     }
     fn decode_sender(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
-        let mut r = WireReader::new(bytes);
-        let n = r.u64("record count")?;
-        if (n as u128) * 61 != r.remaining() as u128 {
-            return Err(r.invalid(format!(
-                "{n} flow records do not fit the {} bytes that follow",
-                r.remaining()
-            )));
-        }
-        let mut c = Synopsis::new(&self.cfg);
-        for _ in 0..n {
-            let kb: [u8; 37] = r.take(37, "flow key")?.try_into().unwrap();
-            let rec = FlowRecord {
-                first_ns: r.u64("first timestamp")?,
-                last_ns: r.u64("last timestamp")?,
-                packets: r.u64("packet count")?,
-            };
-            if rec.first_ns > rec.last_ns || rec.packets == 0 {
-                return Err(r.invalid("flow record with last before first or no packet"));
-            }
-            if c.records
-                .insert(FlowKey::from_canonical_bytes(&kb), rec)
-                .is_some()
-            {
-                return Err(r.invalid("the same flow is recorded twice"));
-            }
-        }
-        Ok(c)
+        self.decode(bytes)
     }
     fn decode_receiver(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
-        let mut r = WireReader::new(bytes);
-        let n = r.u64("record count")?;
-        if (n as u128) * 61 != r.remaining() as u128 {
-            return Err(r.invalid(format!(
-                "{n} flow records do not fit the {} bytes that follow",
-                r.remaining()
-            )));
-        }
-        let mut c = Synopsis::new(&self.cfg);
-        for _ in 0..n {
-            let kb: [u8; 37] = r.take(37, "flow key")?.try_into().unwrap();
-            let rec = FlowRecord {
-                first_ns: r.u64("first timestamp")?,
-                last_ns: r.u64("last timestamp")?,
-                packets: r.u64("packet count")?,
-            };
-            if rec.first_ns > rec.last_ns || rec.packets == 0 {
-                return Err(r.invalid("flow record with last before first or no packet"));
-            }
-            if c.records
-                .insert(FlowKey::from_canonical_bytes(&kb), rec)
-                .is_some()
-            {
-                return Err(r.invalid("the same flow is recorded twice"));
-            }
-        }
-        Ok(c)
+        self.decode(bytes)
     }
     fn estimate(&self, s: Synopsis, r: Synopsis) -> Result<Estimate, MethodError> {
         let sm = Samples::from_caches(&s, &r);
