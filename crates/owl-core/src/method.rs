@@ -585,8 +585,8 @@ pub enum MethodError {
     Invalid(String),
 }
 
-/// One point's synopsis for one interval, as `owl compare` sees it. Estimators get their own
-/// type back by upcasting to [`Any`] ([`downcast`], [`downcast_ref`]).
+/// One point's synopsis for one interval, as `owl compare` sees it. Every [`TypedSynopsis`] is
+/// one; the generic adapter gives a [`TypedMethod`] its own types back.
 pub trait PointSynopsis: Any + Send {
     /// Record one packet.
     fn record(&mut self, rec: &PacketRecord);
@@ -1064,16 +1064,6 @@ pub fn columns_for_memory(
     }
 }
 
-/// Borrow a synopsis as the method's concrete type (for estimators that only read).
-pub fn downcast_ref<'a, T: 'static>(
-    s: &'a dyn PointSynopsis,
-    method: &'static str,
-) -> Result<&'a T, MethodError> {
-    let any: &dyn Any = s;
-    any.downcast_ref::<T>()
-        .ok_or(MethodError::WrongSynopsis { method })
-}
-
 /// For [`PointSynopsis::merge`]: the error naming the first field in which the later
 /// synopsis's configuration (`later`) differs from this one's (`ours`), both as
 /// `Config::pairs` lists them.
@@ -1130,16 +1120,6 @@ pub fn unknown_field(method: &str, field: &str, known: &[&str]) -> MethodError {
         "unknown {method} config field '{field}' (known: {})",
         known.join(", ")
     ))
-}
-
-/// Downcast a boxed synopsis to the method's concrete type.
-pub fn downcast<T: 'static>(
-    s: Box<dyn PointSynopsis>,
-    method: &'static str,
-) -> Result<Box<T>, MethodError> {
-    let any: Box<dyn Any> = s;
-    any.downcast::<T>()
-        .map_err(|_| MethodError::WrongSynopsis { method })
 }
 
 #[cfg(test)]
