@@ -760,6 +760,78 @@ pub trait MethodConfig {
     fn pairs(&self) -> Vec<(&'static str, String)>;
 }
 
+/// A configuration declared by [`method_config!`](crate::method_config): its fields once, and
+/// from them its pairs, its parser of `--method-config` and synopsis-file fields, and its
+/// "unknown field" error.
+pub trait DeclaredConfig: MethodConfig + Sized {
+    /// The method named in its errors.
+    const METHOD: &'static str;
+    /// Every field, in the order of [`MethodConfig::pairs`].
+    const FIELDS: &'static [&'static str];
+    /// Set `field` from `value`, or the error naming the field (and the value, or the fields
+    /// it knows).
+    fn set(&mut self, field: &str, value: &str) -> Result<(), MethodError>;
+    /// `base` with the fields named in `pairs` replaced, in order (the caller validates).
+    fn over(mut base: Self, pairs: &[(String, String)]) -> Result<Self, MethodError> {
+        for (k, v) in pairs {
+            base.set(k, v)?;
+        }
+        Ok(base)
+    }
+}
+
+/// Declare a method's configuration once: the struct (its fields private) and, from its
+/// fields, [`MethodConfig::pairs`] (each field's `Display`, in order) and [`DeclaredConfig`]
+/// (each field parsed by [`config_value`], any other named by [`unknown_field`]).
+///
+/// ```ignore
+/// owl_core::method_config! {
+///     /// What both points agree on.
+///     #[derive(Clone, Debug, PartialEq, Eq)]
+///     pub struct Config for "countmin" {
+///         /// d: rows.
+///         rows: usize,
+///         seed: u64,
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! method_config {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident for $method:literal {
+            $( $(#[$fmeta:meta])* $field:ident : $ty:ty ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        $vis struct $name {
+            $( $(#[$fmeta])* $field: $ty, )*
+        }
+        impl $crate::method::MethodConfig for $name {
+            fn pairs(&self) -> Vec<(&'static str, String)> {
+                vec![$((stringify!($field), self.$field.to_string())),*]
+            }
+        }
+        impl $crate::method::DeclaredConfig for $name {
+            const METHOD: &'static str = $method;
+            const FIELDS: &'static [&'static str] = &[$(stringify!($field)),*];
+            fn set(
+                &mut self,
+                field: &str,
+                value: &str,
+            ) -> Result<(), $crate::method::MethodError> {
+                match field {
+                    $(stringify!($field) => {
+                        self.$field = $crate::method::config_value($method, field, value)?
+                    })*
+                    _ => return Err($crate::method::unknown_field($method, field, Self::FIELDS)),
+                }
+                Ok(())
+            }
+        }
+    };
+}
+
 /// A method without configuration (`exact`).
 impl MethodConfig for () {
     fn pairs(&self) -> Vec<(&'static str, String)> {

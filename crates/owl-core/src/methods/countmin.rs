@@ -18,7 +18,7 @@
 
 use crate::hash::{HashFamily, HashFn};
 use crate::method::{
-    Estimate, FlowEstimate, MethodConfig, MethodError, TypedSynopsis, config_value, unknown_field,
+    DeclaredConfig, Estimate, FlowEstimate, MethodConfig, MethodError, TypedSynopsis,
 };
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader, WireWriter};
@@ -27,14 +27,16 @@ use crate::wire::{DecodeError, WireReader, WireWriter};
 pub const CELL_BYTES: usize = 20;
 const ROW: u64 = 0xc0_0100;
 
-/// What both points agree on.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Config {
-    /// d: rows (hash functions).
-    rows: usize,
-    /// w: counters per row.
-    width: usize,
-    seed: u64,
+crate::method_config! {
+    /// What both points agree on.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Config for "countmin" {
+        /// d: rows (hash functions).
+        rows: usize,
+        /// w: counters per row.
+        width: usize,
+        seed: u64,
+    }
 }
 
 impl Config {
@@ -70,13 +72,6 @@ impl Config {
         }
         Ok(())
     }
-    pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("rows", self.rows.to_string()),
-            ("width", self.width.to_string()),
-            ("seed", self.seed.to_string()),
-        ]
-    }
     /// Rebuild a configuration from `(field, value)` pairs over the defaults; an unknown
     /// field is an error that names it.
     pub fn from_pairs(pairs: &[(String, String)]) -> Result<Config, MethodError> {
@@ -95,15 +90,7 @@ impl Config {
         base: Config,
         pairs: &[(String, String)],
     ) -> Result<Config, MethodError> {
-        let mut c = base;
-        for (k, v) in pairs {
-            match k.as_str() {
-                "rows" => c.rows = config_value("countmin", k, v)?,
-                "width" => c.width = config_value("countmin", k, v)?,
-                "seed" => c.seed = config_value("countmin", k, v)?,
-                _ => return Err(unknown_field("countmin", k, &["rows", "width", "seed"])),
-            }
-        }
+        let c = DeclaredConfig::over(base, pairs)?;
         c.validate()?;
         Ok(c)
     }
@@ -234,12 +221,6 @@ impl CountMinMethod {
             sk.counts[i] = r.u32("count")?;
         }
         Ok(sk)
-    }
-}
-
-impl MethodConfig for Config {
-    fn pairs(&self) -> Vec<(&'static str, String)> {
-        Config::pairs(self)
     }
 }
 

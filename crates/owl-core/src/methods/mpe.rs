@@ -41,7 +41,7 @@ use hashbrown::HashMap;
 
 use crate::hash::{HashFamily, HashFn};
 use crate::method::{
-    Estimate, FlowEstimate, MethodConfig, MethodError, TypedSynopsis, config_value, unknown_field,
+    DeclaredConfig, Estimate, FlowEstimate, MethodConfig, MethodError, TypedSynopsis,
 };
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader, WireWriter};
@@ -50,12 +50,14 @@ use crate::wire::{DecodeError, WireReader, WireWriter};
 pub const RECORD_BYTES: u64 = 48;
 const SAMPLE: u64 = 0x3be_0100;
 
-/// What both routers agree on.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Config {
-    /// Packet sampling rate, in (0, 1].
-    rate: f64,
-    seed: u64,
+crate::method_config! {
+    /// What both routers agree on.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct Config for "mpe" {
+        /// Packet sampling rate, in (0, 1].
+        rate: f64,
+        seed: u64,
+    }
 }
 
 impl Config {
@@ -82,12 +84,6 @@ impl Config {
         }
         Ok(())
     }
-    pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("rate", self.rate.to_string()),
-            ("seed", self.seed.to_string()),
-        ]
-    }
     /// Rebuild a configuration from `(field, value)` pairs over the defaults; an unknown
     /// field is an error that names it.
     pub fn from_pairs(pairs: &[(String, String)]) -> Result<Config, MethodError> {
@@ -99,14 +95,7 @@ impl Config {
         base: Config,
         pairs: &[(String, String)],
     ) -> Result<Config, MethodError> {
-        let mut c = base;
-        for (k, v) in pairs {
-            match k.as_str() {
-                "rate" => c.rate = config_value("mpe", k, v)?,
-                "seed" => c.seed = config_value("mpe", k, v)?,
-                _ => return Err(unknown_field("mpe", k, &["rate", "seed"])),
-            }
-        }
+        let c = DeclaredConfig::over(base, pairs)?;
         c.validate()?;
         Ok(c)
     }
@@ -342,12 +331,6 @@ impl MpeMethod {
             }
         }
         Ok(c)
-    }
-}
-
-impl MethodConfig for Config {
-    fn pairs(&self) -> Vec<(&'static str, String)> {
-        Config::pairs(self)
     }
 }
 

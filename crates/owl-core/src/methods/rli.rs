@@ -24,8 +24,8 @@
 use hashbrown::HashMap;
 
 use crate::method::{
-    Estimate, FlowEstimate, MethodConfig, MethodError, PacketEstimate, TypedSynopsis, config_value,
-    unknown_field,
+    DeclaredConfig, Estimate, FlowEstimate, MethodConfig, MethodError, PacketEstimate,
+    TypedSynopsis,
 };
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader, WireWriter};
@@ -33,19 +33,21 @@ use crate::wire::{DecodeError, WireReader, WireWriter};
 /// Bytes a reference probe puts on the wire (a minimal frame carrying a timestamp).
 pub const PROBE_BYTES: u64 = 64;
 
-/// What both points agree on.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Config {
-    /// One reference per `lower_gap` packets at full utilisation (300).
-    lower_gap: u32,
-    /// One reference per `upper_gap` packets on an idle link (10).
-    upper_gap: u32,
-    /// Link capacity, bits per second, to compute the utilisation.
-    capacity_bps: f64,
-    /// Utilisation window, ns.
-    window_ns: u64,
-    /// Seed of the flow hash the receiver keys its per-flow counters by.
-    seed: u64,
+crate::method_config! {
+    /// What both points agree on.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct Config for "rli" {
+        /// One reference per `lower_gap` packets at full utilisation (300).
+        lower_gap: u32,
+        /// One reference per `upper_gap` packets on an idle link (10).
+        upper_gap: u32,
+        /// Link capacity, bits per second, to compute the utilisation.
+        capacity_bps: f64,
+        /// Utilisation window, ns.
+        window_ns: u64,
+        /// Seed of the flow hash the receiver keys its per-flow counters by.
+        seed: u64,
+    }
 }
 
 impl Config {
@@ -112,16 +114,6 @@ impl Config {
         Ok(())
     }
 
-    pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("lower_gap", self.lower_gap.to_string()),
-            ("upper_gap", self.upper_gap.to_string()),
-            ("capacity_bps", self.capacity_bps.to_string()),
-            ("window_ns", self.window_ns.to_string()),
-            ("seed", self.seed.to_string()),
-        ]
-    }
-
     /// Rebuild a configuration from `(field, value)` pairs over the defaults; an unknown
     /// field is an error that names it.
     pub fn from_pairs(pairs: &[(String, String)]) -> Result<Config, MethodError> {
@@ -133,29 +125,7 @@ impl Config {
         base: Config,
         pairs: &[(String, String)],
     ) -> Result<Config, MethodError> {
-        let mut c = base;
-        for (k, v) in pairs {
-            match k.as_str() {
-                "lower_gap" => c.lower_gap = config_value("rli", k, v)?,
-                "upper_gap" => c.upper_gap = config_value("rli", k, v)?,
-                "capacity_bps" => c.capacity_bps = config_value("rli", k, v)?,
-                "window_ns" => c.window_ns = config_value("rli", k, v)?,
-                "seed" => c.seed = config_value("rli", k, v)?,
-                _ => {
-                    return Err(unknown_field(
-                        "rli",
-                        k,
-                        &[
-                            "lower_gap",
-                            "upper_gap",
-                            "capacity_bps",
-                            "window_ns",
-                            "seed",
-                        ],
-                    ));
-                }
-            }
-        }
+        let c = DeclaredConfig::over(base, pairs)?;
         c.validate()?;
         Ok(c)
     }
@@ -425,12 +395,6 @@ fn decode_list<const N: usize>(b: &[u8], what: &'static str) -> Result<Vec<[u64;
         v.push(x);
     }
     Ok(v)
-}
-
-impl MethodConfig for Config {
-    fn pairs(&self) -> Vec<(&'static str, String)> {
-        Config::pairs(self)
-    }
 }
 
 impl crate::method::TypedMethod for RliMethod {

@@ -17,9 +17,7 @@
 use hashbrown::HashMap;
 
 use crate::hash::{HashFamily, HashFn};
-use crate::method::{
-    Estimate, FlowEstimate, MethodConfig, MethodError, TypedSynopsis, config_value, unknown_field,
-};
+use crate::method::{DeclaredConfig, Estimate, FlowEstimate, MethodError, TypedSynopsis};
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader, WireWriter};
 
@@ -32,12 +30,14 @@ pub const NOTE: &str = "sds needs a sender timestamp in every packet (LDS §2.2)
 
 const ROW: u64 = 0x5d5_0100;
 
-/// What both points agree on.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Config {
-    rows: usize,
-    columns: usize,
-    seed: u64,
+crate::method_config! {
+    /// What both points agree on.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Config for "sds" {
+        rows: usize,
+        columns: usize,
+        seed: u64,
+    }
 }
 
 impl Config {
@@ -87,14 +87,6 @@ impl Config {
         Ok(())
     }
 
-    pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("rows", self.rows.to_string()),
-            ("columns", self.columns.to_string()),
-            ("seed", self.seed.to_string()),
-        ]
-    }
-
     /// Rebuild a configuration from `(field, value)` pairs over the defaults; an unknown
     /// field is an error that names it.
     pub fn from_pairs(pairs: &[(String, String)]) -> Result<Config, MethodError> {
@@ -106,15 +98,7 @@ impl Config {
         base: Config,
         pairs: &[(String, String)],
     ) -> Result<Config, MethodError> {
-        let mut c = base;
-        for (k, v) in pairs {
-            match k.as_str() {
-                "rows" => c.rows = config_value("sds", k, v)?,
-                "columns" => c.columns = config_value("sds", k, v)?,
-                "seed" => c.seed = config_value("sds", k, v)?,
-                _ => return Err(unknown_field("sds", k, &["rows", "columns", "seed"])),
-            }
-        }
+        let c = DeclaredConfig::over(base, pairs)?;
         c.validate()?;
         Ok(c)
     }
@@ -305,12 +289,6 @@ impl SdsMethod {
     }
 }
 
-impl MethodConfig for Config {
-    fn pairs(&self) -> Vec<(&'static str, String)> {
-        Config::pairs(self)
-    }
-}
-
 impl crate::method::TypedMethod for SdsMethod {
     type Config = Config;
     type Sender = SenderSynopsis;
@@ -418,7 +396,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::method::{Method, Role};
+    use crate::method::{Method, MethodConfig, Role};
     use crate::test_traffic::{key, traffic};
 
     #[test]
