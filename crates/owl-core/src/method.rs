@@ -1084,6 +1084,9 @@ pub struct BuildOptions {
 pub struct MethodInfo {
     pub name: &'static str,
     pub summary: &'static str,
+    /// What its estimates' [`Estimate::samples`] counts (the packets, probes or flows its mean
+    /// rests on; `owl compare --help` and the JSON's `samples_are` say it).
+    pub samples: &'static str,
     /// Answers [`Method::estimate_flows`].
     pub per_flow: bool,
     /// Answers [`Method::estimate_packets`].

@@ -120,6 +120,7 @@ impl TypedMethod for OneCell {
 const INFO: MethodInfo = MethodInfo {
     name: "one-cell",
     summary: "one cell of timestamp sums (a one-bucket LDA), exact without loss",
+    samples: "packets at the sender",
     per_flow: false,
     per_packet: false,
     recovers_delays: false,

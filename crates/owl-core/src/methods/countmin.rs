@@ -304,6 +304,7 @@ impl crate::method::TypedMethod for CountMinMethod {
 pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "countmin",
     summary: "Count-Min of timestamp sums (COLATE §6.5's strawman), 4 x 17 500 counters, per-flow",
+    samples: "packets at both points when their totals agree (0 otherwise)",
     per_flow: true,
     crosses: "each point's two Count-Min sketches (timestamp sums and counts, 20 B a counter), one way; no round trip",
     per_packet: false,

@@ -672,6 +672,7 @@ pub mod method {
     pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
         name: "exact",
         summary: "store every (identity, timestamp) and match them: the ground truth, 16 B a packet",
+        samples: "packets matched within their interval",
         per_flow: false,
         crosses: "every (identity, timestamp) of both points, 16 B a packet each, to one place; no round trip",
         per_packet: false,

@@ -880,6 +880,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "finecomb",
     summary: "FineComb (RDA §III-C): 5000 buckets with parity, receiver stash repairs \
                   reordered packets, lost ones spoil their bucket; --memory / 24 B buckets",
+    samples: "packets decoded at both points (timestamps recovered)",
     per_flow: false,
     crosses: "each point's buckets (24 B each), one way; the receiver's stash of timestamps stays at the receiver and is in its file only so `owl estimate` can repair",
     per_packet: false,

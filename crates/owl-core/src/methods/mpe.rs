@@ -417,6 +417,7 @@ fn mpe_default(name: &str, seed: u64) -> Config {
 pub const TEN_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "mpe",
     summary: "NetFlow multi-point estimator, 10% coordinated packet sampling, per-flow",
+    samples: "delay samples: the first and last packet of every sampled flow whose sampled packets all arrived (2 per flow): a flow with a lost sampled packet gives none, so a higher sampling rate can give fewer samples under loss",
     per_flow: true,
     crosses: "each point's sampled flow records (61 B a flow), one way; no round trip",
     per_packet: false,
@@ -434,6 +435,7 @@ pub const TEN_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
 pub const ONE_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "mpe1",
     summary: "NetFlow multi-point estimator, 1% coordinated packet sampling, per-flow",
+    samples: "delay samples: the first and last packet of every sampled flow whose sampled packets all arrived (2 per flow): a flow with a lost sampled packet gives none, so a higher sampling rate can give fewer samples under loss",
     per_flow: true,
     crosses: "each point's sampled flow records (61 B a flow), one way; no round trip",
     per_packet: false,

@@ -534,6 +534,7 @@ impl crate::method::TypedMethod for ProbeMethod {
 pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "probe",
     summary: "Poisson active probing at 144 Hz (LDA paper's baseline), each probe emulated by the packet after its instant; 64 B a probe (--memory ignored)",
+    samples: "probes received (each the first packet after a probe instant)",
     per_flow: false,
     crosses: "probe packets the sender injects (64 B each); the receiver's file logs every arrival (16 B a packet) only so owl can tell which packet emulated each probe: emulation data",
     per_packet: false,

@@ -532,6 +532,7 @@ impl crate::method::TypedMethod for RliMethod {
 pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "rli",
     summary: "Reference Latency Interpolation: references 1:300-1:10 by load, interpolated, per-flow",
+    samples: "reference packets received (interpolated packets not counted)",
     per_flow: true,
     crosses: "reference packets the sender injects (64 B each); the receiver's file logs every arrival (24 B a packet) so owl can interpolate offline, where a deployed receiver interpolates as packets pass and keeps only per-flow sums",
     per_packet: true,

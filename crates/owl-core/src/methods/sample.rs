@@ -966,6 +966,7 @@ impl SampleMethod {
 pub const INFO: MethodInfo = MethodInfo {
     name: "sample",
     summary: "coordinated packet sampling (trajectory sampling): the 4096 packets of smallest identity hash a point and interval (about 27 KiB shipped for a 1 s interval; --memory / ~7 B), exact delays of a uniform sample; mean, std, loss, p50/p90/p99/p99.9 with 95 % intervals from order statistics (interpolated; ci=order: distribution-free)",
+    samples: "packets the mean rests on",
     per_flow: false,
     per_packet: false,
     recovers_delays: true,

@@ -378,6 +378,7 @@ impl crate::method::TypedMethod for SdsMethod {
 pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "sds",
     summary: "Simple Delay Sketch (LDS §2.2): NEEDS sender timestamps in packets (emulated), per-flow",
+    samples: "packets in the cells usable at both points",
     per_flow: true,
     crosses: "an 8 B sender timestamp inside every packet (the timestamp assumption); the files hold the sender's stamps and the receiver's arrival log (24 B a packet), emulation data a deployment would not keep",
     per_packet: false,

@@ -264,6 +264,7 @@ mod contract {
     const COUNT: MethodInfo = MethodInfo {
         name: "count",
         summary: "packets at each point; their difference",
+        samples: "packets at the receiver",
         per_flow: false,
         crosses: "nothing (a test method)",
         per_packet: false,

@@ -325,6 +325,7 @@ impl crate::method::TypedMethod for ColateMethod {
 pub const INFO: MethodInfo = MethodInfo {
     name: "colate",
     summary: "COLATE: one shared counter vector per point, epochs, per-flow mean and std with its interval from the flow's counters (plan: alpha 0.95, beta 0.05, 10 MiB), per-flow",
+    samples: "packets the mean rests on",
     per_flow: true,
     crosses: "nothing per interval: each point appends its counter epochs to its own epoch store; a query later reads the epochs of both points that overlap the flow's time range (counted here as the interval's epochs at S)",
     per_packet: false,

@@ -271,6 +271,7 @@ fn too_few_advice(e: &super::LdaEstimate) -> String {
 pub const INFO: MethodInfo = MethodInfo {
     name: "lda",
     summary: "Lossy Difference Aggregator (Kompella et al.): 2 banks x 512 rows tuned toward 0.5 % and 10 % loss of 5 M packets an interval (lda:packets=N tunes them for N; below 20 effective samples an interval's bounds are withheld), 16 B a row with an identity digest that leaves out rows holding packets the other point did not see (lda:digest=off: the paper's 12 B rows; --memory sets the rows); mean, loss, std with a 95 % interval by the between-row estimator (lda:std=rows, default; lda:std=paper is eq. 5, lda:std=centred); assumes FIFO",
+    samples: "effective sample size: packets in the rows whose counters agree at both points (LDA §III-D)",
     per_flow: false,
     crosses: "each point's aggregator (16 B a row; 12 B with lda:digest=off), one way; no round trip",
     per_packet: false,

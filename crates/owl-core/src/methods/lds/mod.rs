@@ -170,6 +170,7 @@ fn lds_from_config(
 pub const SINGLE_BANK: MethodInfo = MethodInfo {
     name: "lds",
     summary: "Lossy Difference Sketch (LDS §5.1): per-flow delay, 4 rows x 17 500 cells, k = 1, 1.1 MB",
+    samples: "packets in the usable cells of the row the estimate comes from",
     per_flow: true,
     crosses: "each point's sketch (16 B a cell), one way; no round trip",
     per_packet: false,
@@ -182,6 +183,7 @@ pub const SINGLE_BANK: MethodInfo = MethodInfo {
 pub const MULTI_BANK: MethodInfo = MethodInfo {
     name: "lds-mb",
     summary: "multi-bank LDS (LDS §5.2): k = 5, row sampling 0.01/0.1/0.5/1, 4 x 87 500 cells, loss-tolerant",
+    samples: "packets in the usable cells of the row the estimate comes from",
     per_flow: true,
     crosses: "each point's sketch (16 B a cell), one way; no round trip",
     per_packet: false,
@@ -194,6 +196,7 @@ pub const MULTI_BANK: MethodInfo = MethodInfo {
 pub const MULTI_BANK_DENSE: MethodInfo = MethodInfo {
     name: "lds-mb-dense",
     summary: "multi-bank LDS estimating from the densest surviving bank (owl's variant of §4.2)",
+    samples: "packets in the usable cells of the row the estimate comes from",
     per_flow: true,
     crosses: "each point's sketch (16 B a cell), one way; no round trip",
     per_packet: false,

@@ -1354,6 +1354,7 @@ fn from_config(
 pub const LOSSLESS: MethodInfo = MethodInfo {
     name: "opa",
     summary: "OPA (Every Packet Counts): Vandermonde-coded order per group + lossless timestamps, exact per-packet delay and loss",
+    samples: "packets the mean rests on",
     per_flow: false,
     per_packet: true,
     recovers_delays: true,
@@ -1367,6 +1368,7 @@ pub const LOSSLESS: MethodInfo = MethodInfo {
 pub const WAVELET: MethodInfo = MethodInfo {
     name: "opa-wavelet",
     summary: "OPA as the paper configures it: wavelet timestamps (6 % of coefficients), 3 rows a group, Algorithm 1; per-packet delay within the reported timestamp error, 0.44 B a packet",
+    samples: "packets the mean rests on",
     per_flow: false,
     per_packet: true,
     recovers_delays: true,

@@ -99,6 +99,7 @@ pub const LATE: MethodInfo = MethodInfo {
     name: "rda",
     summary: "RDA, late binding (§VIII): 3 banks of d̂ buckets from a strata estimate, decode \
                   lost and reordered packets, repair, exact mean; --memory caps the RDA",
+    samples: "packets decoded at both points (timestamps recovered)",
     per_flow: false,
     crosses: "a round trip: a strata sketch of the set difference, then RDA banks sized from it, then a request and a response for the timestamps of decoded packets (`bytes` counts all of it); the file holds the point's timestamp cache (16 B a packet), local state that a deployed point never sends",
     per_packet: false,
@@ -121,6 +122,7 @@ pub const LATE: MethodInfo = MethodInfo {
 pub const FIXED: MethodInfo = MethodInfo {
     name: "rda-fixed",
     summary: "RDA of fixed size (§V/§VII): 3 banks × 1666 buckets (120 kB), or --memory / 72 B",
+    samples: "packets decoded at both points (timestamps recovered)",
     per_flow: false,
     crosses: "a round trip: the RDA banks, then a request and a response for the timestamps of decoded packets (`bytes` counts all of it); the file holds the point's timestamp cache (16 B a packet), local state that a deployed point never sends",
     per_packet: false,
