@@ -8,8 +8,11 @@
 //!
 //! Each method is one module under `src/methods/` with the same shape and the same names:
 //!
-//! - **`Config`** — everything both points must agree on. Fields are private; it is built by
-//!   `Config::new(…)` (or a builder) that calls `validate()`, so a `Config` that exists is sound.
+//! - **`Config`** — everything both points must agree on, a [`MethodConfig`] (its fields by
+//!   name). Fields are private; it is built by `Config::new(…)` (or a builder) that calls
+//!   `validate()`, so a `Config` that exists is sound. Where its fields are plain values it is
+//!   declared once with [`method_config!`](crate::method_config), which gives its pairs, its
+//!   parser and its unknown-field error ([`DeclaredConfig`]).
 //!   The pair check is named `check_pair` everywhere and names the first field that differs
 //!   ([`MethodError::ConfigMismatch`]): `Config::check_pair(&sender, &receiver)` where the
 //!   synopses carry their configuration (LDA, RDA, LDS, FineComb); for the others, both points'
@@ -18,18 +21,23 @@
 //! - **The per-point synopsis** — `Synopsis` when both points keep the same structure,
 //!   `SenderSynopsis` / `ReceiverSynopsis` when they differ (probing, RLI, SDS). Its doc names
 //!   the paper's structure (aggregator, sketch, cache, …). It records packets through one entry
-//!   point, `record_batch(&[PacketRecord])`, and implements [`PointSynopsis`].
+//!   point, `record_batch(&[PacketRecord])`, and implements [`TypedSynopsis`] (and so, through
+//!   the generic adapter, [`PointSynopsis`]).
 //! - **The payload** — written with [`crate::wire::WireWriter`] and read with
 //!   [`crate::wire::WireReader`] (which checks every length against what is left); its layout
 //!   is in the module doc and pinned byte for byte by a golden file
 //!   (`crates/owl-core/tests/golden/`). Changing a layout changes its golden file and the
 //!   synopsis file version ([`crate::wire::STREAM_VERSION`]), with a test that files of the old
 //!   version are refused with a clear message.
-//! - **The pair estimator** — a free function `estimate(&sender, &receiver)` returning the
-//!   method's own typed estimate; it calls `check_pair` first.
-//! - **The adapter** — a `NameMethod` implementing [`Method`], and a [`MethodInfo`] descriptor
-//!   (`pub const INFO`, or one constant per variant) listed once in
-//!   [`crate::registry::METHODS`]. Adding a method is its module and that one line.
+//! - **The method** — a `NameMethod` implementing [`TypedMethod`]: its `Config`, `Sender` and
+//!   `Receiver` types and one pair estimator [`TypedMethod::estimate`] on them (it calls
+//!   `check_pair` first), with per-flow and per-packet answers as optional parts. One generic
+//!   adapter makes it a [`Method`], the only code that turns a `dyn PointSynopsis` back into
+//!   its type ([`sender_of`], [`receiver_of`] for code that drives one method's points
+//!   itself); no method module downcasts.
+//! - **The descriptor** — a [`MethodInfo`] (`pub const INFO`, or one constant per variant)
+//!   listed once in [`crate::registry::METHODS`], passing [`crate::registry::check`]. Adding a
+//!   method is its module and that one line.
 //! - **Quantiles** — a method that recovers individual delays fills [`Estimate::quantiles`]
 //!   (nearest rank over the interval's delays, each with its 95 % interval where sound) and
 //!   [`Estimate::recovered`]: the same delays in a [`DelayHistogram`], each weighted by the
@@ -784,7 +792,8 @@ pub trait DeclaredConfig: MethodConfig + Sized {
 /// fields, [`MethodConfig::pairs`] (each field's `Display`, in order) and [`DeclaredConfig`]
 /// (each field parsed by [`config_value`], any other named by [`unknown_field`]).
 ///
-/// ```ignore
+/// ```
+/// use owl_core::method::{DeclaredConfig, MethodConfig};
 /// owl_core::method_config! {
 ///     /// What both points agree on.
 ///     #[derive(Clone, Debug, PartialEq, Eq)]
@@ -794,6 +803,10 @@ pub trait DeclaredConfig: MethodConfig + Sized {
 ///         seed: u64,
 ///     }
 /// }
+/// let c = Config::over(Config { rows: 4, seed: 1 }, &[("rows".into(), "8".into())]).unwrap();
+/// assert_eq!(c.pairs(), [("rows", "8".to_string()), ("seed", "1".to_string())]);
+/// let e = Config::over(c, &[("banks".into(), "2".into())]).err().unwrap();
+/// assert_eq!(e.to_string(), "unknown countmin config field 'banks' (known: rows, seed)");
 /// ```
 #[macro_export]
 macro_rules! method_config {

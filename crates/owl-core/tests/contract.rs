@@ -5,7 +5,7 @@
 //! through the streaming pipeline beside a registered method, is written to and read back from
 //! a synopsis file, is rebuilt from its configuration fields through its descriptor, and gives
 //! the same estimate both ways. Adding it to `owl` is this module and one line in
-//! `registry::METHODS`.
+//! `registry::METHODS`, as ARCHITECTURE.md's "Adding a method" says (checked below).
 //!
 //! The method is the smallest sound one: one cell of timestamp sums and counts per point (a
 //! one-bucket LDA, Kompella et al., SIGCOMM'09 §3), whose mean `(ΣT_R − ΣT_S) / n` is exact
@@ -271,4 +271,70 @@ fn a_method_defined_outside_the_crate_follows_the_contract() {
         .err()
         .unwrap();
     assert!(bad.to_string().contains("banks"), "{bad}");
+}
+
+/// ARCHITECTURE.md's "Adding a method" list is what the code asks: the method's module (one
+/// `pub mod` line in `methods/mod.rs`, reached as `owl_core::NAME` through `lib.rs`'s glob
+/// re-export) and one line in `registry::METHODS`, as the method above shows; the tables by
+/// name that `owl` kept (what `samples` counts) are the descriptors' now.
+#[test]
+fn architecture_says_what_adding_a_method_touches() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let read = |p: &str| std::fs::read_to_string(format!("{root}/{p}")).unwrap();
+    let arch = read("ARCHITECTURE.md");
+    let list = arch
+        .split("### Adding a method")
+        .nth(1)
+        .expect("ARCHITECTURE.md has an \"Adding a method\" section")
+        .split("\n#")
+        .next()
+        .unwrap();
+    for named in [
+        "crates/owl-core/src/methods/",
+        "`pub mod`",
+        "`registry::METHODS`",
+        "`tests/contract.rs`",
+    ] {
+        assert!(list.contains(named), "the list does not name {named}");
+    }
+    // a module is one line in methods/mod.rs (nothing else is there), lib.rs re-exports them
+    // all, and a descriptor is one line in the registry
+    let mods = read("crates/owl-core/src/methods/mod.rs");
+    for line in mods
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with("//"))
+    {
+        assert!(
+            line.starts_with("pub mod ") && line.ends_with(';'),
+            "methods/mod.rs: {line}"
+        );
+    }
+    assert!(read("crates/owl-core/src/lib.rs").contains("pub use methods::*;"));
+    let registry = read("crates/owl-core/src/registry.rs");
+    let list = registry
+        .split("pub const METHODS: &[&MethodInfo] = &[")
+        .nth(1)
+        .unwrap()
+        .split("];")
+        .next()
+        .unwrap();
+    let lines: Vec<&str> = list
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(lines.len(), owl_core::registry::METHODS.len(), "{lines:?}");
+    assert!(lines.iter().all(|l| l.starts_with('&') && l.ends_with(',')));
+    // owl's methods layer keeps no table by method name (`exact` is the truth's row)
+    let owl = read("crates/owl/src/methods.rs");
+    let code = owl.split("#[cfg(test)]").next().unwrap();
+    for info in owl_core::registry::METHODS {
+        if info.name != "exact" {
+            assert!(
+                !code.contains(&format!("\"{}\"", info.name)),
+                "crates/owl/src/methods.rs names {}",
+                info.name
+            );
+        }
+    }
 }

@@ -521,7 +521,7 @@ impl Synopsis {
     pub fn encoded_len(&self) -> usize {
         self.shipped().encoded_len()
     }
-    /// What a receiver's file holds ([`PointSynopsis::encode_local`]): the recording sample
+    /// What a receiver's file holds ([`TypedSynopsis::encode_local`]): the recording sample
     /// as it is, so that `owl estimate` can merge it with the packets held at the interval's
     /// cuts — tag `SMPL`, `u64 packets seen | u32 n | n × (u64 hash, u64 identity, u64
     /// timestamp)`, ascending by (hash, identity). 24 B a sample, local state: what crosses
