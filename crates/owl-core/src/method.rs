@@ -962,7 +962,10 @@ impl<T: TypedSynopsis> PointSynopsis for T {
     }
 }
 
-/// The generic adapter, methods: a typed method as `owl` runs it, by name.
+/// The generic adapter, methods: a typed method as `owl` runs it, by name. A synopsis of
+/// another method is [`MethodError::WrongSynopsis`], named by the expected synopsis's
+/// [`TypedSynopsis::METHOD`] (for the optional answers too, whether or not the method gives
+/// them: only a caller's mistake hands one over).
 impl<M: TypedMethod> Method for M {
     fn name(&self) -> &str {
         TypedMethod::name(self)
