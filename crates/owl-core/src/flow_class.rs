@@ -38,8 +38,8 @@ use hashbrown::HashMap;
 use serde::Serialize;
 
 use crate::method::{
-    DelayBasis, Estimate, Method, MethodError, PointSynopsis, RecoveredDelays, RecoveredPacket,
-    RecoveredPackets, Role,
+    DelayBasis, Estimate, MethodError, RecoveredDelays, RecoveredPacket, RecoveredPackets,
+    TypedSynopsis,
 };
 use crate::record::{FlowKey, PacketRecord, ipproto};
 use crate::wire::DecodeError;
@@ -244,7 +244,8 @@ impl ClassTap {
     }
 }
 
-impl PointSynopsis for ClassTap {
+impl TypedSynopsis for ClassTap {
+    const METHOD: &'static str = "class-tap";
     fn record(&mut self, rec: &PacketRecord) {
         self.record_packet(rec);
     }
@@ -266,8 +267,7 @@ impl PointSynopsis for ClassTap {
     /// but which ones follows the table, and each one left out counts once in `overflow`,
     /// however often it was seen (and `later`'s own overflowed packets count as overflow even
     /// where their identity is here). The tap has no payload; its classes are local state.
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-        let later = crate::method::downcast::<ClassTap>(later, "class-tap")?;
+    fn merge(&mut self, later: ClassTap) -> Result<(), MethodError> {
         if later.capacity != self.capacity {
             return Err(MethodError::ConfigMismatch {
                 field: "capacity".into(),
@@ -303,41 +303,49 @@ impl PointSynopsis for ClassTap {
     }
 }
 
-/// The [`ClassTap`] as a point's pipeline takes it: a [`Method`] whose synopses are taps,
+/// The [`ClassTap`] as a point's pipeline takes it: a [`Method`](crate::method::Method) whose synopses are taps,
 /// beside the methods a point records (it is no latency method: it is in no registry, has no
 /// payload, and has no pair estimate).
 pub struct ClassTapMethod {
     pub capacity: usize,
 }
 
-impl Method for ClassTapMethod {
+/// Its one field, the tap's capacity.
+impl crate::method::MethodConfig for ClassTapMethod {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        vec![("capacity", self.capacity.to_string())]
+    }
+}
+
+impl crate::method::TypedMethod for ClassTapMethod {
+    type Config = ClassTapMethod;
+    type Sender = ClassTap;
+    type Receiver = ClassTap;
     fn name(&self) -> &str {
         "class-tap"
     }
-    fn config(&self) -> Vec<(&'static str, String)> {
-        vec![("capacity", self.capacity.to_string())]
+    fn config(&self) -> &ClassTapMethod {
+        self
     }
     fn foreign(&self) -> crate::method::Foreign {
         crate::method::Foreign::Matches("it only notes each identity's class")
     }
-    fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(ClassTap::new(self.capacity))
+    fn new_sender(&self) -> ClassTap {
+        ClassTap::new(self.capacity)
     }
-    fn decode_point(
-        &self,
-        _role: Role,
-        _bytes: &[u8],
-    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
+    fn new_receiver(&self) -> ClassTap {
+        ClassTap::new(self.capacity)
+    }
+    fn decode_sender(&self, bytes: &[u8]) -> Result<ClassTap, DecodeError> {
+        self.decode_receiver(bytes)
+    }
+    fn decode_receiver(&self, _bytes: &[u8]) -> Result<ClassTap, DecodeError> {
         Err(DecodeError::Invalid {
             offset: 0,
             what: "a class tap is local state: it has no payload".into(),
         })
     }
-    fn estimate(
-        &self,
-        _sender: Box<dyn PointSynopsis>,
-        _receiver: Box<dyn PointSynopsis>,
-    ) -> Result<Estimate, MethodError> {
+    fn estimate(&self, _sender: ClassTap, _receiver: ClassTap) -> Result<Estimate, MethodError> {
         Err(MethodError::Invalid(
             "a class tap gives classes, not delays".into(),
         ))
@@ -552,7 +560,7 @@ mod tests {
         };
         let whole = tap(1_000, &[&a, &b]);
         let mut merged = tap(1_000, &[&a]);
-        merged.merge(Box::new(tap(1_000, &[&b]))).unwrap();
+        merged.merge(tap(1_000, &[&b])).unwrap();
         assert_eq!(merged.classes, whole.classes);
         assert_eq!(
             (merged.overflow, merged.collisions),
@@ -563,10 +571,10 @@ mod tests {
         // a repeated sighting of one only in recording
         let whole = tap(400, &[&a, &b]);
         let mut merged = tap(400, &[&a]);
-        merged.merge(Box::new(tap(400, &[&b]))).unwrap();
+        merged.merge(tap(400, &[&b])).unwrap();
         assert_eq!(merged.classes.len(), whole.classes.len());
         assert!(merged.overflow <= whole.overflow && merged.overflow >= 100);
-        assert!(tap(400, &[&a]).merge(Box::new(ClassTap::new(401))).is_err());
+        assert!(tap(400, &[&a]).merge(ClassTap::new(401)).is_err());
     }
 
     #[test]

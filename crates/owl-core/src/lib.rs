@@ -57,7 +57,5 @@ pub(crate) mod test_traffic;
 pub mod units;
 pub mod wire;
 
-pub use methods::{
-    colate, countmin, exact, finecomb, lda, lds, mpe, opa, probe, rda, rli, sample, sds,
-};
+pub use methods::*;
 pub use record::{FlowKey, PacketRecord};

@@ -8,8 +8,11 @@
 //!
 //! Each method is one module under `src/methods/` with the same shape and the same names:
 //!
-//! - **`Config`** — everything both points must agree on. Fields are private; it is built by
-//!   `Config::new(…)` (or a builder) that calls `validate()`, so a `Config` that exists is sound.
+//! - **`Config`** — everything both points must agree on, a [`MethodConfig`] (its fields by
+//!   name). Fields are private; it is built by `Config::new(…)` (or a builder) that calls
+//!   `validate()`, so a `Config` that exists is sound. Where its fields are plain values it is
+//!   declared once with [`method_config!`](crate::method_config), which gives its pairs, its
+//!   parser and its unknown-field error ([`DeclaredConfig`]).
 //!   The pair check is named `check_pair` everywhere and names the first field that differs
 //!   ([`MethodError::ConfigMismatch`]): `Config::check_pair(&sender, &receiver)` where the
 //!   synopses carry their configuration (LDA, RDA, LDS, FineComb); for the others, both points'
@@ -18,18 +21,23 @@
 //! - **The per-point synopsis** — `Synopsis` when both points keep the same structure,
 //!   `SenderSynopsis` / `ReceiverSynopsis` when they differ (probing, RLI, SDS). Its doc names
 //!   the paper's structure (aggregator, sketch, cache, …). It records packets through one entry
-//!   point, `record_batch(&[PacketRecord])`, and implements [`PointSynopsis`].
+//!   point, `record_batch(&[PacketRecord])`, and implements [`TypedSynopsis`] (and so, through
+//!   the generic adapter, [`PointSynopsis`]).
 //! - **The payload** — written with [`crate::wire::WireWriter`] and read with
 //!   [`crate::wire::WireReader`] (which checks every length against what is left); its layout
 //!   is in the module doc and pinned byte for byte by a golden file
 //!   (`crates/owl-core/tests/golden/`). Changing a layout changes its golden file and the
 //!   synopsis file version ([`crate::wire::STREAM_VERSION`]), with a test that files of the old
 //!   version are refused with a clear message.
-//! - **The pair estimator** — a free function `estimate(&sender, &receiver)` returning the
-//!   method's own typed estimate; it calls `check_pair` first.
-//! - **The adapter** — a `NameMethod` implementing [`Method`], and a [`MethodInfo`] descriptor
-//!   (`pub const INFO`, or one constant per variant) listed once in
-//!   [`crate::registry::METHODS`]. Adding a method is its module and that one line.
+//! - **The method** — a `NameMethod` implementing [`TypedMethod`]: its `Config`, `Sender` and
+//!   `Receiver` types and one pair estimator [`TypedMethod::estimate`] on them (it calls
+//!   `check_pair` first), with per-flow and per-packet answers as optional parts. One generic
+//!   adapter makes it a [`Method`], the only code that turns a `dyn PointSynopsis` back into
+//!   its type ([`sender_of`], [`receiver_of`] for code that drives one method's points
+//!   itself); no method module downcasts.
+//! - **The descriptor** — a [`MethodInfo`] (`pub const INFO`, or one constant per variant)
+//!   listed once in [`crate::registry::METHODS`], passing [`crate::registry::check`]. Adding a
+//!   method is its module and that one line.
 //! - **Quantiles** — a method that recovers individual delays fills [`Estimate::quantiles`]
 //!   (nearest rank over the interval's delays, each with its 95 % interval where sound) and
 //!   [`Estimate::recovered`]: the same delays in a [`DelayHistogram`], each weighted by the
@@ -585,8 +593,8 @@ pub enum MethodError {
     Invalid(String),
 }
 
-/// One point's synopsis for one interval, as `owl compare` sees it. Estimators get their own
-/// type back by upcasting to [`Any`] ([`downcast`], [`downcast_ref`]).
+/// One point's synopsis for one interval, as `owl compare` sees it. Every [`TypedSynopsis`] is
+/// one; the generic adapter gives a [`TypedMethod`] its own types back.
 pub trait PointSynopsis: Any + Send {
     /// Record one packet.
     fn record(&mut self, rec: &PacketRecord);
@@ -753,6 +761,329 @@ pub trait Method: Send + Sync {
     }
 }
 
+/// A method's configuration as its two points compare it: every field, by name, in the order
+/// synopsis files write them.
+pub trait MethodConfig {
+    /// Every field both points must agree on, by name.
+    fn pairs(&self) -> Vec<(&'static str, String)>;
+}
+
+/// A configuration declared by [`method_config!`](crate::method_config): its fields once, and
+/// from them its pairs, its parser of `--method-config` and synopsis-file fields, and its
+/// "unknown field" error.
+pub trait DeclaredConfig: MethodConfig + Sized {
+    /// The method named in its errors.
+    const METHOD: &'static str;
+    /// Every field, in the order of [`MethodConfig::pairs`].
+    const FIELDS: &'static [&'static str];
+    /// Set `field` from `value`, or the error naming the field (and the value, or the fields
+    /// it knows).
+    fn set(&mut self, field: &str, value: &str) -> Result<(), MethodError>;
+    /// `base` with the fields named in `pairs` replaced, in order (the caller validates).
+    fn over(mut base: Self, pairs: &[(String, String)]) -> Result<Self, MethodError> {
+        for (k, v) in pairs {
+            base.set(k, v)?;
+        }
+        Ok(base)
+    }
+}
+
+/// Declare a method's configuration once: the struct (its fields private) and, from its
+/// fields, [`MethodConfig::pairs`] (each field's `Display`, in order) and [`DeclaredConfig`]
+/// (each field parsed by [`config_value`], any other named by [`unknown_field`]).
+///
+/// ```
+/// use owl_core::method::{DeclaredConfig, MethodConfig};
+/// owl_core::method_config! {
+///     /// What both points agree on.
+///     #[derive(Clone, Debug, PartialEq, Eq)]
+///     pub struct Config for "countmin" {
+///         /// d: rows.
+///         rows: usize,
+///         seed: u64,
+///     }
+/// }
+/// let c = Config::over(Config { rows: 4, seed: 1 }, &[("rows".into(), "8".into())]).unwrap();
+/// assert_eq!(c.pairs(), [("rows", "8".to_string()), ("seed", "1".to_string())]);
+/// let e = Config::over(c, &[("banks".into(), "2".into())]).err().unwrap();
+/// assert_eq!(e.to_string(), "unknown countmin config field 'banks' (known: rows, seed)");
+/// ```
+#[macro_export]
+macro_rules! method_config {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident for $method:literal {
+            $( $(#[$fmeta:meta])* $field:ident : $ty:ty ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        $vis struct $name {
+            $( $(#[$fmeta])* $field: $ty, )*
+        }
+        impl $crate::method::MethodConfig for $name {
+            fn pairs(&self) -> Vec<(&'static str, String)> {
+                vec![$((stringify!($field), self.$field.to_string())),*]
+            }
+        }
+        impl $crate::method::DeclaredConfig for $name {
+            const METHOD: &'static str = $method;
+            const FIELDS: &'static [&'static str] = &[$(stringify!($field)),*];
+            fn set(
+                &mut self,
+                field: &str,
+                value: &str,
+            ) -> Result<(), $crate::method::MethodError> {
+                match field {
+                    $(stringify!($field) => {
+                        self.$field = $crate::method::config_value($method, field, value)?
+                    })*
+                    _ => return Err($crate::method::unknown_field($method, field, Self::FIELDS)),
+                }
+                Ok(())
+            }
+        }
+    };
+}
+
+/// A method without configuration (`exact`).
+impl MethodConfig for () {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+}
+
+/// One point's synopsis of one interval, typed: what a [`TypedMethod`] builds and estimates
+/// from. Every such type is a [`PointSynopsis`] (the generic adapter below), which is how the
+/// pipeline, files and agents hold it.
+pub trait TypedSynopsis: Send + Sized + 'static {
+    /// The method named in the error for a synopsis of another method.
+    const METHOD: &'static str;
+    /// Record one packet.
+    fn record(&mut self, rec: &PacketRecord);
+    /// Record a batch of packets (see [`PointSynopsis::record_batch`]).
+    fn record_batch(&mut self, recs: &[PacketRecord]) {
+        for r in recs {
+            self.record(r);
+        }
+    }
+    /// See [`PointSynopsis::encoded_len`].
+    fn encoded_len(&self) -> usize;
+    /// See [`PointSynopsis::encode`].
+    fn encode(&self, out: &mut Vec<u8>);
+    /// See [`PointSynopsis::shipped_len`].
+    fn shipped_len(&self) -> Option<u64> {
+        Some(self.encoded_len() as u64)
+    }
+    /// Take in `later`, a synopsis of the same configuration and point whose packets all came
+    /// after this one's (see [`PointSynopsis::merge`]).
+    fn merge(&mut self, later: Self) -> Result<(), MethodError>;
+    /// See [`PointSynopsis::encode_local`].
+    fn encode_local(&self, out: &mut Vec<u8>) {
+        self.encode(out)
+    }
+}
+
+/// A method, typed: its configuration, its two points' synopses and one pair estimator, with
+/// per-flow and per-packet answers as optional parts. Every such type is a [`Method`] through
+/// one generic adapter, the only code that turns a `dyn PointSynopsis` back into its type.
+pub trait TypedMethod: Send + Sync + 'static {
+    type Config: MethodConfig;
+    type Sender: TypedSynopsis;
+    type Receiver: TypedSynopsis;
+    /// See [`Method::name`].
+    fn name(&self) -> &str;
+    /// What both points must agree on.
+    fn config(&self) -> &Self::Config;
+    /// See [`Method::foreign`].
+    fn foreign(&self) -> Foreign;
+    /// A fresh sender synopsis for one interval.
+    fn new_sender(&self) -> Self::Sender;
+    /// A fresh receiver synopsis for one interval.
+    fn new_receiver(&self) -> Self::Receiver;
+    /// Decode what [`TypedSynopsis::encode`] (or `encode_local`) of a sender wrote.
+    fn decode_sender(&self, bytes: &[u8]) -> Result<Self::Sender, crate::wire::DecodeError>;
+    /// Decode what [`TypedSynopsis::encode`] (or `encode_local`) of a receiver wrote.
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<Self::Receiver, crate::wire::DecodeError>;
+    /// The pair estimator: both points' synopses of one interval into an estimate.
+    fn estimate(
+        &self,
+        sender: Self::Sender,
+        receiver: Self::Receiver,
+    ) -> Result<Estimate, MethodError>;
+    /// Optional: see [`Method::estimate_flows`].
+    fn estimate_flows(
+        &self,
+        _sender: &Self::Sender,
+        _receiver: &Self::Receiver,
+        _flows: &[FlowKey],
+    ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
+        None
+    }
+    /// Optional: see [`Method::estimate_packets`].
+    fn estimate_packets(
+        &self,
+        _sender: &Self::Sender,
+        _receiver: &Self::Receiver,
+    ) -> Option<Result<Vec<PacketEstimate>, MethodError>> {
+        None
+    }
+    /// Optional: see [`Method::recovered_packets`].
+    fn recovered_packets(
+        &self,
+        _sender: &Self::Sender,
+        _receiver: &Self::Receiver,
+    ) -> Option<Result<RecoveredPackets, MethodError>> {
+        None
+    }
+}
+
+/// The generic adapter, synopses: a typed synopsis as the pipeline holds it.
+impl<T: TypedSynopsis> PointSynopsis for T {
+    fn record(&mut self, rec: &PacketRecord) {
+        TypedSynopsis::record(self, rec)
+    }
+    fn record_batch(&mut self, recs: &[PacketRecord]) {
+        TypedSynopsis::record_batch(self, recs)
+    }
+    fn encoded_len(&self) -> usize {
+        TypedSynopsis::encoded_len(self)
+    }
+    fn encode(&self, out: &mut Vec<u8>) {
+        TypedSynopsis::encode(self, out)
+    }
+    fn shipped_len(&self) -> Option<u64> {
+        TypedSynopsis::shipped_len(self)
+    }
+    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
+        TypedSynopsis::merge(self, *typed::<T>(later)?)
+    }
+    fn encode_local(&self, out: &mut Vec<u8>) {
+        TypedSynopsis::encode_local(self, out)
+    }
+}
+
+/// The generic adapter, methods: a typed method as `owl` runs it, by name. A synopsis of
+/// another method is [`MethodError::WrongSynopsis`], named by the expected synopsis's
+/// [`TypedSynopsis::METHOD`] (for the optional answers too, whether or not the method gives
+/// them: only a caller's mistake hands one over).
+impl<M: TypedMethod> Method for M {
+    fn name(&self) -> &str {
+        TypedMethod::name(self)
+    }
+    fn config(&self) -> Vec<(&'static str, String)> {
+        TypedMethod::config(self).pairs()
+    }
+    fn foreign(&self) -> Foreign {
+        TypedMethod::foreign(self)
+    }
+    fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
+        match role {
+            Role::Sender => Box::new(self.new_sender()),
+            Role::Receiver => Box::new(self.new_receiver()),
+        }
+    }
+    fn decode_point(
+        &self,
+        role: Role,
+        bytes: &[u8],
+    ) -> Result<Box<dyn PointSynopsis>, crate::wire::DecodeError> {
+        Ok(match role {
+            Role::Sender => Box::new(self.decode_sender(bytes)?),
+            Role::Receiver => Box::new(self.decode_receiver(bytes)?),
+        })
+    }
+    fn estimate(
+        &self,
+        sender: Box<dyn PointSynopsis>,
+        receiver: Box<dyn PointSynopsis>,
+    ) -> Result<Estimate, MethodError> {
+        let s = typed::<M::Sender>(sender)?;
+        let r = typed::<M::Receiver>(receiver)?;
+        TypedMethod::estimate(self, *s, *r)
+    }
+    fn estimate_flows(
+        &self,
+        sender: &dyn PointSynopsis,
+        receiver: &dyn PointSynopsis,
+        flows: &[FlowKey],
+    ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
+        match pair_ref::<M>(sender, receiver) {
+            Ok((s, r)) => TypedMethod::estimate_flows(self, s, r, flows),
+            Err(e) => Some(Err(e)),
+        }
+    }
+    fn estimate_packets(
+        &self,
+        sender: &dyn PointSynopsis,
+        receiver: &dyn PointSynopsis,
+    ) -> Option<Result<Vec<PacketEstimate>, MethodError>> {
+        match pair_ref::<M>(sender, receiver) {
+            Ok((s, r)) => TypedMethod::estimate_packets(self, s, r),
+            Err(e) => Some(Err(e)),
+        }
+    }
+    fn recovered_packets(
+        &self,
+        sender: &dyn PointSynopsis,
+        receiver: &dyn PointSynopsis,
+    ) -> Option<Result<RecoveredPackets, MethodError>> {
+        match pair_ref::<M>(sender, receiver) {
+            Ok((s, r)) => TypedMethod::recovered_packets(self, s, r),
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+/// Both synopses of a pair as `M`'s, borrowed.
+fn pair_ref<'a, M: TypedMethod>(
+    sender: &'a dyn PointSynopsis,
+    receiver: &'a dyn PointSynopsis,
+) -> Result<(&'a M::Sender, &'a M::Receiver), MethodError> {
+    Ok((typed_ref(sender)?, typed_ref(receiver)?))
+}
+
+/// A synopsis as its own type, or the error naming `T`'s method: the adapter's one way back
+/// from `dyn PointSynopsis` (trait upcasting to [`Any`]).
+fn typed<T: TypedSynopsis>(s: Box<dyn PointSynopsis>) -> Result<Box<T>, MethodError> {
+    let any: Box<dyn Any> = s;
+    any.downcast::<T>()
+        .map_err(|_| MethodError::WrongSynopsis { method: T::METHOD })
+}
+
+/// [`typed`], borrowed.
+fn typed_ref<T: TypedSynopsis>(s: &dyn PointSynopsis) -> Result<&T, MethodError> {
+    let any: &dyn Any = s;
+    any.downcast_ref::<T>()
+        .ok_or(MethodError::WrongSynopsis { method: T::METHOD })
+}
+
+/// `synopsis` as method `M`'s sender synopsis (for code that drives one method's points
+/// itself: RDA's exchange across a connection), or the error for another method's.
+pub fn sender_of<M: TypedMethod>(
+    synopsis: Box<dyn PointSynopsis>,
+) -> Result<Box<M::Sender>, MethodError> {
+    typed(synopsis)
+}
+
+/// `synopsis` as method `M`'s receiver synopsis (see [`sender_of`]).
+pub fn receiver_of<M: TypedMethod>(
+    synopsis: Box<dyn PointSynopsis>,
+) -> Result<Box<M::Receiver>, MethodError> {
+    typed(synopsis)
+}
+
+/// [`sender_of`], borrowed.
+pub fn sender_ref<M: TypedMethod>(synopsis: &dyn PointSynopsis) -> Result<&M::Sender, MethodError> {
+    typed_ref(synopsis)
+}
+
+/// [`receiver_of`], borrowed.
+pub fn receiver_ref<M: TypedMethod>(
+    synopsis: &dyn PointSynopsis,
+) -> Result<&M::Receiver, MethodError> {
+    typed_ref(synopsis)
+}
+
 /// What every method is built from on the command line: the seed of its hashes and an optional
 /// synopsis budget per interval (`--memory`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -769,6 +1100,9 @@ pub struct BuildOptions {
 pub struct MethodInfo {
     pub name: &'static str,
     pub summary: &'static str,
+    /// What its estimates' [`Estimate::samples`] counts (the packets, probes or flows its mean
+    /// rests on; `owl compare --help` and the JSON's `samples_are` say it).
+    pub samples: &'static str,
     /// Answers [`Method::estimate_flows`].
     pub per_flow: bool,
     /// Answers [`Method::estimate_packets`].
@@ -819,16 +1153,6 @@ pub fn columns_for_memory(
             Ok(c.min(1 << 26) as usize)
         }
     }
-}
-
-/// Borrow a synopsis as the method's concrete type (for estimators that only read).
-pub fn downcast_ref<'a, T: 'static>(
-    s: &'a dyn PointSynopsis,
-    method: &'static str,
-) -> Result<&'a T, MethodError> {
-    let any: &dyn Any = s;
-    any.downcast_ref::<T>()
-        .ok_or(MethodError::WrongSynopsis { method })
 }
 
 /// For [`PointSynopsis::merge`]: the error naming the first field in which the later
@@ -887,16 +1211,6 @@ pub fn unknown_field(method: &str, field: &str, known: &[&str]) -> MethodError {
         "unknown {method} config field '{field}' (known: {})",
         known.join(", ")
     ))
-}
-
-/// Downcast a boxed synopsis to the method's concrete type.
-pub fn downcast<T: 'static>(
-    s: Box<dyn PointSynopsis>,
-    method: &'static str,
-) -> Result<Box<T>, MethodError> {
-    let any: Box<dyn Any> = s;
-    any.downcast::<T>()
-        .map_err(|_| MethodError::WrongSynopsis { method })
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 //! and cannot exist in a deployment (the `rda-set-difference` experiment runs it directly,
 //! `finecomb::estimate_ideal`).
 
-use crate::method::MethodInfo;
+use crate::method::{BuildOptions, MethodInfo, Role};
 use crate::{colate, countmin, exact, finecomb, lda, lds, mpe, opa, probe, rda, rli, sample, sds};
 
 pub const METHODS: &[&MethodInfo] = &[
@@ -47,10 +47,77 @@ pub fn names() -> String {
         .join(", ")
 }
 
+/// What a descriptor must give to be listed, checked: it builds a method of its own name at
+/// its defaults, which rebuilds from its own configuration fields and decodes its own empty
+/// synopses; it answers per flow, per packet and with recovered packets as the descriptor
+/// says; its help texts are there. The registry's tests run it over [`METHODS`]; a method
+/// defined outside the crate runs it on its own descriptor (`tests/contract.rs`).
+pub fn check(info: &MethodInfo) -> Result<(), String> {
+    let name = info.name;
+    let m = (info.build)(&BuildOptions {
+        seed: 5,
+        memory: None,
+    })
+    .map_err(|e| format!("{name}: does not build at its defaults: {e}"))?;
+    if m.name() != name {
+        return Err(format!("{name}: builds a method named {}", m.name()));
+    }
+    let pairs: Vec<(String, String)> = m
+        .config()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    let again = (info.from_config)(&pairs)
+        .map_err(|e| format!("{name}: does not rebuild from its configuration: {e}"))?;
+    if again.config() != m.config() {
+        return Err(format!(
+            "{name}: rebuilt from its configuration, it has another"
+        ));
+    }
+    for role in [Role::Sender, Role::Receiver] {
+        let mut b = Vec::new();
+        m.new_point(role).encode(&mut b);
+        if let Err(e) = again.decode_point(role, &b) {
+            return Err(format!(
+                "{name}: its empty {role:?} synopsis does not decode: {e}"
+            ));
+        }
+    }
+    let (s, r) = (m.new_point(Role::Sender), m.new_point(Role::Receiver));
+    for (what, promised, answers) in [
+        (
+            "per_flow",
+            info.per_flow,
+            m.estimate_flows(&*s, &*r, &[]).is_some(),
+        ),
+        (
+            "per_packet",
+            info.per_packet,
+            m.estimate_packets(&*s, &*r).is_some(),
+        ),
+        (
+            "recovers_delays",
+            info.recovers_delays,
+            m.recovered_packets(&*s, &*r).is_some(),
+        ),
+    ] {
+        if promised != answers {
+            return Err(format!(
+                "{name}: {what} is {promised} but it answers {answers}"
+            ));
+        }
+    }
+    if [info.summary, info.samples, info.crosses].contains(&"") {
+        return Err(format!(
+            "{name}: a help text (summary, samples, crosses) is empty"
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::method::{BuildOptions, Role};
 
     /// `info`'s method at its defaults, and its two points having recorded `sent` and
     /// `received`.
@@ -75,52 +142,13 @@ mod tests {
         (m, s, r)
     }
 
-    /// Every descriptor builds a method of its own name, which rebuilds from its own
-    /// configuration and decodes its own empty synopsis; names are unique.
+    /// Every descriptor passes [`check`]; names are unique.
     #[test]
     fn every_descriptor_builds_and_rebuilds() {
         let mut seen = std::collections::HashSet::new();
         for info in METHODS {
             assert!(seen.insert(info.name), "{} listed twice", info.name);
-            let m = (info.build)(&BuildOptions {
-                seed: 5,
-                memory: None,
-            })
-            .unwrap();
-            assert_eq!(m.name(), info.name);
-            let pairs: Vec<(String, String)> = m
-                .config()
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect();
-            let again = (info.from_config)(&pairs).unwrap();
-            assert_eq!(again.config(), m.config(), "{}", info.name);
-            for role in [Role::Sender, Role::Receiver] {
-                let mut b = Vec::new();
-                m.new_point(role).encode(&mut b);
-                assert!(again.decode_point(role, &b).is_ok(), "{}", info.name);
-            }
-            // what --per-flow promises is what the method answers
-            let s = m.new_point(Role::Sender);
-            let r = m.new_point(Role::Receiver);
-            assert_eq!(
-                m.estimate_flows(&*s, &*r, &[]).is_some(),
-                info.per_flow,
-                "{}",
-                info.name
-            );
-            assert_eq!(
-                m.estimate_packets(&*s, &*r).is_some(),
-                info.per_packet,
-                "{}",
-                info.name
-            );
-            assert_eq!(
-                m.recovered_packets(&*s, &*r).is_some(),
-                info.recovers_delays,
-                "{}",
-                info.name
-            );
+            check(info).unwrap();
         }
         assert!(find("lda").is_some() && find("nope").is_none());
     }

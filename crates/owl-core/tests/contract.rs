@@ -1,8 +1,11 @@
 //! The method contract holds from outside the crate: a method defined here, in a test, and
-//! nowhere else, runs through the streaming pipeline beside a registered method, is written to
-//! and read back from a synopsis file, is rebuilt from its configuration fields through its
-//! descriptor, and gives the same estimate both ways. Adding it to `owl` would be this module
-//! and one line in `registry::METHODS` (issue 16).
+//! nowhere else (its configuration declared by `method_config!`, its synopsis a
+//! `TypedSynopsis`, itself a `TypedMethod`, its descriptor a `MethodInfo`), listed by one line
+//! in a registry of its own, passes the registry's check of every listed descriptor, runs
+//! through the streaming pipeline beside a registered method, is written to and read back from
+//! a synopsis file, is rebuilt from its configuration fields through its descriptor, and gives
+//! the same estimate both ways. Adding it to `owl` is this module and one line in
+//! `registry::METHODS`, as ARCHITECTURE.md's "Adding a method" says (checked below).
 //!
 //! The method is the smallest sound one: one cell of timestamp sums and counts per point (a
 //! one-bucket LDA, Kompella et al., SIGCOMM'09 §3), whose mean `(ΣT_R − ΣT_S) / n` is exact
@@ -10,11 +13,10 @@
 
 use std::sync::Arc;
 
-use owl_core::exact::method::ExactMethod;
 use owl_core::interval::Intervals;
 use owl_core::method::{
-    BuildOptions, Estimate, Method, MethodError, MethodInfo, PointSynopsis, Role, config_value,
-    downcast, unknown_field,
+    BuildOptions, DeclaredConfig, Estimate, Method, MethodError, MethodInfo, PointSynopsis, Role,
+    TypedMethod, TypedSynopsis,
 };
 use owl_core::pipeline::{NoHook, NoTimer, PairPipeline, PipelineConfig};
 use owl_core::wire::{DecodeError, SynopsisFile, WireReader, WireWriter};
@@ -27,7 +29,8 @@ struct Synopsis {
     packets: u64,
 }
 
-impl PointSynopsis for Synopsis {
+impl TypedSynopsis for Synopsis {
+    const METHOD: &'static str = "one-cell";
     fn record(&mut self, rec: &PacketRecord) {
         self.sum_ns += rec.ts_ns as u128;
         self.packets += 1;
@@ -41,55 +44,65 @@ impl PointSynopsis for Synopsis {
         w.u64(self.packets);
     }
     /// The sums and the counts added.
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-        let later = downcast::<Synopsis>(later, "one-cell")?;
+    fn merge(&mut self, later: Synopsis) -> Result<(), MethodError> {
         self.sum_ns = self.sum_ns.wrapping_add(later.sum_ns);
         self.packets = self.packets.wrapping_add(later.packets);
         Ok(())
     }
 }
 
-/// `scale` is a configuration field only so that the round trip through a synopsis file's
-/// configuration has something to carry and to refuse.
-struct OneCell {
-    scale: u64,
+owl_core::method_config! {
+    /// `scale` is a configuration field only so that the round trip through a synopsis file's
+    /// configuration has something to carry and to refuse.
+    #[derive(Clone)]
+    struct Config for "one-cell" {
+        scale: u64,
+    }
 }
 
-impl Method for OneCell {
+struct OneCell {
+    cfg: Config,
+}
+
+/// A point's cell from its payload.
+fn decode(bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+    let mut r = WireReader::new(bytes);
+    let lo = r.u64("sum (low)")? as u128;
+    let hi = r.u64("sum (high)")? as u128;
+    let packets = r.u64("packets")?;
+    r.finish("one-cell synopsis")?;
+    Ok(Synopsis {
+        sum_ns: hi << 64 | lo,
+        packets,
+    })
+}
+
+impl TypedMethod for OneCell {
+    type Config = Config;
+    type Sender = Synopsis;
+    type Receiver = Synopsis;
     fn name(&self) -> &str {
         "one-cell"
     }
-    fn config(&self) -> Vec<(&'static str, String)> {
-        vec![("scale", self.scale.to_string())]
+    fn config(&self) -> &Config {
+        &self.cfg
     }
     fn foreign(&self) -> owl_core::method::Foreign {
         owl_core::method::Foreign::AssumesNone("test: one sum")
     }
-    fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(Synopsis::default())
+    fn new_sender(&self) -> Synopsis {
+        Synopsis::default()
     }
-    fn decode_point(
-        &self,
-        _role: Role,
-        bytes: &[u8],
-    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        let mut r = WireReader::new(bytes);
-        let lo = r.u64("sum (low)")? as u128;
-        let hi = r.u64("sum (high)")? as u128;
-        let packets = r.u64("packets")?;
-        r.finish("one-cell synopsis")?;
-        Ok(Box::new(Synopsis {
-            sum_ns: hi << 64 | lo,
-            packets,
-        }))
+    fn new_receiver(&self) -> Synopsis {
+        Synopsis::default()
     }
-    fn estimate(
-        &self,
-        sender: Box<dyn PointSynopsis>,
-        receiver: Box<dyn PointSynopsis>,
-    ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Synopsis>(sender, "one-cell")?;
-        let r = downcast::<Synopsis>(receiver, "one-cell")?;
+    fn decode_sender(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        decode(bytes)
+    }
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        decode(bytes)
+    }
+    fn estimate(&self, s: Synopsis, r: Synopsis) -> Result<Estimate, MethodError> {
         let mut e = Estimate {
             bytes: 24,
             samples: s.packets,
@@ -98,7 +111,7 @@ impl Method for OneCell {
         };
         if s.packets == r.packets && s.packets > 0 {
             let diff = r.sum_ns as f64 - s.sum_ns as f64;
-            e.mean_ns = Some(diff / s.packets as f64 * self.scale as f64);
+            e.mean_ns = Some(diff / s.packets as f64 * self.cfg.scale as f64);
         } else {
             e.notes
                 .push("a packet was lost: the one cell is unusable".into());
@@ -110,23 +123,24 @@ impl Method for OneCell {
 const INFO: MethodInfo = MethodInfo {
     name: "one-cell",
     summary: "one cell of timestamp sums (a one-bucket LDA), exact without loss",
+    samples: "packets at the sender",
     per_flow: false,
     per_packet: false,
     recovers_delays: false,
     crosses: "each point's 24-byte cell, one way",
-    build: |_o: &BuildOptions| Ok(Box::new(OneCell { scale: 1 })),
+    build: |_o: &BuildOptions| {
+        Ok(Box::new(OneCell {
+            cfg: Config { scale: 1 },
+        }))
+    },
     from_config: |pairs| {
-        let mut scale = None;
-        for (k, v) in pairs {
-            match k.as_str() {
-                "scale" => scale = Some(config_value::<u64>("one-cell", k, v)?),
-                other => return Err(unknown_field("one-cell", other, &["scale"])),
-            }
-        }
-        let scale = scale.ok_or_else(|| MethodError::Invalid("one-cell: no scale".into()))?;
-        Ok(Box::new(OneCell { scale }))
+        let cfg = DeclaredConfig::over(Config { scale: 1 }, pairs)?;
+        Ok(Box::new(OneCell { cfg }))
     },
 };
+
+/// The registry this test adds its method to: the one line `registry::METHODS` would get.
+const LISTED: &[&MethodInfo] = &[&owl_core::exact::method::INFO, &INFO];
 
 /// About 20 000 packets over 200 ms, delays 10–60 µs, none lost, none sent in the last 100 µs
 /// of a 50 ms interval (so every packet arrives in the interval it was sent in); R in arrival
@@ -162,8 +176,15 @@ fn pair() -> (Vec<PacketRecord>, Vec<PacketRecord>) {
 #[test]
 fn a_method_defined_outside_the_crate_follows_the_contract() {
     let (s, r) = pair();
-    let ours: Arc<dyn Method> = Arc::from((INFO.build)(&BuildOptions::default()).unwrap());
-    let methods: Vec<Arc<dyn Method>> = vec![Arc::new(ExactMethod), ours.clone()];
+    // 0. listed, it passes what the registry asks of every descriptor
+    for info in LISTED {
+        owl_core::registry::check(info).unwrap();
+    }
+    let methods: Vec<Arc<dyn Method>> = LISTED
+        .iter()
+        .map(|info| Arc::from((info.build)(&BuildOptions::default()).unwrap()))
+        .collect();
+    let ours = methods[1].clone();
     let intervals = Intervals {
         length_ns: 50_000_000,
         origin_ns: 0,
@@ -250,4 +271,70 @@ fn a_method_defined_outside_the_crate_follows_the_contract() {
         .err()
         .unwrap();
     assert!(bad.to_string().contains("banks"), "{bad}");
+}
+
+/// ARCHITECTURE.md's "Adding a method" list is what the code asks: the method's module (one
+/// `pub mod` line in `methods/mod.rs`, reached as `owl_core::NAME` through `lib.rs`'s glob
+/// re-export) and one line in `registry::METHODS`, as the method above shows; the tables by
+/// name that `owl` kept (what `samples` counts) are the descriptors' now.
+#[test]
+fn architecture_says_what_adding_a_method_touches() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let read = |p: &str| std::fs::read_to_string(format!("{root}/{p}")).unwrap();
+    let arch = read("ARCHITECTURE.md");
+    let list = arch
+        .split("### Adding a method")
+        .nth(1)
+        .expect("ARCHITECTURE.md has an \"Adding a method\" section")
+        .split("\n#")
+        .next()
+        .unwrap();
+    for named in [
+        "crates/owl-core/src/methods/",
+        "`pub mod`",
+        "`registry::METHODS`",
+        "`tests/contract.rs`",
+    ] {
+        assert!(list.contains(named), "the list does not name {named}");
+    }
+    // a module is one line in methods/mod.rs (nothing else is there), lib.rs re-exports them
+    // all, and a descriptor is one line in the registry
+    let mods = read("crates/owl-core/src/methods/mod.rs");
+    for line in mods
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with("//"))
+    {
+        assert!(
+            line.starts_with("pub mod ") && line.ends_with(';'),
+            "methods/mod.rs: {line}"
+        );
+    }
+    assert!(read("crates/owl-core/src/lib.rs").contains("pub use methods::*;"));
+    let registry = read("crates/owl-core/src/registry.rs");
+    let list = registry
+        .split("pub const METHODS: &[&MethodInfo] = &[")
+        .nth(1)
+        .unwrap()
+        .split("];")
+        .next()
+        .unwrap();
+    let lines: Vec<&str> = list
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(lines.len(), owl_core::registry::METHODS.len(), "{lines:?}");
+    assert!(lines.iter().all(|l| l.starts_with('&') && l.ends_with(',')));
+    // owl's methods layer keeps no table by method name (`exact` is the truth's row)
+    let owl = read("crates/owl/src/methods.rs");
+    let code = owl.split("#[cfg(test)]").next().unwrap();
+    for info in owl_core::registry::METHODS {
+        if info.name != "exact" {
+            assert!(
+                !code.contains(&format!("\"{}\"", info.name)),
+                "crates/owl/src/methods.rs names {}",
+                info.name
+            );
+        }
+    }
 }

@@ -184,26 +184,9 @@ pub fn from_config(name: &str, pairs: &[(String, String)]) -> Result<Box<dyn Met
 }
 
 /// What a method's `samples` counts (the packets, probes or flows its mean rests on), for the
-/// help and the JSON; methods not listed here count the packets their mean rests on.
+/// help and the JSON: its descriptor's [`MethodInfo::samples`].
 pub fn samples_meaning(name: &str) -> &'static str {
-    match name {
-        EXACT => "packets matched within their interval",
-        "lda" => {
-            "effective sample size: packets in the rows whose counters agree at both points (LDA §III-D)"
-        }
-        "probe" => "probes received (each the first packet after a probe instant)",
-        "rda" | "rda-fixed" | "finecomb" => "packets decoded at both points (timestamps recovered)",
-        "lds" | "lds-mb" | "lds-mb-dense" => {
-            "packets in the usable cells of the row the estimate comes from"
-        }
-        "sds" => "packets in the cells usable at both points",
-        "rli" => "reference packets received (interpolated packets not counted)",
-        "mpe" | "mpe1" => {
-            "delay samples: the first and last packet of every sampled flow whose sampled packets all arrived (2 per flow): a flow with a lost sampled packet gives none, so a higher sampling rate can give fewer samples under loss"
-        }
-        "countmin" => "packets at both points when their totals agree (0 otherwise)",
-        _ => "packets the mean rests on",
-    }
+    registry::find(name).map_or("packets the mean rests on", |m| m.samples)
 }
 
 /// The help of `--methods` (a list) or `--method` (one).

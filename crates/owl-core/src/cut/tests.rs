@@ -1,6 +1,6 @@
 use super::*;
-use crate::exact::method::{ExactMethod, Synopsis as ExactSynopsis};
-use crate::method::downcast_ref;
+use crate::exact::method::ExactMethod;
+use crate::method::receiver_ref;
 use crate::pipeline::{NoHook, NoTimer, PairPipeline, PipelineConfig, TruthConfig};
 
 fn rec(ts_ns: u64, id: u64) -> PacketRecord {
@@ -587,7 +587,7 @@ fn a_receiver_keeps_every_record_once() {
             Some(&Named::First(vec![])),
         );
         let syn = assemble(&ExactMethod, c.synopses.into_iter().next(), &s).unwrap();
-        let e = downcast_ref::<ExactSynopsis>(&*syn, "exact").unwrap();
+        let e = receiver_ref::<ExactMethod>(&*syn).unwrap();
         seen.extend(e.packets.iter().map(|p| p.0));
     }
     assert_eq!(seen, (0..3_000).collect::<Vec<_>>());

@@ -18,8 +18,7 @@
 
 use crate::hash::{HashFamily, HashFn};
 use crate::method::{
-    Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, config_value, downcast,
-    downcast_ref, unknown_field,
+    DeclaredConfig, Estimate, FlowEstimate, MethodConfig, MethodError, TypedSynopsis,
 };
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader, WireWriter};
@@ -28,14 +27,16 @@ use crate::wire::{DecodeError, WireReader, WireWriter};
 pub const CELL_BYTES: usize = 20;
 const ROW: u64 = 0xc0_0100;
 
-/// What both points agree on.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Config {
-    /// d: rows (hash functions).
-    rows: usize,
-    /// w: counters per row.
-    width: usize,
-    seed: u64,
+crate::method_config! {
+    /// What both points agree on.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Config for "countmin" {
+        /// d: rows (hash functions).
+        rows: usize,
+        /// w: counters per row.
+        width: usize,
+        seed: u64,
+    }
 }
 
 impl Config {
@@ -71,13 +72,6 @@ impl Config {
         }
         Ok(())
     }
-    pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("rows", self.rows.to_string()),
-            ("width", self.width.to_string()),
-            ("seed", self.seed.to_string()),
-        ]
-    }
     /// Rebuild a configuration from `(field, value)` pairs over the defaults; an unknown
     /// field is an error that names it.
     pub fn from_pairs(pairs: &[(String, String)]) -> Result<Config, MethodError> {
@@ -96,15 +90,7 @@ impl Config {
         base: Config,
         pairs: &[(String, String)],
     ) -> Result<Config, MethodError> {
-        let mut c = base;
-        for (k, v) in pairs {
-            match k.as_str() {
-                "rows" => c.rows = config_value("countmin", k, v)?,
-                "width" => c.width = config_value("countmin", k, v)?,
-                "seed" => c.seed = config_value("countmin", k, v)?,
-                _ => return Err(unknown_field("countmin", k, &["rows", "width", "seed"])),
-            }
-        }
+        let c = DeclaredConfig::over(base, pairs)?;
         c.validate()?;
         Ok(c)
     }
@@ -151,7 +137,8 @@ impl Synopsis {
     }
 }
 
-impl PointSynopsis for Synopsis {
+impl TypedSynopsis for Synopsis {
+    const METHOD: &'static str = "countmin";
     fn record(&mut self, rec: &PacketRecord) {
         let fh = rec.flow.hash(self.cfg.seed);
         let w = self.cfg.width;
@@ -166,8 +153,7 @@ impl PointSynopsis for Synopsis {
     }
     /// Cells added to cells, saturating as recording adds (a saturated sum of non-negative
     /// values is the same in any grouping). Both must have the same rows, width and seed.
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-        let later = downcast::<Synopsis>(later, "countmin")?;
+    fn merge(&mut self, later: Synopsis) -> Result<(), MethodError> {
         crate::method::check_merge(self.cfg.pairs(), later.cfg.pairs())?;
         for (s, l) in self.sums.iter_mut().zip(&later.sums) {
             *s = s.saturating_add(*l);
@@ -214,26 +200,9 @@ impl CountMinMethod {
             ..Default::default()
         }
     }
-}
 
-impl Method for CountMinMethod {
-    fn name(&self) -> &str {
-        "countmin"
-    }
-    fn config(&self) -> Vec<(&'static str, String)> {
-        self.cfg.pairs()
-    }
-    fn foreign(&self) -> crate::method::Foreign {
-        crate::method::Foreign::AssumesNone("per-flow sums of timestamps and counts, no identity")
-    }
-    fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(Synopsis::new(self.cfg.clone()))
-    }
-    fn decode_point(
-        &self,
-        _role: Role,
-        bytes: &[u8],
-    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
+    /// A point's synopsis from its payload.
+    pub fn decode(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
         let mut sk = Synopsis::new(self.cfg.clone());
         let mut r = WireReader::new(bytes);
         let want = sk.sums.len() * CELL_BYTES;
@@ -251,15 +220,36 @@ impl Method for CountMinMethod {
             sk.sums[i] = lo | (hi << 64);
             sk.counts[i] = r.u32("count")?;
         }
-        Ok(Box::new(sk))
+        Ok(sk)
     }
-    fn estimate(
-        &self,
-        sender: Box<dyn PointSynopsis>,
-        receiver: Box<dyn PointSynopsis>,
-    ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Synopsis>(sender, "countmin")?;
-        let r = downcast::<Synopsis>(receiver, "countmin")?;
+}
+
+impl crate::method::TypedMethod for CountMinMethod {
+    type Config = Config;
+    type Sender = Synopsis;
+    type Receiver = Synopsis;
+    fn name(&self) -> &str {
+        "countmin"
+    }
+    fn config(&self) -> &Config {
+        &self.cfg
+    }
+    fn foreign(&self) -> crate::method::Foreign {
+        crate::method::Foreign::AssumesNone("per-flow sums of timestamps and counts, no identity")
+    }
+    fn new_sender(&self) -> Synopsis {
+        Synopsis::new(self.cfg.clone())
+    }
+    fn new_receiver(&self) -> Synopsis {
+        Synopsis::new(self.cfg.clone())
+    }
+    fn decode_sender(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        self.decode(bytes)
+    }
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        self.decode(bytes)
+    }
+    fn estimate(&self, s: Synopsis, r: Synopsis) -> Result<Estimate, MethodError> {
         // one row holds every packet once: its totals give the aggregate, right only when
         // both points saw the same packets
         let w = self.cfg.width;
@@ -299,13 +289,14 @@ impl Method for CountMinMethod {
     }
     fn estimate_flows(
         &self,
-        sender: &dyn PointSynopsis,
-        receiver: &dyn PointSynopsis,
+        sender: &Synopsis,
+        receiver: &Synopsis,
         flows: &[FlowKey],
     ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
-        let pair = downcast_ref::<Synopsis>(sender, "countmin")
-            .and_then(|s| Ok((s, downcast_ref::<Synopsis>(receiver, "countmin")?)));
-        Some(pair.map(|(s, r)| flows.iter().map(|f| Self::flow(s, r, f)).collect()))
+        Some(Ok(flows
+            .iter()
+            .map(|f| Self::flow(sender, receiver, f))
+            .collect()))
     }
 }
 
@@ -313,6 +304,7 @@ impl Method for CountMinMethod {
 pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "countmin",
     summary: "Count-Min of timestamp sums (COLATE §6.5's strawman), 4 x 17 500 counters, per-flow",
+    samples: "packets at both points when their totals agree (0 otherwise)",
     per_flow: true,
     crosses: "each point's two Count-Min sketches (timestamp sums and counts, 20 B a counter), one way; no round trip",
     per_packet: false,
@@ -331,6 +323,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::method::{Method, Role};
     use crate::test_traffic::traffic;
 
     fn run(cfg: Config, loss: f64) -> Vec<f64> {
@@ -405,12 +398,8 @@ mod tests {
         a.encode(&mut b);
         let d = m.decode_point(Role::Sender, &b).unwrap();
         let (x, y) = (
-            (&*d as &dyn std::any::Any)
-                .downcast_ref::<Synopsis>()
-                .unwrap(),
-            (&*a as &dyn std::any::Any)
-                .downcast_ref::<Synopsis>()
-                .unwrap(),
+            crate::method::sender_ref::<CountMinMethod>(&*d).unwrap(),
+            crate::method::sender_ref::<CountMinMethod>(&*a).unwrap(),
         );
         assert_eq!((&x.sums, &x.counts), (&y.sums, &y.counts));
         assert!(m.decode_point(Role::Sender, &b[1..]).is_err());

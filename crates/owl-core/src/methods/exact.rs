@@ -621,7 +621,7 @@ mod tests {
 /// timestamp), 16 bytes a packet, and the estimate is the [`Matcher`] over them.
 pub mod method {
 
-    use crate::method::{Estimate, Method, MethodError, PointSynopsis, Role, downcast};
+    use crate::method::{Estimate, MethodError, TypedMethod, TypedSynopsis};
     use crate::record::PacketRecord;
     use crate::wire::{DecodeError, WireReader, WireWriter};
 
@@ -641,7 +641,8 @@ pub mod method {
         pub packets: Vec<(u64, u64)>,
     }
 
-    impl PointSynopsis for Synopsis {
+    impl TypedSynopsis for Synopsis {
+        const METHOD: &'static str = "exact";
         fn record(&mut self, rec: &PacketRecord) {
             self.packets.push((rec.id, rec.ts_ns));
         }
@@ -661,8 +662,7 @@ pub mod method {
             }
         }
         /// Both logs one after the other: `later`'s packets appended in their capture order.
-        fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-            let later = downcast::<Synopsis>(later, "exact")?;
+        fn merge(&mut self, later: Synopsis) -> Result<(), MethodError> {
             self.packets.extend_from_slice(&later.packets);
             Ok(())
         }
@@ -672,6 +672,7 @@ pub mod method {
     pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
         name: "exact",
         summary: "store every (identity, timestamp) and match them: the ground truth, 16 B a packet",
+        samples: "packets matched within their interval",
         per_flow: false,
         crosses: "every (identity, timestamp) of both points, 16 B a packet each, to one place; no round trip",
         per_packet: false,
@@ -685,88 +686,98 @@ pub mod method {
         },
     };
 
-    impl Method for ExactMethod {
+    impl TypedMethod for ExactMethod {
+        type Config = ();
+        type Sender = Synopsis;
+        type Receiver = Synopsis;
         fn name(&self) -> &str {
             "exact"
         }
-        fn config(&self) -> Vec<(&'static str, String)> {
-            Vec::new()
+        fn config(&self) -> &() {
+            &()
         }
         fn foreign(&self) -> crate::method::Foreign {
             crate::method::Foreign::Matches("every packet")
         }
-        fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-            Box::new(Synopsis::default())
+        fn new_sender(&self) -> Synopsis {
+            Synopsis::default()
         }
-        fn decode_point(
-            &self,
-            _role: Role,
-            bytes: &[u8],
-        ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-            let mut r = WireReader::new(bytes);
-            let n = r.u64("packet count")?;
-            if n.checked_mul(16) != Some(r.remaining() as u64) {
-                return Err(r.invalid(format!(
-                    "exact synopsis claims {n} packets but holds {} bytes",
-                    r.remaining()
-                )));
-            }
-            let mut p = Synopsis {
-                packets: Vec::with_capacity(n as usize),
-            };
-            for _ in 0..n {
-                p.packets.push((r.u64("identity")?, r.u64("timestamp")?));
-            }
-            Ok(Box::new(p))
+        fn new_receiver(&self) -> Synopsis {
+            Synopsis::default()
         }
-        fn estimate(
-            &self,
-            sender: Box<dyn PointSynopsis>,
-            receiver: Box<dyn PointSynopsis>,
-        ) -> Result<Estimate, MethodError> {
-            let s = downcast::<Synopsis>(sender, "exact")?;
-            let r = downcast::<Synopsis>(receiver, "exact")?;
-            let recs = |v: &[(u64, u64)]| -> Vec<PacketRecord> {
-                v.iter()
-                    .map(|&(id, ts)| PacketRecord {
-                        ts_ns: ts,
-                        id,
-                        ..Default::default()
-                    })
-                    .collect()
-            };
-            let (t, _) = truth_of(
-                &recs(&s.packets),
-                &recs(&r.packets),
-                TruthConfig::new(Intervals::WHOLE, u64::MAX),
-            );
-            let mut notes = Vec::new();
-            if t.unexpected > 0 {
-                notes.push(format!("{} packets only at the receiver", t.unexpected));
-            }
-            Ok(Estimate {
-                reason: None,
-                quantiles: None,
-                recovered: None,
-                mean_ns: t.delay.map(|d| d.mean_ns),
-                std_ns: t.delay.map(|d| d.std_ns),
-                samples: t.received,
-                bytes: BYTES_PER_PACKET * s.packets.len() as u64,
-                lost: Some(t.lost),
-                mean_ci98_ns: None,
-                std_ci95_ns: None,
-                notes,
-            })
+        fn decode_sender(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+            decode(bytes)
         }
+        fn decode_receiver(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+            decode(bytes)
+        }
+        fn estimate(&self, s: Synopsis, r: Synopsis) -> Result<Estimate, MethodError> {
+            estimate(&s, &r)
+        }
+    }
+
+    /// A point's log from its payload.
+    pub fn decode(bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        let mut r = WireReader::new(bytes);
+        let n = r.u64("packet count")?;
+        if n.checked_mul(16) != Some(r.remaining() as u64) {
+            return Err(r.invalid(format!(
+                "exact synopsis claims {n} packets but holds {} bytes",
+                r.remaining()
+            )));
+        }
+        let mut p = Synopsis {
+            packets: Vec::with_capacity(n as usize),
+        };
+        for _ in 0..n {
+            p.packets.push((r.u64("identity")?, r.u64("timestamp")?));
+        }
+        Ok(p)
+    }
+
+    /// The pair estimator: the exact match of both logs.
+    pub fn estimate(s: &Synopsis, r: &Synopsis) -> Result<Estimate, MethodError> {
+        let recs = |v: &[(u64, u64)]| -> Vec<PacketRecord> {
+            v.iter()
+                .map(|&(id, ts)| PacketRecord {
+                    ts_ns: ts,
+                    id,
+                    ..Default::default()
+                })
+                .collect()
+        };
+        let (t, _) = truth_of(
+            &recs(&s.packets),
+            &recs(&r.packets),
+            TruthConfig::new(Intervals::WHOLE, u64::MAX),
+        );
+        let mut notes = Vec::new();
+        if t.unexpected > 0 {
+            notes.push(format!("{} packets only at the receiver", t.unexpected));
+        }
+        Ok(Estimate {
+            reason: None,
+            quantiles: None,
+            recovered: None,
+            mean_ns: t.delay.map(|d| d.mean_ns),
+            std_ns: t.delay.map(|d| d.std_ns),
+            samples: t.received,
+            bytes: BYTES_PER_PACKET * s.packets.len() as u64,
+            lost: Some(t.lost),
+            mean_ci98_ns: None,
+            std_ci95_ns: None,
+            notes,
+        })
     }
 
     #[cfg(test)]
     mod tests {
         use super::*;
+        use crate::method::{Method, Role};
 
         #[test]
         fn exact_method_roundtrip_and_estimate() {
-            let m = ExactMethod;
+            let m: &dyn Method = &ExactMethod;
             let mut s = m.new_point(Role::Sender);
             let mut r = m.new_point(Role::Receiver);
             for i in 0..100u64 {

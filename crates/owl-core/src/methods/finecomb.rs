@@ -40,7 +40,7 @@
 //! a method of `owl compare`.
 
 use crate::hash::{HashFamily, HashFn};
-use crate::method::{Estimate, Method, MethodError, PointSynopsis, Role, downcast};
+use crate::method::{Estimate, MethodConfig, MethodError, Role, TypedSynopsis};
 use crate::record::PacketRecord;
 use crate::wire::{DecodeError, WireReader, WireWriter};
 
@@ -410,7 +410,8 @@ impl Synopsis {
     }
 }
 
-impl PointSynopsis for Synopsis {
+impl TypedSynopsis for Synopsis {
+    const METHOD: &'static str = "finecomb";
     #[inline]
     fn record(&mut self, rec: &PacketRecord) {
         self.record_packet(rec.id, rec.ts_ns);
@@ -429,8 +430,7 @@ impl PointSynopsis for Synopsis {
     /// a sum over its packets in any order). The receiver's stash is the first `stash`
     /// packets of the interval, so it keeps its own and takes `later`'s first ones while it
     /// has room: `later`'s stash holds its first packets, as many as this one can still need.
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-        let later = downcast::<Synopsis>(later, "finecomb")?;
+    fn merge(&mut self, later: Synopsis) -> Result<(), MethodError> {
         crate::method::check_merge(self.cfg.pairs(), later.cfg.pairs())?;
         if later.role != self.role {
             return Err(MethodError::Invalid(format!(
@@ -836,35 +836,40 @@ impl FineCombMethod {
     }
 }
 
-impl Method for FineCombMethod {
+impl MethodConfig for Config {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        Config::pairs(self)
+    }
+}
+
+impl crate::method::TypedMethod for FineCombMethod {
+    type Config = Config;
+    type Sender = Synopsis;
+    type Receiver = Synopsis;
     fn name(&self) -> &str {
         "finecomb"
     }
-    fn config(&self) -> Vec<(&'static str, String)> {
-        self.cfg.pairs()
+    fn config(&self) -> &Config {
+        &self.cfg
     }
     fn foreign(&self) -> crate::method::Foreign {
         crate::method::Foreign::Detects(
             "a bucket is usable when its count and the XOR of its identities agree",
         )
     }
-    fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(Synopsis::new(&self.cfg, role).expect("validated configuration"))
+    fn new_sender(&self) -> Synopsis {
+        Synopsis::new(&self.cfg, Role::Sender).expect("validated configuration")
     }
-    fn decode_point(
-        &self,
-        role: Role,
-        bytes: &[u8],
-    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        Ok(Box::new(Synopsis::decode(&self.cfg, role, bytes)?))
+    fn new_receiver(&self) -> Synopsis {
+        Synopsis::new(&self.cfg, Role::Receiver).expect("validated configuration")
     }
-    fn estimate(
-        &self,
-        sender: Box<dyn PointSynopsis>,
-        receiver: Box<dyn PointSynopsis>,
-    ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Synopsis>(sender, "finecomb")?;
-        let r = downcast::<Synopsis>(receiver, "finecomb")?;
+    fn decode_sender(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        Synopsis::decode(&self.cfg, Role::Sender, bytes)
+    }
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        Synopsis::decode(&self.cfg, Role::Receiver, bytes)
+    }
+    fn estimate(&self, s: Synopsis, r: Synopsis) -> Result<Estimate, MethodError> {
         Ok(estimate(&self.cfg, &s, &r)?.to_estimate(&self.cfg))
     }
 }
@@ -875,6 +880,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "finecomb",
     summary: "FineComb (RDA §III-C): 5000 buckets with parity, receiver stash repairs \
                   reordered packets, lost ones spoil their bucket; --memory / 24 B buckets",
+    samples: "packets decoded at both points (timestamps recovered)",
     per_flow: false,
     crosses: "each point's buckets (24 B each), one way; the receiver's stash of timestamps stays at the receiver and is in its file only so `owl estimate` can repair",
     per_packet: false,
@@ -895,6 +901,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::method::Method;
     use rand::{RngExt, SeedableRng};
     use rand_pcg::Pcg64Mcg;
 
@@ -923,7 +930,7 @@ mod tests {
             // the stash fills in the first part, in the second, across both, or not at all
             for (x, y) in [(3, 30), (12, 20), (0, 5), (0, 0), (9, 11), (20, 42)] {
                 let mut head = point(&recs[..x]);
-                head.merge(Box::new(point(&recs[x..y]))).unwrap();
+                head.merge(point(&recs[x..y])).unwrap();
                 recs[y..]
                     .iter()
                     .for_each(|&(id, ts)| head.record_packet(id, ts));
@@ -935,13 +942,10 @@ mod tests {
             );
         }
         let mut r = Synopsis::new(&cfg, Role::Receiver).unwrap();
-        assert!(
-            r.merge(Box::new(Synopsis::new(&cfg, Role::Sender).unwrap()))
-                .is_err()
-        );
+        assert!(r.merge(Synopsis::new(&cfg, Role::Sender).unwrap()).is_err());
         let other = Config::new(16, 11, 3, Enumeration::PerBucket, 1 << 10).unwrap();
         let e = r
-            .merge(Box::new(Synopsis::new(&other, Role::Receiver).unwrap()))
+            .merge(Synopsis::new(&other, Role::Receiver).unwrap())
             .unwrap_err();
         assert!(e.to_string().contains("stash"), "{e}");
     }

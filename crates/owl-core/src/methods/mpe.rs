@@ -41,8 +41,7 @@ use hashbrown::HashMap;
 
 use crate::hash::{HashFamily, HashFn};
 use crate::method::{
-    Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, config_value, downcast,
-    downcast_ref, unknown_field,
+    DeclaredConfig, Estimate, FlowEstimate, MethodConfig, MethodError, TypedSynopsis,
 };
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader, WireWriter};
@@ -51,12 +50,14 @@ use crate::wire::{DecodeError, WireReader, WireWriter};
 pub const RECORD_BYTES: u64 = 48;
 const SAMPLE: u64 = 0x3be_0100;
 
-/// What both routers agree on.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Config {
-    /// Packet sampling rate, in (0, 1].
-    rate: f64,
-    seed: u64,
+crate::method_config! {
+    /// What both routers agree on.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct Config for "mpe" {
+        /// Packet sampling rate, in (0, 1].
+        rate: f64,
+        seed: u64,
+    }
 }
 
 impl Config {
@@ -83,12 +84,6 @@ impl Config {
         }
         Ok(())
     }
-    pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("rate", self.rate.to_string()),
-            ("seed", self.seed.to_string()),
-        ]
-    }
     /// Rebuild a configuration from `(field, value)` pairs over the defaults; an unknown
     /// field is an error that names it.
     pub fn from_pairs(pairs: &[(String, String)]) -> Result<Config, MethodError> {
@@ -100,14 +95,7 @@ impl Config {
         base: Config,
         pairs: &[(String, String)],
     ) -> Result<Config, MethodError> {
-        let mut c = base;
-        for (k, v) in pairs {
-            match k.as_str() {
-                "rate" => c.rate = config_value("mpe", k, v)?,
-                "seed" => c.seed = config_value("mpe", k, v)?,
-                _ => return Err(unknown_field("mpe", k, &["rate", "seed"])),
-            }
-        }
+        let c = DeclaredConfig::over(base, pairs)?;
         c.validate()?;
         Ok(c)
     }
@@ -148,7 +136,8 @@ impl Synopsis {
     }
 }
 
-impl PointSynopsis for Synopsis {
+impl TypedSynopsis for Synopsis {
+    const METHOD: &'static str = "mpe";
     fn record(&mut self, rec: &PacketRecord) {
         if !self.sampled(rec.id) {
             return;
@@ -178,8 +167,7 @@ impl PointSynopsis for Synopsis {
     /// maximum over its sampled packets, as recording keeps them whatever the order of
     /// timestamps), its packets added; a flow only one side recorded is taken as it is. Both
     /// must sample alike (rate and seed).
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-        let later = downcast::<Synopsis>(later, "mpe")?;
+    fn merge(&mut self, later: Synopsis) -> Result<(), MethodError> {
         crate::method::check_merge(self.cfg.pairs(), later.cfg.pairs())?;
         for (k, l) in later.records {
             match self.records.entry(k) {
@@ -314,37 +302,8 @@ impl MpeMethod {
         }
     }
 
-    fn points<'a>(
-        s: &'a dyn PointSynopsis,
-        r: &'a dyn PointSynopsis,
-    ) -> Result<(&'a Synopsis, &'a Synopsis), MethodError> {
-        Ok((
-            downcast_ref::<Synopsis>(s, "mpe")?,
-            downcast_ref::<Synopsis>(r, "mpe")?,
-        ))
-    }
-}
-
-impl Method for MpeMethod {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn config(&self) -> Vec<(&'static str, String)> {
-        self.cfg.pairs()
-    }
-    fn foreign(&self) -> crate::method::Foreign {
-        crate::method::Foreign::AssumesNone(
-            "a flow's first and last sampled packets are paired by time, not identity",
-        )
-    }
-    fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(Synopsis::new(&self.cfg))
-    }
-    fn decode_point(
-        &self,
-        _role: Role,
-        bytes: &[u8],
-    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
+    /// A point's synopsis from its payload.
+    pub fn decode(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
         let mut r = WireReader::new(bytes);
         let n = r.u64("record count")?;
         if (n as u128) * 61 != r.remaining() as u128 {
@@ -371,15 +330,38 @@ impl Method for MpeMethod {
                 return Err(r.invalid("the same flow is recorded twice"));
             }
         }
-        Ok(Box::new(c))
+        Ok(c)
     }
-    fn estimate(
-        &self,
-        sender: Box<dyn PointSynopsis>,
-        receiver: Box<dyn PointSynopsis>,
-    ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Synopsis>(sender, "mpe")?;
-        let r = downcast::<Synopsis>(receiver, "mpe")?;
+}
+
+impl crate::method::TypedMethod for MpeMethod {
+    type Config = Config;
+    type Sender = Synopsis;
+    type Receiver = Synopsis;
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn config(&self) -> &Config {
+        &self.cfg
+    }
+    fn foreign(&self) -> crate::method::Foreign {
+        crate::method::Foreign::AssumesNone(
+            "a flow's first and last sampled packets are paired by time, not identity",
+        )
+    }
+    fn new_sender(&self) -> Synopsis {
+        Synopsis::new(&self.cfg)
+    }
+    fn new_receiver(&self) -> Synopsis {
+        Synopsis::new(&self.cfg)
+    }
+    fn decode_sender(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        self.decode(bytes)
+    }
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        self.decode(bytes)
+    }
+    fn estimate(&self, s: Synopsis, r: Synopsis) -> Result<Estimate, MethodError> {
         let sm = Samples::from_caches(&s, &r);
         let n = sm.delays.len();
         let std = sm
@@ -412,11 +394,12 @@ impl Method for MpeMethod {
     }
     fn estimate_flows(
         &self,
-        sender: &dyn PointSynopsis,
-        receiver: &dyn PointSynopsis,
+        sender: &Synopsis,
+        receiver: &Synopsis,
         flows: &[FlowKey],
     ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
-        Some(Self::points(sender, receiver).map(|(s, r)| {
+        Some(Ok({
+            let (s, r) = (sender, receiver);
             let sm = Samples::from_caches(s, r);
             flows.iter().map(|f| self.flow(s, r, &sm, f)).collect()
         }))
@@ -434,6 +417,7 @@ fn mpe_default(name: &str, seed: u64) -> Config {
 pub const TEN_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "mpe",
     summary: "NetFlow multi-point estimator, 10% coordinated packet sampling, per-flow",
+    samples: "delay samples: the first and last packet of every sampled flow whose sampled packets all arrived (2 per flow): a flow with a lost sampled packet gives none, so a higher sampling rate can give fewer samples under loss",
     per_flow: true,
     crosses: "each point's sampled flow records (61 B a flow), one way; no round trip",
     per_packet: false,
@@ -451,6 +435,7 @@ pub const TEN_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
 pub const ONE_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "mpe1",
     summary: "NetFlow multi-point estimator, 1% coordinated packet sampling, per-flow",
+    samples: "delay samples: the first and last packet of every sampled flow whose sampled packets all arrived (2 per flow): a flow with a lost sampled packet gives none, so a higher sampling rate can give fewer samples under loss",
     per_flow: true,
     crosses: "each point's sampled flow records (61 B a flow), one way; no round trip",
     per_packet: false,
@@ -472,6 +457,7 @@ pub const ONE_PERCENT: crate::method::MethodInfo = crate::method::MethodInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::method::{Method, Role};
     use crate::test_traffic::{key, traffic};
 
     /// A flow's record merged from two keeps the earliest first and the latest last
@@ -497,8 +483,8 @@ mod tests {
         let mut later = m.new_point(Role::Sender);
         later.record_batch(&b);
         head.merge(later).unwrap();
-        let records = |p: &dyn PointSynopsis| {
-            let s = downcast_ref::<Synopsis>(p, "mpe").unwrap();
+        let records = |p: &dyn crate::method::PointSynopsis| {
+            let s = crate::method::sender_ref::<MpeMethod>(p).unwrap();
             let mut v: Vec<_> = s.records.iter().map(|(k, r)| (*k, *r)).collect();
             v.sort_by_key(|x| x.0);
             v
@@ -651,15 +637,10 @@ mod tests {
         let mut b = Vec::new();
         a.encode(&mut b);
         let d = m.decode_point(Role::Sender, &b).unwrap();
-        let dc = (&*d as &dyn std::any::Any)
-            .downcast_ref::<Synopsis>()
-            .unwrap();
+        let dc = crate::method::sender_ref::<MpeMethod>(&*d).unwrap();
         assert_eq!(
             &dc.records,
-            &(&*a as &dyn std::any::Any)
-                .downcast_ref::<Synopsis>()
-                .unwrap()
-                .records
+            &crate::method::sender_ref::<MpeMethod>(&*a).unwrap().records
         );
         assert!(m.decode_point(Role::Sender, &b[..b.len() - 3]).is_err());
         let mut lie = b.clone();

@@ -41,7 +41,7 @@ use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
 use crate::PacketRecord;
-use crate::method::{Estimate, Method, MethodError, PointSynopsis, Role, downcast};
+use crate::method::{Estimate, MethodConfig, MethodError, TypedSynopsis};
 use crate::wire::{DecodeError, WireReader, WireWriter};
 
 /// The probe rates of §IV-C, Hz.
@@ -388,7 +388,8 @@ pub fn estimate(s: &SenderSynopsis, r: &ReceiverSynopsis) -> ProbeEstimate {
     }
 }
 
-impl PointSynopsis for SenderSynopsis {
+impl TypedSynopsis for SenderSynopsis {
+    const METHOD: &'static str = "probe";
     fn record(&mut self, rec: &PacketRecord) {
         SenderSynopsis::record(self, rec.id, rec.ts_ns);
     }
@@ -409,15 +410,14 @@ impl PointSynopsis for SenderSynopsis {
     /// nothing, an empty recording point becomes `later` (a recording one: a decoded point has
     /// lost its process, which recording after the merge needs), and anything else is refused
     /// with an error saying why. The receiver keeps every arrival, and merges exactly.
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-        let later = downcast::<SenderSynopsis>(later, "probe")?;
+    fn merge(&mut self, later: SenderSynopsis) -> Result<(), MethodError> {
         crate::method::check_merge(self.config.pairs(), later.config.pairs())?;
         let empty = |s: &SenderSynopsis| !s.decoded && s.rng.is_none();
         if empty(&later) {
             return Ok(());
         }
         if empty(self) && !later.decoded {
-            *self = *later;
+            *self = later;
             return Ok(());
         }
         Err(MethodError::Invalid(
@@ -426,7 +426,8 @@ impl PointSynopsis for SenderSynopsis {
     }
 }
 
-impl PointSynopsis for ReceiverSynopsis {
+impl TypedSynopsis for ReceiverSynopsis {
+    const METHOD: &'static str = "probe";
     fn record(&mut self, rec: &PacketRecord) {
         ReceiverSynopsis::record(self, rec.id, rec.ts_ns);
     }
@@ -442,8 +443,7 @@ impl PointSynopsis for ReceiverSynopsis {
     }
     /// Every packet's first arrival: `later`'s packets are added where this point has not
     /// seen their identity (an earlier arrival is the first).
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-        let later = downcast::<ReceiverSynopsis>(later, "probe")?;
+    fn merge(&mut self, later: ReceiverSynopsis) -> Result<(), MethodError> {
         for (id, ts) in later.seen {
             self.seen.entry(id).or_insert(ts);
         }
@@ -462,39 +462,38 @@ impl ProbeMethod {
     }
 }
 
-impl Method for ProbeMethod {
+impl MethodConfig for Config {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        Config::pairs(self)
+    }
+}
+
+impl crate::method::TypedMethod for ProbeMethod {
+    type Config = Config;
+    type Sender = SenderSynopsis;
+    type Receiver = ReceiverSynopsis;
     fn name(&self) -> &str {
         "probe"
     }
-    fn config(&self) -> Vec<(&'static str, String)> {
-        self.config.pairs()
+    fn config(&self) -> &Config {
+        &self.config
     }
     fn foreign(&self) -> crate::method::Foreign {
         crate::method::Foreign::Matches("probes are paired by identity")
     }
-    fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
-        match role {
-            Role::Sender => Box::new(SenderSynopsis::new(&self.config)),
-            Role::Receiver => Box::new(ReceiverSynopsis::new()),
-        }
+    fn new_sender(&self) -> SenderSynopsis {
+        SenderSynopsis::new(&self.config)
     }
-    fn decode_point(
-        &self,
-        role: Role,
-        bytes: &[u8],
-    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        Ok(match role {
-            Role::Sender => Box::new(SenderSynopsis::decode(&self.config, bytes)?),
-            Role::Receiver => Box::new(ReceiverSynopsis::decode(bytes)?),
-        })
+    fn new_receiver(&self) -> ReceiverSynopsis {
+        ReceiverSynopsis::new()
     }
-    fn estimate(
-        &self,
-        sender: Box<dyn PointSynopsis>,
-        receiver: Box<dyn PointSynopsis>,
-    ) -> Result<Estimate, MethodError> {
-        let s = downcast::<SenderSynopsis>(sender, "probe")?;
-        let r = downcast::<ReceiverSynopsis>(receiver, "probe")?;
+    fn decode_sender(&self, bytes: &[u8]) -> Result<SenderSynopsis, DecodeError> {
+        SenderSynopsis::decode(&self.config, bytes)
+    }
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<ReceiverSynopsis, DecodeError> {
+        ReceiverSynopsis::decode(bytes)
+    }
+    fn estimate(&self, s: SenderSynopsis, r: ReceiverSynopsis) -> Result<Estimate, MethodError> {
         let e = estimate(&s, &r);
         let mut notes = vec![format!(
             "{} probes at {} Hz, {} lost ({:.2} % of the probes)",
@@ -535,6 +534,7 @@ impl Method for ProbeMethod {
 pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "probe",
     summary: "Poisson active probing at 144 Hz (LDA paper's baseline), each probe emulated by the packet after its instant; 64 B a probe (--memory ignored)",
+    samples: "probes received (each the first packet after a probe instant)",
     per_flow: false,
     crosses: "probe packets the sender injects (64 B each); the receiver's file logs every arrival (16 B a packet) only so owl can tell which packet emulated each probe: emulation data",
     per_packet: false,
@@ -551,6 +551,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::method::{Method, Role};
 
     const T0: u64 = 1_767_225_600_000_000_000;
 
@@ -566,7 +567,7 @@ mod tests {
                 ..Default::default()
             })
             .collect();
-        let bytes = |p: &dyn PointSynopsis| {
+        let bytes = |p: &dyn crate::method::PointSynopsis| {
             let mut b = Vec::new();
             p.encode(&mut b);
             b
@@ -578,7 +579,7 @@ mod tests {
         let mut mid = ReceiverSynopsis::new();
         mid.record_batch(&recs[6_000..15_000]); // arrivals seen on both sides: the first kept
         let mid = ReceiverSynopsis::decode(&bytes(&mid)).unwrap();
-        head.merge(Box::new(mid)).unwrap();
+        head.merge(mid).unwrap();
         head.record_batch(&recs[15_000..]);
         assert_eq!(bytes(&head), bytes(&whole));
         // senders: an empty side merges, two that saw packets are refused
@@ -589,14 +590,14 @@ mod tests {
         };
         let whole = sender(&recs);
         let mut s = sender(&[]);
-        s.merge(Box::new(sender(&recs[..9_000]))).unwrap();
-        s.merge(Box::new(sender(&[]))).unwrap();
+        s.merge(sender(&recs[..9_000])).unwrap();
+        s.merge(sender(&[])).unwrap();
         s.record_batch(&recs[9_000..]);
         assert_eq!(bytes(&s), bytes(&whole));
-        let e = s.merge(Box::new(sender(&recs[..10]))).unwrap_err();
+        let e = s.merge(sender(&recs[..10])).unwrap_err();
         assert!(e.to_string().contains("Poisson"), "{e}");
         let other = SenderSynopsis::new(&Config::new(144.0, 3).unwrap());
-        let e = s.merge(Box::new(other)).unwrap_err();
+        let e = s.merge(other).unwrap_err();
         assert!(e.to_string().contains("rate_hz"), "{e}");
     }
 

@@ -24,8 +24,8 @@
 use hashbrown::HashMap;
 
 use crate::method::{
-    Estimate, FlowEstimate, Method, MethodError, PacketEstimate, PointSynopsis, Role, config_value,
-    downcast, downcast_ref, unknown_field,
+    DeclaredConfig, Estimate, FlowEstimate, MethodConfig, MethodError, PacketEstimate,
+    TypedSynopsis,
 };
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader, WireWriter};
@@ -33,19 +33,21 @@ use crate::wire::{DecodeError, WireReader, WireWriter};
 /// Bytes a reference probe puts on the wire (a minimal frame carrying a timestamp).
 pub const PROBE_BYTES: u64 = 64;
 
-/// What both points agree on.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Config {
-    /// One reference per `lower_gap` packets at full utilisation (300).
-    lower_gap: u32,
-    /// One reference per `upper_gap` packets on an idle link (10).
-    upper_gap: u32,
-    /// Link capacity, bits per second, to compute the utilisation.
-    capacity_bps: f64,
-    /// Utilisation window, ns.
-    window_ns: u64,
-    /// Seed of the flow hash the receiver keys its per-flow counters by.
-    seed: u64,
+crate::method_config! {
+    /// What both points agree on.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct Config for "rli" {
+        /// One reference per `lower_gap` packets at full utilisation (300).
+        lower_gap: u32,
+        /// One reference per `upper_gap` packets on an idle link (10).
+        upper_gap: u32,
+        /// Link capacity, bits per second, to compute the utilisation.
+        capacity_bps: f64,
+        /// Utilisation window, ns.
+        window_ns: u64,
+        /// Seed of the flow hash the receiver keys its per-flow counters by.
+        seed: u64,
+    }
 }
 
 impl Config {
@@ -112,16 +114,6 @@ impl Config {
         Ok(())
     }
 
-    pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("lower_gap", self.lower_gap.to_string()),
-            ("upper_gap", self.upper_gap.to_string()),
-            ("capacity_bps", self.capacity_bps.to_string()),
-            ("window_ns", self.window_ns.to_string()),
-            ("seed", self.seed.to_string()),
-        ]
-    }
-
     /// Rebuild a configuration from `(field, value)` pairs over the defaults; an unknown
     /// field is an error that names it.
     pub fn from_pairs(pairs: &[(String, String)]) -> Result<Config, MethodError> {
@@ -133,29 +125,7 @@ impl Config {
         base: Config,
         pairs: &[(String, String)],
     ) -> Result<Config, MethodError> {
-        let mut c = base;
-        for (k, v) in pairs {
-            match k.as_str() {
-                "lower_gap" => c.lower_gap = config_value("rli", k, v)?,
-                "upper_gap" => c.upper_gap = config_value("rli", k, v)?,
-                "capacity_bps" => c.capacity_bps = config_value("rli", k, v)?,
-                "window_ns" => c.window_ns = config_value("rli", k, v)?,
-                "seed" => c.seed = config_value("rli", k, v)?,
-                _ => {
-                    return Err(unknown_field(
-                        "rli",
-                        k,
-                        &[
-                            "lower_gap",
-                            "upper_gap",
-                            "capacity_bps",
-                            "window_ns",
-                            "seed",
-                        ],
-                    ));
-                }
-            }
-        }
+        let c = DeclaredConfig::over(base, pairs)?;
         c.validate()?;
         Ok(c)
     }
@@ -220,7 +190,8 @@ impl SenderSynopsis {
     }
 }
 
-impl PointSynopsis for SenderSynopsis {
+impl TypedSynopsis for SenderSynopsis {
+    const METHOD: &'static str = "rli";
     fn record(&mut self, rec: &PacketRecord) {
         self.tick(rec.ts_ns);
         self.win_bits += rec.len as f64 * 8.0;
@@ -254,15 +225,14 @@ impl PointSynopsis for SenderSynopsis {
     /// empty recording `later` changes nothing, an empty recording point becomes `later`, and
     /// anything else is refused with an error saying why. The receiver logs every arrival,
     /// and merges exactly.
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-        let later = downcast::<SenderSynopsis>(later, "rli")?;
+    fn merge(&mut self, later: SenderSynopsis) -> Result<(), MethodError> {
         crate::method::check_merge(self.cfg.pairs(), later.cfg.pairs())?;
         let empty = |s: &SenderSynopsis| !s.decoded && s.win_start.is_none();
         if empty(&later) {
             return Ok(());
         }
         if empty(self) && !later.decoded {
-            *self = *later;
+            *self = later;
             return Ok(());
         }
         Err(MethodError::Invalid(
@@ -278,7 +248,8 @@ pub struct ReceiverSynopsis {
     pub log: Vec<(u64, u64, u64)>,
 }
 
-impl PointSynopsis for ReceiverSynopsis {
+impl TypedSynopsis for ReceiverSynopsis {
+    const METHOD: &'static str = "rli";
     fn record(&mut self, rec: &PacketRecord) {
         self.log.push((rec.id, rec.ts_ns, rec.flow.hash(self.seed)));
     }
@@ -300,8 +271,7 @@ impl PointSynopsis for ReceiverSynopsis {
         Some(0)
     }
     /// Both logs of arrivals one after the other (their flow hashes of the same seed).
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-        let later = downcast::<ReceiverSynopsis>(later, "rli")?;
+    fn merge(&mut self, later: ReceiverSynopsis) -> Result<(), MethodError> {
         crate::method::check_merge(
             vec![("seed", self.seed.to_string())],
             vec![("seed", later.seed.to_string())],
@@ -405,16 +375,6 @@ impl RliMethod {
         cfg.validate()?;
         Ok(RliMethod { cfg })
     }
-
-    fn points<'a>(
-        s: &'a dyn PointSynopsis,
-        r: &'a dyn PointSynopsis,
-    ) -> Result<(&'a SenderSynopsis, &'a ReceiverSynopsis), MethodError> {
-        Ok((
-            downcast_ref::<SenderSynopsis>(s, "rli")?,
-            downcast_ref::<ReceiverSynopsis>(r, "rli")?,
-        ))
-    }
 }
 
 fn decode_list<const N: usize>(b: &[u8], what: &'static str) -> Result<Vec<[u64; N]>, DecodeError> {
@@ -437,58 +397,49 @@ fn decode_list<const N: usize>(b: &[u8], what: &'static str) -> Result<Vec<[u64;
     Ok(v)
 }
 
-impl Method for RliMethod {
+impl crate::method::TypedMethod for RliMethod {
+    type Config = Config;
+    type Sender = SenderSynopsis;
+    type Receiver = ReceiverSynopsis;
     fn name(&self) -> &str {
         "rli"
     }
-    fn config(&self) -> Vec<(&'static str, String)> {
-        self.cfg.pairs()
+    fn config(&self) -> &Config {
+        &self.cfg
     }
     fn foreign(&self) -> crate::method::Foreign {
         crate::method::Foreign::Matches(
             "references are paired by identity; a packet only R has is given the delay interpolated at its arrival",
         )
     }
-    fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
-        match role {
-            Role::Sender => Box::new(SenderSynopsis::new(self.cfg.clone())),
-            Role::Receiver => Box::new(ReceiverSynopsis {
-                seed: self.cfg.seed,
-                log: Vec::new(),
-            }),
+    fn new_sender(&self) -> SenderSynopsis {
+        SenderSynopsis::new(self.cfg.clone())
+    }
+    fn new_receiver(&self) -> ReceiverSynopsis {
+        ReceiverSynopsis {
+            seed: self.cfg.seed,
+            log: Vec::new(),
         }
     }
-    fn decode_point(
-        &self,
-        role: Role,
-        bytes: &[u8],
-    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        Ok(match role {
-            Role::Sender => {
-                let mut s = SenderSynopsis::new(self.cfg.clone());
-                s.refs = decode_list::<2>(bytes, "references")?
-                    .into_iter()
-                    .map(|[a, b]| (a, b))
-                    .collect();
-                s.decoded = true;
-                Box::new(s)
-            }
-            Role::Receiver => Box::new(ReceiverSynopsis {
-                seed: self.cfg.seed,
-                log: decode_list::<3>(bytes, "arrivals")?
-                    .into_iter()
-                    .map(|[a, b, c]| (a, b, c))
-                    .collect(),
-            }),
+    fn decode_sender(&self, bytes: &[u8]) -> Result<SenderSynopsis, DecodeError> {
+        let mut s = SenderSynopsis::new(self.cfg.clone());
+        s.refs = decode_list::<2>(bytes, "references")?
+            .into_iter()
+            .map(|[a, b]| (a, b))
+            .collect();
+        s.decoded = true;
+        Ok(s)
+    }
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<ReceiverSynopsis, DecodeError> {
+        Ok(ReceiverSynopsis {
+            seed: self.cfg.seed,
+            log: decode_list::<3>(bytes, "arrivals")?
+                .into_iter()
+                .map(|[a, b, c]| (a, b, c))
+                .collect(),
         })
     }
-    fn estimate(
-        &self,
-        sender: Box<dyn PointSynopsis>,
-        receiver: Box<dyn PointSynopsis>,
-    ) -> Result<Estimate, MethodError> {
-        let s = downcast::<SenderSynopsis>(sender, "rli")?;
-        let r = downcast::<ReceiverSynopsis>(receiver, "rli")?;
+    fn estimate(&self, s: SenderSynopsis, r: ReceiverSynopsis) -> Result<Estimate, MethodError> {
         let it = interpolate(&s, &r);
         let mut notes = vec![format!(
             "{} references emulated by trace packets (1 per {:.1} packets on average), {} reached the receiver",
@@ -525,11 +476,12 @@ impl Method for RliMethod {
     }
     fn estimate_flows(
         &self,
-        sender: &dyn PointSynopsis,
-        receiver: &dyn PointSynopsis,
+        sender: &SenderSynopsis,
+        receiver: &ReceiverSynopsis,
         flows: &[FlowKey],
     ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
-        Some(Self::points(sender, receiver).map(|(s, r)| {
+        Some(Ok({
+            let (s, r) = (sender, receiver);
             let it = interpolate(s, r);
             flows
                 .iter()
@@ -549,10 +501,11 @@ impl Method for RliMethod {
     /// minus that delay); packets that never arrived are unknown to RLI.
     fn estimate_packets(
         &self,
-        sender: &dyn PointSynopsis,
-        receiver: &dyn PointSynopsis,
+        sender: &SenderSynopsis,
+        receiver: &ReceiverSynopsis,
     ) -> Option<Result<Vec<PacketEstimate>, MethodError>> {
-        Some(Self::points(sender, receiver).map(|(s, r)| {
+        Some(Ok({
+            let (s, r) = (sender, receiver);
             let mut out = Vec::with_capacity(r.log.len());
             // a packet's delay once: R's later copies of an identity are left out (the first
             // arrival counts, as the truth and OPA count it)
@@ -579,6 +532,7 @@ impl Method for RliMethod {
 pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "rli",
     summary: "Reference Latency Interpolation: references 1:300-1:10 by load, interpolated, per-flow",
+    samples: "reference packets received (interpolated packets not counted)",
     per_flow: true,
     crosses: "reference packets the sender injects (64 B each); the receiver's file logs every arrival (24 B a packet) so owl can interpolate offline, where a deployed receiver interpolates as packets pass and keeps only per-flow sums",
     per_packet: true,
@@ -590,6 +544,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::method::{Method, Role};
     use crate::test_traffic::key;
 
     /// The receiver's log merges exactly; a sender merges only where one side saw nothing
@@ -607,7 +562,7 @@ mod tests {
                 )
             })
             .collect();
-        let bytes = |p: &dyn PointSynopsis| {
+        let bytes = |p: &dyn crate::method::PointSynopsis| {
             let mut b = Vec::new();
             p.encode(&mut b);
             b

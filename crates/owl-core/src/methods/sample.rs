@@ -139,8 +139,8 @@ use std::collections::BTreeMap;
 
 use crate::hash::{HashFamily, HashFn};
 use crate::method::{
-    BuildOptions, DelayBasis, Estimate, Method, MethodError, MethodInfo, PointSynopsis, Quantiles,
-    RecoveredPacket, RecoveredPackets, Role, config_value, downcast, downcast_ref, unknown_field,
+    BuildOptions, DelayBasis, Estimate, MethodConfig, MethodError, MethodInfo, Quantiles,
+    RecoveredPacket, RecoveredPackets, TypedSynopsis, config_value, unknown_field,
 };
 use crate::pipeline::truth::DEFAULT_HORIZON_NS;
 use crate::record::PacketRecord;
@@ -521,7 +521,7 @@ impl Synopsis {
     pub fn encoded_len(&self) -> usize {
         self.shipped().encoded_len()
     }
-    /// What a receiver's file holds ([`PointSynopsis::encode_local`]): the recording sample
+    /// What a receiver's file holds ([`TypedSynopsis::encode_local`]): the recording sample
     /// as it is, so that `owl estimate` can merge it with the packets held at the interval's
     /// cuts — tag `SMPL`, `u64 packets seen | u32 n | n × (u64 hash, u64 identity, u64
     /// timestamp)`, ascending by (hash, identity). 24 B a sample, local state: what crosses
@@ -587,7 +587,8 @@ impl Synopsis {
     }
 }
 
-impl PointSynopsis for Synopsis {
+impl TypedSynopsis for Synopsis {
+    const METHOD: &'static str = "sample";
     #[inline]
     fn record(&mut self, rec: &PacketRecord) {
         self.record_packet(rec.id, rec.ts_ns);
@@ -615,8 +616,7 @@ impl PointSynopsis for Synopsis {
     /// (nor can it record after), so merging one is refused with an error saying so, unless
     /// one side saw no packet (an empty `later` changes nothing; an empty point becomes a
     /// recording `later`).
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-        let later = *downcast::<Synopsis>(later, "sample")?;
+    fn merge(&mut self, later: Synopsis) -> Result<(), MethodError> {
         check_pair(&self.cfg, &later.cfg).map_err(crate::method::as_merge)?;
         if later.seen == 0 {
             return Ok(());
@@ -966,6 +966,7 @@ impl SampleMethod {
 pub const INFO: MethodInfo = MethodInfo {
     name: "sample",
     summary: "coordinated packet sampling (trajectory sampling): the 4096 packets of smallest identity hash a point and interval (about 27 KiB shipped for a 1 s interval; --memory / ~7 B), exact delays of a uniform sample; mean, std, loss, p50/p90/p99/p99.9 with 95 % intervals from order statistics (interpolated; ci=order: distribution-free)",
+    samples: "packets the mean rests on",
     per_flow: false,
     per_packet: false,
     recovers_delays: true,
@@ -1055,35 +1056,40 @@ pub const INFO: MethodInfo = MethodInfo {
     },
 };
 
-impl Method for SampleMethod {
+impl MethodConfig for Config {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        Config::pairs(self)
+    }
+}
+
+impl crate::method::TypedMethod for SampleMethod {
+    type Config = Config;
+    type Sender = Synopsis;
+    type Receiver = Synopsis;
     fn name(&self) -> &str {
         "sample"
     }
-    fn config(&self) -> Vec<(&'static str, String)> {
-        self.cfg.pairs()
+    fn config(&self) -> &Config {
+        &self.cfg
     }
     fn foreign(&self) -> crate::method::Foreign {
         crate::method::Foreign::Matches(
             "samples are paired by hash cell, with at most the configured false matches",
         )
     }
-    fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(Synopsis::new(self.cfg))
+    fn new_sender(&self) -> Synopsis {
+        Synopsis::new(self.cfg)
     }
-    fn decode_point(
-        &self,
-        _role: Role,
-        bytes: &[u8],
-    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        Ok(Box::new(Synopsis::decode(self.cfg, bytes)?))
+    fn new_receiver(&self) -> Synopsis {
+        Synopsis::new(self.cfg)
     }
-    fn estimate(
-        &self,
-        sender: Box<dyn PointSynopsis>,
-        receiver: Box<dyn PointSynopsis>,
-    ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Synopsis>(sender, "sample")?;
-        let r = downcast::<Synopsis>(receiver, "sample")?;
+    fn decode_sender(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        Synopsis::decode(self.cfg, bytes)
+    }
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        Synopsis::decode(self.cfg, bytes)
+    }
+    fn estimate(&self, s: Synopsis, r: Synopsis) -> Result<Estimate, MethodError> {
         let e = estimate(&s, &r)?;
         let summary =
             (!e.delays.is_empty()).then(|| crate::stats::DelaySummary::from_sorted(&e.delays));
@@ -1180,12 +1186,11 @@ impl Method for SampleMethod {
     /// the order it ships its cells (ascending `(hash, identity)`).
     fn recovered_packets(
         &self,
-        sender: &dyn PointSynopsis,
-        receiver: &dyn PointSynopsis,
+        sender: &Synopsis,
+        receiver: &Synopsis,
     ) -> Option<Result<RecoveredPackets, MethodError>> {
         Some((|| {
-            let s = downcast_ref::<Synopsis>(sender, "sample")?;
-            let r = downcast_ref::<Synopsis>(receiver, "sample")?;
+            let (s, r) = (sender, receiver);
             check_pair(&s.cfg, &r.cfg)?;
             if r.decoded.is_some() {
                 return Err(MethodError::Invalid(

@@ -17,10 +17,7 @@
 use hashbrown::HashMap;
 
 use crate::hash::{HashFamily, HashFn};
-use crate::method::{
-    Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, config_value, downcast,
-    downcast_ref, unknown_field,
-};
+use crate::method::{DeclaredConfig, Estimate, FlowEstimate, MethodError, TypedSynopsis};
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader, WireWriter};
 
@@ -33,12 +30,14 @@ pub const NOTE: &str = "sds needs a sender timestamp in every packet (LDS §2.2)
 
 const ROW: u64 = 0x5d5_0100;
 
-/// What both points agree on.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Config {
-    rows: usize,
-    columns: usize,
-    seed: u64,
+crate::method_config! {
+    /// What both points agree on.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Config for "sds" {
+        rows: usize,
+        columns: usize,
+        seed: u64,
+    }
 }
 
 impl Config {
@@ -88,14 +87,6 @@ impl Config {
         Ok(())
     }
 
-    pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("rows", self.rows.to_string()),
-            ("columns", self.columns.to_string()),
-            ("seed", self.seed.to_string()),
-        ]
-    }
-
     /// Rebuild a configuration from `(field, value)` pairs over the defaults; an unknown
     /// field is an error that names it.
     pub fn from_pairs(pairs: &[(String, String)]) -> Result<Config, MethodError> {
@@ -107,15 +98,7 @@ impl Config {
         base: Config,
         pairs: &[(String, String)],
     ) -> Result<Config, MethodError> {
-        let mut c = base;
-        for (k, v) in pairs {
-            match k.as_str() {
-                "rows" => c.rows = config_value("sds", k, v)?,
-                "columns" => c.columns = config_value("sds", k, v)?,
-                "seed" => c.seed = config_value("sds", k, v)?,
-                _ => return Err(unknown_field("sds", k, &["rows", "columns", "seed"])),
-            }
-        }
+        let c = DeclaredConfig::over(base, pairs)?;
         c.validate()?;
         Ok(c)
     }
@@ -227,7 +210,8 @@ fn decode_u64s<const N: usize>(
     Ok(v)
 }
 
-impl PointSynopsis for SenderSynopsis {
+impl TypedSynopsis for SenderSynopsis {
+    const METHOD: &'static str = "sds";
     fn record(&mut self, rec: &PacketRecord) {
         self.stamps.push((rec.id, rec.ts_ns));
     }
@@ -243,14 +227,14 @@ impl PointSynopsis for SenderSynopsis {
         Some(self.stamps.len() as u64 * STAMP_BYTES)
     }
     /// Both logs of stamps one after the other.
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-        let later = downcast::<SenderSynopsis>(later, "sds")?;
+    fn merge(&mut self, later: SenderSynopsis) -> Result<(), MethodError> {
         self.stamps.extend_from_slice(&later.stamps);
         Ok(())
     }
 }
 
-impl PointSynopsis for ReceiverSynopsis {
+impl TypedSynopsis for ReceiverSynopsis {
+    const METHOD: &'static str = "sds";
     fn record(&mut self, rec: &PacketRecord) {
         self.arrivals
             .push((rec.id, rec.ts_ns, rec.flow.hash(self.seed)));
@@ -267,8 +251,7 @@ impl PointSynopsis for ReceiverSynopsis {
         Some(0)
     }
     /// Both logs of arrivals one after the other (their flow hashes of the same seed).
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-        let later = downcast::<ReceiverSynopsis>(later, "sds")?;
+    fn merge(&mut self, later: ReceiverSynopsis) -> Result<(), MethodError> {
         crate::method::check_merge(
             vec![("seed", self.seed.to_string())],
             vec![("seed", later.seed.to_string())],
@@ -304,65 +287,48 @@ impl SdsMethod {
         }
         (sk, used)
     }
-
-    fn points<'a>(
-        s: &'a dyn PointSynopsis,
-        r: &'a dyn PointSynopsis,
-    ) -> Result<(&'a SenderSynopsis, &'a ReceiverSynopsis), MethodError> {
-        Ok((
-            downcast_ref::<SenderSynopsis>(s, "sds")?,
-            downcast_ref::<ReceiverSynopsis>(r, "sds")?,
-        ))
-    }
 }
 
-impl Method for SdsMethod {
+impl crate::method::TypedMethod for SdsMethod {
+    type Config = Config;
+    type Sender = SenderSynopsis;
+    type Receiver = ReceiverSynopsis;
     fn name(&self) -> &str {
         "sds"
     }
-    fn config(&self) -> Vec<(&'static str, String)> {
-        self.cfg.pairs()
+    fn config(&self) -> &Config {
+        &self.cfg
     }
     fn foreign(&self) -> crate::method::Foreign {
         crate::method::Foreign::Matches("every stamped packet R receives carries its own send time")
     }
-    fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
-        match role {
-            Role::Sender => Box::new(SenderSynopsis::default()),
-            Role::Receiver => Box::new(ReceiverSynopsis {
-                seed: self.cfg.seed,
-                arrivals: Vec::new(),
-            }),
+    fn new_sender(&self) -> SenderSynopsis {
+        SenderSynopsis::default()
+    }
+    fn new_receiver(&self) -> ReceiverSynopsis {
+        ReceiverSynopsis {
+            seed: self.cfg.seed,
+            arrivals: Vec::new(),
         }
     }
-    fn decode_point(
-        &self,
-        role: Role,
-        bytes: &[u8],
-    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        Ok(match role {
-            Role::Sender => Box::new(SenderSynopsis {
-                stamps: decode_u64s::<2>(bytes, "stamps")?
-                    .into_iter()
-                    .map(|[a, b]| (a, b))
-                    .collect(),
-            }),
-            Role::Receiver => Box::new(ReceiverSynopsis {
-                seed: self.cfg.seed,
-                arrivals: decode_u64s::<3>(bytes, "arrivals")?
-                    .into_iter()
-                    .map(|[a, b, c]| (a, b, c))
-                    .collect(),
-            }),
+    fn decode_sender(&self, bytes: &[u8]) -> Result<SenderSynopsis, DecodeError> {
+        Ok(SenderSynopsis {
+            stamps: decode_u64s::<2>(bytes, "stamps")?
+                .into_iter()
+                .map(|[a, b]| (a, b))
+                .collect(),
         })
     }
-    fn estimate(
-        &self,
-        sender: Box<dyn PointSynopsis>,
-        receiver: Box<dyn PointSynopsis>,
-    ) -> Result<Estimate, MethodError> {
-        let s = downcast::<SenderSynopsis>(sender, "sds")?;
-        let r = downcast::<ReceiverSynopsis>(receiver, "sds")?;
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<ReceiverSynopsis, DecodeError> {
+        Ok(ReceiverSynopsis {
+            seed: self.cfg.seed,
+            arrivals: decode_u64s::<3>(bytes, "arrivals")?
+                .into_iter()
+                .map(|[a, b, c]| (a, b, c))
+                .collect(),
+        })
+    }
+    fn estimate(&self, s: SenderSynopsis, r: ReceiverSynopsis) -> Result<Estimate, MethodError> {
         let (sk, used) = self.build(&s, &r);
         // every packet is in one cell of row 0: the aggregate is exact
         let c = self.cfg.columns;
@@ -385,11 +351,12 @@ impl Method for SdsMethod {
     }
     fn estimate_flows(
         &self,
-        sender: &dyn PointSynopsis,
-        receiver: &dyn PointSynopsis,
+        sender: &SenderSynopsis,
+        receiver: &ReceiverSynopsis,
         flows: &[FlowKey],
     ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
-        Some(Self::points(sender, receiver).map(|(s, r)| {
+        Some(Ok({
+            let (s, r) = (sender, receiver);
             let (sk, _) = self.build(s, r);
             flows
                 .iter()
@@ -411,6 +378,7 @@ impl Method for SdsMethod {
 pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
     name: "sds",
     summary: "Simple Delay Sketch (LDS §2.2): NEEDS sender timestamps in packets (emulated), per-flow",
+    samples: "packets in the cells usable at both points",
     per_flow: true,
     crosses: "an 8 B sender timestamp inside every packet (the timestamp assumption); the files hold the sender's stamps and the receiver's arrival log (24 B a packet), emulation data a deployment would not keep",
     per_packet: false,
@@ -429,6 +397,7 @@ pub const INFO: crate::method::MethodInfo = crate::method::MethodInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::method::{Method, MethodConfig, Role};
     use crate::test_traffic::{key, traffic};
 
     #[test]
@@ -444,7 +413,10 @@ mod tests {
         let mut b = m.new_point(Role::Receiver);
         a.record_batch(&s);
         b.record_batch(&r);
-        let (sa, sb) = SdsMethod::points(&*a, &*b).unwrap();
+        let (sa, sb) = (
+            crate::method::sender_ref::<SdsMethod>(&*a).unwrap(),
+            crate::method::receiver_ref::<SdsMethod>(&*b).unwrap(),
+        );
         let (sk, used) = m.build(sa, sb);
         assert_eq!(used, r.len() as u64);
         // which rows give a flow a cell of its own, from the truth

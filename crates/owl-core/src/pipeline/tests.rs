@@ -192,14 +192,15 @@ fn truth_only() {
 /// one line in `registry::METHODS`.
 mod contract {
     use super::*;
-    use crate::method::{BuildOptions, MethodInfo, downcast};
+    use crate::method::{BuildOptions, MethodInfo, TypedMethod, TypedSynopsis};
     use crate::wire::{DecodeError, WireReader, WireWriter};
 
     struct Count;
     #[derive(Default)]
     struct Counted(u64);
 
-    impl PointSynopsis for Counted {
+    impl TypedSynopsis for Counted {
+        const METHOD: &'static str = "count";
         fn record(&mut self, _rec: &PacketRecord) {
             self.0 += 1;
         }
@@ -210,44 +211,47 @@ mod contract {
             WireWriter::new(out).u64(self.0);
         }
         /// The counts added.
-        fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-            self.0 += downcast::<Counted>(later, "count")?.0;
+        fn merge(&mut self, later: Counted) -> Result<(), MethodError> {
+            self.0 += later.0;
             Ok(())
         }
     }
 
-    impl Method for Count {
+    impl Count {
+        fn decode(b: &[u8]) -> Result<Counted, DecodeError> {
+            let mut r = WireReader::new(b);
+            let n = r.u64("count")?;
+            r.finish("count")?;
+            Ok(Counted(n))
+        }
+    }
+
+    impl TypedMethod for Count {
+        type Config = ();
+        type Sender = Counted;
+        type Receiver = Counted;
         fn name(&self) -> &str {
             "count"
         }
-        fn config(&self) -> Vec<(&'static str, String)> {
-            Vec::new()
+        fn config(&self) -> &() {
+            &()
         }
         fn foreign(&self) -> crate::method::Foreign {
             crate::method::Foreign::AssumesNone("test: one sum")
         }
-        fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-            Box::new(Counted::default())
+        fn new_sender(&self) -> Counted {
+            Counted::default()
         }
-        fn decode_point(
-            &self,
-            _role: Role,
-            b: &[u8],
-        ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-            let mut r = WireReader::new(b);
-            let n = r.u64("count")?;
-            r.finish("count")?;
-            Ok(Box::new(Counted(n)))
+        fn new_receiver(&self) -> Counted {
+            Counted::default()
         }
-        fn estimate(
-            &self,
-            s: Box<dyn PointSynopsis>,
-            r: Box<dyn PointSynopsis>,
-        ) -> Result<Estimate, MethodError> {
-            let (s, r) = (
-                downcast::<Counted>(s, "count")?,
-                downcast::<Counted>(r, "count")?,
-            );
+        fn decode_sender(&self, b: &[u8]) -> Result<Counted, DecodeError> {
+            Count::decode(b)
+        }
+        fn decode_receiver(&self, b: &[u8]) -> Result<Counted, DecodeError> {
+            Count::decode(b)
+        }
+        fn estimate(&self, s: Counted, r: Counted) -> Result<Estimate, MethodError> {
             Ok(Estimate {
                 lost: Some(s.0.saturating_sub(r.0)),
                 samples: r.0,
@@ -260,6 +264,7 @@ mod contract {
     const COUNT: MethodInfo = MethodInfo {
         name: "count",
         summary: "packets at each point; their difference",
+        samples: "packets at the receiver",
         per_flow: false,
         crosses: "nothing (a test method)",
         per_packet: false,

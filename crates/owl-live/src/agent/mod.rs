@@ -38,12 +38,13 @@ use crossbeam_channel::{Receiver, Sender, bounded, select, unbounded};
 use hashbrown::HashMap;
 use owl_core::cut::{Cut, CutTally, IntervalCut, Named, Neighbours, PointCut, window_start};
 use owl_core::flow_class::{
-    ClassBook, ClassDelays, ClassTap, ClassTapMethod, DEFAULT_MAX_CLASSES, DEFAULT_TAP_CAPACITY,
+    ClassBook, ClassDelays, ClassTapMethod, DEFAULT_MAX_CLASSES, DEFAULT_TAP_CAPACITY,
 };
 use owl_core::interval::Intervals;
-use owl_core::method::{Estimate, Method, PointSynopsis, Role, downcast};
+use owl_core::method::{Estimate, Method, PointSynopsis, Role, receiver_of, sender_of};
 use owl_core::pipeline::Synopses;
 use owl_core::rda::Synopsis as RdaSynopsis;
+use owl_core::rda::method::RdaMethod;
 use owl_core::rda::session::{Decoder, Message, Responder, Step};
 use serde::Serialize;
 

@@ -13,7 +13,7 @@ pub(super) fn open(
     i: u16,
     synopsis: Box<dyn PointSynopsis>,
 ) -> Result<Result<Responder<Box<RdaSynopsis>>, String>, AgentError> {
-    let started = downcast::<RdaSynopsis>(synopsis, "rda")
+    let started = receiver_of::<RdaMethod>(synopsis)
         .map_err(|e| e.to_string())
         .and_then(|r| Responder::new(r).map_err(|e| e.to_string()));
     match started {
@@ -115,7 +115,7 @@ impl Decoders {
             }
             if !self.under_way.contains_key(&(k, i)) {
                 // R starts the exchange of k
-                let syn = downcast::<RdaSynopsis>(synopsis(), "rda").map_err(|e| e.to_string())?;
+                let syn = sender_of::<RdaMethod>(synopsis()).map_err(|e| e.to_string())?;
                 let d = Decoder::new(syn).map_err(|e| e.to_string())?;
                 self.under_way.insert((k, i), d);
             }

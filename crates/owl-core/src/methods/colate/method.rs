@@ -8,10 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::method::{
-    Estimate, FlowEstimate, Method, MethodError, MethodInfo, PointSynopsis, Role, downcast,
-    downcast_ref,
-};
+use crate::method::{Estimate, FlowEstimate, MethodConfig, MethodError, MethodInfo, TypedSynopsis};
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader, WireWriter};
 
@@ -22,14 +19,15 @@ use super::vector::{Layout, Recorder};
 
 pub const PAYLOAD_TAG: &[u8; 4] = b"COL1";
 /// A point's own file: the payload and its open vectors' early packets
-/// ([`PointSynopsis::encode_local`]).
+/// ([`TypedSynopsis::encode_local`]).
 pub const LOCAL_TAG: &[u8; 4] = b"COLL";
 /// Most early packets a local form may list.
 pub const MAX_EARLY: u32 = 1 << 24;
 /// Most epochs one payload may list.
 pub const MAX_EPOCHS: u32 = 1 << 20;
 
-impl PointSynopsis for Recorder {
+impl TypedSynopsis for Recorder {
+    const METHOD: &'static str = "colate";
     fn record(&mut self, rec: &PacketRecord) {
         Recorder::record(self, rec);
     }
@@ -54,10 +52,9 @@ impl PointSynopsis for Recorder {
     /// fall within its packets, bases not a whole number of units apart, early packets a
     /// decoded `later` no longer has). Both points must have the same configuration, `n`, `b`,
     /// `T` and unit included.
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-        let later = downcast::<Recorder>(later, "colate")?;
+    fn merge(&mut self, later: Recorder) -> Result<(), MethodError> {
         crate::method::check_merge(self.layout().cfg.pairs(), later.layout().cfg.pairs())?;
-        self.append(*later).map_err(MethodError::Invalid)
+        self.append(later).map_err(MethodError::Invalid)
     }
     /// `"COLL" | u32 len, len bytes of the COL1 payload | u32 m, m × (u32 vector, u32 counter,
     /// u64 timestamp)`: the payload and the early packets of the vectors it dumped open, which
@@ -170,31 +167,12 @@ impl ColateMethod {
     pub fn recorder(&self) -> Recorder {
         Recorder::new(self.layout.clone())
     }
-}
 
-impl Method for ColateMethod {
-    fn name(&self) -> &str {
-        "colate"
-    }
-    fn config(&self) -> Vec<(&'static str, String)> {
-        self.layout.cfg.pairs()
-    }
-    fn foreign(&self) -> crate::method::Foreign {
-        crate::method::Foreign::AssumesNone(
-            "shared counters of timestamp sums; a flow's counters are matched by count, not identity, and its epochs by time, not by interval",
-        )
-    }
-    fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(self.recorder())
-    }
-    fn decode_point(
-        &self,
-        _role: Role,
-        bytes: &[u8],
-    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
+    /// A point's recorder from its payload (`COL1`) or its own file's form (`COLL`).
+    pub fn decode(&self, bytes: &[u8]) -> Result<Recorder, DecodeError> {
         if !bytes.starts_with(LOCAL_TAG) {
             let epochs = decode_sealed(bytes)?;
-            return Ok(Box::new(Recorder::with_epochs(self.layout.clone(), epochs)));
+            return Ok(Recorder::with_epochs(self.layout.clone(), epochs));
         }
         let mut r = WireReader::new(bytes);
         r.take(4, "tag")?;
@@ -212,17 +190,44 @@ impl Method for ColateMethod {
             }
             rec.carried_early.push((v, i, ts));
         }
-        Ok(Box::new(rec))
+        Ok(rec)
     }
-    fn estimate(
-        &self,
-        sender: Box<dyn PointSynopsis>,
-        receiver: Box<dyn PointSynopsis>,
-    ) -> Result<Estimate, MethodError> {
-        let (s, r) = (
-            downcast::<Recorder>(sender, "colate")?,
-            downcast::<Recorder>(receiver, "colate")?,
-        );
+}
+
+impl MethodConfig for Config {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        Config::pairs(self)
+    }
+}
+
+impl crate::method::TypedMethod for ColateMethod {
+    type Config = Config;
+    type Sender = Recorder;
+    type Receiver = Recorder;
+    fn name(&self) -> &str {
+        "colate"
+    }
+    fn config(&self) -> &Config {
+        &self.layout.cfg
+    }
+    fn foreign(&self) -> crate::method::Foreign {
+        crate::method::Foreign::AssumesNone(
+            "shared counters of timestamp sums; a flow's counters are matched by count, not identity, and its epochs by time, not by interval",
+        )
+    }
+    fn new_sender(&self) -> Recorder {
+        self.recorder()
+    }
+    fn new_receiver(&self) -> Recorder {
+        self.recorder()
+    }
+    fn decode_sender(&self, bytes: &[u8]) -> Result<Recorder, DecodeError> {
+        self.decode(bytes)
+    }
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<Recorder, DecodeError> {
+        self.decode(bytes)
+    }
+    fn estimate(&self, s: Recorder, r: Recorder) -> Result<Estimate, MethodError> {
         // the RAM a point needs as configured (cells and spill at its bound), the same whether
         // the synopses were recorded here or decoded from files
         let ram = self.layout.cfg.memory();
@@ -253,15 +258,12 @@ impl Method for ColateMethod {
     }
     fn estimate_flows(
         &self,
-        sender: &dyn PointSynopsis,
-        receiver: &dyn PointSynopsis,
+        sender: &Recorder,
+        receiver: &Recorder,
         flows: &[FlowKey],
     ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
         let go = || -> Result<Vec<FlowEstimate>, MethodError> {
-            let (s, r) = (
-                downcast_ref::<Recorder>(sender, "colate")?,
-                downcast_ref::<Recorder>(receiver, "colate")?,
-            );
+            let (s, r) = (sender, receiver);
             // the dumped epochs in place, the open vectors sealed beside them
             let (so, ro) = (s.seal_open(), r.seal_open());
             let s: Vec<&Sealed> = s.sealed().iter().chain(&so).collect();
@@ -323,6 +325,7 @@ impl Method for ColateMethod {
 pub const INFO: MethodInfo = MethodInfo {
     name: "colate",
     summary: "COLATE: one shared counter vector per point, epochs, per-flow mean and std with its interval from the flow's counters (plan: alpha 0.95, beta 0.05, 10 MiB), per-flow",
+    samples: "packets the mean rests on",
     per_flow: true,
     crosses: "nothing per interval: each point appends its counter epochs to its own epoch store; a query later reads the epochs of both points that overlap the flow's time range (counted here as the interval's epochs at S)",
     per_packet: false,

@@ -1003,11 +1003,7 @@ fn merged_recorders_are_the_recorder_of_both_streams() {
     let m = ColateMethod::new(small).unwrap();
     let mut whole = m.new_point(Role::Sender);
     whole.record_batch(&recs);
-    let dumps = |p: &dyn PointSynopsis| {
-        crate::method::downcast_ref::<Recorder>(p, "colate")
-            .unwrap()
-            .dumps
-    };
+    let dumps = |p: &dyn PointSynopsis| crate::method::sender_ref::<ColateMethod>(p).unwrap().dumps;
     assert!(dumps(&*whole) > 3);
     let mut head = m.new_point(Role::Sender);
     head.record_batch(&recs[..700]);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::synopsis::Shared;
 use super::{Config, Synopsis, estimate};
 use crate::PacketRecord;
-use crate::method::{Estimate, Method, MethodError, MethodInfo, PointSynopsis, Role, downcast};
+use crate::method::{Estimate, MethodError, MethodInfo, TypedMethod, TypedSynopsis};
 use crate::wire::DecodeError;
 
 /// The `lda` method: one [`Config`] shared by every point and interval.
@@ -24,7 +24,8 @@ impl LdaMethod {
     }
 }
 
-impl PointSynopsis for Synopsis {
+impl TypedSynopsis for Synopsis {
+    const METHOD: &'static str = "lda";
     fn record(&mut self, rec: &PacketRecord) {
         Synopsis::record(self, rec.id, rec.ts_ns);
     }
@@ -41,19 +42,27 @@ impl PointSynopsis for Synopsis {
     /// an aggregator is a sum over its packets, whatever their order. The configuration (rows,
     /// sampling, seed, …) must be the same, and both must carry digests or neither
     /// ([`Synopsis::merge_rows`]).
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), MethodError> {
-        let later = downcast::<Synopsis>(later, "lda")?;
+    fn merge(&mut self, later: Synopsis) -> Result<(), MethodError> {
         self.merge_rows(&later)
     }
 }
 
-impl Method for LdaMethod {
+impl crate::method::MethodConfig for Config {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        Config::pairs(self)
+    }
+}
+
+impl TypedMethod for LdaMethod {
+    type Config = Config;
+    type Sender = Synopsis;
+    type Receiver = Synopsis;
     fn name(&self) -> &str {
         "lda"
     }
 
-    fn config(&self) -> Vec<(&'static str, String)> {
-        self.shared.config.pairs()
+    fn config(&self) -> &Config {
+        &self.shared.config
     }
     fn foreign(&self) -> crate::method::Foreign {
         if self.shared.config.digest() {
@@ -67,28 +76,20 @@ impl Method for LdaMethod {
         }
     }
 
-    fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(Synopsis::with_shared(self.shared.clone()))
+    fn new_sender(&self) -> Synopsis {
+        Synopsis::with_shared(self.shared.clone())
+    }
+    fn new_receiver(&self) -> Synopsis {
+        Synopsis::with_shared(self.shared.clone())
+    }
+    fn decode_sender(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        Synopsis::decode_shared(self.shared.clone(), bytes)
+    }
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        Synopsis::decode_shared(self.shared.clone(), bytes)
     }
 
-    fn decode_point(
-        &self,
-        _role: Role,
-        bytes: &[u8],
-    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        Ok(Box::new(Synopsis::decode_shared(
-            self.shared.clone(),
-            bytes,
-        )?))
-    }
-
-    fn estimate(
-        &self,
-        sender: Box<dyn PointSynopsis>,
-        receiver: Box<dyn PointSynopsis>,
-    ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Synopsis>(sender, "lda")?;
-        let r = downcast::<Synopsis>(receiver, "lda")?;
+    fn estimate(&self, s: Synopsis, r: Synopsis) -> Result<Estimate, MethodError> {
         let e = estimate(&s, &r)?;
         let mut est = to_estimate(&e, s.encoded_len() as u64);
         if s.config().digest() && !e.digest_used {
@@ -270,6 +271,7 @@ fn too_few_advice(e: &super::LdaEstimate) -> String {
 pub const INFO: MethodInfo = MethodInfo {
     name: "lda",
     summary: "Lossy Difference Aggregator (Kompella et al.): 2 banks x 512 rows tuned toward 0.5 % and 10 % loss of 5 M packets an interval (lda:packets=N tunes them for N; below 20 effective samples an interval's bounds are withheld), 16 B a row with an identity digest that leaves out rows holding packets the other point did not see (lda:digest=off: the paper's 12 B rows; --memory sets the rows); mean, loss, std with a 95 % interval by the between-row estimator (lda:std=rows, default; lda:std=paper is eq. 5, lda:std=centred); assumes FIFO",
+    samples: "effective sample size: packets in the rows whose counters agree at both points (LDA §III-D)",
     per_flow: false,
     crosses: "each point's aggregator (16 B a row; 12 B with lda:digest=off), one way; no round trip",
     per_packet: false,

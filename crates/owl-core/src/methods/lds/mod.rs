@@ -38,9 +38,7 @@ pub use mining::heavy_hitters;
 pub use sketch::{Cell, Layout, Synopsis};
 pub use weights::Weights;
 
-use crate::method::{
-    Estimate, FlowEstimate, Method, MethodError, PointSynopsis, Role, downcast, downcast_ref,
-};
+use crate::method::{Estimate, FlowEstimate, Method, MethodConfig, MethodError};
 use crate::record::FlowKey;
 use crate::wire::DecodeError;
 
@@ -75,17 +73,21 @@ impl LdsMethod {
     }
 }
 
-fn as_lds<'a>(p: &'a dyn PointSynopsis, name: &'static str) -> Result<&'a Synopsis, MethodError> {
-    downcast_ref::<Synopsis>(p, name)
+impl MethodConfig for Config {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        Config::pairs(self)
+    }
 }
 
-impl Method for LdsMethod {
+impl crate::method::TypedMethod for LdsMethod {
+    type Config = Config;
+    type Sender = Synopsis;
+    type Receiver = Synopsis;
     fn name(&self) -> &str {
         &self.name
     }
-
-    fn config(&self) -> Vec<(&'static str, String)> {
-        self.layout.cfg.pairs()
+    fn config(&self) -> &Config {
+        &self.layout.cfg
     }
     fn foreign(&self) -> crate::method::Foreign {
         crate::method::Foreign::Detects(
@@ -93,38 +95,32 @@ impl Method for LdsMethod {
         )
     }
 
-    fn new_point(&self, _role: Role) -> Box<dyn PointSynopsis> {
-        Box::new(self.sketch())
+    fn new_sender(&self) -> Synopsis {
+        self.sketch()
+    }
+    fn new_receiver(&self) -> Synopsis {
+        self.sketch()
     }
 
-    fn decode_point(
-        &self,
-        _role: Role,
-        bytes: &[u8],
-    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        Ok(Box::new(Synopsis::decode(self.layout.clone(), bytes)?))
+    fn decode_sender(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        Synopsis::decode(self.layout.clone(), bytes)
+    }
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        Synopsis::decode(self.layout.clone(), bytes)
     }
 
-    fn estimate(
-        &self,
-        sender: Box<dyn PointSynopsis>,
-        receiver: Box<dyn PointSynopsis>,
-    ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Synopsis>(sender, "lds")?;
-        let r = downcast::<Synopsis>(receiver, "lds")?;
+    fn estimate(&self, s: Synopsis, r: Synopsis) -> Result<Estimate, MethodError> {
         aggregate(&s, &r)
     }
 
     fn estimate_flows(
         &self,
-        sender: &dyn PointSynopsis,
-        receiver: &dyn PointSynopsis,
+        sender: &Synopsis,
+        receiver: &Synopsis,
         flows: &[FlowKey],
     ) -> Option<Result<Vec<FlowEstimate>, MethodError>> {
         let run = || -> Result<Vec<FlowEstimate>, MethodError> {
-            let s = as_lds(sender, "lds")?;
-            let r = as_lds(receiver, "lds")?;
-            let mut q = FlowQuery::new(s, r)?;
+            let mut q = FlowQuery::new(sender, receiver)?;
             Ok(flows.iter().map(|f| q.flow(f)).collect())
         };
         Some(run())
@@ -174,6 +170,7 @@ fn lds_from_config(
 pub const SINGLE_BANK: MethodInfo = MethodInfo {
     name: "lds",
     summary: "Lossy Difference Sketch (LDS §5.1): per-flow delay, 4 rows x 17 500 cells, k = 1, 1.1 MB",
+    samples: "packets in the usable cells of the row the estimate comes from",
     per_flow: true,
     crosses: "each point's sketch (16 B a cell), one way; no round trip",
     per_packet: false,
@@ -186,6 +183,7 @@ pub const SINGLE_BANK: MethodInfo = MethodInfo {
 pub const MULTI_BANK: MethodInfo = MethodInfo {
     name: "lds-mb",
     summary: "multi-bank LDS (LDS §5.2): k = 5, row sampling 0.01/0.1/0.5/1, 4 x 87 500 cells, loss-tolerant",
+    samples: "packets in the usable cells of the row the estimate comes from",
     per_flow: true,
     crosses: "each point's sketch (16 B a cell), one way; no round trip",
     per_packet: false,
@@ -198,6 +196,7 @@ pub const MULTI_BANK: MethodInfo = MethodInfo {
 pub const MULTI_BANK_DENSE: MethodInfo = MethodInfo {
     name: "lds-mb-dense",
     summary: "multi-bank LDS estimating from the densest surviving bank (owl's variant of §4.2)",
+    samples: "packets in the usable cells of the row the estimate comes from",
     per_flow: true,
     crosses: "each point's sketch (16 B a cell), one way; no round trip",
     per_packet: false,

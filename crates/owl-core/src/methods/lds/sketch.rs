@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::hash::{HashFamily, HashFn};
-use crate::method::PointSynopsis;
+use crate::method::TypedSynopsis;
 use crate::record::{FlowKey, PacketRecord};
 use crate::wire::{DecodeError, WireReader, WireWriter};
 
@@ -359,7 +359,8 @@ impl Synopsis {
     }
 }
 
-impl PointSynopsis for Synopsis {
+impl TypedSynopsis for Synopsis {
+    const METHOD: &'static str = "lds";
     fn record(&mut self, rec: &PacketRecord) {
         Synopsis::record(self, rec);
     }
@@ -376,8 +377,7 @@ impl PointSynopsis for Synopsis {
     /// recording adds, and a saturated sum of non-negative counts is the same in any
     /// grouping), digests XORed. The three variants share this sketch and differ in their
     /// configuration, which must be the same.
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), crate::method::MethodError> {
-        let later = crate::method::downcast::<Synopsis>(later, "lds")?;
+    fn merge(&mut self, later: Synopsis) -> Result<(), crate::method::MethodError> {
         super::estimate::check_pair(self, &later).map_err(crate::method::as_merge)?;
         for (c, l) in self.cells.iter_mut().zip(&later.cells) {
             c.s = c.s.wrapping_add(l.s);
@@ -501,7 +501,7 @@ mod tests {
         }
         let mut b = Vec::new();
         s.encode_into(&mut b);
-        assert_eq!(b.len(), PointSynopsis::encoded_len(&s));
+        assert_eq!(b.len(), TypedSynopsis::encoded_len(&s));
         let d = Synopsis::decode(l.clone(), &b).unwrap();
         assert_eq!(d.cells(), s.cells());
         for cut in [0, 1, b.len() - 1] {

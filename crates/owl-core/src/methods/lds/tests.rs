@@ -6,6 +6,7 @@ use rand_distr::{Distribution, Exp};
 use rand_pcg::Pcg64Mcg;
 
 use super::*;
+use crate::method::Role;
 use crate::record::PacketRecord;
 
 use crate::test_traffic::{TestFlow, key, traffic, traffic_scaled};

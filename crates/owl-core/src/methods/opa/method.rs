@@ -6,8 +6,8 @@ use std::sync::Arc;
 use hashbrown::HashMap;
 
 use crate::method::{
-    DelayBasis, Estimate, Method, MethodError, MethodInfo, PacketEstimate, PointSynopsis,
-    RecoveredPacket, RecoveredPackets, Role, downcast, downcast_ref,
+    DelayBasis, Estimate, Method, MethodConfig, MethodError, MethodInfo, PacketEstimate,
+    RecoveredPacket, RecoveredPackets, TypedSynopsis,
 };
 use crate::wire::DecodeError;
 
@@ -1222,61 +1222,51 @@ impl OpaMethod {
     pub fn config_struct(&self) -> &Config {
         &self.cfg
     }
+}
 
-    fn points<'a>(
-        s: &'a dyn PointSynopsis,
-        r: &'a dyn PointSynopsis,
-    ) -> Result<(&'a Sender, &'a Receiver), MethodError> {
-        Ok((
-            downcast_ref::<Sender>(s, "opa")?,
-            downcast_ref::<Receiver>(r, "opa")?,
-        ))
+impl MethodConfig for Config {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        Config::pairs(self)
     }
 }
 
-impl Method for OpaMethod {
+impl crate::method::TypedMethod for OpaMethod {
+    type Config = Config;
+    type Sender = Sender;
+    type Receiver = Receiver;
     fn name(&self) -> &str {
         self.name
     }
-    fn config(&self) -> Vec<(&'static str, String)> {
-        self.cfg.pairs()
+    fn config(&self) -> &Config {
+        &self.cfg
     }
     fn foreign(&self) -> crate::method::Foreign {
         crate::method::Foreign::Matches(
             "a group's hashes place every packet R has; one S did not send is an insertion",
         )
     }
-    fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
-        match role {
-            Role::Sender => Box::new(Sender::new(self.cfg.clone())),
-            Role::Receiver => Box::new(Receiver::new(self.cfg.clone())),
-        }
+    fn new_sender(&self) -> Sender {
+        Sender::new(self.cfg.clone())
     }
-    fn decode_point(
-        &self,
-        role: Role,
-        bytes: &[u8],
-    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        Ok(match role {
-            Role::Sender => Box::new(Sender::decode(self.cfg.clone(), bytes)?),
-            Role::Receiver => Box::new(Receiver::decode(self.cfg.clone(), bytes)?),
-        })
+    fn new_receiver(&self) -> Receiver {
+        Receiver::new(self.cfg.clone())
     }
-    fn estimate(
-        &self,
-        sender: Box<dyn PointSynopsis>,
-        receiver: Box<dyn PointSynopsis>,
-    ) -> Result<Estimate, MethodError> {
-        let s = downcast::<Sender>(sender, "opa")?;
-        let r = downcast::<Receiver>(receiver, "opa")?;
+    fn decode_sender(&self, bytes: &[u8]) -> Result<Sender, DecodeError> {
+        Sender::decode(self.cfg.clone(), bytes)
+    }
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<Receiver, DecodeError> {
+        Receiver::decode(self.cfg.clone(), bytes)
+    }
+    fn estimate(&self, s: Sender, r: Receiver) -> Result<Estimate, MethodError> {
         Ok(to_estimate(&s.cfg, &*recover_pair(&s, &r)?))
     }
     fn estimate_packets(
         &self,
-        sender: &dyn PointSynopsis,
-        receiver: &dyn PointSynopsis,
+        sender: &Sender,
+        receiver: &Receiver,
     ) -> Option<Result<Vec<PacketEstimate>, MethodError>> {
-        Some(Self::points(sender, receiver).and_then(|(s, r)| {
+        Some((|| {
+            let (s, r) = (sender, receiver);
             let rec = recover_pair(s, r)?;
             let mut out: Vec<PacketEstimate> = rec
                 .packets
@@ -1304,16 +1294,17 @@ impl Method for OpaMethod {
                 .collect();
             out.sort_by_key(|p| p.sender_ns);
             Ok(out)
-        }))
+        })())
     }
-    /// Every packet placed with its delay (the recovery is the one [`Method::estimate`] makes:
+    /// Every packet placed with its delay (the recovery is the one [`estimate`](crate::method::TypedMethod::estimate) makes:
     /// the receiver keeps it).
     fn recovered_packets(
         &self,
-        sender: &dyn PointSynopsis,
-        receiver: &dyn PointSynopsis,
+        sender: &Sender,
+        receiver: &Receiver,
     ) -> Option<Result<RecoveredPackets, MethodError>> {
-        Some(Self::points(sender, receiver).and_then(|(s, r)| {
+        Some((|| {
+            let (s, r) = (sender, receiver);
             let rec = recover_pair(s, r)?;
             let packets: Vec<RecoveredPacket> = rec
                 .packets
@@ -1334,7 +1325,7 @@ impl Method for OpaMethod {
                 },
                 packets,
             })
-        }))
+        })())
     }
 }
 
@@ -1363,6 +1354,7 @@ fn from_config(
 pub const LOSSLESS: MethodInfo = MethodInfo {
     name: "opa",
     summary: "OPA (Every Packet Counts): Vandermonde-coded order per group + lossless timestamps, exact per-packet delay and loss",
+    samples: "packets the mean rests on",
     per_flow: false,
     per_packet: true,
     recovers_delays: true,
@@ -1376,6 +1368,7 @@ pub const LOSSLESS: MethodInfo = MethodInfo {
 pub const WAVELET: MethodInfo = MethodInfo {
     name: "opa-wavelet",
     summary: "OPA as the paper configures it: wavelet timestamps (6 % of coefficients), 3 rows a group, Algorithm 1; per-packet delay within the reported timestamp error, 0.44 B a packet",
+    samples: "packets the mean rests on",
     per_flow: false,
     per_packet: true,
     recovers_delays: true,

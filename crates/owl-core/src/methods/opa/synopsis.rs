@@ -61,7 +61,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::hash::{HashFamily, HashFn, reduce};
-use crate::method::PointSynopsis;
+use crate::method::TypedSynopsis;
 use crate::record::PacketRecord;
 use crate::wire::{DecodeError, WireReader, WireWriter};
 
@@ -413,7 +413,8 @@ impl Sender {
     }
 }
 
-impl PointSynopsis for Sender {
+impl TypedSynopsis for Sender {
+    const METHOD: &'static str = "opa";
     fn record(&mut self, rec: &PacketRecord) {
         self.record_packet(rec.id, rec.ts_ns);
     }
@@ -445,8 +446,7 @@ impl PointSynopsis for Sender {
     /// and (wavelet) timestamps it no longer has exactly. So merging a decoded point is
     /// refused with an error saying so, unless one side holds no packet (an empty `later`
     /// changes nothing; an empty point becomes a recording `later`).
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), crate::method::MethodError> {
-        let later = *crate::method::downcast::<Sender>(later, "opa")?;
+    fn merge(&mut self, later: Sender) -> Result<(), crate::method::MethodError> {
         Config::check_pair(&self.cfg, &later.cfg).map_err(crate::method::as_merge)?;
         let empty = |s: &Sender| match &s.decoded {
             Some(w) => w.packets() == 0,
@@ -655,7 +655,8 @@ impl Receiver {
     }
 }
 
-impl PointSynopsis for Receiver {
+impl TypedSynopsis for Receiver {
+    const METHOD: &'static str = "opa";
     fn record(&mut self, rec: &PacketRecord) {
         self.record_packet(rec.id, rec.ts_ns);
     }
@@ -681,8 +682,7 @@ impl PointSynopsis for Receiver {
     /// group of this point's last segment (their positions follow this point's), its other
     /// segments after it. A decoded receiver holds every identity and exact arrival time, so
     /// either kind merges exactly.
-    fn merge(&mut self, later: Box<dyn PointSynopsis>) -> Result<(), crate::method::MethodError> {
-        let later = *crate::method::downcast::<Receiver>(later, "opa")?;
+    fn merge(&mut self, later: Receiver) -> Result<(), crate::method::MethodError> {
         Config::check_pair(&self.cfg, &later.cfg).map_err(crate::method::as_merge)?;
         for seg in later.segments {
             match self.segments.last_mut() {
@@ -749,7 +749,7 @@ fn read_varint(r: &mut WireReader<'_>, what: &'static str) -> Result<u64, Decode
 mod tests {
     use super::*;
 
-    fn bytes(p: &dyn PointSynopsis) -> Vec<u8> {
+    fn bytes(p: &dyn crate::method::PointSynopsis) -> Vec<u8> {
         let mut b = Vec::new();
         p.encode(&mut b);
         b
@@ -777,8 +777,11 @@ mod tests {
             });
             let delims = recs.iter().filter(|r| cfg.is_delimiter(r.id)).count();
             assert!(delims > 20, "{delims}");
-            let sender = || -> Box<dyn PointSynopsis> { Box::new(Sender::new(cfg.clone())) };
-            let receiver = || -> Box<dyn PointSynopsis> { Box::new(Receiver::new(cfg.clone())) };
+            let sender =
+                || -> Box<dyn crate::method::PointSynopsis> { Box::new(Sender::new(cfg.clone())) };
+            let receiver = || -> Box<dyn crate::method::PointSynopsis> {
+                Box::new(Receiver::new(cfg.clone()))
+            };
             for (point, decodes) in [(&sender as &dyn Fn() -> _, false), (&receiver, true)] {
                 let mut whole = point();
                 whole.record_batch(&recs);

@@ -3,7 +3,7 @@
 use super::exchange::reconcile;
 use super::point::Synopsis;
 use super::{Config, Sizing};
-use crate::method::{Estimate, Method, MethodError, MethodInfo, PointSynopsis, Role, downcast};
+use crate::method::{Estimate, Method, MethodConfig, MethodError, MethodInfo, Role};
 use crate::wire::DecodeError;
 
 /// RDA under a name (`rda` for late binding, `rda-fixed` for the fixed size of §V/§VII).
@@ -31,36 +31,41 @@ impl RdaMethod {
     }
 }
 
-impl Method for RdaMethod {
+impl MethodConfig for Config {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        Config::pairs(self)
+    }
+}
+
+impl crate::method::TypedMethod for RdaMethod {
+    type Config = Config;
+    type Sender = Synopsis;
+    type Receiver = Synopsis;
     fn name(&self) -> &str {
         self.name
     }
-    fn config(&self) -> Vec<(&'static str, String)> {
-        self.cfg.pairs()
+    fn config(&self) -> &Config {
+        &self.cfg
     }
     fn foreign(&self) -> crate::method::Foreign {
         crate::method::Foreign::Matches(
             "the set difference decodes the packets only one point has, and they are repaired or left out",
         )
     }
-    fn new_point(&self, role: Role) -> Box<dyn PointSynopsis> {
-        // the configuration was validated in `new`
-        Box::new(Synopsis::new(&self.cfg, role).expect("validated configuration"))
+    // the configuration was validated in `new`
+    fn new_sender(&self) -> Synopsis {
+        Synopsis::new(&self.cfg, Role::Sender).expect("validated configuration")
     }
-    fn decode_point(
-        &self,
-        role: Role,
-        bytes: &[u8],
-    ) -> Result<Box<dyn PointSynopsis>, DecodeError> {
-        Ok(Box::new(Synopsis::decode(&self.cfg, role, bytes)?))
+    fn new_receiver(&self) -> Synopsis {
+        Synopsis::new(&self.cfg, Role::Receiver).expect("validated configuration")
     }
-    fn estimate(
-        &self,
-        sender: Box<dyn PointSynopsis>,
-        receiver: Box<dyn PointSynopsis>,
-    ) -> Result<Estimate, MethodError> {
-        let mut s = downcast::<Synopsis>(sender, "rda")?;
-        let mut r = downcast::<Synopsis>(receiver, "rda")?;
+    fn decode_sender(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        Synopsis::decode(&self.cfg, Role::Sender, bytes)
+    }
+    fn decode_receiver(&self, bytes: &[u8]) -> Result<Synopsis, DecodeError> {
+        Synopsis::decode(&self.cfg, Role::Receiver, bytes)
+    }
+    fn estimate(&self, mut s: Synopsis, mut r: Synopsis) -> Result<Estimate, MethodError> {
         Config::check_pair(&self.cfg, s.config())?;
         Ok(reconcile(&mut s, &mut r)?.to_estimate(&self.cfg))
     }
@@ -94,6 +99,7 @@ pub const LATE: MethodInfo = MethodInfo {
     name: "rda",
     summary: "RDA, late binding (§VIII): 3 banks of d̂ buckets from a strata estimate, decode \
                   lost and reordered packets, repair, exact mean; --memory caps the RDA",
+    samples: "packets decoded at both points (timestamps recovered)",
     per_flow: false,
     crosses: "a round trip: a strata sketch of the set difference, then RDA banks sized from it, then a request and a response for the timestamps of decoded packets (`bytes` counts all of it); the file holds the point's timestamp cache (16 B a packet), local state that a deployed point never sends",
     per_packet: false,
@@ -116,6 +122,7 @@ pub const LATE: MethodInfo = MethodInfo {
 pub const FIXED: MethodInfo = MethodInfo {
     name: "rda-fixed",
     summary: "RDA of fixed size (§V/§VII): 3 banks × 1666 buckets (120 kB), or --memory / 72 B",
+    samples: "packets decoded at both points (timestamps recovered)",
     per_flow: false,
     crosses: "a round trip: the RDA banks, then a request and a response for the timestamps of decoded packets (`bytes` counts all of it); the file holds the point's timestamp cache (16 B a packet), local state that a deployed point never sends",
     per_packet: false,

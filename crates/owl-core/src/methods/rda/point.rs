@@ -238,7 +238,8 @@ impl Synopsis {
     }
 }
 
-impl crate::method::PointSynopsis for Synopsis {
+impl crate::method::TypedSynopsis for Synopsis {
+    const METHOD: &'static str = "rda";
     #[inline]
     fn record(&mut self, rec: &PacketRecord) {
         self.record_packet(rec.id, rec.ts_ns);
@@ -274,8 +275,7 @@ impl crate::method::PointSynopsis for Synopsis {
     /// an identity later evicted stays in `duplicates` where recording counts it unsampled).
     /// With no duplicates, or far from the capacity (the 4 Mi packets of the default), it is
     /// exact. (`rda::point::tests::merging_a_sealed_cache_near_its_capacity` shows it.)
-    fn merge(&mut self, later: Box<dyn crate::method::PointSynopsis>) -> Result<(), MethodError> {
-        let later = crate::method::downcast::<Synopsis>(later, "rda")?;
+    fn merge(&mut self, later: Synopsis) -> Result<(), MethodError> {
         Config::check_pair(&self.cfg, &later.cfg).map_err(crate::method::as_merge)?;
         if later.role != self.role {
             return Err(MethodError::Invalid(format!(

@@ -1,4 +1,5 @@
 use super::*;
+use crate::method::{Method, Role};
 use crate::stats::nearest_rank;
 use crate::stats::special::ln_gamma;
 
@@ -591,16 +592,16 @@ fn merged_sample_is_the_bottom_k_of_both_streams() {
         (200, 300),
     ] {
         let mut head = point(&recs[..x]);
-        head.merge(Box::new(point(&recs[x..y]))).unwrap();
+        head.merge(point(&recs[x..y])).unwrap();
         head.record_batch(&recs[y..]);
         assert_eq!(head.kept, whole.kept, "split {x}, {y}");
         assert_eq!(bytes(&head), bytes(&whole), "split {x}, {y}");
     }
     let decoded = Synopsis::decode(cfg, &bytes(&point(&recs[..100]))).unwrap();
-    let e = point(&recs[..10]).merge(Box::new(decoded)).unwrap_err();
+    let e = point(&recs[..10]).merge(decoded).unwrap_err();
     assert!(e.to_string().contains("decoded"), "{e}");
     let empty = Synopsis::decode(cfg, &bytes(&point(&[]))).unwrap();
-    assert!(point(&recs[..10]).merge(Box::new(empty)).is_ok());
+    assert!(point(&recs[..10]).merge(empty).is_ok());
 }
 
 /// The stream `tests/golden.rs` pins every payload on (`records()` there, copied): 2 000

@@ -116,7 +116,7 @@ impl ReceiverState {
             (true, true) => local
                 .pop()
                 .flatten()
-                .and_then(|t| downcast::<ClassTap>(t, "class-tap").ok()),
+                .and_then(|t| receiver_of::<ClassTapMethod>(t).ok()),
             _ => None,
         };
         let received = tap.as_ref().map(|t| self.book.note(t));
