@@ -326,6 +326,50 @@ fn colate_rice_coded_epochs_still_read() {
     assert_eq!(from_file, from_new);
 }
 
+/// Huffman-coded COLATE epochs with byte-aligned blocks and a u16 block index (`CLH3`, the
+/// default before the packed index; `colate-clh3-*.bin`, written by that version): they decode
+/// and re-encode as they were, a recorder asked for them (`colate:coding=huffman`) still writes
+/// them byte for byte, and the default's epochs give every flow the same estimate.
+#[test]
+fn colate_huffman_coded_epochs_still_read() {
+    use owl_core::colate::{Coding, ColateMethod, Config, Level};
+    let (s, r) = records();
+    let cfg = Config::for_level(Level::Medium, MEMORY, SEED).unwrap();
+    let m = ColateMethod::new(cfg.clone()).unwrap();
+    let huffman = ColateMethod::new(cfg.with_coding(Coding::Huffman)).unwrap();
+    let (mut old, mut new) = (Vec::new(), Vec::new());
+    for (role, recs, tag) in [
+        (Role::Sender, &s, "sender"),
+        (Role::Receiver, &r, "receiver"),
+    ] {
+        let want = std::fs::read(golden(&format!("colate-clh3-{tag}.bin"))).unwrap();
+        assert_eq!(&want[12..16], b"CLH3", "{tag}");
+        let p = m.decode_point(role, &want).unwrap();
+        let mut bytes = Vec::new();
+        p.encode(&mut bytes);
+        assert_eq!(bytes, want, "{tag}: re-encoded");
+        let mut f = huffman.new_point(role);
+        f.record_batch(recs);
+        let mut bytes = Vec::new();
+        f.encode(&mut bytes);
+        assert_eq!(bytes, want, "{tag}: recorded Huffman-coded");
+        let mut d = m.new_point(role);
+        d.record_batch(recs);
+        old.push(p);
+        new.push(d);
+    }
+    let flows = flows_of(&s);
+    let from_file = m
+        .estimate_flows(&*old[0], &*old[1], &flows)
+        .unwrap()
+        .unwrap();
+    let from_new = m
+        .estimate_flows(&*new[0], &*new[1], &flows)
+        .unwrap()
+        .unwrap();
+    assert_eq!(from_file, from_new);
+}
+
 /// The flows of `recs`, sorted, each once.
 fn flows_of(recs: &[PacketRecord]) -> Vec<owl_core::FlowKey> {
     let mut f: Vec<_> = recs.iter().map(|x| x.flow).collect();
