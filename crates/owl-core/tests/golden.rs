@@ -196,9 +196,9 @@ fn colate_epochs_from_before_the_folded_flow_hash_still_read() {
         let mut bytes = Vec::new();
         canonical.encode(&mut bytes);
         assert_eq!(bytes, want, "{tag}: recorded by the canonical hash");
-        // the default recorder writes CLH3 (the paper's placement, Huffman-coded), a blocked
-        // one CLH4
-        for (p, want) in [(Placement::Blocked, b"CLH4"), (Placement::Folded, b"CLH3")] {
+        // the default recorder writes CLP3 (the paper's placement, Huffman-coded in packed
+        // blocks), a blocked one CLP4
+        for (p, want) in [(Placement::Blocked, b"CLP4"), (Placement::Folded, b"CLP3")] {
             let mut r = Recorder::new(m.recorder().layout().with_placement(p));
             r.record_batch(recs);
             let mut bytes = Vec::new();
@@ -225,8 +225,8 @@ fn colate_epochs_from_before_the_folded_flow_hash_still_read() {
 /// COLATE epochs from before the Rice coding (`CLE3`: fixed cells, the paper's placement;
 /// `colate-cle3-*.bin`, written by that version): they decode and re-encode as they were, a
 /// recorder asked for fixed cells (`colate:coding=fixed`) still writes them byte for byte, and
-/// the default recorder's Huffman-coded epochs hold the same counters: every flow's estimate
-/// is the same from either.
+/// the default recorder's packed Huffman-coded epochs hold the same counters: every flow's
+/// estimate is the same from either.
 #[test]
 fn colate_epochs_in_fixed_cells_still_read() {
     use owl_core::colate::{Coding, ColateMethod, Config, Level};
@@ -254,7 +254,7 @@ fn colate_epochs_in_fixed_cells_still_read() {
         d.record_batch(recs);
         let mut bytes = Vec::new();
         d.encode(&mut bytes);
-        assert_eq!(&bytes[12..16], b"CLH3", "{tag}");
+        assert_eq!(&bytes[12..16], b"CLP3", "{tag}");
         assert!(
             bytes.len() < want.len(),
             "{tag}: {} ≥ {}",
@@ -280,7 +280,7 @@ fn colate_epochs_in_fixed_cells_still_read() {
 /// COLATE epochs from before the Huffman coding (`CLR3`: Rice codes, the paper's placement;
 /// `colate-clr3-*.bin`, written by that version, the default then): they decode and re-encode
 /// as they were, a recorder asked for them (`colate:coding=rice`) still writes them byte for
-/// byte, and the default's Huffman-coded epochs give every flow the same estimate.
+/// byte, and the default's packed Huffman-coded epochs give every flow the same estimate.
 #[test]
 fn colate_rice_coded_epochs_still_read() {
     use owl_core::colate::{Coding, ColateMethod, Config, Level};
@@ -310,7 +310,7 @@ fn colate_rice_coded_epochs_still_read() {
         d.encode(&mut bytes);
         // (not smaller here: these epochs of ~1 200 counters are too small for their code
         // tables to pay)
-        assert_eq!(&bytes[12..16], b"CLH3", "{tag}");
+        assert_eq!(&bytes[12..16], b"CLP3", "{tag}");
         old.push(p);
         new.push(d);
     }
