@@ -196,9 +196,9 @@ fn colate_epochs_from_before_the_folded_flow_hash_still_read() {
         let mut bytes = Vec::new();
         canonical.encode(&mut bytes);
         assert_eq!(bytes, want, "{tag}: recorded by the canonical hash");
-        // the default recorder writes CLH3 (the paper's placement, Huffman-coded), a blocked
-        // one CLH4
-        for (p, want) in [(Placement::Blocked, b"CLH4"), (Placement::Folded, b"CLH3")] {
+        // the default recorder writes CLP3 (the paper's placement, Huffman-coded in packed
+        // blocks), a blocked one CLP4
+        for (p, want) in [(Placement::Blocked, b"CLP4"), (Placement::Folded, b"CLP3")] {
             let mut r = Recorder::new(m.recorder().layout().with_placement(p));
             r.record_batch(recs);
             let mut bytes = Vec::new();
@@ -225,8 +225,8 @@ fn colate_epochs_from_before_the_folded_flow_hash_still_read() {
 /// COLATE epochs from before the Rice coding (`CLE3`: fixed cells, the paper's placement;
 /// `colate-cle3-*.bin`, written by that version): they decode and re-encode as they were, a
 /// recorder asked for fixed cells (`colate:coding=fixed`) still writes them byte for byte, and
-/// the default recorder's Huffman-coded epochs hold the same counters: every flow's estimate
-/// is the same from either.
+/// the default recorder's packed Huffman-coded epochs hold the same counters: every flow's
+/// estimate is the same from either.
 #[test]
 fn colate_epochs_in_fixed_cells_still_read() {
     use owl_core::colate::{Coding, ColateMethod, Config, Level};
@@ -254,7 +254,7 @@ fn colate_epochs_in_fixed_cells_still_read() {
         d.record_batch(recs);
         let mut bytes = Vec::new();
         d.encode(&mut bytes);
-        assert_eq!(&bytes[12..16], b"CLH3", "{tag}");
+        assert_eq!(&bytes[12..16], b"CLP3", "{tag}");
         assert!(
             bytes.len() < want.len(),
             "{tag}: {} ≥ {}",
@@ -280,7 +280,7 @@ fn colate_epochs_in_fixed_cells_still_read() {
 /// COLATE epochs from before the Huffman coding (`CLR3`: Rice codes, the paper's placement;
 /// `colate-clr3-*.bin`, written by that version, the default then): they decode and re-encode
 /// as they were, a recorder asked for them (`colate:coding=rice`) still writes them byte for
-/// byte, and the default's Huffman-coded epochs give every flow the same estimate.
+/// byte, and the default's packed Huffman-coded epochs give every flow the same estimate.
 #[test]
 fn colate_rice_coded_epochs_still_read() {
     use owl_core::colate::{Coding, ColateMethod, Config, Level};
@@ -310,7 +310,51 @@ fn colate_rice_coded_epochs_still_read() {
         d.encode(&mut bytes);
         // (not smaller here: these epochs of ~1 200 counters are too small for their code
         // tables to pay)
-        assert_eq!(&bytes[12..16], b"CLH3", "{tag}");
+        assert_eq!(&bytes[12..16], b"CLP3", "{tag}");
+        old.push(p);
+        new.push(d);
+    }
+    let flows = flows_of(&s);
+    let from_file = m
+        .estimate_flows(&*old[0], &*old[1], &flows)
+        .unwrap()
+        .unwrap();
+    let from_new = m
+        .estimate_flows(&*new[0], &*new[1], &flows)
+        .unwrap()
+        .unwrap();
+    assert_eq!(from_file, from_new);
+}
+
+/// Huffman-coded COLATE epochs with byte-aligned blocks and a u16 block index (`CLH3`, the
+/// default before the packed index; `colate-clh3-*.bin`, written by that version): they decode
+/// and re-encode as they were, a recorder asked for them (`colate:coding=huffman`) still writes
+/// them byte for byte, and the default's epochs give every flow the same estimate.
+#[test]
+fn colate_huffman_coded_epochs_still_read() {
+    use owl_core::colate::{Coding, ColateMethod, Config, Level};
+    let (s, r) = records();
+    let cfg = Config::for_level(Level::Medium, MEMORY, SEED).unwrap();
+    let m = ColateMethod::new(cfg.clone()).unwrap();
+    let huffman = ColateMethod::new(cfg.with_coding(Coding::Huffman)).unwrap();
+    let (mut old, mut new) = (Vec::new(), Vec::new());
+    for (role, recs, tag) in [
+        (Role::Sender, &s, "sender"),
+        (Role::Receiver, &r, "receiver"),
+    ] {
+        let want = std::fs::read(golden(&format!("colate-clh3-{tag}.bin"))).unwrap();
+        assert_eq!(&want[12..16], b"CLH3", "{tag}");
+        let p = m.decode_point(role, &want).unwrap();
+        let mut bytes = Vec::new();
+        p.encode(&mut bytes);
+        assert_eq!(bytes, want, "{tag}: re-encoded");
+        let mut f = huffman.new_point(role);
+        f.record_batch(recs);
+        let mut bytes = Vec::new();
+        f.encode(&mut bytes);
+        assert_eq!(bytes, want, "{tag}: recorded Huffman-coded");
+        let mut d = m.new_point(role);
+        d.record_batch(recs);
         old.push(p);
         new.push(d);
     }

@@ -988,9 +988,10 @@ pub fn chic(ctx: &Ctx) -> Result<Vec<PathBuf>> {
 /// at the CAIDA link's 484 000 packets/s (45 s, 21.8 M packets; `--quick`: 1 s) over the
 /// simulator's default path — stored bits per packet of the high (the paper's Fig. 10) and
 /// medium requirements' plans at 1, 10 and 100 MiB with 1 µs and 1 ms timestamps, the same
-/// counters Huffman-coded (owl's default), Rice-coded and in §1.4's fixed cells (every epoch, and the full
-/// ones alone: the last is cut short by the end of the trace), and what the coarse unit costs: flows' means within 5 %
-/// (`mean=raw`, medium at 10 MiB) per flow-size bin, in each unit.
+/// counters Huffman-coded in packed blocks (owl's default) and in byte-aligned ones, Rice-coded
+/// and in §1.4's fixed cells (every epoch, and the full ones alone: the last is cut short by
+/// the end of the trace), and what the coarse unit costs: flows' means within 5 % (`mean=raw`,
+/// medium at 10 MiB) per flow-size bin, in each unit.
 pub fn bits(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     let seconds = if ctx.quick { 1.0 } else { 45.0 };
     let seed = ctx.seed;
@@ -1016,9 +1017,9 @@ pub fn bits(ctx: &Ctx) -> Result<Vec<PathBuf>> {
         for (level, mib) in levels.into_iter().flat_map(|l| MEMORIES.map(|m| (l, m))) {
             let cfg = Config::for_level(level, mib << 20, seed)?.with_unit(unit)?;
             let recorded = record(&cfg, &sender);
-            // the same counters Huffman-coded (the default), Rice-coded and in §1.4's fixed
-            // cells
-            for coding in [Coding::Huffman, Coding::Rice, Coding::Fixed] {
+            // the same counters Huffman-coded in packed blocks (the default), in byte-aligned
+            // blocks, Rice-coded and in §1.4's fixed cells
+            for coding in [Coding::Packed, Coding::Huffman, Coding::Rice, Coding::Fixed] {
                 let es: Vec<Epoch> = recorded
                     .iter()
                     .map(|e| {
@@ -1434,7 +1435,7 @@ pub fn versus(ctx: &Ctx) -> Result<Vec<PathBuf>> {
 /// range meets.
 pub const QUERY_TIME: super::Experiment = super::Experiment {
     name: "colate-query",
-    summary: "COLATE query time from two epoch stores (SQLite, blob I/O of the flow's cells): mean and std (gamma 1000), paper and raw, on two threads and one store after the other, vs epochs in range up to a day (122 per point), and reading epochs whole (--verify); the paper's placement and the blocked one",
+    summary: "COLATE query time from two epoch stores (SQLite, blob I/O of the flow's cells): mean and std (gamma 1000), paper and raw, on two threads and one store after the other, vs epochs in range up to a day (122 per point), and reading epochs whole (--verify); the paper's placement and the blocked one; sparse epochs (2 000 packets) and dense ones (222 000)",
     files: "colate-query.csv, colate-query.png",
     run: query_time,
 };
@@ -1444,13 +1445,16 @@ pub const QUERY_TIME: super::Experiment = super::Experiment {
 const DAY_EPOCHS: usize = 122;
 
 /// Two stores of `k` epochs each (1 MiB plan, 1 ms unit, 700 s per epoch), written as
-/// `owl record --store` writes them; each epoch holds 2 000 packets of 2 000 flows (a query's
-/// cost depends on the epochs it meets and `m`, not on what they hold).
+/// `owl record --store` writes them; each epoch holds `per` packets of 2 000 flows: 2 000
+/// (sparse: an epoch of a few kilobytes, read whole by the opening read of a packed epoch) or
+/// the 222 000 that ICSI's 317 packets/s put in 700 s (dense: the index and the blocks read
+/// in pieces).
 fn day_of_epochs(
     dir: &std::path::Path,
     k: usize,
     seed: u64,
     placement: owl_core::colate::Placement,
+    per: u64,
 ) -> Result<[std::path::PathBuf; 2]> {
     use crate::store::Store;
     use rand::{RngExt, SeedableRng};
@@ -1474,7 +1478,7 @@ fn day_of_epochs(
         stores[0].point("s", &pairs, DEFAULT_IDENTITY_SEED)?,
         stores[1].point("r", &pairs, DEFAULT_IDENTITY_SEED)?,
     ];
-    let (per, span) = (2_000u64, 700_000_000_000u64);
+    let span = 700_000_000_000u64;
     let t0 = 1_767_225_600_000_000_000u64;
     for e in 0..k as u64 {
         for i in 0..per {
@@ -1519,12 +1523,15 @@ fn query_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     let reps = ctx.runs_or(30, 3);
     use owl_core::colate::Placement;
     let dir = tempfile::tempdir().context("a temporary directory for the stores")?;
-    let stores = [Placement::Folded, Placement::Blocked]
+    // packets an epoch: sparse, and ICSI's 317 packets/s over 700 s (--quick: a tenth)
+    let dense = if ctx.quick { 22_200 } else { 222_000 };
+    let stores = [2_000u64, dense]
         .into_iter()
-        .map(|p| -> Result<_> {
-            let d = dir.path().join(p.config_name());
+        .flat_map(|per| [Placement::Folded, Placement::Blocked].map(|p| (per, p)))
+        .map(|(per, p)| -> Result<_> {
+            let d = dir.path().join(format!("{}-{per}", p.config_name()));
             std::fs::create_dir_all(&d)?;
-            Ok((p, day_of_epochs(&d, k, ctx.seed, p)?))
+            Ok((per, p, day_of_epochs(&d, k, ctx.seed, p, per)?))
         })
         .collect::<Result<Vec<_>>>()?;
     let counts: Vec<usize> = [1usize, 8, 30, 61, DAY_EPOCHS]
@@ -1558,7 +1565,7 @@ fn query_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     let (t0, span) = (1_767_225_600_000_000_000u64, 700_000_000_000u64);
     let mut rows = Vec::new();
     let mut series: Vec<Series> = Vec::new();
-    for ((placement, paths), &(what, gamma, est, verify, one_thread)) in stores
+    for ((per, placement, paths), &(what, gamma, est, verify, one_thread)) in stores
         .iter()
         .flat_map(|s| cases.iter().map(move |c| (s, c)))
     {
@@ -1601,6 +1608,7 @@ fn query_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             let med = ms[ms.len() / 2];
             let p90 = ms[(ms.len() * 9 / 10).min(ms.len() - 1)];
             rows.push(vec![
+                per.to_string(),
                 placement.config_name().to_string(),
                 what.to_string(),
                 est.to_string(),
@@ -1616,7 +1624,10 @@ fn query_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             ctx.progress.inc(1);
         }
         series.push(Series {
-            name: format!("{what} ({est}, {})", placement.config_name()),
+            name: format!(
+                "{what} ({est}, {}, {per} packets an epoch)",
+                placement.config_name()
+            ),
             points: pts,
             err: None,
         });
@@ -1625,6 +1636,7 @@ fn query_time(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     write_csv(
         &csv,
         &[
+            "epoch_packets",
             "placement",
             "query",
             "estimator",
@@ -1719,15 +1731,19 @@ mod tests {
         let files = bits(&quick_ctx(dir.path())).unwrap();
         let rows = csv_rows(&files[0]);
         // units × levels × memories × codings; the Rice code stores the same counters in
-        // fewer bits than fixed cells, every row, and the Huffman code in fewer than the Rice
-        assert_eq!(rows.len(), 2 * 2 * 3 * 3);
-        for x in rows.chunks(3) {
+        // fewer bits than fixed cells, every row, the Huffman code in fewer than the Rice, and
+        // packed blocks in fewer than byte-aligned ones
+        assert_eq!(rows.len(), 2 * 2 * 3 * 4);
+        for x in rows.chunks(4) {
             assert_eq!(
-                (&x[0][1][..], &x[1][1][..], &x[2][1][..]),
-                ("huffman", "rice", "fixed")
+                (&x[0][1][..], &x[1][1][..], &x[2][1][..], &x[3][1][..]),
+                ("packed", "huffman", "rice", "fixed")
             );
             let bits = |i: usize| x[i][8].parse::<f64>().unwrap();
-            assert!(bits(0) < bits(1) && bits(1) < bits(2), "{x:?}");
+            assert!(
+                bits(0) < bits(1) && bits(1) < bits(2) && bits(2) < bits(3),
+                "{x:?}"
+            );
         }
         assert_eq!(csv_rows(&files[1]).len(), 2 * CHIC_BINS.len());
         let files = chic(&quick_ctx(dir.path())).unwrap();
@@ -1758,9 +1774,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let files = query_time(&quick_ctx(dir.path())).unwrap();
         let rows = csv_rows(&files[0]);
-        assert_eq!(rows.len(), 2 * 6 * 3);
-        assert!(rows.iter().all(|r| r[5] == r[4]), "{rows:?}");
-        let paths = day_of_epochs(dir.path(), 3, 2, Default::default()).unwrap();
+        assert_eq!(rows.len(), 2 * 2 * 6 * 3);
+        assert!(rows.iter().all(|r| r[6] == r[5]), "{rows:?}");
+        let paths = day_of_epochs(dir.path(), 3, 2, Default::default(), 2_000).unwrap();
         let (mut ss, mut rs) = (
             crate::store::Store::open_read(&paths[0]).unwrap(),
             crate::store::Store::open_read(&paths[1]).unwrap(),

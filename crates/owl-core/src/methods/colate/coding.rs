@@ -61,10 +61,14 @@ pub enum Coding {
     Fixed,
     /// `CLR3`, `CLR4`: Rice codes in blocks (module doc; `colate:coding=rice`).
     Rice,
-    /// `CLH3`, `CLH4`: canonical Huffman codes in blocks, runs of empty cells as one code
-    /// ([`super::huffman`]; `colate:coding=huffman`, the default).
-    #[default]
+    /// `CLH3`, `CLH4`: canonical Huffman codes in byte-aligned blocks, runs of empty cells as
+    /// one code ([`super::huffman`]; `colate:coding=huffman`, the default before `Packed`).
     Huffman,
+    /// `CLP3`, `CLP4`: the same Huffman codes in blocks packed bit by bit, found by a packed
+    /// index of deviations from evenly spaced starts ([`super::huffman::Index::Packed`];
+    /// `colate:coding=packed`, the default).
+    #[default]
+    Packed,
 }
 
 impl Coding {
@@ -73,6 +77,7 @@ impl Coding {
             Coding::Fixed => "fixed",
             Coding::Rice => "rice",
             Coding::Huffman => "huffman",
+            Coding::Packed => "packed",
         }
     }
 }
@@ -84,8 +89,9 @@ impl std::str::FromStr for Coding {
             "fixed" => Ok(Coding::Fixed),
             "rice" => Ok(Coding::Rice),
             "huffman" => Ok(Coding::Huffman),
+            "packed" => Ok(Coding::Packed),
             _ => Err(crate::method::MethodError::Invalid(format!(
-                "colate: coding '{s}' is not huffman, rice or fixed"
+                "colate: coding '{s}' is not packed, huffman, rice or fixed"
             ))),
         }
     }
@@ -324,6 +330,11 @@ impl<'a> BitWriter<'a> {
         self.out.len()
     }
 
+    /// Bits written so far, the ones not yet flushed to a byte included.
+    pub(super) fn bit_len(&self) -> u64 {
+        self.out.len() as u64 * 8 + self.have as u64
+    }
+
     /// The low `len` bits of `v` (`len` ≤ 64, `v` has no bits above them).
     #[inline(always)]
     pub(super) fn put(&mut self, v: u64, len: u32) {
@@ -480,6 +491,26 @@ impl<'a> BitReader<'a> {
             pos: from * 8,
             end: to * 8,
         }
+    }
+
+    /// Bits `from..to` of `b` (the bit-packed blocks of `CLP3`/`CLP4`).
+    pub fn window_bits(b: &'a [u8], from: usize, to: usize) -> BitReader<'a> {
+        debug_assert!(from <= to && to <= b.len() * 8);
+        BitReader {
+            b,
+            pos: from,
+            end: to,
+        }
+    }
+
+    /// Bits read from the start of the bytes.
+    pub fn bit_pos(&self) -> usize {
+        self.pos
+    }
+
+    /// Whether every bit of the window has been read (a bit-packed block's end).
+    pub fn at_bit_end(&self) -> bool {
+        self.pos == self.end
     }
 
     /// The next 64 bits (zeros past the end).

@@ -21,7 +21,8 @@
 //! the older xxh3 of the canonical key, with its packet counters' width by its own rule. All
 //! three are read, and re-encoded as they were. `CLR3` and `CLR4` place counters as `CLE3` and
 //! `CLE4` and share this header, but Rice-code the counters after it ([`super::coding`], whose
-//! module doc gives that layout); `CLH3` and `CLH4` (the default since) Huffman-code them
+//! module doc gives that layout); `CLH3` and `CLH4` Huffman-code them in byte-aligned blocks
+//! and `CLP3` and `CLP4` (the default since) in blocks packed bit by bit, with a packed index
 //! ([`super::huffman`]).
 //!
 //! Cells are packed least significant bit first. A counter whose value does not fit
@@ -61,10 +62,15 @@ pub const TAG_CANONICAL: &[u8; 4] = b"CLE2";
 /// [`Placement::Blocked`].
 pub const TAG_RICE_FOLDED: &[u8; 4] = b"CLR3";
 pub const TAG_RICE_BLOCKED: &[u8; 4] = b"CLR4";
-/// Tags of the Huffman-coded epochs ([`Coding::Huffman`], the default), placed by
+/// Tags of the Huffman-coded epochs in byte-aligned blocks ([`Coding::Huffman`]), placed by
 /// [`Placement::Folded`] and [`Placement::Blocked`].
 pub const TAG_HUFFMAN_FOLDED: &[u8; 4] = b"CLH3";
 pub const TAG_HUFFMAN_BLOCKED: &[u8; 4] = b"CLH4";
+/// Tags of the Huffman-coded epochs with bit-packed blocks and a packed index
+/// ([`Coding::Packed`], the default), placed by [`Placement::Folded`] and
+/// [`Placement::Blocked`].
+pub const TAG_PACKED_FOLDED: &[u8; 4] = b"CLP3";
+pub const TAG_PACKED_BLOCKED: &[u8; 4] = b"CLP4";
 
 fn tag_of(placement: Placement, coding: Coding) -> &'static [u8; 4] {
     match (placement, coding) {
@@ -75,6 +81,8 @@ fn tag_of(placement: Placement, coding: Coding) -> &'static [u8; 4] {
         (Placement::Blocked, Coding::Rice) => TAG_RICE_BLOCKED,
         (Placement::Folded, Coding::Huffman) => TAG_HUFFMAN_FOLDED,
         (Placement::Blocked, Coding::Huffman) => TAG_HUFFMAN_BLOCKED,
+        (Placement::Folded, Coding::Packed) => TAG_PACKED_FOLDED,
+        (Placement::Blocked, Coding::Packed) => TAG_PACKED_BLOCKED,
     }
 }
 /// Bytes of the header, its checksum included.
@@ -308,7 +316,12 @@ impl Epoch {
                 &body[HEADER_BYTES..],
                 layout.blocks_len(),
             )?,
-            Coding::Huffman => huffman::decode(&layout.head, &body[HEADER_BYTES..])?,
+            Coding::Huffman => {
+                huffman::decode(&layout.head, &body[HEADER_BYTES..], huffman::Index::Bytes)?
+            }
+            Coding::Packed => {
+                huffman::decode(&layout.head, &body[HEADER_BYTES..], huffman::Index::Packed)?
+            }
         };
         let head = &layout.head;
         // the counters must add up to the header's totals
@@ -387,9 +400,13 @@ pub fn encode_cells(head: &EpochHead, cells: &impl CellSource, out: &mut Vec<u8>
         return encode_fixed(head, cells, out);
     }
     let start = out.len();
-    if head.coding == Coding::Huffman {
+    if let Some(index) = match head.coding {
+        Coding::Huffman => Some(huffman::Index::Bytes),
+        Coding::Packed => Some(huffman::Index::Packed),
+        _ => None,
+    } {
         write_head(head, 0, out);
-        let (len, overflows) = huffman::encode(head, cells, escape(head.b), out);
+        let (len, overflows) = huffman::encode(head, cells, escape(head.b), out, index);
         seal_head(out, start, len as u32, (len >> 32) as u32);
         return overflows;
     }
@@ -643,10 +660,12 @@ impl CellLayout {
             t if t == TAG_RICE_BLOCKED => (Placement::Blocked, Coding::Rice),
             t if t == TAG_HUFFMAN_FOLDED => (Placement::Folded, Coding::Huffman),
             t if t == TAG_HUFFMAN_BLOCKED => (Placement::Blocked, Coding::Huffman),
+            t if t == TAG_PACKED_FOLDED => (Placement::Folded, Coding::Packed),
+            t if t == TAG_PACKED_BLOCKED => (Placement::Blocked, Coding::Packed),
             _ => {
                 return Err(DecodeError::Invalid {
                     offset: 0,
-                    what: "not a COLATE counter epoch (tag is none of CLH4, CLH3, CLR4, CLR3, \
+                    what: "not a COLATE counter epoch (tag is none of CLP4, CLP3, CLH4, CLH3, CLR4, CLR3, \
                            CLE4, CLE3, CLE2)"
                         .into(),
                 });
@@ -700,7 +719,7 @@ impl CellLayout {
             Coding::Rice if bc > 63 => {
                 return Err(bad(format!("packet counts' Rice parameter {bc}")));
             }
-            Coding::Huffman if bc != 0 => {
+            Coding::Huffman | Coding::Packed if bc != 0 => {
                 return Err(bad(format!(
                     "a count width of {bc} in a Huffman-coded epoch"
                 )));
@@ -781,7 +800,7 @@ impl CellLayout {
                     (HEADER_BYTES + coding::tables_len(self.head.n as usize) + 8).checked_add(l)
                 })
                 .unwrap_or(usize::MAX),
-            Coding::Huffman => usize::try_from(self.blocks_len())
+            Coding::Huffman | Coding::Packed => usize::try_from(self.blocks_len())
                 .ok()
                 .and_then(|l| (HEADER_BYTES + 8).checked_add(l))
                 .unwrap_or(usize::MAX),
@@ -795,6 +814,9 @@ pub struct EpochReader<R: ReadAt> {
     layout: CellLayout,
     /// What a block-coded epoch's cells need beside the header.
     index: Option<BlockIndex>,
+    /// The bytes the opening read took after the header (from [`HEADER_BYTES`]): later reads
+    /// that fall within them are served from them.
+    ahead: Vec<u8>,
 }
 
 /// How a block-coded epoch's cells are coded.
@@ -820,11 +842,19 @@ struct BlockIndex {
     /// Superblock starts, `u64::MAX` until read.
     supers: Vec<u64>,
     block: Vec<u8>,
+    /// The packed index (`CLP3`/`CLP4`; the fields above then unused): its widths and length,
+    /// where its records are in the epoch, and the records whole when the opening read held them.
+    packed: Option<(huffman::PackedIndex, usize, Vec<u8>)>,
 }
 
 /// Bytes read after a Huffman-coded epoch's header when it is opened (its tables and
 /// superblock starts, when they fit: a 1 MiB plan's are about 2 KiB).
 const HUFFMAN_AHEAD: usize = 4096;
+
+/// Bytes read after a packed epoch's header when it is opened: its tables and packed index
+/// when they fit (a 1 MiB plan's are 10–12 KiB in 1 ms units), and the blocks after them
+/// within these bytes.
+const PACKED_AHEAD: usize = 16384;
 
 /// Blocks a flow's cells may span and still be read in one span (one flow's [`BLOCK`]
 /// counters, `crate::colate::vector::BLOCK`, are 32 blocks).
@@ -832,7 +862,13 @@ const CONTIGUOUS_BLOCKS: usize = 48;
 
 impl<R: ReadAt> EpochReader<R> {
     /// Read and check the header; the epoch's length must be the one its header implies.
-    pub fn open(mut src: R) -> Result<EpochReader<R>, DecodeError> {
+    pub fn open(src: R) -> Result<EpochReader<R>, DecodeError> {
+        EpochReader::open_ahead(src, PACKED_AHEAD)
+    }
+
+    /// [`open`](Self::open), reading `packed_ahead` bytes after a packed epoch's header at
+    /// first (tests: 0 reads its index and blocks piece by piece, as a large vector's are).
+    pub fn open_ahead(mut src: R, packed_ahead: usize) -> Result<EpochReader<R>, DecodeError> {
         let mut h = [0u8; HEADER_BYTES];
         if src.size() < HEADER_BYTES {
             return Err(DecodeError::Truncated {
@@ -856,6 +892,7 @@ impl<R: ReadAt> EpochReader<R> {
         }
         let n = layout.head.n as usize;
         let model = coding::Model::of(&layout.head);
+        let mut ahead = Vec::new();
         let index = match layout.head.coding {
             Coding::Fixed => None,
             Coding::Rice => {
@@ -885,14 +922,15 @@ impl<R: ReadAt> EpochReader<R> {
                     max_block: coding::MAX_BLOCK_BYTES as u64,
                     supers: vec![u64::MAX; s + 1],
                     block: Vec::new(),
+                    packed: None,
                 })
             }
             Coding::Huffman => {
                 // one read for the tables' length, the tables and (when they are small) the
                 // superblock starts: a query opens every epoch, and each read of an SQLite
                 // blob costs
-                let ahead = (4 + HUFFMAN_AHEAD).min(src.size() - HEADER_BYTES);
-                let mut buf = vec![0u8; ahead];
+                let want = (4 + HUFFMAN_AHEAD).min(src.size() - HEADER_BYTES);
+                let mut buf = vec![0u8; want];
                 src.read_at(HEADER_BYTES, &mut buf)?;
                 let Some(t) = buf.get(..4) else {
                     return Err(DecodeError::Invalid {
@@ -924,8 +962,9 @@ impl<R: ReadAt> EpochReader<R> {
                         .collect(),
                     None => vec![u64::MAX; s + 1],
                 };
+                ahead = buf;
                 Some(BlockIndex {
-                    codes: BlockCodes::Huffman(Box::new(huffman::Codes::new(&tables))),
+                    codes: BlockCodes::Huffman(Box::new(huffman::Codes::of(tables))),
                     model,
                     supers_at,
                     table_at,
@@ -936,10 +975,92 @@ impl<R: ReadAt> EpochReader<R> {
                     max_block: huffman::MAX_BLOCK_BYTES as u64,
                     supers,
                     block: Vec::new(),
+                    packed: None,
+                })
+            }
+            Coding::Packed => {
+                // one read for the tables, the index and what fits of the blocks
+                let want = packed_ahead.min(src.size() - HEADER_BYTES);
+                ahead = vec![0u8; want];
+                src.read_at(HEADER_BYTES, &mut ahead)?;
+                let short = |what: &str| DecodeError::Invalid {
+                    offset: HEADER_BYTES,
+                    what: format!("epoch shorter than its {what}"),
+                };
+                let mut body =
+                    |at: usize, len: usize, what: &str| -> Result<Vec<u8>, DecodeError> {
+                        let end = at.checked_add(len).ok_or_else(|| short(what))?;
+                        if let Some(b) = ahead.get(at..end) {
+                            return Ok(b.to_vec());
+                        }
+                        if HEADER_BYTES + end > src.size() {
+                            return Err(short(what));
+                        }
+                        let mut b = vec![0u8; len];
+                        src.read_at(HEADER_BYTES + at, &mut b)?;
+                        Ok(b)
+                    };
+                let t = body(0, 4, "tables' length")?;
+                let t_len = u32::from_le_bytes(t[..4].try_into().expect("4 bytes"));
+                let w = body(4usize.saturating_add(t_len as usize), 2, "block index")?;
+                let (index_at, mut x, blocks_at) =
+                    huffman::packed_parts(n, t_len, [w[0], w[1]], layout.blocks_len())?;
+                let tables = huffman::Tables::read(&body(4, t_len as usize, "code tables")?)?;
+                let end = x.end_bits();
+                let records = if blocks_at <= ahead.len() {
+                    ahead[index_at + 2..blocks_at].to_vec()
+                } else {
+                    Vec::new()
+                };
+                // the blocks' length: the index's last field
+                let (a, b) = ((end - x.w1 as usize) / 8, end.div_ceil(8));
+                let last = body(index_at + 2 + a, b - a, "block index")?;
+                x.total = {
+                    let mut r = coding::BitReader::new(&last);
+                    r.skip(end - x.w1 as usize - a * 8, "the blocks' length")?;
+                    r.bits(x.w1, "the blocks' length")?
+                };
+                let blocks_len = layout.blocks_len() - blocks_at as u64;
+                if x.total.div_ceil(8) != blocks_len {
+                    return Err(DecodeError::Invalid {
+                        offset: HEADER_BYTES + index_at,
+                        what: format!("blocks of {} bits in {blocks_len} bytes", x.total),
+                    });
+                }
+                Some(BlockIndex {
+                    codes: BlockCodes::Huffman(Box::new(huffman::Codes::of(tables))),
+                    model,
+                    supers_at: 0,
+                    table_at: 0,
+                    blocks_at: HEADER_BYTES + blocks_at,
+                    entry: 0,
+                    super_blocks: huffman::PACKED_SUPER,
+                    blocks_len,
+                    max_block: huffman::MAX_BLOCK_BYTES as u64,
+                    supers: Vec::new(),
+                    block: Vec::new(),
+                    packed: Some((x, HEADER_BYTES + index_at + 2, records)),
                 })
             }
         };
-        Ok(EpochReader { src, layout, index })
+        Ok(EpochReader {
+            src,
+            layout,
+            index,
+            ahead,
+        })
+    }
+
+    /// Bytes at `at` of the epoch: from what the opening read took when they are within it.
+    fn read_at(&mut self, at: usize, buf: &mut [u8]) -> Result<(), DecodeError> {
+        let from = at.wrapping_sub(HEADER_BYTES);
+        if at >= HEADER_BYTES
+            && let Some(b) = self.ahead.get(from..from.saturating_add(buf.len()))
+        {
+            buf.copy_from_slice(b);
+            return Ok(());
+        }
+        self.src.read_at(at, buf)
     }
 
     pub fn head(&self) -> &EpochHead {
@@ -979,40 +1100,62 @@ impl<R: ReadAt> EpochReader<R> {
         Ok((ts, c as u32))
     }
 
-    /// Absolute starts of blocks `lo..=hi` (bytes from the first block), checked: in order,
+    /// Absolute starts of blocks `lo..=hi` (bits from the first block), checked: in order,
     /// within the blocks, none longer than a block can be; one read of the entries (reading a
     /// 1 MiB plan's 27 KiB table whole per epoch made a day's query 1.4 times slower from
-    /// SQLite blobs).
+    /// SQLite blobs), none where the opening read took the packed index whole.
     fn block_starts(&mut self, lo: usize, hi: usize) -> Result<Vec<u64>, DecodeError> {
         let x = self
             .index
             .as_mut()
             .expect("a block-coded epoch has its index");
+        if let Some((p, at, records)) = &x.packed {
+            let bad = |what: String| DecodeError::Invalid { offset: *at, what };
+            if !records.is_empty() {
+                return p.starts(records, 0, lo, hi).map_err(bad);
+            }
+            let (a, b) = p.span(lo, hi);
+            let (a, b) = (a / 8, b.div_ceil(8));
+            let mut bytes = vec![0u8; b - a];
+            let at = *at;
+            let p = huffman::PackedIndex { ..*p };
+            self.read_at(at + a, &mut bytes)?;
+            return p
+                .starts(&bytes, a * 8, lo, hi)
+                .map_err(|what| DecodeError::Invalid { offset: at, what });
+        }
         let e = x.entry;
+        let (table_at, supers_at, super_blocks) = (x.table_at, x.supers_at, x.super_blocks);
         let mut rel = vec![0u8; e * (hi - lo + 1)];
-        self.src.read_at(x.table_at + e * lo, &mut rel)?;
+        self.read_at(table_at + e * lo, &mut rel)?;
         let mut starts = Vec::with_capacity(hi - lo + 1);
         for (h, b) in rel.chunks_exact(e).enumerate() {
-            let si = (lo + h) / x.super_blocks;
-            if x.supers[si] == u64::MAX {
+            let si = (lo + h) / super_blocks;
+            let sup = self.index.as_ref().expect("index").supers[si];
+            let sup = if sup == u64::MAX {
                 let mut s = [0u8; 8];
-                self.src.read_at(x.supers_at + 8 * si, &mut s)?;
-                x.supers[si] = u64::from_le_bytes(s).min(u64::MAX - 1);
-            }
+                self.read_at(supers_at + 8 * si, &mut s)?;
+                let v = u64::from_le_bytes(s).min(u64::MAX - 1);
+                self.index.as_mut().expect("index").supers[si] = v;
+                v
+            } else {
+                sup
+            };
+            let x = self.index.as_ref().expect("index");
             let r = if e == 4 {
                 u32::from_le_bytes(b.try_into().expect("4 bytes")) as u64
             } else {
                 u16::from_le_bytes(b.try_into().expect("2 bytes")) as u64
             };
-            let at = x.supers[si].saturating_add(r);
-            let prev = starts.last().copied().unwrap_or(0);
+            let at = sup.saturating_add(r);
+            let prev = starts.last().copied().unwrap_or(0) / 8;
             if at > x.blocks_len || (h > 0 && (at < prev || at - prev > x.max_block)) {
                 return Err(DecodeError::Invalid {
                     offset: x.table_at + e * (lo + h),
                     what: format!("block {} starts at {at}: torn or corrupted", lo + h),
                 });
             }
-            starts.push(at);
+            starts.push(at * 8);
         }
         Ok(starts)
     }
@@ -1034,10 +1177,16 @@ impl<R: ReadAt> EpochReader<R> {
         let Some(&first) = order.first() else {
             return Ok(out);
         };
-        let bk = |i: usize| i / coding::BLOCK_CELLS;
+        // an index entry finds a unit of blocks (one, or a packed index's PACKED_UNIT)
+        let unit = match self.index.as_ref().expect("index").packed {
+            Some(_) => huffman::PACKED_UNIT,
+            None => 1,
+        };
+        let per = coding::BLOCK_CELLS * unit;
+        let bk = |i: usize| i / per;
         let (lo, hi) = (bk(idx[first]), bk(idx[order[order.len() - 1]]));
-        // the blocks' bytes: one span, or block by block
-        let spans: Vec<(usize, usize)> = if hi - lo < CONTIGUOUS_BLOCKS {
+        // the units' bytes: one span, or unit by unit
+        let spans: Vec<(usize, usize)> = if hi - lo < CONTIGUOUS_BLOCKS.div_ceil(unit) {
             vec![(lo, hi)]
         } else {
             let mut b: Vec<usize> = order.iter().map(|&j| bk(idx[j])).collect();
@@ -1045,45 +1194,74 @@ impl<R: ReadAt> EpochReader<R> {
             b.into_iter().map(|b| (b, b)).collect()
         };
         let mut next = 0usize;
-        for (a, b) in spans {
-            let starts = self.block_starts(a, b + 1)?;
-            let x = self
+        let mut block = std::mem::take(
+            &mut self
                 .index
                 .as_mut()
-                .expect("a block-coded epoch has its index");
-            let base = starts[0];
+                .expect("a block-coded epoch has its index")
+                .block,
+        );
+        for (a, b) in spans {
+            // bits from the first block
+            let starts = self.block_starts(a, b + 1)?;
+            let blocks_at = self.index.as_ref().expect("index").blocks_at;
+            let base = (starts[0] / 8) as usize;
             // 16 bytes of zeros after the span: the bit reader looks ahead a word
-            let len = (starts[b + 1 - a] - base) as usize;
-            x.block.clear();
-            x.block.resize(len + 16, 0);
-            self.src
-                .read_at(x.blocks_at + base as usize, &mut x.block[..len])?;
+            let len = starts[b + 1 - a].div_ceil(8) as usize - base;
+            block.clear();
+            block.resize(len + 16, 0);
+            self.read_at(blocks_at + base, &mut block[..len])?;
+            let x = self.index.as_ref().expect("index");
             while next < order.len() && bk(idx[order[next]]) <= b {
-                let blk = bk(idx[order[next]]);
-                let (from, to) = (starts[blk - a] - base, starts[blk + 1 - a] - base);
-                let mut r = coding::BitReader::window(&x.block, from as usize, to as usize);
-                let first = blk * coding::BLOCK_CELLS;
-                let block_len = coding::BLOCK_CELLS.min(n - first);
+                let u = bk(idx[order[next]]);
+                let (from, to) = (
+                    starts[u - a] - base as u64 * 8,
+                    starts[u + 1 - a] - base as u64 * 8,
+                );
+                let mut r = coding::BitReader::window_bits(&block, from as usize, to as usize);
+                // the block being read, the next cell of it, where the reader is within it
+                let mut first = u * per;
                 let mut at = first;
                 let mut state = huffman::RunState::default();
-                while next < order.len() && bk(idx[order[next]]) == blk {
+                while next < order.len() && bk(idx[order[next]]) == u {
                     let (j, i) = (order[next], idx[order[next]]);
                     if i < at {
                         // the same cell asked twice
                         out[j] = out[order[next - 1]];
-                    } else {
-                        out[j] = match &x.codes {
-                            BlockCodes::Rice(p) => r.cell_after(i - at, &x.model, p)?,
-                            BlockCodes::Huffman(c) => {
-                                c.cell_after(&mut r, &x.model, &mut state, i - at, block_len)?
-                            }
-                        };
-                        at = i + 1;
+                        next += 1;
+                        continue;
                     }
+                    // past the blocks before the cell's, within the unit
+                    while i >= first + coding::BLOCK_CELLS {
+                        let block_len = coding::BLOCK_CELLS.min(n - first);
+                        if let BlockCodes::Huffman(c) = &x.codes
+                            && at < first + block_len
+                        {
+                            c.cell_after(
+                                &mut r,
+                                &x.model,
+                                &mut state,
+                                first + block_len - at - 1,
+                                block_len,
+                            )?;
+                        }
+                        first += coding::BLOCK_CELLS;
+                        at = first;
+                        state = huffman::RunState::default();
+                    }
+                    let block_len = coding::BLOCK_CELLS.min(n - first);
+                    out[j] = match &x.codes {
+                        BlockCodes::Rice(p) => r.cell_after(i - at, &x.model, p)?,
+                        BlockCodes::Huffman(c) => {
+                            c.cell_after(&mut r, &x.model, &mut state, i - at, block_len)?
+                        }
+                    };
+                    at = i + 1;
                     next += 1;
                 }
             }
         }
+        self.index.as_mut().expect("index").block = block;
         Ok(out)
     }
 

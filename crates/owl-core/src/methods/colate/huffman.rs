@@ -1,5 +1,7 @@
-//! Canonical Huffman coding of an epoch's counters ([`Coding::Huffman`](super::Coding), tags
-//! `CLH3` and `CLH4`, owl's default): the cells of [`super::coding`]'s Rice code — a packet
+//! Canonical Huffman coding of an epoch's counters ([`Coding::Packed`](super::Coding), tags
+//! `CLP3` and `CLP4`, owl's default, and [`Coding::Huffman`](super::Coding), tags `CLH3` and
+//! `CLH4`, the default before it: the same codes, laid out in packed or byte-aligned blocks):
+//! the cells of [`super::coding`]'s Rice code — a packet
 //! count folded around the epoch's mean count, a timestamp counter's residual past `c·t̄` per
 //! count group — each coded by a table built for this epoch, and runs of empty cells as one
 //! code.
@@ -64,6 +66,29 @@
 //! [`MAX_BLOCK_BYTES`], so 31 of them fit a u16: 18 bits of index a block where the Rice
 //! code spends 32). The header's two escape counts hold the bytes after the header (low,
 //! high), its `bc` byte is 0.
+//!
+//! # Layout after the header (tags `CLP3`, `CLP4`: packed blocks)
+//!
+//! ```text
+//! | u32 T, T bytes: the tables, as above
+//! | u8 w1 | u8 w2
+//! | s records, each: a unit's start (w1 bits, bits from the first block), then the 31 later
+//! |   units' deviations from evenly spaced starts (w2 bits each, zigzag)
+//! | the blocks' length in bits (w1 bits); zeros to a byte
+//! | the blocks, one after the other bit by bit; zeros to a byte
+//! ```
+//!
+//! An index entry finds a **unit** of [`PACKED_UNIT`] = 2 blocks (`u = ⌈k/2⌉` units, `s =
+//! ⌈u/32⌉` superblocks of [`PACKED_SUPER`] units). Unit `j` of a superblock spanning bits
+//! `a..e` with `q` units starts at `a + ⌊j·(e − a)/q⌋` plus its deviation; `w1` is the width
+//! of the blocks' length and `w2` of the widest deviation, so an epoch has one encoding. A
+//! block's items are those of the byte-aligned layout (a run never crosses a block); only where
+//! a block starts changes: right after the one before, and found through its unit. Why: at
+//! 484 kpps in 1 ms units the byte-aligned index (18 bits a block) and its padding (4 bits on
+//! average) were 0.017 bits a packet. A packed record costs `w1/32 + w2·31/32` bits a unit
+//! (~12 there, with `w2` = 11), and a query decodes on average half a block more to reach a
+//! cell. A record is read whole for a unit's start, one read a counter; the whole index of a
+//! 1 MiB plan (~9 KiB in 1 ms units) usually comes with the opening read.
 
 use std::cell::OnceCell;
 
@@ -80,6 +105,30 @@ pub const RESIDUAL_MANTISSA: u32 = 3;
 pub const COUNT_MANTISSA: u32 = 4;
 /// Blocks in a superblock.
 pub const SUPER_BLOCKS: usize = 32;
+
+/// How an epoch's blocks are laid out and found (module doc, "Layout").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Index {
+    /// `CLH3`/`CLH4`: blocks start on a byte; u64 superblock starts, u16 block starts.
+    Bytes,
+    /// `CLP3`/`CLP4`: blocks follow each other bit by bit; a record per superblock of its
+    /// start and its blocks' deviations from evenly spaced starts, in widths the epoch gives.
+    Packed,
+}
+
+/// Blocks an entry of the packed index finds (a query decodes the first to reach a cell of
+/// the second: the index costs half as much).
+pub const PACKED_UNIT: usize = 2;
+/// Entries (units of [`PACKED_UNIT`] blocks) in a superblock of the packed index.
+pub const PACKED_SUPER: usize = 32;
+/// Longest unit in bits.
+const MAX_UNIT_BITS: u64 = PACKED_UNIT as u64 * MAX_BLOCK_BITS;
+/// Longest block in bits (every cell escaped: [`MAX_BLOCK_BYTES`]).
+pub const MAX_BLOCK_BITS: u64 = (BLOCK_CELLS * 136) as u64;
+/// Widest field of the packed index: a start (an epoch of `MAX_COUNTERS` counters of 136 bits
+/// is below 2^36 bits), a deviation (within a superblock, below 2^20).
+pub const MAX_START_BITS: u32 = 40;
+pub const MAX_DEVIATION_BITS: u32 = 24;
 /// The tables are built from every `TALLY_STRIDE`-th block (every block of a vector of at
 /// most [`SMALL`] cells).
 pub const TALLY_STRIDE: usize = 8;
@@ -384,14 +433,13 @@ impl Tables {
 
 /// A table's lengths make a complete prefix code (or a lone symbol of length 0, or none).
 fn check_kraft(l: &[u8]) -> Result<(), String> {
-    let coded: Vec<u8> = l.iter().copied().filter(|&x| x > 0).collect();
-    match coded.as_slice() {
-        [] => return Ok(()),
-        [1] => return Ok(()),
+    let mut coded = l.iter().copied().filter(|&x| x > 0);
+    match (coded.next(), coded.next()) {
+        (None, _) | (Some(1), None) => return Ok(()),
         _ => {}
     }
     let mut sum = 0u64;
-    for &x in &coded {
+    for x in l.iter().copied().filter(|&x| x > 0) {
         if x < 2 || x as u32 > MAX_LEN + 1 {
             return Err(format!("a code of {} bits", x as i32 - 1));
         }
@@ -422,7 +470,15 @@ pub struct Decoder {
     /// A lone symbol (length 0), or none at all.
     lone: Option<u16>,
     empty: bool,
+    /// The symbol and length of the code each window of [`LUT_BITS`] bits starts with (the
+    /// stream's order: least significant first), `symbol << 4 | length`; 0 where the code is
+    /// longer.
+    lut: Vec<u16>,
 }
+
+/// Bits a decoder's lookup table resolves at once.
+const LUT_BITS: u32 = 9;
+const _: () = assert!(COUNT_SYMBOLS < 1 << 12 && RESIDUAL_SYMBOLS < 1 << 12);
 
 /// Canonical codes of `lens` (nibbles), as `(code, length)` per symbol.
 fn canonical(lens: &[u8]) -> (Vec<(u32, u32)>, [u32; MAX_LEN as usize + 1]) {
@@ -501,27 +557,60 @@ impl Encoder {
 
 impl Decoder {
     pub fn new(lens: &[u8]) -> Decoder {
-        let coded: Vec<usize> = (0..lens.len()).filter(|&s| lens[s] > 0).collect();
+        let mut count = [0u32; MAX_LEN as usize + 2];
+        let mut last = 0usize;
+        for (s, &x) in lens.iter().enumerate() {
+            if x > 0 {
+                count[x as usize - 1] += 1;
+                last = s;
+            }
+        }
+        let coded: u32 = count.iter().sum();
         let mut d = Decoder {
             limit: [0; MAX_LEN as usize + 1],
             base: [0; MAX_LEN as usize + 1],
             min_len: MAX_LEN,
             symbols: Vec::new(),
             lone: None,
-            empty: coded.is_empty(),
+            empty: coded == 0,
+            lut: Vec::new(),
         };
-        if coded.len() == 1 && lens[coded[0]] == 1 {
-            d.lone = Some(coded[0] as u16);
+        if coded == 1 && lens[last] == 1 {
+            d.lone = Some(last as u16);
             return d;
         }
-        let (_, first) = canonical(lens);
-        let mut count = [0u32; MAX_LEN as usize + 1];
-        for &s in &coded {
-            count[lens[s] as usize - 1] += 1;
+        count[0] = 0;
+        // canonical codes: those of each length consecutive, from `first`
+        let mut first = [0u32; MAX_LEN as usize + 1];
+        let mut code = 0u32;
+        for l in 1..=MAX_LEN as usize {
+            code = (code + count[l - 1]) << 1;
+            first[l] = code;
         }
-        let mut sorted = coded.clone();
-        sorted.sort_by_key(|&s| (lens[s], s));
-        d.symbols = sorted.into_iter().map(|s| s as u16).collect();
+        // symbols by length, then symbol (a counting sort)
+        let mut at = [0usize; MAX_LEN as usize + 2];
+        for l in 1..=MAX_LEN as usize {
+            at[l + 1] = at[l] + count[l] as usize;
+        }
+        d.symbols = vec![0u16; at[MAX_LEN as usize + 1]];
+        d.lut = vec![0u16; 1 << LUT_BITS];
+        let mut next = first;
+        for (s, &x) in lens.iter().enumerate() {
+            if x > 1 {
+                let l = x as usize - 1;
+                d.symbols[at[l]] = s as u16;
+                at[l] += 1;
+                // every window of LUT_BITS bits that starts with this code (reversed: codes
+                // are read most significant bit first)
+                if l <= LUT_BITS as usize {
+                    let rev = (next[l] as u16).reverse_bits() as usize >> (16 - l);
+                    for hi in 0..1usize << (LUT_BITS as usize - l) {
+                        d.lut[rev | hi << l] = (s as u16) << 4 | l as u16;
+                    }
+                }
+                next[l] += 1;
+            }
+        }
         let mut offset = 0i32;
         for l in 1..=MAX_LEN as usize {
             d.base[l] = first[l] as i32 - offset;
@@ -544,6 +633,11 @@ impl Decoder {
             return Err(r.invalid(format!("{what} of a group the epoch has no code for")));
         }
         let w = r.peek();
+        let e = self.lut[w as usize & ((1 << LUT_BITS) - 1)];
+        if e != 0 {
+            r.skip(e as usize & 15, what)?;
+            return Ok(e as usize >> 4);
+        }
         let win = ((w as u16).reverse_bits() >> (16 - MAX_LEN)) as u32;
         let mut l = self.min_len as usize;
         while win >= self.limit[l] {
@@ -573,10 +667,15 @@ pub struct Codes {
 
 impl Codes {
     pub fn new(t: &Tables) -> Codes {
+        Codes::of(t.clone())
+    }
+
+    /// [`new`](Self::new), taking the tables.
+    pub fn of(t: Tables) -> Codes {
         Codes {
             count: Decoder::new(&t.lens[0]),
             residual: (0..GROUPS).map(|_| OnceCell::new()).collect(),
-            lens: t.lens.clone(),
+            lens: t.lens,
         }
     }
 
@@ -718,13 +817,14 @@ pub fn index_len(n: usize) -> usize {
     8 * (s + 1) + 2 * (k + 1)
 }
 
-/// Encode the cells after the header (module doc); the bytes written and the timestamp
-/// counters of `top` or more.
+/// Encode the cells after the header (module doc) with `index`'s layout; the bytes written and
+/// the timestamp counters of `top` or more.
 pub fn encode(
     head: &EpochHead,
     cells: &impl CellSource,
     top: u64,
     out: &mut Vec<u8>,
+    index: Index,
 ) -> (u64, usize) {
     let model = Model::of(head);
     let n = cells.count();
@@ -739,14 +839,15 @@ pub fn encode(
         .iter()
         .map(|l| Encoder::new(l, RESIDUAL_SYMBOLS))
         .collect();
-    let (k, s) = blocks(n);
-    let index_at = out.len();
-    out.resize(index_at + index_len(n), 0);
-    let blocks_at = out.len();
+    let (k, _) = blocks(n);
+    // the blocks apart, then the index before them: its size follows from the starts
+    let mut blocks_b: Vec<u8> = Vec::with_capacity(k * 16);
+    // block starts: bytes (Index::Bytes) or bits (Index::Packed) from the first block
     let mut starts: Vec<u64> = Vec::with_capacity(k + 1);
     let zero = COUNT_BASE + bucket(fold(0, model.center), COUNT_MANTISSA).0;
     let zero_raw = bucket(fold(0, model.center), COUNT_MANTISSA);
-    let mut w = BitWriter::new(out);
+    let packed = index == Index::Packed;
+    let mut w = BitWriter::new(&mut blocks_b);
     let mut run = 0usize;
     let flush = |w: &mut BitWriter, run: usize| match run {
         0 => {}
@@ -761,8 +862,14 @@ pub fn encode(
         if i.is_multiple_of(BLOCK_CELLS) {
             flush(&mut w, run);
             run = 0;
-            w.align();
-            starts.push((w.len() - blocks_at) as u64);
+            if packed {
+                if (i / BLOCK_CELLS).is_multiple_of(PACKED_UNIT) {
+                    starts.push(w.bit_len());
+                }
+            } else {
+                w.align();
+                starts.push(w.len() as u64);
+            }
         }
         if r > 1 || (t == 0 && c == 0) {
             run += r;
@@ -798,21 +905,175 @@ pub fn encode(
         }
     });
     flush(&mut w, run);
+    let end = w.bit_len();
     w.align();
-    let len = (out.len() - blocks_at) as u64;
-    starts.push(len);
-    for si in 0..=s {
-        let v = starts[(si * SUPER_BLOCKS).min(k)];
-        let at = index_at + 8 * si;
-        out[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    if packed {
+        starts.push(end);
+        write_packed_index(&starts, out);
+    } else {
+        starts.push(blocks_b.len() as u64);
+        write_byte_index(&starts, out);
     }
-    let table = index_at + 8 * (s + 1);
+    out.extend_from_slice(&blocks_b);
+    ((out.len() - start) as u64, overflows)
+}
+
+/// The u64 superblock and u16 block starts of `CLH3`/`CLH4` (`k + 1` byte starts).
+fn write_byte_index(starts: &[u64], out: &mut Vec<u8>) {
+    let k = starts.len() - 1;
+    let s = k.div_ceil(SUPER_BLOCKS);
+    for si in 0..=s {
+        out.extend_from_slice(&starts[(si * SUPER_BLOCKS).min(k)].to_le_bytes());
+    }
     for (bi, &v) in starts.iter().enumerate() {
         let rel = v - starts[(bi / SUPER_BLOCKS * SUPER_BLOCKS).min(k)];
-        let at = table + 2 * bi;
-        out[at..at + 2].copy_from_slice(&(rel as u16).to_le_bytes());
+        out.extend_from_slice(&(rel as u16).to_le_bytes());
     }
-    ((out.len() - start) as u64, overflows)
+}
+
+/// Bits of `v`.
+fn bit_width(v: u64) -> u32 {
+    64 - v.leading_zeros()
+}
+
+/// Where block `j` of a superblock of `blocks` blocks spanning `a..e` bits would start were the
+/// blocks of equal length.
+#[inline]
+fn evenly(a: u64, e: u64, j: usize, blocks: usize) -> u64 {
+    a + ((e - a) as u128 * j as u128 / blocks as u128) as u64
+}
+
+/// The packed index of `CLP3`/`CLP4` (`k + 1` bit starts, the last the blocks' length): u8
+/// `w1`, u8 `w2`, then per superblock its start in `w1` bits and each later block's deviation
+/// from [`evenly`] spaced starts, zigzag, in `w2` bits (the last superblock's missing blocks
+/// 0), then the blocks' length in `w1` bits; padded to a byte with zeros. `w1` is the length's
+/// width, `w2` the widest deviation's: one encoding per epoch.
+fn write_packed_index(starts: &[u64], out: &mut Vec<u8>) {
+    let k = starts.len() - 1;
+    let s = k.div_ceil(PACKED_SUPER);
+    let total = starts[k];
+    let dev = |bi: usize| -> u64 {
+        let sb = bi / PACKED_SUPER;
+        let (first, last) = (sb * PACKED_SUPER, ((sb + 1) * PACKED_SUPER).min(k));
+        let want = evenly(starts[first], starts[last], bi - first, last - first);
+        zigzag(starts[bi].wrapping_sub(want))
+    };
+    let w1 = bit_width(total);
+    let w2 = (0..k)
+        .filter(|bi| bi % PACKED_SUPER != 0)
+        .map(|bi| bit_width(dev(bi)))
+        .max()
+        .unwrap_or(0);
+    out.push(w1 as u8);
+    out.push(w2 as u8);
+    let mut w = BitWriter::new(out);
+    for sb in 0..s {
+        w.put(starts[sb * PACKED_SUPER], w1);
+        for j in 1..PACKED_SUPER {
+            let bi = sb * PACKED_SUPER + j;
+            w.put(if bi < k { dev(bi) } else { 0 }, w2);
+        }
+    }
+    w.put(total, w1);
+    w.align();
+}
+
+/// Bytes of a packed index of `k` blocks with widths `w1`, `w2` (its two width bytes included).
+pub fn packed_index_len(k: usize, w1: u32, w2: u32) -> usize {
+    let s = k.div_ceil(PACKED_SUPER);
+    2 + ((s + 1) * w1 as usize + s * (PACKED_SUPER - 1) * w2 as usize).div_ceil(8)
+}
+
+/// A packed index's unit starts (each unit [`PACKED_UNIT`] blocks), read from its records
+/// (module doc).
+pub struct PackedIndex {
+    /// Units.
+    pub k: usize,
+    pub w1: u32,
+    pub w2: u32,
+    /// The blocks' length in bits (the last field).
+    pub total: u64,
+}
+
+impl PackedIndex {
+    /// Bits of one superblock's record.
+    pub fn record_bits(&self) -> usize {
+        self.w1 as usize + (PACKED_SUPER - 1) * self.w2 as usize
+    }
+
+    /// Bit range of the records that give the starts of blocks `lo..=hi` (`hi ≤ k`): the
+    /// records of their superblocks and the next superblock's start.
+    pub fn span(&self, lo: usize, hi: usize) -> (usize, usize) {
+        let r = self.record_bits();
+        let (a, b) = (lo / PACKED_SUPER, hi / PACKED_SUPER);
+        (a * r, ((b + 1) * r + self.w1 as usize).min(self.end_bits()))
+    }
+
+    /// Bits of all the records (the final length field included).
+    pub fn end_bits(&self) -> usize {
+        self.k.div_ceil(PACKED_SUPER) * self.record_bits() + self.w1 as usize
+    }
+
+    /// Starts of units `lo..=hi` in bits, checked (each within the blocks, in order, none
+    /// longer than a unit can be); `bits` holds the records from bit `from` (a
+    /// [`span`](Self::span)).
+    pub fn starts(
+        &self,
+        bits: &[u8],
+        from: usize,
+        lo: usize,
+        hi: usize,
+    ) -> Result<Vec<u64>, String> {
+        let r = self.record_bits();
+        let field = |at: usize, w: u32| -> Result<u64, String> {
+            if w == 0 {
+                return Ok(0);
+            }
+            let at = at.checked_sub(from).ok_or("index field before its read")?;
+            let mut x = [0u8; 16];
+            let end = (at / 8 + 16).min(bits.len());
+            let src = bits.get(at / 8..end).ok_or("index field past its read")?;
+            x[..src.len()].copy_from_slice(src);
+            let v = (u128::from_le_bytes(x) >> (at % 8)) as u64;
+            Ok(if w == 64 { v } else { v & ((1u64 << w) - 1) })
+        };
+        let sb_start = |sb: usize| -> Result<u64, String> {
+            if sb * PACKED_SUPER >= self.k {
+                Ok(self.total)
+            } else {
+                field(sb * r, self.w1)
+            }
+        };
+        let mut out: Vec<u64> = Vec::with_capacity(hi - lo + 1);
+        for bi in lo..=hi {
+            let (sb, j) = (bi / PACKED_SUPER, bi % PACKED_SUPER);
+            let a = sb_start(sb)?;
+            let at = if j == 0 || bi >= self.k {
+                if bi >= self.k { self.total } else { a }
+            } else {
+                let last = ((sb + 1) * PACKED_SUPER).min(self.k);
+                let e = sb_start(sb + 1)?;
+                if e < a {
+                    return Err(format!("superblock {sb} ends before it starts"));
+                }
+                let d = unzigzag(field(
+                    sb * r + self.w1 as usize + (j - 1) * self.w2 as usize,
+                    self.w2,
+                )?);
+                evenly(a, e, j, last - sb * PACKED_SUPER).wrapping_add(d)
+            };
+            if at > self.total {
+                return Err(format!("unit {bi} starts at bit {at}, past the blocks"));
+            }
+            if let Some(&prev) = out.last()
+                && (at < prev || at - prev > MAX_UNIT_BITS)
+            {
+                return Err(format!("unit {bi} starts at bit {at}, after one at {prev}"));
+            }
+            out.push(at);
+        }
+        Ok(out)
+    }
 }
 
 /// Where the parts of a body of `len` bytes after the header are: the tables' bytes
@@ -829,46 +1090,176 @@ pub fn body_parts(n: usize, t_len: u32, len: u64) -> Result<(usize, usize, u64),
     Ok((index_at as usize, blocks_at as usize, len - blocks_at))
 }
 
-/// Decode the body after the header (exactly `body`), checking the tables, every start, every
-/// block's end and padding, and the tables against the ones the writer builds.
-pub fn decode(head: &EpochHead, body: &[u8]) -> Result<(Vec<u64>, Vec<u32>), DecodeError> {
+/// Where a packed body's parts are (`body`: from the tables' length on): the index's offset
+/// (its width bytes), its widths, the blocks' offset and length in bytes; checked.
+pub fn packed_parts(
+    n: usize,
+    t_len: u32,
+    head2: [u8; 2],
+    len: u64,
+) -> Result<(usize, PackedIndex, usize), DecodeError> {
+    let bad = |what: String| DecodeError::Invalid { offset: 0, what };
+    let (w1, w2) = (head2[0] as u32, head2[1] as u32);
+    if w1 > MAX_START_BITS || w2 > MAX_DEVIATION_BITS {
+        return Err(bad(format!("block index fields of {w1} and {w2} bits")));
+    }
+    let k = blocks(n).0.div_ceil(PACKED_UNIT);
+    let index_at = 4 + t_len as u64;
+    let blocks_at = index_at + packed_index_len(k, w1, w2) as u64;
+    if blocks_at > len {
+        return Err(bad(format!(
+            "code tables of {t_len} bytes and the block index outrun the epoch"
+        )));
+    }
+    let x = PackedIndex {
+        k,
+        w1,
+        w2,
+        total: 0,
+    };
+    Ok((index_at as usize, x, blocks_at as usize))
+}
+
+/// Decode the body after the header (exactly `body`) laid out as `index` says, checking the
+/// tables, every start, every block's end and padding, and the tables against the ones the
+/// writer builds.
+pub fn decode(
+    head: &EpochHead,
+    body: &[u8],
+    index: Index,
+) -> Result<(Vec<u64>, Vec<u32>), DecodeError> {
     let n = head.n as usize;
     let bad = |offset: usize, what: String| DecodeError::Invalid { offset, what };
     let Some(t) = body.get(..4) else {
         return Err(bad(0, "epoch body shorter than its tables' length".into()));
     };
     let t_len = u32::from_le_bytes(t.try_into().expect("4 bytes"));
-    let (index_at, blocks_at, len) = body_parts(n, t_len, body.len() as u64)?;
-    let tables = Tables::read(&body[4..index_at])?;
-    let codes = Codes::new(&tables);
     let (k, s) = blocks(n);
-    let u64_at = |i: usize| u64::from_le_bytes(body[i..i + 8].try_into().expect("8 bytes"));
-    let u16_at = |i: usize| u16::from_le_bytes(body[i..i + 2].try_into().expect("2 bytes"));
-    let supers: Vec<u64> = (0..=s).map(|i| u64_at(index_at + 8 * i)).collect();
-    let table = index_at + 8 * (s + 1);
-    let start = |bi: usize| supers[bi / SUPER_BLOCKS].saturating_add(u16_at(table + 2 * bi) as u64);
-    if supers[0] != 0 || supers[s] != len {
-        return Err(bad(
-            index_at,
-            "superblock table does not span the blocks".into(),
-        ));
-    }
-    let blocks_b = &body[blocks_at..];
+    // (absolute starts of blocks 0..=k in bits of `blocks_b`, the blocks, where they are)
+    let (tables_end, starts, blocks_b, blocks_at) = match index {
+        Index::Bytes => {
+            let (index_at, blocks_at, len) = body_parts(n, t_len, body.len() as u64)?;
+            let u64_at = |i: usize| u64::from_le_bytes(body[i..i + 8].try_into().expect("8 bytes"));
+            let u16_at = |i: usize| u16::from_le_bytes(body[i..i + 2].try_into().expect("2 bytes"));
+            let supers: Vec<u64> = (0..=s).map(|i| u64_at(index_at + 8 * i)).collect();
+            let table = index_at + 8 * (s + 1);
+            let start =
+                |bi: usize| supers[bi / SUPER_BLOCKS].saturating_add(u16_at(table + 2 * bi) as u64);
+            if supers[0] != 0 || supers[s] != len {
+                return Err(bad(
+                    index_at,
+                    "superblock table does not span the blocks".into(),
+                ));
+            }
+            let mut starts = Vec::with_capacity(k + 1);
+            for bi in 0..k {
+                let (a, b) = (start(bi), start(bi + 1));
+                if (bi % SUPER_BLOCKS == 0 && u16_at(table + 2 * bi) != 0)
+                    || a > b
+                    || b > len
+                    || b - a > MAX_BLOCK_BYTES as u64
+                {
+                    return Err(bad(
+                        table + 2 * bi,
+                        format!("block {bi} starts at {a}, ends at {b}"),
+                    ));
+                }
+                starts.push(a * 8);
+            }
+            if (k % SUPER_BLOCKS == 0 && u16_at(table + 2 * k) != 0) || start(k) != len {
+                return Err(bad(
+                    table + 2 * k,
+                    "the block table's last entry is not the blocks' length".into(),
+                ));
+            }
+            starts.push(len * 8);
+            (index_at, starts, &body[blocks_at..], blocks_at)
+        }
+        Index::Packed => {
+            let at = 4 + t_len as usize;
+            let Some(w) = body.get(at..at + 2) else {
+                return Err(bad(at, "epoch shorter than its block index".into()));
+            };
+            let (index_at, mut x, blocks_at) =
+                packed_parts(n, t_len, [w[0], w[1]], body.len() as u64)?;
+            let records = &body[index_at + 2..blocks_at];
+            let end = x.end_bits();
+            // the last field: the blocks' length, in bits
+            x.total = {
+                let mut r = BitReader::new(records);
+                r.skip(end - x.w1 as usize, "the block index")?;
+                r.bits(x.w1, "the blocks' length")?
+            };
+            let blocks_b = &body[blocks_at..];
+            if x.total.div_ceil(8) != blocks_b.len() as u64 {
+                return Err(bad(
+                    index_at,
+                    format!("blocks of {} bits in {} bytes", x.total, blocks_b.len()),
+                ));
+            }
+            // one encoding: padding zero, widths the narrowest, the last superblock's missing
+            // blocks 0, the first block at 0
+            let pad_zero = |b: &[u8], bits: u64| {
+                let rem = (bits % 8) as u32;
+                rem == 0 || b[b.len() - 1] >> rem == 0
+            };
+            if !pad_zero(records, end as u64) || !pad_zero(blocks_b, x.total) {
+                return Err(bad(
+                    index_at,
+                    "non-zero padding in the block index or blocks".into(),
+                ));
+            }
+            if x.w1 != bit_width(x.total) {
+                return Err(bad(
+                    index_at,
+                    format!("blocks' length {} in {} bits", x.total, x.w1),
+                ));
+            }
+            let starts = x.starts(records, 0, 0, x.k).map_err(|e| bad(index_at, e))?;
+            let r = x.record_bits();
+            let mut widest = 0;
+            let mut f = BitReader::new(records);
+            for sb in 0..x.k.div_ceil(PACKED_SUPER) {
+                f.skip(x.w1 as usize, "the block index")?;
+                for j in 1..PACKED_SUPER {
+                    let v = f.bits(x.w2, "the block index")?;
+                    if sb * PACKED_SUPER + j >= x.k && v != 0 {
+                        return Err(bad(
+                            index_at,
+                            format!("superblock {sb}: a block past the last"),
+                        ));
+                    }
+                    widest = widest.max(bit_width(v));
+                }
+                debug_assert_eq!(f.bit_pos(), (sb + 1) * r);
+            }
+            if starts[0] != 0 || widest != x.w2 {
+                return Err(bad(
+                    index_at,
+                    format!(
+                        "block index of {}-bit deviations, the widest is {widest} bits",
+                        x.w2
+                    ),
+                ));
+            }
+            (index_at, starts, blocks_b, blocks_at)
+        }
+    };
+    let tables = Tables::read(&body[4..tables_end])?;
+    let codes = Codes::new(&tables);
     let model = Model::of(head);
     let (mut ts, mut counts) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    // blocks an index entry finds
+    let unit = match index {
+        Index::Bytes => 1,
+        Index::Packed => PACKED_UNIT,
+    };
+    let mut r = BitReader::new(blocks_b);
     for bi in 0..k {
-        let (a, b) = (start(bi), start(bi + 1));
-        if (bi % SUPER_BLOCKS == 0 && u16_at(table + 2 * bi) != 0)
-            || a > b
-            || b > len
-            || b - a > MAX_BLOCK_BYTES as u64
-        {
-            return Err(bad(
-                table + 2 * bi,
-                format!("block {bi} starts at {a}, ends at {b}"),
-            ));
+        let (u, b) = (bi / unit, starts[bi / unit + 1] as usize);
+        if bi % unit == 0 {
+            r = BitReader::window_bits(blocks_b, starts[u] as usize, b);
         }
-        let mut r = BitReader::window(blocks_b, a as usize, b as usize);
         let cells = BLOCK_CELLS.min(n - bi * BLOCK_CELLS);
         let (mut at, mut after_empty) = (0usize, false);
         while at < cells {
@@ -880,18 +1271,16 @@ pub fn decode(head: &EpochHead, body: &[u8]) -> Result<(Vec<u64>, Vec<u32>), Dec
             }
             at += len;
         }
-        if !r.at_end() {
+        let ended = match index {
+            Index::Bytes => r.at_end(),
+            Index::Packed => (bi + 1) % unit != 0 && bi + 1 < k || r.at_bit_end(),
+        };
+        if !ended {
             return Err(bad(
-                blocks_at + b as usize,
-                format!("block {bi} does not end where its table says"),
+                blocks_at + b / 8,
+                format!("block {bi} does not end where its index says"),
             ));
         }
-    }
-    if (k % SUPER_BLOCKS == 0 && u16_at(table + 2 * k) != 0) || start(k) != len {
-        return Err(bad(
-            table + 2 * k,
-            "the block table's last entry is not the blocks' length".into(),
-        ));
     }
     let want = Tally::of(&model, &super::epoch::Counters(&ts, &counts)).tables(&model);
     if want != tables {

@@ -231,6 +231,12 @@ fn cells_read_in_place_are_the_decoded_ones() {
         // past one superblock (4 096 counters), flows' cells anywhere or in one block
         (70_001, 19, Coding::Huffman, any),
         (70_001, 19, Coding::Huffman, blocked),
+        (64, 6, Coding::Packed, any),
+        (997, 19, Coding::Packed, any),
+        (150, 19, Coding::Packed, any),
+        // past one superblock (2 048 counters), flows' cells anywhere or in one block
+        (70_001, 19, Coding::Packed, any),
+        (70_001, 19, Coding::Packed, blocked),
     ] {
         let c = cfg(n, 4, u64::MAX, 1_000, 5)
             .with_parameters(n, 4, b, u64::MAX)
@@ -257,6 +263,17 @@ fn cells_read_in_place_are_the_decoded_ones() {
             for x in s.iter().take(200) {
                 let fh = map.flow_hash(&x.flow);
                 assert_eq!(rd.flow(&map, fh).unwrap(), e.flow(&map, fh));
+            }
+            // a packed index too large for the opening read: read piece by piece
+            if coding == Coding::Packed {
+                let mut rd = EpochReader::open_ahead(&bytes[..], 0).unwrap();
+                for i in (0..n as usize).step_by(7) {
+                    assert_eq!(rd.cell(i).unwrap(), (e.ts[i], e.counts[i]), "n={n} {i}");
+                }
+                for x in s.iter().take(200) {
+                    let fh = map.flow_hash(&x.flow);
+                    assert_eq!(rd.flow(&map, fh).unwrap(), e.flow(&map, fh));
+                }
             }
             // an escape list that lost an entry is an error, not a counter of all ones
             if coding == Coding::Fixed && e.overflows() > 0 {
@@ -314,7 +331,7 @@ fn the_widest_cells_round_trip() {
         counts,
     };
     assert_eq!(e.count_bits(), 32);
-    for coding in [Coding::Fixed, Coding::Rice, Coding::Huffman] {
+    for coding in [Coding::Fixed, Coding::Rice, Coding::Huffman, Coding::Packed] {
         let mut e = e.clone();
         e.head.coding = coding;
         let mut b = Vec::new();
@@ -328,11 +345,12 @@ fn the_widest_cells_round_trip() {
     }
 }
 
-/// Block-coded epochs (Rice and Huffman; sparse, with runs of empty cells, and dense): round
-/// trip, any prefix refused, a flipped bit caught, and bytes the writer would not write (a
-/// table entry, a parameter, a code table, a block's padding) refused under a right checksum,
-/// never read as counters — and never a panic, for the whole decoder and the in-place reader
-/// alike.
+/// Block-coded epochs (Rice, Huffman, and Huffman in packed blocks; sparse, with runs of empty
+/// cells, and dense): round trip, any prefix refused, a flipped bit caught, and bytes the
+/// writer would not write (a table entry, a parameter, a code table, a packed index's field or
+/// width, a block's padding) refused under a right checksum, never read as counters — and
+/// never a panic, for the whole decoder and the in-place reader alike (a packed index also
+/// read piece by piece).
 #[test]
 fn block_coded_epochs_round_trip_and_refuse_what_the_writer_would_not_write() {
     let (s, _, _) = traffic(3, 200, 2_000, 0.0);
@@ -346,7 +364,7 @@ fn block_coded_epochs_round_trip_and_refuse_what_the_writer_would_not_write() {
     };
     assert_eq!(
         cfg(3_000, 4, u64::MAX, 1_000, 2).coding(),
-        Coding::Huffman,
+        Coding::Packed,
         "the default"
     );
     for (n, coding, placement, tag) in [
@@ -354,6 +372,9 @@ fn block_coded_epochs_round_trip_and_refuse_what_the_writer_would_not_write() {
         (3_000, Coding::Huffman, Placement::Folded, b"CLH3"),
         (300, Coding::Huffman, Placement::Folded, b"CLH3"),
         (2_100, Coding::Huffman, Placement::Blocked, b"CLH4"),
+        (3_000, Coding::Packed, Placement::Folded, b"CLP3"),
+        (300, Coding::Packed, Placement::Folded, b"CLP3"),
+        (2_100, Coding::Packed, Placement::Blocked, b"CLP4"),
     ] {
         let c = at(n, coding).with_placement(placement);
         let e = record(&c, &s).remove(0);
@@ -389,6 +410,12 @@ fn block_coded_epochs_round_trip_and_refuse_what_the_writer_would_not_write() {
                     Err(_) => refused += 1,
                 }
                 if let Ok(mut rd) = EpochReader::open(&x[..]) {
+                    for i in (0..n).step_by(97) {
+                        let _ = rd.cell(i);
+                    }
+                }
+                // a packed index read piece by piece
+                if let Ok(mut rd) = EpochReader::open_ahead(&x[..], 0) {
                     for i in (0..n).step_by(97) {
                         let _ = rd.cell(i);
                     }
