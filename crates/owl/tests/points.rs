@@ -652,7 +652,9 @@ fn a_hangup_reloads_nothing_and_loses_no_interval() {
     let key = d.join("k");
     ok(&["keygen", "-o", key.to_str().unwrap()]);
     let x = path(d, "x", 1, "51", "uniform:0.01");
-    let slow = "speed = \"0.2\"";
+    // 0.2 s of traffic replayed over 2 s: the hangups come well inside it, after each point
+    // has had time to start (a loaded machine included)
+    let slow = "speed = \"0.1\"";
     let bf = config(
         d,
         "b",
@@ -688,10 +690,10 @@ fn a_hangup_reloads_nothing_and_loses_no_interval() {
                 .success()
         );
     };
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::thread::sleep(std::time::Duration::from_millis(700));
     hup(&pb);
     hup(&pa);
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    std::thread::sleep(std::time::Duration::from_millis(300));
     let good = std::fs::read_to_string(&bf).unwrap();
     std::fs::write(
         &bf,
@@ -699,13 +701,25 @@ fn a_hangup_reloads_nothing_and_loses_no_interval() {
     )
     .unwrap();
     hup(&pb);
-    let log = |n: &str| std::fs::read_to_string(d.join(format!("{n}.log"))).unwrap_or_default();
+    let said = "SIGHUP: an agent reloads nothing; this one goes on with the paths it started with";
+    // a point's log is written by its reader once the point's stderr ends, after it exited:
+    // wait (a little) until it holds the hangups
+    let log = |n: &str, hangups: usize| {
+        let path = d.join(format!("{n}.log"));
+        let t0 = std::time::Instant::now();
+        loop {
+            let l = std::fs::read_to_string(&path).unwrap_or_default();
+            if l.matches(said).count() >= hangups || t0.elapsed().as_secs() >= 10 {
+                return l;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
     let (b_status, lines) = finish(&mut pb);
     let a_status = pa.0.take().unwrap().wait().unwrap();
-    let (a_log, b_log) = (log("a"), log("b"));
+    let (a_log, b_log) = (log("a", 1), log("b", 2));
     assert!(b_status.success(), "{b_log}");
     assert!(a_status.success(), "{a_log}");
-    let said = "SIGHUP: an agent reloads nothing; this one goes on with the paths it started with";
     assert_eq!(b_log.matches(said).count(), 2, "{b_log}");
     assert!(b_log.contains("as it is now it checks (1 path)"), "{b_log}");
     assert!(
