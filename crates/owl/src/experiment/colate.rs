@@ -1186,7 +1186,8 @@ const CAIDA_PPS: f64 = 484_000.0;
 
 /// `colate-storage`: Fig. 10 — stored bits per packet at M = 1, 10, 100 MiB for the high
 /// requirement, with the timestamp unit swept (1 µs … 1 ms): measured on the one-link trace
-/// (every epoch, and the full epochs only), projected to the CAIDA link of §1.4, and the
+/// (every epoch, and the full epochs only), projected to the CAIDA link of §1.4 (in fixed
+/// cells, whose size does not follow the packets an epoch holds), and the
 /// median error of the covered flows' means at each unit (what a coarser unit costs).
 pub fn storage(ctx: &Ctx) -> Result<Vec<PathBuf>> {
     let sc = scale(ctx);
@@ -1210,8 +1211,14 @@ pub fn storage(ctx: &Ctx) -> Result<Vec<PathBuf>> {
             let cfg = Config::for_level(Level::High, mib << 20, seed)?.with_unit(unit)?;
             let (es, er) = (record(&cfg, &t.sender), record(&cfg, &t.receiver));
             let (all, full_bits, _, _) = stored_bits(&es, t.sender.len());
-            // steady state at a rate R: an epoch of D seconds sums R·D²/(2u) = T
-            let epoch_bits = es.first().map_or(0.0, |e| e.encoded_len() as f64 * 8.0);
+            // steady state at a rate R: an epoch of D seconds sums R·D²/(2u) = T; projected
+            // in §1.4's fixed cells, whose size is the same however many packets an epoch
+            // holds (an entropy-coded epoch's is not: colate-bits measures those at 484 kpps)
+            let epoch_bits = es.first().map_or(0.0, |e| {
+                let mut e = e.clone();
+                e.head.coding = Coding::Fixed;
+                e.encoded_len() as f64 * 8.0
+            });
             let at = |pps: f64| {
                 let d = (2.0 * unit as f64 * 1e-9 * cfg.threshold() as f64 / pps).sqrt();
                 (epoch_bits / (pps * d), d)
