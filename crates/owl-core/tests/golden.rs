@@ -222,6 +222,67 @@ fn colate_epochs_from_before_the_folded_flow_hash_still_read() {
     assert!(from_file.iter().filter(|e| e.mean_ns.is_some()).count() > flows.len() / 2);
 }
 
+/// What [`pinned_epochs`] found of one older COLATE coding.
+struct Pinned {
+    /// Each point's pinned epoch (sender, receiver).
+    pinned: [Vec<u8>; 2],
+    /// Each point's epoch as today's default recorder writes it.
+    default: [Vec<u8>; 2],
+    /// Every flow's estimate from the pinned epochs, and from the default's.
+    from_file: Vec<owl_core::method::FlowEstimate>,
+    from_default: Vec<owl_core::method::FlowEstimate>,
+}
+
+/// The pinned epochs `colate-{file}-*.bin`, tagged `magic`, written by an older default: they
+/// decode and re-encode as they were, and a recorder asked for `coding` still writes them byte
+/// for byte. Returns them beside the default's epochs of the same records, and every flow's
+/// estimate from each.
+fn pinned_epochs(file: &str, magic: &[u8; 4], coding: owl_core::colate::Coding) -> Pinned {
+    use owl_core::colate::{ColateMethod, Config, Level};
+    let (s, r) = records();
+    let cfg = Config::for_level(Level::Medium, MEMORY, SEED).unwrap();
+    let m = ColateMethod::new(cfg.clone()).unwrap();
+    let older = ColateMethod::new(cfg.with_coding(coding)).unwrap();
+    let (mut pinned, mut default) = (Vec::new(), Vec::new());
+    let (mut old, mut new) = (Vec::new(), Vec::new());
+    for (role, recs, tag) in [
+        (Role::Sender, &s, "sender"),
+        (Role::Receiver, &r, "receiver"),
+    ] {
+        let want = std::fs::read(golden(&format!("colate-{file}-{tag}.bin"))).unwrap();
+        assert_eq!(&want[12..16], magic, "{tag}");
+        let p = m.decode_point(role, &want).unwrap();
+        let mut bytes = Vec::new();
+        p.encode(&mut bytes);
+        assert_eq!(bytes, want, "{tag}: re-encoded");
+        let mut f = older.new_point(role);
+        f.record_batch(recs);
+        let mut bytes = Vec::new();
+        f.encode(&mut bytes);
+        assert_eq!(bytes, want, "{tag}: recorded with {coding:?}");
+        let mut d = m.new_point(role);
+        d.record_batch(recs);
+        let mut bytes = Vec::new();
+        d.encode(&mut bytes);
+        pinned.push(want);
+        default.push(bytes);
+        old.push(p);
+        new.push(d);
+    }
+    let flows = flows_of(&s);
+    let estimate = |pts: &[Box<dyn owl_core::method::PointSynopsis>]| {
+        m.estimate_flows(&*pts[0], &*pts[1], &flows)
+            .unwrap()
+            .unwrap()
+    };
+    Pinned {
+        from_file: estimate(&old),
+        from_default: estimate(&new),
+        pinned: pinned.try_into().unwrap(),
+        default: default.try_into().unwrap(),
+    }
+}
+
 /// COLATE epochs from before the Rice coding (`CLE3`: fixed cells, the paper's placement;
 /// `colate-cle3-*.bin`, written by that version): they decode and re-encode as they were, a
 /// recorder asked for fixed cells (`colate:coding=fixed`) still writes them byte for byte, and
@@ -229,31 +290,8 @@ fn colate_epochs_from_before_the_folded_flow_hash_still_read() {
 /// estimate is the same from either.
 #[test]
 fn colate_epochs_in_fixed_cells_still_read() {
-    use owl_core::colate::{Coding, ColateMethod, Config, Level};
-    let (s, r) = records();
-    let cfg = Config::for_level(Level::Medium, MEMORY, SEED).unwrap();
-    let m = ColateMethod::new(cfg.clone()).unwrap();
-    let fixed = ColateMethod::new(cfg.with_coding(Coding::Fixed)).unwrap();
-    let (mut old, mut rice) = (Vec::new(), Vec::new());
-    for (role, recs, tag) in [
-        (Role::Sender, &s, "sender"),
-        (Role::Receiver, &r, "receiver"),
-    ] {
-        let want = std::fs::read(golden(&format!("colate-cle3-{tag}.bin"))).unwrap();
-        assert_eq!(&want[12..16], b"CLE3", "{tag}");
-        let p = m.decode_point(role, &want).unwrap();
-        let mut bytes = Vec::new();
-        p.encode(&mut bytes);
-        assert_eq!(bytes, want, "{tag}: re-encoded");
-        let mut f = fixed.new_point(role);
-        f.record_batch(recs);
-        let mut bytes = Vec::new();
-        f.encode(&mut bytes);
-        assert_eq!(bytes, want, "{tag}: recorded in fixed cells");
-        let mut d = m.new_point(role);
-        d.record_batch(recs);
-        let mut bytes = Vec::new();
-        d.encode(&mut bytes);
+    let p = pinned_epochs("cle3", b"CLE3", owl_core::colate::Coding::Fixed);
+    for ((tag, want), bytes) in ["sender", "receiver"].iter().zip(&p.pinned).zip(&p.default) {
         assert_eq!(&bytes[12..16], b"CLP3", "{tag}");
         assert!(
             bytes.len() < want.len(),
@@ -261,20 +299,9 @@ fn colate_epochs_in_fixed_cells_still_read() {
             bytes.len(),
             want.len()
         );
-        old.push(p);
-        rice.push(d);
     }
-    let flows = flows_of(&s);
-    let from_file = m
-        .estimate_flows(&*old[0], &*old[1], &flows)
-        .unwrap()
-        .unwrap();
-    let from_rice = m
-        .estimate_flows(&*rice[0], &*rice[1], &flows)
-        .unwrap()
-        .unwrap();
-    assert_eq!(from_file, from_rice);
-    assert!(from_file.iter().filter(|e| e.mean_ns.is_some()).count() > flows.len() / 2);
+    assert_eq!(p.from_file, p.from_default);
+    assert!(p.from_file.iter().filter(|e| e.mean_ns.is_some()).count() > p.from_file.len() / 2);
 }
 
 /// COLATE epochs from before the Huffman coding (`CLR3`: Rice codes, the paper's placement;
@@ -283,47 +310,13 @@ fn colate_epochs_in_fixed_cells_still_read() {
 /// byte, and the default's packed Huffman-coded epochs give every flow the same estimate.
 #[test]
 fn colate_rice_coded_epochs_still_read() {
-    use owl_core::colate::{Coding, ColateMethod, Config, Level};
-    let (s, r) = records();
-    let cfg = Config::for_level(Level::Medium, MEMORY, SEED).unwrap();
-    let m = ColateMethod::new(cfg.clone()).unwrap();
-    let rice = ColateMethod::new(cfg.with_coding(Coding::Rice)).unwrap();
-    let (mut old, mut new) = (Vec::new(), Vec::new());
-    for (role, recs, tag) in [
-        (Role::Sender, &s, "sender"),
-        (Role::Receiver, &r, "receiver"),
-    ] {
-        let want = std::fs::read(golden(&format!("colate-clr3-{tag}.bin"))).unwrap();
-        assert_eq!(&want[12..16], b"CLR3", "{tag}");
-        let p = m.decode_point(role, &want).unwrap();
-        let mut bytes = Vec::new();
-        p.encode(&mut bytes);
-        assert_eq!(bytes, want, "{tag}: re-encoded");
-        let mut f = rice.new_point(role);
-        f.record_batch(recs);
-        let mut bytes = Vec::new();
-        f.encode(&mut bytes);
-        assert_eq!(bytes, want, "{tag}: recorded Rice-coded");
-        let mut d = m.new_point(role);
-        d.record_batch(recs);
-        let mut bytes = Vec::new();
-        d.encode(&mut bytes);
-        // (not smaller here: these epochs of ~1 200 counters are too small for their code
-        // tables to pay)
-        assert_eq!(&bytes[12..16], b"CLP3", "{tag}");
-        old.push(p);
-        new.push(d);
+    let p = pinned_epochs("clr3", b"CLR3", owl_core::colate::Coding::Rice);
+    // (not smaller here: these epochs of ~1 200 counters are too small for their code tables
+    // to pay)
+    for bytes in &p.default {
+        assert_eq!(&bytes[12..16], b"CLP3");
     }
-    let flows = flows_of(&s);
-    let from_file = m
-        .estimate_flows(&*old[0], &*old[1], &flows)
-        .unwrap()
-        .unwrap();
-    let from_new = m
-        .estimate_flows(&*new[0], &*new[1], &flows)
-        .unwrap()
-        .unwrap();
-    assert_eq!(from_file, from_new);
+    assert_eq!(p.from_file, p.from_default);
 }
 
 /// Huffman-coded COLATE epochs with byte-aligned blocks and a u16 block index (`CLH3`, the
@@ -332,42 +325,8 @@ fn colate_rice_coded_epochs_still_read() {
 /// them byte for byte, and the default's epochs give every flow the same estimate.
 #[test]
 fn colate_huffman_coded_epochs_still_read() {
-    use owl_core::colate::{Coding, ColateMethod, Config, Level};
-    let (s, r) = records();
-    let cfg = Config::for_level(Level::Medium, MEMORY, SEED).unwrap();
-    let m = ColateMethod::new(cfg.clone()).unwrap();
-    let huffman = ColateMethod::new(cfg.with_coding(Coding::Huffman)).unwrap();
-    let (mut old, mut new) = (Vec::new(), Vec::new());
-    for (role, recs, tag) in [
-        (Role::Sender, &s, "sender"),
-        (Role::Receiver, &r, "receiver"),
-    ] {
-        let want = std::fs::read(golden(&format!("colate-clh3-{tag}.bin"))).unwrap();
-        assert_eq!(&want[12..16], b"CLH3", "{tag}");
-        let p = m.decode_point(role, &want).unwrap();
-        let mut bytes = Vec::new();
-        p.encode(&mut bytes);
-        assert_eq!(bytes, want, "{tag}: re-encoded");
-        let mut f = huffman.new_point(role);
-        f.record_batch(recs);
-        let mut bytes = Vec::new();
-        f.encode(&mut bytes);
-        assert_eq!(bytes, want, "{tag}: recorded Huffman-coded");
-        let mut d = m.new_point(role);
-        d.record_batch(recs);
-        old.push(p);
-        new.push(d);
-    }
-    let flows = flows_of(&s);
-    let from_file = m
-        .estimate_flows(&*old[0], &*old[1], &flows)
-        .unwrap()
-        .unwrap();
-    let from_new = m
-        .estimate_flows(&*new[0], &*new[1], &flows)
-        .unwrap()
-        .unwrap();
-    assert_eq!(from_file, from_new);
+    let p = pinned_epochs("clh3", b"CLH3", owl_core::colate::Coding::Huffman);
+    assert_eq!(p.from_file, p.from_default);
 }
 
 /// The flows of `recs`, sorted, each once.
